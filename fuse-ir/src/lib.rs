@@ -1,0 +1,586 @@
+//! The checked kernel IR: the contract between `#[fused_kernel]` (which builds it at compile time)
+//! and the back ends (the CUDA C emitter in the macro, the CPU interpreter in `fuse-runtime`).
+//!
+//! The IR is deliberately small and already fully typed, so that no back end has to re-derive
+//! anything the checker knew:
+//!
+//! * Every value lives in a [`Var`] with one fixed [`Ty`] (element type + scalar/tile shape).
+//!   A var may be assigned more than once (`let mut` and loop-carried values); it keeps its type.
+//! * Pointers are not values: the checker folds `ptr + offsets` into the `param` + `offset` of
+//!   [`Expr::Load`] and [`Stmt::Store`], so bounds checks and address arithmetic are local to them.
+//! * Arithmetic happens only in the *compute types* `bool, i32, u32, i64, u64, f32`
+//!   ([`DType::is_compute`]). Storage-only types (`f16, bf16, i8, u8`) appear as the result of a
+//!   load and the operand/result of an [`Expr::Cast`]; the checker widens them before arithmetic
+//!   and inserts the narrowing cast before a store, so a [`Stmt::Store`] value always has the
+//!   pointee's type.
+//! * Binary operands have the same dtype. Shapes: each operand is a scalar or a tile of the
+//!   result's length; scalars broadcast.
+//! * Control flow is structured and uniform: `if` conditions and loop bounds are scalars, so every
+//!   thread of a program takes the same path (reductions inside them are safe on the GPU).
+//!
+//! The macro serialises a [`Kernel`] to JSON; the runtime deserialises it once per process.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Element types: of pointers, scalars and tile elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DType {
+    Bool,
+    I8,
+    U8,
+    I32,
+    U32,
+    I64,
+    U64,
+    F16,
+    BF16,
+    F32,
+}
+
+impl DType {
+    pub const ALL: [DType; 10] = [
+        DType::Bool,
+        DType::I8,
+        DType::U8,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+    ];
+
+    /// The name users write in kernels and in `.to(..)` casts.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+            DType::I32 => "i32",
+            DType::U32 => "u32",
+            DType::I64 => "i64",
+            DType::U64 => "u64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::F32 => "f32",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// Bytes per element in memory (`bool` is stored as one byte).
+    pub fn size_bytes(self) -> usize {
+        match self {
+            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::U32 | DType::F32 => 4,
+            DType::I64 | DType::U64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32)
+    }
+
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I8 | DType::U8 | DType::I32 | DType::U32 | DType::I64 | DType::U64)
+    }
+
+    pub fn is_signed_int(self) -> bool {
+        matches!(self, DType::I8 | DType::I32 | DType::I64)
+    }
+
+    /// Types arithmetic is done in. Everything else is widened first (see [`DType::compute`]).
+    pub fn is_compute(self) -> bool {
+        matches!(self, DType::Bool | DType::I32 | DType::U32 | DType::I64 | DType::U64 | DType::F32)
+    }
+
+    /// The compute type a storage type widens to: `f16`/`bf16` → `f32`, `i8`/`u8` → `i32`.
+    pub fn compute(self) -> DType {
+        match self {
+            DType::F16 | DType::BF16 => DType::F32,
+            DType::I8 | DType::U8 => DType::I32,
+            other => other,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A tile length: `2^log2 * product(const generics)`. Every factor is a power of two, so every
+/// length is one. `consts` holds indices into [`Kernel::consts`], sorted, repeated for powers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Len {
+    pub log2: i32,
+    pub consts: Vec<u32>,
+}
+
+impl Len {
+    pub fn literal_log2(log2: i32) -> Len {
+        Len { log2, consts: Vec::new() }
+    }
+
+    pub fn of_const(index: u32) -> Len {
+        Len { log2: 0, consts: vec![index] }
+    }
+
+    /// The product of two lengths (used for `2 * BLOCK` and the like).
+    pub fn mul(&self, other: &Len) -> Len {
+        let mut consts = self.consts.clone();
+        consts.extend_from_slice(&other.consts);
+        consts.sort_unstable();
+        Len { log2: self.log2 + other.log2, consts }
+    }
+
+    /// The value for concrete const-generic values; `None` if it is not a whole number or overflows.
+    pub fn eval(&self, const_values: &[u64]) -> Option<u64> {
+        let mut log2 = i64::from(self.log2);
+        for &c in &self.consts {
+            let v = *const_values.get(c as usize)?;
+            if !v.is_power_of_two() {
+                return None;
+            }
+            log2 += i64::from(v.trailing_zeros());
+        }
+        if !(0..63).contains(&log2) {
+            return None;
+        }
+        Some(1u64 << log2)
+    }
+
+    /// A C expression for this length, naming const generics by their (`#define`d) names.
+    pub fn c_expr(&self, const_names: &[String]) -> String {
+        let mut factors: Vec<String> = self.consts.iter().map(|&c| const_names[c as usize].clone()).collect();
+        let mut expr = if factors.is_empty() {
+            "1".to_string()
+        } else {
+            factors.drain(..).collect::<Vec<_>>().join(" * ")
+        };
+        match self.log2.cmp(&0) {
+            std::cmp::Ordering::Greater if self.consts.is_empty() => expr = format!("{}", 1u64 << self.log2),
+            std::cmp::Ordering::Greater => expr = format!("({expr} * {})", 1u64 << self.log2),
+            std::cmp::Ordering::Less => expr = format!("({expr} / {})", 1u64 << (-self.log2)),
+            std::cmp::Ordering::Equal if self.consts.len() > 1 => expr = format!("({expr})"),
+            std::cmp::Ordering::Equal => {}
+        }
+        expr
+    }
+
+    /// How users would write it, for diagnostics.
+    pub fn display(&self, const_names: &[String]) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if self.log2 > 0 || self.consts.is_empty() {
+            if self.log2 >= 0 {
+                parts.push(format!("{}", 1u64 << self.log2.min(62)));
+            }
+        }
+        parts.extend(self.consts.iter().map(|&c| const_names[c as usize].clone()));
+        let mut s = parts.join(" * ");
+        if self.log2 < 0 {
+            s = format!("{s} / {}", 1u64 << (-self.log2).min(62));
+        }
+        s
+    }
+}
+
+/// Scalar (uniform across the program) or a 1-D tile of a given length.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Shape {
+    Scalar,
+    Tile(Len),
+}
+
+impl Shape {
+    pub fn is_scalar(&self) -> bool {
+        matches!(self, Shape::Scalar)
+    }
+    pub fn len(&self) -> Option<&Len> {
+        match self {
+            Shape::Scalar => None,
+            Shape::Tile(l) => Some(l),
+        }
+    }
+}
+
+/// The type of a value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Ty {
+    pub dtype: DType,
+    pub shape: Shape,
+}
+
+impl Ty {
+    pub fn scalar(dtype: DType) -> Ty {
+        Ty { dtype, shape: Shape::Scalar }
+    }
+    pub fn tile(dtype: DType, len: Len) -> Ty {
+        Ty { dtype, shape: Shape::Tile(len) }
+    }
+}
+
+/// A kernel parameter, in the order of the user's `fn` (and of the launch arguments).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Param {
+    /// The user's name; also the C parameter name.
+    pub name: String,
+    pub kind: ParamKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ParamKind {
+    /// `*const T` (read-only) or `*mut T` (writable): a buffer argument at launch.
+    Ptr { elem: DType, mutable: bool },
+    /// A scalar passed by value: i32, i64, u32, u64 or f32.
+    Scalar(DType),
+}
+
+/// Index of a [`Var`] in [`Kernel::vars`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct VarId(pub u32);
+
+/// A storage location for values. `name` is unique in the kernel and a valid C identifier that
+/// keeps the user's name where there is one (`x`, `x_1` for a shadowing `let x`, `t3` for
+/// temporaries).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Var {
+    pub name: String,
+    pub ty: Ty,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Stmt {
+    /// `dst = expr`. The expression's result has `dst`'s type.
+    Assign { dst: VarId, expr: Expr },
+    /// `param[offset] = value` for every lane whose mask is true (all lanes if `None`).
+    /// `value` has the pointee's dtype; `offset` is an integer scalar or tile; a scalar `value`
+    /// or mask broadcasts over a tile offset.
+    Store { param: u32, offset: VarId, value: VarId, mask: Option<VarId> },
+    /// `cond` is a scalar bool.
+    If { cond: VarId, then_body: Vec<Stmt>, else_body: Vec<Stmt> },
+    /// `for var in (start..end).step_by(step)`: integer scalars of one dtype, `step > 0` (a
+    /// non-positive step runs no iteration). `var` is assigned before each iteration; the body
+    /// may not assign it.
+    For { var: VarId, start: VarId, end: VarId, step: VarId, body: Vec<Stmt> },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Expr {
+    /// The value of another var (same type).
+    Copy(VarId),
+    /// A literal of the destination's dtype (scalar destination).
+    Lit(Literal),
+    /// A scalar parameter's value (its dtype is the destination's).
+    Param(u32),
+    /// A const generic's value, in the destination's integer dtype.
+    ConstGeneric(u32),
+    /// `program_id(axis)`, i32, axis 0..=2.
+    ProgramId(u8),
+    /// `num_programs(axis)`, i32, axis 0..=2.
+    NumPrograms(u8),
+    /// `arange(start, start + len)` where len is the destination tile's length; i32.
+    Arange { start: i64 },
+    /// A scalar broadcast to the destination tile.
+    Splat(VarId),
+    /// Element-wise; see [`UnaryOp`] for operand types.
+    Unary(UnaryOp, VarId),
+    /// Element-wise; operands share a dtype; see [`BinaryOp`].
+    Binary(BinaryOp, VarId, VarId),
+    /// Conversion to the destination dtype. Float→int truncates toward zero and saturates (NaN
+    /// → 0), int→int wraps, float narrowing rounds to nearest even, any→bool is `!= 0`.
+    Cast(VarId),
+    /// `cond ? a : b` per lane; `cond` bool; `a`, `b` of the destination dtype; scalars broadcast.
+    Where(VarId, VarId, VarId),
+    /// `param[offset]` for lanes whose mask is true, else `other` (else zero). `other` is a
+    /// scalar or tile of the pointee dtype. Result dtype: the pointee's.
+    Load { param: u32, offset: VarId, mask: Option<VarId>, other: Option<VarId> },
+    /// A tile reduced to a scalar of the same dtype. Float sums accumulate in f32 in an
+    /// unspecified order; max/min ignore NaN unless every lane is NaN (IEEE maxNum/minNum).
+    Reduce(ReduceOp, VarId),
+    /// Uniform f32 in [0, 1): see [`philox`]. `seed` an integer scalar, `offset` an integer
+    /// scalar or tile; the result has the offset's shape.
+    Rand { seed: VarId, offset: VarId },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Literal {
+    Bool(bool),
+    Int(i64),
+    /// Also used for `u64` literals above `i64::MAX`.
+    UInt(u64),
+    Float(f64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    /// Arithmetic negation (ints wrap).
+    Neg,
+    /// Logical not on bool, bitwise not on ints.
+    Not,
+    /// `abs` on floats and signed ints (ints wrap: `abs(i32::MIN) == i32::MIN`).
+    Abs,
+    // f32 only from here on.
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Sqrt,
+    /// `1 / sqrt(x)`.
+    Rsqrt,
+    Erf,
+    Tanh,
+    /// `1 / (1 + exp(-x))`.
+    Sigmoid,
+    Floor,
+    Ceil,
+    Sin,
+    Cos,
+}
+
+impl UnaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Not => "not",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Exp2 => "exp2",
+            UnaryOp::Log => "log",
+            UnaryOp::Log2 => "log2",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+        }
+    }
+
+    /// The math functions, which take and return f32.
+    pub const MATH: [UnaryOp; 13] = [
+        UnaryOp::Exp,
+        UnaryOp::Exp2,
+        UnaryOp::Log,
+        UnaryOp::Log2,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Erf,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+    ];
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    /// Ints wrap on overflow.
+    Add,
+    Sub,
+    Mul,
+    /// Ints: truncating; division by zero gives 0 (on both back ends). Floats: IEEE.
+    Div,
+    /// Ints: sign of the dividend (C/Rust `%`); by zero gives 0. Floats: `fmodf`.
+    Rem,
+    /// `maximum`/`minimum`: IEEE maxNum/minNum on floats.
+    Max,
+    Min,
+    /// `&`, `|`, `^`: logical on bool, bitwise on ints.
+    And,
+    Or,
+    Xor,
+    // Comparisons: the result is bool.
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+impl BinaryOp {
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge | BinaryOp::Eq | BinaryOp::Ne)
+    }
+    pub fn is_bitwise(self) -> bool {
+        matches!(self, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+/// One kernel, checked.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Kernel {
+    /// The `fn`'s name; also the CUDA entry point's name.
+    pub name: String,
+    /// Const generic names (all `usize`, all powers of two), in declaration order.
+    pub consts: Vec<String>,
+    pub params: Vec<Param>,
+    pub vars: Vec<Var>,
+    pub body: Vec<Stmt>,
+}
+
+impl Kernel {
+    pub fn var(&self, id: VarId) -> &Var {
+        &self.vars[id.0 as usize]
+    }
+
+    pub fn ty(&self, id: VarId) -> &Ty {
+        &self.var(id).ty
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("the IR is plain data and always serialises")
+    }
+
+    pub fn from_json(json: &str) -> Result<Kernel, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    /// Every tile length that occurs in the kernel (deduplicated, in first-use order).
+    pub fn tile_lens(&self) -> Vec<Len> {
+        let mut out: Vec<Len> = Vec::new();
+        for v in &self.vars {
+            if let Shape::Tile(l) = &v.ty.shape {
+                if !out.contains(l) {
+                    out.push(l.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Walks every statement, nested bodies included, in program order.
+    pub fn visit_stmts<'a>(&'a self, f: &mut dyn FnMut(&'a Stmt)) {
+        fn walk<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
+            for s in stmts {
+                f(s);
+                match s {
+                    Stmt::If { then_body, else_body, .. } => {
+                        walk(then_body, f);
+                        walk(else_body, f);
+                    }
+                    Stmt::For { body, .. } => walk(body, f),
+                    Stmt::Assign { .. } | Stmt::Store { .. } => {}
+                }
+            }
+        }
+        walk(&self.body, f)
+    }
+}
+
+/// Philox4x32-10 as Random123 and Triton define it, and the uniform-float mapping every back end
+/// must reproduce bit for bit.
+///
+/// `rand(seed, offset)`: with `o = offset as u64` (signed offsets sign-extend), the counter is
+/// `((o >> 2) as u32, (o >> 34) as u32, 0, 0)`, the key `(seed as u32, (seed as u64 >> 32) as u32)`,
+/// and the value is `uniform(philox(counter, key)[o & 3])`. So four consecutive offsets that start
+/// at a multiple of 4 share one Philox call (the GPU exploits that).
+pub mod philox {
+    pub const ROUNDS: usize = 10;
+    pub const M0: u32 = 0xD251_1F53;
+    pub const M1: u32 = 0xCD9E_8D57;
+    pub const W0: u32 = 0x9E37_79B9;
+    pub const W1: u32 = 0xBB67_AE85;
+
+    /// Philox4x32 with 10 rounds.
+    pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
+        let [mut c0, mut c1, mut c2, mut c3] = counter;
+        let [mut k0, mut k1] = key;
+        for _ in 0..ROUNDS {
+            let prod_b = u64::from(M1) * u64::from(c2);
+            let prod_a = u64::from(M0) * u64::from(c0);
+            let (hi_b, lo_b) = ((prod_b >> 32) as u32, prod_b as u32);
+            let (hi_a, lo_a) = ((prod_a >> 32) as u32, prod_a as u32);
+            c0 = hi_b ^ c1 ^ k0;
+            c1 = lo_b;
+            c2 = hi_a ^ c3 ^ k1;
+            c3 = lo_a;
+            k0 = k0.wrapping_add(W0);
+            k1 = k1.wrapping_add(W1);
+        }
+        [c0, c1, c2, c3]
+    }
+
+    /// Triton's `uint_to_uniform_float`: `i = x as i32; if i < 0 { i = !i }; i as f32 * 4.6566127342e-10`.
+    pub fn uniform(x: u32) -> f32 {
+        let mut i = x as i32;
+        if i < 0 {
+            i = !i;
+        }
+        i as f32 * 4.656_612_7e-10_f32
+    }
+
+    /// `rand(seed, offset)` for one lane.
+    pub fn rand(seed: u64, offset: u64) -> f32 {
+        let block = offset >> 2;
+        let out = philox4x32_10([block as u32, (block >> 32) as u32, 0, 0], [seed as u32, (seed >> 32) as u32]);
+        uniform(out[(offset & 3) as usize])
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn known_answer_counter0_key0() {
+            assert_eq!(philox4x32_10([0; 4], [0; 2]), [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]);
+        }
+
+        #[test]
+        fn uniform_is_in_unit_interval() {
+            for x in [0u32, 1, 0x7fff_ffff, 0x8000_0000, u32::MAX, 12345] {
+                let u = uniform(x);
+                assert!((0.0..1.0).contains(&u), "{x:#x} -> {u}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn len_eval_and_c_expr() {
+        let names = vec!["BLOCK".to_string(), "N".to_string()];
+        let l = Len::of_const(0).mul(&Len::literal_log2(1));
+        assert_eq!(l.eval(&[256, 4]), Some(512));
+        assert_eq!(l.c_expr(&names), "(BLOCK * 2)");
+        assert_eq!(Len::literal_log2(10).c_expr(&names), "1024");
+        assert_eq!(Len::of_const(0).eval(&[100]), None, "non power of two rejected");
+        let half = Len { log2: -1, consts: vec![0] };
+        assert_eq!(half.eval(&[1]), None);
+        assert_eq!(half.eval(&[8]), Some(4));
+    }
+
+    #[test]
+    fn json_round_trip() {
+        let k = Kernel {
+            name: "k".into(),
+            consts: vec!["BLOCK".into()],
+            params: vec![Param { name: "x".into(), kind: ParamKind::Ptr { elem: DType::F16, mutable: false } }],
+            vars: vec![Var { name: "offs".into(), ty: Ty::tile(DType::I32, Len::of_const(0)) }],
+            body: vec![Stmt::Assign { dst: VarId(0), expr: Expr::Arange { start: 0 } }],
+        };
+        assert_eq!(Kernel::from_json(&k.to_json()).unwrap(), k);
+    }
+}

@@ -1,0 +1,1 @@
+// placeholder: the CPU interpreter lands here
