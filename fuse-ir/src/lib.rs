@@ -487,6 +487,29 @@ impl Kernel {
     }
 }
 
+/// A launch-time fact the CUDA source may specialise on (like Triton's 16-byte divisibility
+/// specialisation). The emitter lists the ones its source reads; before compiling, the runtime
+/// prepends `#define FUSE_ALIGN16_<param name> 0|1` (the buffer's device address is a multiple of
+/// 16 bytes) or `#define FUSE_DIV16_<param name> 0|1` (the integer scalar is a multiple of 16), and
+/// the values are part of the cache key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Specialization {
+    /// Index of a pointer parameter.
+    Align16(u32),
+    /// Index of an integer scalar parameter.
+    Div16(u32),
+}
+
+impl Specialization {
+    /// The macro name the CUDA source tests, e.g. `FUSE_ALIGN16_x`.
+    pub fn macro_name(self, kernel_params: &[Param]) -> String {
+        match self {
+            Specialization::Align16(p) => format!("FUSE_ALIGN16_{}", kernel_params[p as usize].name),
+            Specialization::Div16(p) => format!("FUSE_DIV16_{}", kernel_params[p as usize].name),
+        }
+    }
+}
+
 /// Philox4x32-10 as Random123 and Triton define it, and the uniform-float mapping every back end
 /// must reproduce bit for bit.
 ///
