@@ -1,0 +1,103 @@
+//! Bias + GELU(erf) + dropout, f32 and f16, checked against float64 and the dropout statistics.
+//! `cargo run --release --example bias_gelu_dropout`
+#[path = "common/mod.rs"]
+mod common;
+#[path = "kernels/bias_gelu_dropout.rs"]
+mod kernels;
+
+use common::*;
+use fuse::half::f16;
+use fuse::{Buffer, Device};
+
+const BLOCK: usize = 1024;
+const P: f32 = 0.1;
+
+type Launch<T> = fn(&Device, &Buffer<T>, &Buffer<T>, &mut Buffer<T>, u64, i32, i32) -> fuse::Result<()>;
+
+fn launch_f32(d: &Device, x: &Buffer<f32>, b: &Buffer<f32>, o: &mut Buffer<f32>, seed: u64, n: i32, h: i32) -> fuse::Result<()> {
+    kernels::bias_gelu_dropout::launch::<BLOCK>(d, grid_1d(n as usize, BLOCK), x, b, o, seed, P, n, h)
+}
+
+fn launch_f16(d: &Device, x: &Buffer<f16>, b: &Buffer<f16>, o: &mut Buffer<f16>, seed: u64, n: i32, h: i32) -> fuse::Result<()> {
+    kernels::bias_gelu_dropout_f16::launch::<BLOCK>(d, grid_1d(n as usize, BLOCK), x, b, o, seed, P, n, h)
+}
+
+fn run<T: ToF64>(device: &Device, rng: &mut rand::rngs::StdRng, launch: Launch<T>, rows: usize, h: usize, time_it: bool) -> fuse::Result<bool> {
+    use rand::Rng;
+    let n = rows * h;
+    let x: Vec<T> = from_f64(&normal_f32(rng, n).iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+    let bias: Vec<T> = from_f64(&normal_f32(rng, h).iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+    let (xb, bb) = (device.upload(&x)?, device.upload(&bias)?);
+    let (nn, hh) = (i32::try_from(n).expect("fits"), i32::try_from(h).expect("fits"));
+    let seed: u64 = rng.gen();
+    let mut run_seed = |seed: u64| -> fuse::Result<Vec<f64>> {
+        let mut out = poisoned::<T>(device, n);
+        launch(device, &xb, &bb, &mut out, seed, nn, hh)?;
+        Ok(to_f64(&out.to_vec()?))
+    };
+    let (out, again, other) = (run_seed(seed)?, run_seed(seed)?, run_seed(seed ^ 0x9E37_79B9_7F4A_7C15)?);
+    let gelu = kernels::reference_gelu(&to_f64(&x), &to_f64(&bias), h);
+    let half = std::mem::size_of::<T>() == 2;
+    let what = format!("bias_gelu_dropout {} {rows}x{h}", if half { "f16" } else { "f32" });
+
+    // Kept elements must equal gelu / (1 - p); dropped ones exactly 0. A kept element whose
+    // reference is 0 is indistinguishable from a dropped one, so the mask counts only nonzero refs.
+    let scale = 1.0 / (1.0 - f64::from(P));
+    let (mut kept, mut decided) = (0usize, 0usize);
+    let mut got_kept = Vec::new();
+    let mut want_kept = Vec::new();
+    let mut bad_dropped = 0usize;
+    for i in 0..n {
+        let want = gelu[i] * scale;
+        if out[i] == 0.0 {
+            if want != 0.0 {
+                decided += 1;
+            }
+        } else {
+            kept += 1;
+            decided += 1;
+            got_kept.push(out[i]);
+            want_kept.push(want);
+        }
+        if out[i].is_nan() {
+            bad_dropped += 1;
+        }
+    }
+    let (atol, rtol) = if half { (2e-3, 2e-3) } else { (1e-5, 1e-5) };
+    let values_ok = check(&format!("{what} kept values"), &got_kept, &want_kept, atol, rtol) && bad_dropped == 0;
+    let frac = kept as f64 / decided.max(1) as f64;
+    let sigma = (f64::from(P) * (1.0 - f64::from(P)) / decided.max(1) as f64).sqrt();
+    let frac_ok = (frac - (1.0 - f64::from(P))).abs() <= 4.0 * sigma;
+    println!("{what}: kept fraction {frac:.5} (expected {:.5} ± {:.5}) {}", 1.0 - f64::from(P), 4.0 * sigma, if frac_ok { "PASS" } else { "FAIL" });
+    let same_ok = out.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits());
+    let differs = out.iter().zip(&other).filter(|(a, b)| (**a == 0.0) != (**b == 0.0)).count();
+    // Two independent masks disagree on about 2p(1-p) of the elements.
+    let other_ok = differs as f64 > 0.5 * 2.0 * f64::from(P) * (1.0 - f64::from(P)) * n as f64;
+    println!("{what}: same seed gives the same output {}; another seed changes {differs} mask bits {}",
+        if same_ok { "PASS" } else { "FAIL" }, if other_ok { "PASS" } else { "FAIL" });
+    if time_it {
+        let mut out = poisoned::<T>(device, n);
+        let bytes = (2 * n + h) * std::mem::size_of::<T>();
+        report_speed(device, &what, bytes, 50, || launch(device, &xb, &bb, &mut out, seed, nn, hh));
+    }
+    Ok(values_ok && frac_ok && same_ok && other_ok)
+}
+
+fn main() {
+    let device = pick_device();
+    let mut rng = rng();
+    let mut shapes = vec![(333, 1000, false)];
+    if device.is_cuda() {
+        shapes.extend([(8192, 4096, true), (16384, 8192, true)]);
+    }
+    let mut all = true;
+    for (rows, h, time_it) in shapes {
+        for r in [run::<f32>(&device, &mut rng, launch_f32, rows, h, time_it), run::<f16>(&device, &mut rng, launch_f16, rows, h, time_it)] {
+            match r {
+                Ok(ok) => all &= ok,
+                Err(e) => fail(&format!("bias_gelu_dropout {rows}x{h}: {e}")),
+            }
+        }
+    }
+    finish(all)
+}

@@ -1,0 +1,39 @@
+//! Row-wise softmax, one row per program, the row in one tile (BLOCK >= n_cols): the row is read
+//! once, max and sum are reductions in registers, and the result is written once.
+use fuse::fused_kernel;
+
+#[fused_kernel]
+pub fn softmax<const BLOCK: usize>(out: *mut f32, inp: *const f32, in_stride: i32, out_stride: i32, n_cols: i32) {
+    let row = program_id(0);
+    let cols = arange(0, BLOCK);
+    let mask = cols < n_cols;
+    let x = load(inp + row * in_stride + cols, mask, f32::NEG_INFINITY);
+    let x = x - max(x);
+    let num = exp(x);
+    let y = num / sum(num);
+    store(out + row * out_stride + cols, y, mask);
+}
+
+#[fused_kernel]
+pub fn softmax_f16<const BLOCK: usize>(out: *mut f16, inp: *const f16, in_stride: i32, out_stride: i32, n_cols: i32) {
+    let row = program_id(0);
+    let cols = arange(0, BLOCK);
+    let mask = cols < n_cols;
+    let x = load(inp + row * in_stride + cols, mask, f32::NEG_INFINITY);
+    let num = exp(x - max(x));
+    store(out + row * out_stride + cols, num / sum(num), mask);
+}
+
+/// Float64 reference over a row-major `rows x cols` matrix.
+pub fn reference(x: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    let mut out = vec![0.0; rows * cols];
+    for r in 0..rows {
+        let row = &x[r * cols..(r + 1) * cols];
+        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
+        for c in 0..cols {
+            out[r * cols + c] = (row[c] - m).exp() / s;
+        }
+    }
+    out
+}

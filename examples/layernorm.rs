@@ -1,0 +1,79 @@
+//! LayerNorm forward (weight and bias), f32 and f16, checked against float64.
+//! `cargo run --release --example layernorm`
+#[path = "common/mod.rs"]
+mod common;
+#[path = "kernels/layernorm.rs"]
+mod kernels;
+
+use common::*;
+use fuse::half::f16;
+use fuse::{Buffer, Device, LaunchConfig};
+
+const EPS: f32 = 1e-5;
+
+struct Args<'a, T: ToF64> {
+    x: &'a Buffer<T>,
+    w: &'a Buffer<T>,
+    b: &'a Buffer<T>,
+    rows: u32,
+    cols: i32,
+}
+
+type Launch<T> = fn(&Device, &Args<'_, T>, &mut Buffer<T>) -> fuse::Result<()>;
+
+/// One tile per row: BLOCK = next power of two of the row length.
+fn one_tile_f32(d: &Device, a: &Args<'_, f32>, y: &mut Buffer<f32>) -> fuse::Result<()> {
+    let block = (a.cols as usize).next_power_of_two();
+    fuse::with_block!(block, B => kernels::layernorm::launch::<B>(d, a.rows, a.x, y, a.w, a.b, a.cols, a.cols, EPS))
+}
+
+fn one_tile_f16(d: &Device, a: &Args<'_, f16>, y: &mut Buffer<f16>) -> fuse::Result<()> {
+    let block = (a.cols as usize).next_power_of_two();
+    fuse::with_block!(block, B => kernels::layernorm_f16::launch::<B>(d, a.rows, a.x, y, a.w, a.b, a.cols, a.cols, EPS))
+}
+
+/// Rows of any width: three passes over column blocks of 1024, 4 warps.
+fn looped_f32(d: &Device, a: &Args<'_, f32>, y: &mut Buffer<f32>) -> fuse::Result<()> {
+    kernels::layernorm_wide::launch::<1024>(d, LaunchConfig::new(a.rows).num_warps(4), a.x, y, a.w, a.b, a.cols, a.cols, EPS)
+}
+
+fn run<T: ToF64>(device: &Device, rng: &mut rand::rngs::StdRng, name: &str, launch: Launch<T>, rows: usize, cols: usize, time_it: bool) -> fuse::Result<bool> {
+    let x: Vec<T> = from_f64(&normal_f32(rng, rows * cols).iter().map(|&v| f64::from(v) * 2.0 + 0.5).collect::<Vec<_>>());
+    let w: Vec<T> = from_f64(&uniform_f32(rng, cols, 0.0, 1.0).iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+    let b: Vec<T> = from_f64(&normal_f32(rng, cols).iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+    let (xb, wb, bb) = (device.upload(&x)?, device.upload(&w)?, device.upload(&b)?);
+    let mut y = poisoned::<T>(device, rows * cols);
+    let args = Args { x: &xb, w: &wb, b: &bb, rows: u32::try_from(rows).expect("fits"), cols: i32::try_from(cols).expect("fits") };
+    launch(device, &args, &mut y)?;
+    let want = kernels::reference(&to_f64(&x), &to_f64(&w), &to_f64(&b), rows, cols, f64::from(EPS));
+    let half = std::mem::size_of::<T>() == 2;
+    let (atol, rtol) = if half { (4e-3, 4e-3) } else { (2e-5, 1e-5) };
+    let what = format!("{name} {rows}x{cols}");
+    let ok = check(&what, &to_f64(&y.to_vec()?), &want, atol, rtol);
+    if time_it {
+        let bytes = (2 * rows * cols + 2 * cols) * std::mem::size_of::<T>();
+        report_speed(device, &what, bytes, 50, || launch(device, &args, &mut y));
+    }
+    Ok(ok)
+}
+
+fn main() {
+    let device = pick_device();
+    let mut rng = rng();
+    let mut shapes = vec![(300, 1000, false)];
+    if device.is_cuda() {
+        shapes.extend([(4096, 1024, true), (4096, 4096, true), (8192, 8192, true), (32768, 768, true)]);
+    }
+    let mut all = true;
+    let mut record = |r: fuse::Result<bool>, what: &str| match r {
+        Ok(ok) => all &= ok,
+        Err(e) => fail(&format!("{what}: {e}")),
+    };
+    for (rows, cols, time_it) in shapes {
+        record(run::<f32>(&device, &mut rng, "layernorm f32", one_tile_f32, rows, cols, time_it), "layernorm f32");
+        record(run::<f16>(&device, &mut rng, "layernorm f16", one_tile_f16, rows, cols, time_it), "layernorm f16");
+    }
+    // A row wider than any tile goes through the looped kernel.
+    record(run::<f32>(&device, &mut rng, "layernorm_wide f32", looped_f32, 64, 20_000, false), "layernorm_wide f32");
+    finish(all)
+}
