@@ -1,0 +1,79 @@
+//! Shared by the integration tests: the example kernels (one definition, in examples/kernels/) and
+//! small helpers for fresh random inputs and float64 comparisons.
+#![allow(dead_code)]
+
+#[path = "../../examples/kernels/add_mul.rs"]
+pub mod add_mul;
+#[path = "../../examples/kernels/bias_gelu_dropout.rs"]
+pub mod bias_gelu_dropout;
+#[path = "../../examples/kernels/layernorm.rs"]
+pub mod layernorm;
+#[path = "../../examples/kernels/softmax.rs"]
+pub mod softmax;
+
+use fuse::KernelSpec;
+
+/// Every example kernel with the const-generic values it is compiled for in tests.
+pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
+    vec![
+        (&add_mul::add_mul::SPEC, vec![1024]),
+        (&add_mul::add_mul_f16::SPEC, vec![1024]),
+        (&softmax::softmax::SPEC, vec![1024]),
+        (&softmax::softmax_f16::SPEC, vec![4096]),
+        (&layernorm::layernorm::SPEC, vec![1024]),
+        (&layernorm::layernorm_f16::SPEC, vec![8192]),
+        (&layernorm::layernorm_wide::SPEC, vec![1024]),
+        (&bias_gelu_dropout::bias_gelu_dropout::SPEC, vec![1024]),
+        (&bias_gelu_dropout::bias_gelu_dropout_f16::SPEC, vec![1024]),
+    ]
+}
+
+/// A small deterministic-per-run generator (xorshift*), seeded from the clock so every run sees
+/// fresh inputs; the seed is printed for replay.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn fresh(test: &str) -> Rng {
+        let seed = std::env::var("FUSE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7)
+        });
+        println!("{test}: seed {seed} (replay with FUSE_TEST_SEED={seed})");
+        Rng(seed | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [-1, 1) scaled by `scale`.
+    pub fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale).collect()
+    }
+}
+
+/// Max abs error where every element is within `atol + rtol*|want|`; panics with the first
+/// offender otherwise (NaN never passes).
+pub fn assert_close(what: &str, got: &[f64], want: &[f64], atol: f64, rtol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= atol + rtol * w.abs(), "{what}: element {i}: got {g}, want {w}");
+    }
+}
+
+pub fn f64s(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| f64::from(x)).collect()
+}
+
+pub fn f16s(v: &[f32]) -> Vec<fuse::half::f16> {
+    v.iter().map(|&x| fuse::half::f16::from_f32(x)).collect()
+}
+
+pub fn f16_to_f64(v: &[fuse::half::f16]) -> Vec<f64> {
+    v.iter().map(|x| f64::from(x.to_f32())).collect()
+}
+
+/// Whether NVRTC is required: under CI a missing NVRTC is a failure, elsewhere a printed skip.
+pub fn nvrtc_required() -> bool {
+    std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
+}

@@ -1,0 +1,125 @@
+//! Every example kernel run by the CPU interpreter against its float64 reference (no GPU needed).
+//! Outputs are poisoned with NaN first, so an unwritten element fails.
+mod common;
+
+use common::*;
+use fuse::half::f16;
+use fuse::{Device, LaunchConfig};
+
+fn cpu() -> Device {
+    Device::cpu()
+}
+
+#[test]
+fn add_mul_f32_and_f16() {
+    let mut rng = Rng::fresh("add_mul");
+    let d = cpu();
+    let n = 100_003; // not a multiple of the block: the tail is masked
+    let (x, y, z) = (rng.vec(n, 2.0), rng.vec(n, 2.0), rng.vec(n, 2.0));
+    let want = add_mul::reference(&f64s(&x), &f64s(&y), &f64s(&z));
+    let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+    let grid = n.div_ceil(1024) as u32;
+    add_mul::add_mul::launch::<1024>(&d, grid, &d.upload(&x).unwrap(), &d.upload(&y).unwrap(), &d.upload(&z).unwrap(), &mut out, n as i32).unwrap();
+    assert_close("add_mul f32", &f64s(&out.to_vec().unwrap()), &want, 1e-6, 1e-6);
+
+    let (xh, yh, zh) = (f16s(&x), f16s(&y), f16s(&z));
+    let want = add_mul::reference(&f16_to_f64(&xh), &f16_to_f64(&yh), &f16_to_f64(&zh));
+    let mut out = d.upload(&vec![f16::NAN; n]).unwrap();
+    add_mul::add_mul_f16::launch::<1024>(&d, grid, &d.upload(&xh).unwrap(), &d.upload(&yh).unwrap(), &d.upload(&zh).unwrap(), &mut out, n as i32).unwrap();
+    assert_close("add_mul f16", &f16_to_f64(&out.to_vec().unwrap()), &want, 1e-3, 1e-3);
+}
+
+#[test]
+fn softmax_f32_and_f16() {
+    let mut rng = Rng::fresh("softmax");
+    let d = cpu();
+    let (rows, cols) = (67, 1000);
+    let x = rng.vec(rows * cols, 5.0);
+    let want = softmax::reference(&f64s(&x), rows, cols);
+    let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
+    softmax::softmax::launch::<1024>(&d, rows as u32, &mut out, &d.upload(&x).unwrap(), cols as i32, cols as i32, cols as i32).unwrap();
+    assert_close("softmax f32", &f64s(&out.to_vec().unwrap()), &want, 1e-7, 1e-5);
+
+    let xh = f16s(&x);
+    let want = softmax::reference(&f16_to_f64(&xh), rows, cols);
+    let mut out = d.upload(&vec![f16::NAN; rows * cols]).unwrap();
+    softmax::softmax_f16::launch::<1024>(&d, rows as u32, &mut out, &d.upload(&xh).unwrap(), cols as i32, cols as i32, cols as i32).unwrap();
+    assert_close("softmax f16", &f16_to_f64(&out.to_vec().unwrap()), &want, 1e-4, 2e-3);
+}
+
+#[test]
+fn layernorm_one_tile_and_looped() {
+    let mut rng = Rng::fresh("layernorm");
+    let d = cpu();
+    let (rows, cols) = (33, 1500);
+    let x: Vec<f32> = rng.vec(rows * cols, 3.0).iter().map(|v| v + 0.7).collect();
+    let (w, b) = (rng.vec(cols, 1.0), rng.vec(cols, 1.0));
+    let want = layernorm::reference(&f64s(&x), &f64s(&w), &f64s(&b), rows, cols, 1e-5);
+    let (xb, wb, bb) = (d.upload(&x).unwrap(), d.upload(&w).unwrap(), d.upload(&b).unwrap());
+
+    let mut y = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
+    layernorm::layernorm::launch::<2048>(&d, rows as u32, &xb, &mut y, &wb, &bb, cols as i32, cols as i32, 1e-5).unwrap();
+    assert_close("layernorm f32", &f64s(&y.to_vec().unwrap()), &want, 2e-5, 1e-5);
+
+    let mut y = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
+    layernorm::layernorm_wide::launch::<256>(&d, LaunchConfig::new(rows as u32).num_warps(2), &xb, &mut y, &wb, &bb, cols as i32, cols as i32, 1e-5).unwrap();
+    assert_close("layernorm_wide f32", &f64s(&y.to_vec().unwrap()), &want, 2e-5, 1e-5);
+
+    let (xh, wh, bh) = (f16s(&x), f16s(&w), f16s(&b));
+    let want = layernorm::reference(&f16_to_f64(&xh), &f16_to_f64(&wh), &f16_to_f64(&bh), rows, cols, 1e-5);
+    let mut y = d.upload(&vec![f16::NAN; rows * cols]).unwrap();
+    layernorm::layernorm_f16::launch::<2048>(&d, rows as u32, &d.upload(&xh).unwrap(), &mut y, &d.upload(&wh).unwrap(), &d.upload(&bh).unwrap(), cols as i32, cols as i32, 1e-5).unwrap();
+    assert_close("layernorm f16", &f16_to_f64(&y.to_vec().unwrap()), &want, 4e-3, 4e-3);
+}
+
+#[test]
+fn bias_gelu_dropout_matches_reference_and_statistics() {
+    let mut rng = Rng::fresh("bias_gelu_dropout");
+    let d = cpu();
+    let (rows, h) = (97, 512);
+    let n = rows * h;
+    let (x, bias) = (rng.vec(n, 3.0), rng.vec(h, 1.0));
+    let p = 0.25f32;
+    let gelu = bias_gelu_dropout::reference_gelu(&f64s(&x), &f64s(&bias), h);
+    let (xb, bb) = (d.upload(&x).unwrap(), d.upload(&bias).unwrap());
+    let run = |seed: u64| {
+        let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+        bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(&d, n.div_ceil(1024) as u32, &xb, &bb, &mut out, seed, p, n as i32, h as i32).unwrap();
+        out.to_vec().unwrap()
+    };
+    let seed = rng.next_u64();
+    let out = run(seed);
+    let mut kept = 0usize;
+    for i in 0..n {
+        assert!(!out[i].is_nan(), "element {i} unwritten or NaN");
+        // The mask is the Philox reference's, lane for lane.
+        let keep = fuse::fuse_ir::philox::rand(seed, i as u64) > p;
+        if keep {
+            kept += 1;
+            let want = gelu[i] / (1.0 - f64::from(p));
+            assert!((f64::from(out[i]) - want).abs() <= 1e-5 + 1e-5 * want.abs(), "kept {i}: {} vs {want}", out[i]);
+        } else {
+            assert_eq!(out[i], 0.0, "dropped element {i} must be exactly 0");
+        }
+    }
+    let frac = kept as f64 / n as f64;
+    let sigma = (f64::from(p) * (1.0 - f64::from(p)) / n as f64).sqrt();
+    assert!((frac - (1.0 - f64::from(p))).abs() <= 4.0 * sigma, "kept fraction {frac}");
+    assert_eq!(run(seed), out, "same seed, same output");
+    let other = run(seed.wrapping_add(1));
+    let differ = out.iter().zip(&other).filter(|(a, b)| (**a == 0.0) != (**b == 0.0)).count();
+    assert!(differ > n / 10, "another seed must give another mask ({differ} differences)");
+}
+
+#[test]
+fn out_of_bounds_is_an_error_naming_the_parameter() {
+    let d = cpu();
+    let n = 1000;
+    let x = d.upload(&vec![1.0f32; n]).unwrap();
+    let mut out = d.upload(&vec![0.0f32; n]).unwrap();
+    // Claim 2000 elements: the mask lets lanes 1000.. through, past the buffers' ends.
+    let err = add_mul::add_mul::launch::<1024>(&d, 2, &x, &x, &x, &mut out, 2000).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, fuse::Error::OutOfBounds { .. }), "{msg}");
+    assert!(msg.contains('x') && msg.contains("1000"), "names the parameter and index: {msg}");
+}

@@ -1,0 +1,135 @@
+//! GPU integration tests: need an NVIDIA GPU; elsewhere each prints why it is skipped.
+//! The differential tests run the same kernel on the same inputs on the GPU and the CPU
+//! interpreter: outputs within tolerance, dropout masks bit-identical.
+mod common;
+
+use common::*;
+use fuse::half::f16;
+use fuse::{Device, LaunchConfig};
+
+fn gpu_or_skip(test: &str) -> Option<Device> {
+    match Device::cuda(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            println!("{test}: skipped: no usable GPU ({e})");
+            None
+        }
+    }
+}
+
+#[test]
+fn add_mul_on_gpu_matches_float64_and_cpu() {
+    let Some(g) = gpu_or_skip("add_mul") else { return };
+    let c = Device::cpu();
+    let mut rng = Rng::fresh("add_mul gpu");
+    for n in [1usize, 1023, 1024, 1025, 1_000_003] {
+        let (x, y, z) = (rng.vec(n, 2.0), rng.vec(n, 2.0), rng.vec(n, 2.0));
+        let want = add_mul::reference(&f64s(&x), &f64s(&y), &f64s(&z));
+        let mut outs = Vec::new();
+        for d in [&g, &c] {
+            let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+            add_mul::add_mul::launch::<1024>(d, n.div_ceil(1024) as u32, &d.upload(&x).unwrap(), &d.upload(&y).unwrap(), &d.upload(&z).unwrap(), &mut out, n as i32).unwrap();
+            let v = out.to_vec().unwrap();
+            assert_close(&format!("add_mul n={n} on {}", d.description()), &f64s(&v), &want, 1e-5, 1e-5);
+            outs.push(v);
+        }
+        assert_close("gpu vs cpu", &f64s(&outs[0]), &f64s(&outs[1]), 1e-6, 1e-6);
+    }
+}
+
+#[test]
+fn add_mul_f16_unaligned_views_and_odd_sizes() {
+    let Some(g) = gpu_or_skip("add_mul_f16") else { return };
+    let mut rng = Rng::fresh("add_mul_f16 gpu");
+    for n in [7usize, 4097, 65_537] {
+        let (x, y, z) = (f16s(&rng.vec(n, 2.0)), f16s(&rng.vec(n, 2.0)), f16s(&rng.vec(n, 2.0)));
+        let want = add_mul::reference(&f16_to_f64(&x), &f16_to_f64(&y), &f16_to_f64(&z));
+        let mut out = g.upload(&vec![f16::NAN; n]).unwrap();
+        add_mul::add_mul_f16::launch::<256>(&g, LaunchConfig::new(n.div_ceil(256) as u32).num_warps(2), &g.upload(&x).unwrap(), &g.upload(&y).unwrap(), &g.upload(&z).unwrap(), &mut out, n as i32).unwrap();
+        assert_close(&format!("add_mul_f16 n={n}"), &f16_to_f64(&out.to_vec().unwrap()), &want, 1e-3, 1e-3);
+    }
+}
+
+#[test]
+fn softmax_and_layernorm_on_gpu_match_cpu() {
+    let Some(g) = gpu_or_skip("softmax/layernorm") else { return };
+    let c = Device::cpu();
+    let mut rng = Rng::fresh("softmax/layernorm gpu");
+    for (rows, cols) in [(1usize, 1usize), (5, 100), (64, 1000), (17, 4096)] {
+        let x = rng.vec(rows * cols, 4.0);
+        let (w, b) = (rng.vec(cols, 1.0), rng.vec(cols, 1.0));
+        let sm_want = softmax::reference(&f64s(&x), rows, cols);
+        let ln_want = layernorm::reference(&f64s(&x), &f64s(&w), &f64s(&b), rows, cols, 1e-5);
+        let mut sm = Vec::new();
+        let mut ln = Vec::new();
+        for d in [&g, &c] {
+            let (xb, wb, bb) = (d.upload(&x).unwrap(), d.upload(&w).unwrap(), d.upload(&b).unwrap());
+            let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
+            softmax::softmax::launch::<4096>(d, rows as u32, &mut out, &xb, cols as i32, cols as i32, cols as i32).unwrap();
+            let v = out.to_vec().unwrap();
+            assert_close(&format!("softmax {rows}x{cols} on {}", d.description()), &f64s(&v), &sm_want, 1e-7, 1e-5);
+            sm.push(v);
+            let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
+            layernorm::layernorm::launch::<4096>(d, rows as u32, &xb, &mut out, &wb, &bb, cols as i32, cols as i32, 1e-5).unwrap();
+            let v = out.to_vec().unwrap();
+            assert_close(&format!("layernorm {rows}x{cols} on {}", d.description()), &f64s(&v), &ln_want, 3e-5, 2e-5);
+            ln.push(v);
+            let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
+            layernorm::layernorm_wide::launch::<512>(d, LaunchConfig::new(rows as u32).num_warps(4), &xb, &mut out, &wb, &bb, cols as i32, cols as i32, 1e-5).unwrap();
+            assert_close("layernorm_wide", &f64s(&out.to_vec().unwrap()), &ln_want, 3e-5, 2e-5);
+        }
+        assert_close("softmax gpu vs cpu", &f64s(&sm[0]), &f64s(&sm[1]), 1e-7, 1e-5);
+        assert_close("layernorm gpu vs cpu", &f64s(&ln[0]), &f64s(&ln[1]), 3e-5, 2e-5);
+    }
+}
+
+#[test]
+fn dropout_masks_are_bit_identical_on_gpu_and_cpu() {
+    let Some(g) = gpu_or_skip("dropout") else { return };
+    let c = Device::cpu();
+    let mut rng = Rng::fresh("dropout gpu/cpu");
+    let (rows, h) = (37, 768);
+    let n = rows * h;
+    let (x, bias) = (rng.vec(n, 3.0), rng.vec(h, 1.0));
+    let seed = rng.next_u64();
+    let mut outs = Vec::new();
+    for d in [&g, &c] {
+        let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+        bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(d, n.div_ceil(1024) as u32, &d.upload(&x).unwrap(), &d.upload(&bias).unwrap(), &mut out, seed, 0.1, n as i32, h as i32).unwrap();
+        outs.push(out.to_vec().unwrap());
+    }
+    let gelu = bias_gelu_dropout::reference_gelu(&f64s(&x), &f64s(&bias), h);
+    let mut mismatched = 0;
+    for i in 0..n {
+        let keep = fuse::fuse_ir::philox::rand(seed, i as u64) > 0.1;
+        for (o, who) in outs.iter().zip(["gpu", "cpu"]) {
+            if keep {
+                let want = gelu[i] / 0.9;
+                assert!((f64::from(o[i]) - want).abs() <= 1e-5 + 1e-5 * want.abs(), "{who} kept {i}: {} vs {want}", o[i]);
+            } else {
+                assert_eq!(o[i], 0.0, "{who} dropped {i}");
+            }
+        }
+        if (outs[0][i] == 0.0) != (outs[1][i] == 0.0) {
+            mismatched += 1;
+        }
+    }
+    assert_eq!(mismatched, 0, "dropout masks differ between GPU and CPU");
+    println!("dropout: {n} elements, masks bit-identical on GPU and CPU");
+}
+
+#[test]
+fn gpu_out_of_bounds_is_reported_not_performed() {
+    let Some(g) = gpu_or_skip("gpu oob") else { return };
+    let x = g.upload(&vec![1.0f32; 1000]).unwrap();
+    let mut out = g.upload(&vec![0.0f32; 1000]).unwrap();
+    let r = add_mul::add_mul::launch::<1024>(&g, 2, &x, &x, &x, &mut out, 2000).and_then(|_| g.synchronize());
+    let err = r.unwrap_err();
+    assert!(matches!(err, fuse::Error::OutOfBounds { .. }), "{err}");
+    // In-bounds lanes were still computed.
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == 2.0));
+    // The error was consumed: the device is usable again.
+    let mut out2 = g.upload(&vec![0.0f32; 1000]).unwrap();
+    add_mul::add_mul::launch::<1024>(&g, 1, &x, &x, &x, &mut out2, 1000).unwrap();
+    assert!(out2.to_vec().unwrap().iter().all(|&v| v == 2.0));
+}
