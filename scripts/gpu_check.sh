@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs on the lent GPU machine over binaries staged by ../shared/gpu/stage (carry: [".gpu"]).
+# Usage: bash scripts/gpu_check.sh [examples] [tests] [bench] [triton]   (default: all)
+# Logs go to $OUT; a short summary is printed last.
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+want=${*:-examples tests bench triton}
+summary=()
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+date -u | tee -a "$OUT/device.txt"
+has() { [[ " $want " == *" $1 "* ]]; }
+if has examples; then
+  for ex in add_mul softmax layernorm bias_gelu_dropout; do
+    if .gpu/example-$ex >"$OUT/example-$ex.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
+    summary+=("example $ex: $r")
+    grep -E "device:|GB/s|FAIL|err" "$OUT/example-$ex.log" | head -40
+  done
+fi
+if has tests; then
+  for t in .gpu/test-*; do
+    name=$(basename "$t")
+    if "$t" --include-ignored --test-threads 1 >"$OUT/$name.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
+    summary+=("$name: $r $(grep -E '^test result' "$OUT/$name.log" | tail -1)")
+  done
+fi
+if has bench; then
+  for b in .gpu/bench-*; do
+    [ -x "$b" ] || continue
+    name=$(basename "$b")
+    FUSE_BENCH_JSON="$OUT/$name.json" "$b" --bench >"$OUT/$name.log" 2>&1; summary+=("$name: exit $?")
+    tail -60 "$OUT/$name.log"
+  done
+fi
+if has triton; then
+  PYTHONUNBUFFERED=1 python3 .gpu/triton_anchor.py >"$OUT/triton.log" 2>&1; summary+=("triton_anchor: exit $?")
+  tail -45 "$OUT/triton.log"
+fi
+printf '%s\n' "== summary ==" "${summary[@]}"
