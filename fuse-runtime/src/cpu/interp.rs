@@ -1,0 +1,692 @@
+//! The interpreter proper: one [`Prog`] per worker runs programs one after another, reusing its
+//! per-var storage. Every expression is one dtype dispatch and one tight loop over the tile.
+
+use super::elem::{dispatch, Atomics, Bits, Bitwise, Data, Elem, Mem, Num, Source};
+use super::CpuError;
+use fuse_ir::philox::{philox4x32_10, uniform};
+use fuse_ir::{BinaryOp, DType, Expr, Kernel, Literal, ParamKind, ReduceOp, Stmt, UnaryOp, VarId};
+
+type Res = Result<(), CpuError>;
+
+fn bad(msg: impl Into<String>) -> CpuError {
+    CpuError::InvalidKernel(msg.into())
+}
+
+/// A scalar launch argument.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ScalarArg {
+    I32(i32),
+    I64(i64),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+}
+
+/// What every program of one launch shares (read-only; `Sync`).
+pub(crate) struct Ctx<'a> {
+    pub kernel: &'a Kernel,
+    pub consts: &'a [u64],
+    pub grid: [u32; 3],
+    pub lens: Vec<usize>,
+    pub dtypes: Vec<DType>,
+    /// Per parameter: the buffer view (pointer params) or the value (scalar params).
+    pub mems: Vec<Option<Mem<'a>>>,
+    pub scalars: Vec<Option<ScalarArg>>,
+}
+
+/// Load/store failure before the parameter name and program are known.
+enum Fail {
+    Oob(i64),
+    Err(CpuError),
+}
+
+impl From<CpuError> for Fail {
+    fn from(e: CpuError) -> Fail {
+        Fail::Err(e)
+    }
+}
+
+#[inline(always)]
+fn sl<T: Elem>(d: &Data) -> Result<&[T], CpuError> {
+    T::slice(d).ok_or_else(|| bad(format!("internal: expected {} data, found {}", T::DT, d.dtype())))
+}
+
+#[inline(always)]
+fn vm<T: Elem>(d: &mut Data) -> Result<&mut Vec<T>, CpuError> {
+    let found = d.dtype();
+    T::vec_mut(d).ok_or_else(|| bad(format!("internal: expected {} destination, found {found}", T::DT)))
+}
+
+fn shape_err(len: usize, n: usize) -> CpuError {
+    bad(format!("internal: operand of {len} lanes where {n} are expected"))
+}
+
+fn fill<T: Elem>(out: &mut Data, n: usize, x: T) -> Res {
+    let o = vm::<T>(out)?;
+    o.clear();
+    o.resize(n, x);
+    Ok(())
+}
+
+/// `out = f(a)` over `n` lanes; a one-lane `a` broadcasts.
+#[inline(always)]
+fn map1<A: Copy, R: Copy>(a: &[A], n: usize, out: &mut Vec<R>, f: impl Fn(A) -> R) -> Res {
+    out.clear();
+    if a.len() == n {
+        out.extend(a.iter().map(|&x| f(x)));
+    } else if a.len() == 1 {
+        out.resize(n, f(a[0]));
+    } else {
+        return Err(shape_err(a.len(), n));
+    }
+    Ok(())
+}
+
+/// `out = f(a, b)` over `n` lanes; one-lane operands broadcast.
+#[inline(always)]
+fn map2<A: Copy, B: Copy, R: Copy>(a: &[A], b: &[B], n: usize, out: &mut Vec<R>, f: impl Fn(A, B) -> R) -> Res {
+    out.clear();
+    match (a.len() == n, b.len() == n) {
+        (true, true) => out.extend(a.iter().zip(b).map(|(&x, &y)| f(x, y))),
+        (false, true) if a.len() == 1 => {
+            let x = a[0];
+            out.extend(b.iter().map(|&y| f(x, y)))
+        }
+        (true, false) if b.len() == 1 => {
+            let y = b[0];
+            out.extend(a.iter().map(|&x| f(x, y)))
+        }
+        (false, false) if a.len() == 1 && b.len() == 1 => out.resize(n, f(a[0], b[0])),
+        _ => return Err(shape_err(a.len().max(b.len()), n)),
+    }
+    Ok(())
+}
+
+/// `where_(c, a, b)`.
+#[inline(always)]
+fn select<T: Copy>(c: &[bool], a: &[T], b: &[T], n: usize, out: &mut Vec<T>) -> Res {
+    out.clear();
+    for l in [c.len(), a.len(), b.len()] {
+        if l != n && l != 1 {
+            return Err(shape_err(l, n));
+        }
+    }
+    if c.len() == n {
+        match (a.len() == n, b.len() == n) {
+            (true, true) => out.extend(c.iter().zip(a).zip(b).map(|((&c, &x), &y)| if c { x } else { y })),
+            (true, false) => {
+                let y = b[0];
+                out.extend(c.iter().zip(a).map(|(&c, &x)| if c { x } else { y }))
+            }
+            (false, true) => {
+                let x = a[0];
+                out.extend(c.iter().zip(b).map(|(&c, &y)| if c { x } else { y }))
+            }
+            (false, false) => {
+                let (x, y) = (a[0], b[0]);
+                out.extend(c.iter().map(|&c| if c { x } else { y }))
+            }
+        }
+    } else {
+        let src = if c[0] { a } else { b };
+        if src.len() == n {
+            out.extend_from_slice(src);
+        } else {
+            out.resize(n, src[0]);
+        }
+    }
+    Ok(())
+}
+
+/// A fold with 8 independent accumulators (vectorises; the order of a float sum is unspecified
+/// by the IR).
+#[inline(always)]
+fn fold8<T: Copy>(a: &[T], id: T, f: impl Fn(T, T) -> T) -> T {
+    let mut acc = [id; 8];
+    let mut chunks = a.chunks_exact(8);
+    for c in &mut chunks {
+        for j in 0..8 {
+            acc[j] = f(acc[j], c[j]);
+        }
+    }
+    for (j, &x) in chunks.remainder().iter().enumerate() {
+        acc[j] = f(acc[j], x);
+    }
+    let a4 = [f(acc[0], acc[4]), f(acc[1], acc[5]), f(acc[2], acc[6]), f(acc[3], acc[7])];
+    f(f(a4[0], a4[2]), f(a4[1], a4[3]))
+}
+
+fn lit<T: Elem>(l: Literal) -> T {
+    match l {
+        Literal::Bool(b) => T::from_bool(b),
+        Literal::Int(i) => T::from_i64(i),
+        Literal::UInt(u) => T::from_u64(u),
+        Literal::Float(f) => T::from_f64(f),
+    }
+}
+
+fn unary(op: UnaryOp, a: &Data, out: &mut Data, n: usize) -> Res {
+    let dt = a.dtype();
+    let no = || bad(format!("{} on {dt}", op.name()));
+    match op {
+        UnaryOp::Neg => dispatch!(num dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, T::vneg), else Err(no())),
+        UnaryOp::Abs => dispatch!(num dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, T::vabs), else Err(no())),
+        UnaryOp::Not => dispatch!(bits dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, T::vnot), else Err(no())),
+        _ => {
+            if dt != DType::F32 {
+                return Err(no());
+            }
+            let a = sl::<f32>(a)?;
+            let o = vm::<f32>(out)?;
+            match op {
+                UnaryOp::Exp => map1(a, n, o, libm::expf),
+                UnaryOp::Exp2 => map1(a, n, o, libm::exp2f),
+                UnaryOp::Log => map1(a, n, o, libm::logf),
+                UnaryOp::Log2 => map1(a, n, o, libm::log2f),
+                UnaryOp::Sqrt => map1(a, n, o, f32::sqrt),
+                UnaryOp::Rsqrt => map1(a, n, o, |x| 1.0 / x.sqrt()),
+                UnaryOp::Erf => map1(a, n, o, libm::erff),
+                UnaryOp::Tanh => map1(a, n, o, libm::tanhf),
+                UnaryOp::Sigmoid => map1(a, n, o, |x| 1.0 / (1.0 + libm::expf(-x))),
+                UnaryOp::Floor => map1(a, n, o, libm::floorf),
+                UnaryOp::Ceil => map1(a, n, o, libm::ceilf),
+                UnaryOp::Sin => map1(a, n, o, libm::sinf),
+                UnaryOp::Cos => map1(a, n, o, libm::cosf),
+                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not => Err(no()),
+            }
+        }
+    }
+}
+
+fn compare<T: Elem>(op: BinaryOp, a: &[T], b: &[T], n: usize, out: &mut Vec<bool>) -> Res {
+    match op {
+        BinaryOp::Lt => map2(a, b, n, out, |x, y| x < y),
+        BinaryOp::Le => map2(a, b, n, out, |x, y| x <= y),
+        BinaryOp::Gt => map2(a, b, n, out, |x, y| x > y),
+        BinaryOp::Ge => map2(a, b, n, out, |x, y| x >= y),
+        BinaryOp::Eq => map2(a, b, n, out, |x, y| x == y),
+        BinaryOp::Ne => map2(a, b, n, out, |x, y| x != y),
+        _ => Err(bad(format!("{op:?} is not a comparison"))),
+    }
+}
+
+fn bitop<T: Bitwise>(op: BinaryOp, a: &[T], b: &[T], n: usize, out: &mut Vec<T>) -> Res {
+    match op {
+        BinaryOp::And => map2(a, b, n, out, T::vand),
+        BinaryOp::Or => map2(a, b, n, out, T::vor),
+        BinaryOp::Xor => map2(a, b, n, out, T::vxor),
+        _ => Err(bad(format!("{op:?} is not bitwise"))),
+    }
+}
+
+fn arith<T: Num>(op: BinaryOp, a: &[T], b: &[T], n: usize, out: &mut Vec<T>) -> Res {
+    match op {
+        BinaryOp::Add => map2(a, b, n, out, T::vadd),
+        BinaryOp::Sub => map2(a, b, n, out, T::vsub),
+        BinaryOp::Mul => map2(a, b, n, out, T::vmul),
+        BinaryOp::Div => map2(a, b, n, out, T::vdiv),
+        BinaryOp::Rem => map2(a, b, n, out, T::vrem),
+        BinaryOp::Max => map2(a, b, n, out, T::vmax),
+        BinaryOp::Min => map2(a, b, n, out, T::vmin),
+        _ => Err(bad(format!("{op:?} is not arithmetic"))),
+    }
+}
+
+fn binary(op: BinaryOp, a: &Data, b: &Data, out: &mut Data, n: usize) -> Res {
+    let dt = a.dtype();
+    let no = || bad(format!("{op:?} on {dt} and {}", b.dtype()));
+    if b.dtype() != dt {
+        return Err(no());
+    }
+    if op.is_comparison() {
+        dispatch!(cmp dt, T => compare::<T>(op, sl::<T>(a)?, sl::<T>(b)?, n, vm::<bool>(out)?), else Err(no()))
+    } else if op.is_bitwise() {
+        dispatch!(bits dt, T => bitop::<T>(op, sl::<T>(a)?, sl::<T>(b)?, n, vm::<T>(out)?), else Err(no()))
+    } else {
+        dispatch!(num dt, T => arith::<T>(op, sl::<T>(a)?, sl::<T>(b)?, n, vm::<T>(out)?), else Err(no()))
+    }
+}
+
+fn reduce_t<T: Num>(op: ReduceOp, a: &[T]) -> T {
+    match op {
+        ReduceOp::Sum => fold8(a, T::default(), T::vadd),
+        ReduceOp::Max => fold8(a, T::MAX_ID, T::vmax),
+        ReduceOp::Min => fold8(a, T::MIN_ID, T::vmin),
+    }
+}
+
+fn reduce(op: ReduceOp, a: &Data, out: &mut Data) -> Res {
+    let dt = a.dtype();
+    dispatch!(num dt, T => fill(out, 1, reduce_t::<T>(op, sl::<T>(a)?)), else Err(bad(format!("{op:?} of {dt}"))))
+}
+
+/// Offsets of a load/store/rand: a tile of an integer compute type.
+#[derive(Clone, Copy)]
+enum Off<'a> {
+    I32(&'a [i32]),
+    U32(&'a [u32]),
+    I64(&'a [i64]),
+    U64(&'a [u64]),
+}
+
+/// The offsets as `n` lanes; a scalar offset under a tile mask/value is spread into `scratch`.
+fn offsets<'s>(d: &'s Data, n: usize, scratch: &'s mut Vec<i64>) -> Result<Off<'s>, CpuError> {
+    if d.len() == n {
+        return Ok(match d {
+            Data::I32(v) => Off::I32(v),
+            Data::U32(v) => Off::U32(v),
+            Data::I64(v) => Off::I64(v),
+            Data::U64(v) => Off::U64(v),
+            _ => return Err(bad(format!("offsets of {}", d.dtype()))),
+        });
+    }
+    if d.len() != 1 {
+        return Err(shape_err(d.len(), n));
+    }
+    let x = match d {
+        Data::I32(v) => v[0].as_i64(),
+        Data::U32(v) => v[0].as_i64(),
+        Data::I64(v) => v[0],
+        Data::U64(v) => v[0].as_i64(),
+        _ => return Err(bad(format!("offsets of {}", d.dtype()))),
+    };
+    scratch.clear();
+    scratch.resize(n, x);
+    Ok(Off::I64(scratch))
+}
+
+enum MaskK<'a> {
+    All,
+    None,
+    Tile(&'a [bool]),
+}
+
+fn mask_of(m: Option<&Data>, n: usize) -> Result<MaskK<'_>, CpuError> {
+    let Some(d) = m else { return Ok(MaskK::All) };
+    let s = sl::<bool>(d)?;
+    if s.len() == n {
+        Ok(MaskK::Tile(s))
+    } else if s.len() == 1 {
+        Ok(if s[0] { MaskK::All } else { MaskK::None })
+    } else {
+        Err(shape_err(s.len(), n))
+    }
+}
+
+/// A scalar broadcast or a tile.
+#[derive(Clone, Copy)]
+enum Bc<'a, T> {
+    One(T),
+    All(&'a [T]),
+}
+
+fn bc<T: Elem>(d: &Data, n: usize) -> Result<Bc<'_, T>, CpuError> {
+    let s = sl::<T>(d)?;
+    if s.len() == n {
+        Ok(Bc::All(s))
+    } else if s.len() == 1 {
+        Ok(Bc::One(s[0]))
+    } else {
+        Err(shape_err(s.len(), n))
+    }
+}
+
+#[inline(always)]
+fn load_loop<T: Elem, O: Elem, S: Source<T::Bits> + ?Sized>(
+    src: &S,
+    offs: &[O],
+    mask: Option<&[bool]>,
+    other: Bc<'_, T>,
+    out: &mut Vec<T>,
+) -> Result<(), Fail> {
+    let len = src.slen() as u64;
+    out.clear();
+    out.resize(offs.len(), T::default());
+    // A lane whose mask is false is never read, so it needs no bounds check.
+    macro_rules! read {
+        ($x:expr) => {{
+            let i = $x.as_i64();
+            if i as u64 >= len {
+                return Err(Fail::Oob(i));
+            }
+            T::from_bits(src.get(i as usize))
+        }};
+    }
+    match (mask, other) {
+        (None, _) => {
+            for (o, &x) in out.iter_mut().zip(offs) {
+                *o = read!(x);
+            }
+        }
+        (Some(m), Bc::One(v)) => {
+            for ((o, &x), &k) in out.iter_mut().zip(offs).zip(m) {
+                *o = if k { read!(x) } else { v };
+            }
+        }
+        (Some(m), Bc::All(t)) => {
+            for (((o, &x), &k), &v) in out.iter_mut().zip(offs).zip(m).zip(t) {
+                *o = if k { read!(x) } else { v };
+            }
+        }
+    }
+    Ok(())
+}
+
+fn load_src<T: Elem, S: Source<T::Bits> + ?Sized>(
+    src: &S,
+    off: Off<'_>,
+    mask: Option<&[bool]>,
+    other: Bc<'_, T>,
+    out: &mut Vec<T>,
+) -> Result<(), Fail> {
+    match off {
+        Off::I32(o) => load_loop(src, o, mask, other, out),
+        Off::U32(o) => load_loop(src, o, mask, other, out),
+        Off::I64(o) => load_loop(src, o, mask, other, out),
+        Off::U64(o) => load_loop(src, o, mask, other, out),
+    }
+}
+
+fn load_t<T: Elem>(mem: &Mem<'_>, off: Off<'_>, mask: MaskK<'_>, other: Option<&Data>, out: &mut Data, n: usize) -> Result<(), Fail> {
+    let other = match other {
+        None => Bc::One(T::default()),
+        Some(d) => bc::<T>(d, n)?,
+    };
+    let out = vm::<T>(out)?;
+    let mask = match mask {
+        MaskK::All => None,
+        MaskK::Tile(m) => Some(m),
+        MaskK::None => {
+            out.clear();
+            match other {
+                Bc::One(v) => out.resize(n, v),
+                Bc::All(s) => out.extend_from_slice(s),
+            }
+            return Ok(());
+        }
+    };
+    if let Some(s) = <T::Bits as Bits>::ro(mem) {
+        load_src::<T, _>(s, off, mask, other, out)
+    } else if let Some(s) = <T::Bits as Bits>::rw(mem) {
+        load_src::<T, _>(&Atomics::<T::Bits>(s), off, mask, other, out)
+    } else {
+        Err(Fail::Err(bad(format!("buffer width does not match {}", T::DT))))
+    }
+}
+
+#[inline(always)]
+fn store_loop<T: Elem, O: Elem>(
+    dst: &[<T::Bits as Bits>::Atomic],
+    offs: &[O],
+    mask: Option<&[bool]>,
+    val: Bc<'_, T>,
+) -> Result<(), Fail> {
+    let len = dst.len() as u64;
+    macro_rules! write {
+        ($x:expr, $v:expr) => {{
+            let i = $x.as_i64();
+            if i as u64 >= len {
+                return Err(Fail::Oob(i));
+            }
+            <T::Bits as Bits>::store(&dst[i as usize], $v.to_bits());
+        }};
+    }
+    match (mask, val) {
+        (None, Bc::One(v)) => {
+            for &x in offs {
+                write!(x, v);
+            }
+        }
+        (None, Bc::All(vs)) => {
+            for (&x, &v) in offs.iter().zip(vs) {
+                write!(x, v);
+            }
+        }
+        (Some(m), Bc::One(v)) => {
+            for (&x, &k) in offs.iter().zip(m) {
+                if k {
+                    write!(x, v);
+                }
+            }
+        }
+        (Some(m), Bc::All(vs)) => {
+            for ((&x, &k), &v) in offs.iter().zip(m).zip(vs) {
+                if k {
+                    write!(x, v);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn store_t<T: Elem>(mem: &Mem<'_>, off: Off<'_>, mask: Option<&[bool]>, val: &Data, n: usize) -> Result<(), Fail> {
+    let dst = <T::Bits as Bits>::rw(mem).ok_or_else(|| bad("store to a read-only buffer"))?;
+    let v = bc::<T>(val, n)?;
+    match off {
+        Off::I32(o) => store_loop::<T, _>(dst, o, mask, v),
+        Off::U32(o) => store_loop::<T, _>(dst, o, mask, v),
+        Off::I64(o) => store_loop::<T, _>(dst, o, mask, v),
+        Off::U64(o) => store_loop::<T, _>(dst, o, mask, v),
+    }
+}
+
+/// `rand(seed, offs)`, one Philox call per run of lanes sharing `offset >> 2`.
+fn rand_loop<O: Elem>(seed: u64, offs: &[O], out: &mut Vec<f32>) {
+    let key = [seed as u32, (seed >> 32) as u32];
+    let mut block = u64::MAX; // never a real block: offsets >> 2 < 2^62
+    let mut r = [0u32; 4];
+    out.clear();
+    out.extend(offs.iter().map(|&x| {
+        let o = x.as_i64() as u64;
+        let b = o >> 2;
+        if b != block {
+            r = philox4x32_10([b as u32, (b >> 32) as u32, 0, 0], key);
+            block = b;
+        }
+        uniform(r[(o & 3) as usize])
+    }));
+}
+
+/// One worker's state: the current value of every var (`front`) and a spare buffer per var
+/// (`back`) that an assignment writes before the two are swapped, so `acc = acc + x` reads the
+/// old value while writing the new one without allocating.
+pub(crate) struct Prog<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    front: Vec<Data>,
+    back: Vec<Data>,
+    scratch: Vec<i64>,
+    pid: [u32; 3],
+}
+
+impl<'c, 'a> Prog<'c, 'a> {
+    pub(crate) fn new(ctx: &'c Ctx<'a>) -> Self {
+        let mk = || ctx.dtypes.iter().zip(&ctx.lens).map(|(&d, &n)| Data::new(d, n)).collect::<Vec<_>>();
+        Prog { ctx, front: mk(), back: mk(), scratch: Vec::new(), pid: [0; 3] }
+    }
+
+    /// Runs program `pid`.
+    pub(crate) fn run(&mut self, pid: [u32; 3]) -> Res {
+        self.pid = pid;
+        let ctx = self.ctx;
+        self.exec(&ctx.kernel.body)
+    }
+
+    fn exec(&mut self, stmts: &[Stmt]) -> Res {
+        for s in stmts {
+            match s {
+                Stmt::Assign { dst, expr } => self.assign(*dst, expr)?,
+                Stmt::Store { param, offset, value, mask } => self.store(*param, *offset, *value, *mask)?,
+                Stmt::If { cond, then_body, else_body } => {
+                    let c = match &self.front[cond.0 as usize] {
+                        Data::Bool(v) if !v.is_empty() => v[0],
+                        _ => return Err(bad("if condition is not a bool scalar")),
+                    };
+                    if c {
+                        self.exec(then_body)?
+                    } else {
+                        self.exec(else_body)?
+                    }
+                }
+                Stmt::For { var, start, end, step, body } => {
+                    let get = |v: &VarId| self.front[v.0 as usize].first_int().ok_or_else(|| bad("loop bound is not an integer"));
+                    let (mut i, end, step) = (get(start)?, get(end)?, get(step)?);
+                    if step <= 0 {
+                        continue;
+                    }
+                    // i128: `i + step` cannot overflow, and the loop stops at the first value
+                    // not below `end` (which is in the var's range), so it never wraps.
+                    while i < end {
+                        self.front[var.0 as usize].set_first_int(i).ok_or_else(|| bad("loop variable is not an integer"))?;
+                        self.exec(body)?;
+                        i += step;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn mem(&self, param: u32) -> Result<(&Mem<'a>, DType, &'c str), CpuError> {
+        let ctx = self.ctx;
+        let p = &ctx.kernel.params[param as usize];
+        match (ctx.mems.get(param as usize), p.kind) {
+            (Some(Some(m)), ParamKind::Ptr { elem, .. }) => Ok((m, elem, &p.name)),
+            _ => Err(bad(format!("parameter `{}` is not a buffer", p.name))),
+        }
+    }
+
+    fn fail(&self, f: Fail, param: &str, mem: &Mem<'_>) -> CpuError {
+        match f {
+            Fail::Oob(index) => CpuError::OutOfBounds { param: param.to_string(), index, len: mem.len(), program: self.pid },
+            Fail::Err(e) => e,
+        }
+    }
+
+    fn store(&mut self, param: u32, offset: VarId, value: VarId, mask: Option<VarId>) -> Res {
+        let (mem, elem, name) = self.mem(param)?;
+        let mem = *mem;
+        let front = &self.front;
+        let od = &front[offset.0 as usize];
+        let vd = &front[value.0 as usize];
+        let md = mask.map(|m| &front[m.0 as usize]);
+        let n = od.len().max(vd.len()).max(md.map_or(1, Data::len));
+        let mask = match mask_of(md, n)? {
+            MaskK::None => return Ok(()),
+            MaskK::All => None,
+            MaskK::Tile(m) => Some(m),
+        };
+        let off = offsets(od, n, &mut self.scratch)?;
+        let r = dispatch!(all elem, T => store_t::<T>(&mem, off, mask, vd, n), else Err(Fail::Err(bad("bad element type"))));
+        r.map_err(|f| self.fail(f, name, &mem))
+    }
+
+    fn assign(&mut self, dst: VarId, expr: &Expr) -> Res {
+        let ctx = self.ctx;
+        let di = dst.0 as usize;
+        let n = ctx.lens[di];
+        let dt = ctx.dtypes[di];
+        let no = || bad(format!("cannot assign to {dt} var `{}`", ctx.kernel.vars[di].name));
+        {
+            let front = &self.front;
+            let out = &mut self.back[di];
+            let v = |id: &VarId| &front[id.0 as usize];
+            match expr {
+                Expr::Copy(a) | Expr::Splat(a) => {
+                    let a = v(a);
+                    dispatch!(all dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, |x| x), else Err(no()))?
+                }
+                Expr::Lit(l) => dispatch!(all dt, T => fill(out, n, lit::<T>(*l)), else Err(no()))?,
+                Expr::Param(i) => match ctx.scalars.get(*i as usize).copied().flatten() {
+                    Some(ScalarArg::I32(x)) => fill(out, n, x)?,
+                    Some(ScalarArg::I64(x)) => fill(out, n, x)?,
+                    Some(ScalarArg::U32(x)) => fill(out, n, x)?,
+                    Some(ScalarArg::U64(x)) => fill(out, n, x)?,
+                    Some(ScalarArg::F32(x)) => fill(out, n, x)?,
+                    None => return Err(bad(format!("parameter {i} is not a scalar"))),
+                },
+                Expr::ConstGeneric(i) => {
+                    let c = *ctx.consts.get(*i as usize).ok_or_else(|| bad("const generic index out of range"))?;
+                    dispatch!(all dt, T => fill(out, n, T::from_u64(c)), else Err(no()))?
+                }
+                Expr::ProgramId(a) | Expr::NumPrograms(a) => {
+                    let src = if matches!(expr, Expr::ProgramId(_)) { self.pid } else { ctx.grid };
+                    let x = *src.get(*a as usize).ok_or_else(|| bad("axis out of range"))? as i32;
+                    dispatch!(all dt, T => fill(out, n, T::from_i64(i64::from(x))), else Err(no()))?
+                }
+                Expr::Arange { start } => {
+                    let start = *start;
+                    dispatch!(int dt, T => {
+                        let o = vm::<T>(out)?;
+                        o.clear();
+                        o.extend((0..n as i64).map(|k| T::from_i64(start.wrapping_add(k))));
+                    }, else return Err(no()))
+                }
+                Expr::Unary(op, a) => unary(*op, v(a), out, n)?,
+                Expr::Binary(op, a, b) => binary(*op, v(a), v(b), out, n)?,
+                Expr::Cast(a) => {
+                    let a = v(a);
+                    let sd = a.dtype();
+                    if sd == dt {
+                        // No conversion at all (keeps NaN payloads, as the GPU does).
+                        dispatch!(all dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, |x| x), else Err(no()))?
+                    } else {
+                        dispatch!(all sd, S => dispatch!(all dt, D => {
+                            map1(sl::<S>(a)?, n, vm::<D>(out)?, |x| x.cast::<D>())
+                        }, else Err(no())), else Err(no()))?
+                    }
+                }
+                Expr::Where(c, a, b) => {
+                    dispatch!(all dt, T => select(sl::<bool>(v(c))?, sl::<T>(v(a))?, sl::<T>(v(b))?, n, vm::<T>(out)?), else Err(no()))?
+                }
+                Expr::Load { param, offset, mask, other } => {
+                    let (mem, elem, name) = {
+                        let p = &ctx.kernel.params[*param as usize];
+                        match (ctx.mems.get(*param as usize), p.kind) {
+                            (Some(Some(m)), ParamKind::Ptr { elem, .. }) => (m, elem, p.name.as_str()),
+                            _ => return Err(bad(format!("parameter `{}` is not a buffer", p.name))),
+                        }
+                    };
+                    let mask = mask_of(mask.map(|m| v(&m)), n)?;
+                    let off = offsets(v(offset), n, &mut self.scratch)?;
+                    let other = other.map(|o| v(&o));
+                    let r = dispatch!(all elem, T => load_t::<T>(mem, off, mask, other, out, n), else Err(Fail::Err(no())));
+                    if let Err(f) = r {
+                        return Err(match f {
+                            Fail::Oob(index) => CpuError::OutOfBounds { param: name.to_string(), index, len: mem.len(), program: self.pid },
+                            Fail::Err(e) => e,
+                        });
+                    }
+                }
+                Expr::Reduce(op, a) => reduce(*op, v(a), out)?,
+                Expr::Rand { seed, offset } => {
+                    let seed = match v(seed) {
+                        Data::I32(s) => s[0] as i64 as u64,
+                        Data::U32(s) => u64::from(s[0]),
+                        Data::I64(s) => s[0] as u64,
+                        Data::U64(s) => s[0],
+                        _ => return Err(bad("rand seed is not an integer")),
+                    };
+                    let od = v(offset);
+                    let o = vm::<f32>(out)?;
+                    match od {
+                        Data::I32(x) => rand_loop(seed, x, o),
+                        Data::U32(x) => rand_loop(seed, x, o),
+                        Data::I64(x) => rand_loop(seed, x, o),
+                        Data::U64(x) => rand_loop(seed, x, o),
+                        _ => return Err(bad("rand offset is not an integer")),
+                    }
+                    if o.len() != n {
+                        if o.len() != 1 {
+                            return Err(shape_err(o.len(), n));
+                        }
+                        let x = o[0];
+                        o.resize(n, x);
+                    }
+                }
+            }
+        }
+        std::mem::swap(&mut self.front[di], &mut self.back[di]);
+        Ok(())
+    }
+}
