@@ -1,6 +1,36 @@
 //! fuse-runtime: runs `#[fused_kernel]` kernels on a CUDA GPU (NVRTC + cudarc) or on the CPU.
+//!
+//! * [`Device`]: the CPU interpreter or one CUDA GPU; [`Buffer`]: typed memory on a device.
+//! * [`KernelSpec`]: what the macro generates per kernel; [`launch`]: validate, compile (cached in
+//!   memory and on disk), launch.
+//! * [`Error`]: every failure, with messages that say what was expected and what was got.
+//!
+//! Environment: `FUSE_DEVICE=cpu` makes [`Device::best`] pick the CPU; `FUSE_NVRTC_PATH` /
+//! `FUSE_LIBCUDA_PATH` name the library file or folder to use instead of searching (see
+//! [`Error::LibraryNotFound`]); `FUSE_CACHE=0` / `FUSE_CACHE_DIR` control the on-disk cubin cache.
 pub use fuse_ir;
 pub use half;
 
 /// The CPU back end: an interpreter of the checked IR (owned by the CPU work, see docs/DESIGN.md).
 pub mod cpu;
+/// The on-disk cubin cache.
+pub mod disk_cache;
+
+mod cuda;
+mod device;
+mod element;
+mod error;
+mod launch;
+mod spec;
+
+pub use device::{Buffer, Device};
+pub use element::Element;
+pub use error::{Error, Result};
+pub use launch::{launch, BufferArg, BufferArgMut, Grid, KernelArg, LaunchConfig, MAX_TILE_LEN};
+pub use spec::{default_num_warps, KernelSpec};
+
+/// NVRTC's version `(major, minor)`, loading it if needed: also the check that kernels can be
+/// compiled on this machine (no GPU needed).
+pub fn nvrtc_version() -> Result<(i32, i32)> {
+    cuda::nvrtc::version()
+}

@@ -1,0 +1,347 @@
+//! The CUDA back end: devices, memory, the compile caches and launches through cudarc.
+//!
+//! One stream per device (the context's default stream) orders every copy and launch, so cudarc's
+//! per-buffer event tracking is switched off.
+
+pub(crate) mod libs;
+pub(crate) mod nvrtc;
+
+use crate::disk_cache::DiskCache;
+use crate::error::{Error, Result};
+use crate::launch::ArgValue;
+use cudarc::driver::result::DriverError;
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
+use fuse_ir::Kernel;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("fuse-runtime passes kernel arguments as little-endian words");
+
+/// Error-word slots per device: one per kernel (2 words each), so an out-of-bounds report names
+/// its kernel and parameter exactly. Kernels beyond this share the last slot.
+const MAX_SLOTS: usize = 1024;
+
+/// `CUDA_ERROR_NAME: description` for a driver error.
+pub(crate) fn drv(e: DriverError) -> String {
+    let name =
+        e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
+    match e.error_string() {
+        Ok(s) => format!("{name}: {}", s.to_string_lossy()),
+        Err(_) => name,
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Who owns an error slot.
+struct Slot {
+    kernel: String,
+    params: Vec<String>,
+    shared: bool,
+}
+
+/// A kernel loaded on a device.
+pub(crate) struct Loaded {
+    pub(crate) func: CudaFunction,
+    /// Device address of this kernel's two error words.
+    pub(crate) err_ptr: u64,
+}
+
+/// The hot-path cache key: no string, no hashing of the source.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct HotKey {
+    pub(crate) spec: usize,
+    pub(crate) consts_log2: [u8; 16],
+    pub(crate) nconsts: u8,
+    pub(crate) num_warps: u32,
+    pub(crate) spec_bits: u64,
+}
+
+type Cell<T> = Arc<OnceLock<Result<T>>>;
+
+pub(crate) struct CudaDevice {
+    pub(crate) ordinal: usize,
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) name: String,
+    pub(crate) arch: String,
+    pub(crate) max_grid: [u32; 3],
+    err_words: Mutex<CudaSlice<u64>>,
+    err_base: u64,
+    launched: AtomicBool,
+    slots: Mutex<Vec<Slot>>,
+    /// Full source → loaded kernel (single flight per source).
+    modules: Mutex<HashMap<String, Cell<Arc<Loaded>>>>,
+    hot: Mutex<HashMap<HotKey, Arc<Loaded>>>,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaDevice({}: {}, {})", self.ordinal, self.name, self.arch)
+    }
+}
+
+/// The process-wide devices: `Device::cuda(n)` returns the same one every time.
+static DEVICES: LazyLock<Mutex<HashMap<usize, Arc<CudaDevice>>>> = LazyLock::new(Default::default);
+
+impl CudaDevice {
+    pub(crate) fn get(ordinal: usize) -> Result<Arc<CudaDevice>> {
+        // Hold the registry lock while creating, so two threads get the same device.
+        let mut devices = lock(&DEVICES);
+        if let Some(d) = devices.get(&ordinal) {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(Self::create(ordinal)?);
+        devices.insert(ordinal, d.clone());
+        Ok(d)
+    }
+
+    fn create(ordinal: usize) -> Result<CudaDevice> {
+        libs::ensure(libs::Lib::Driver)?;
+        nvrtc::guard("CUDA driver", || {
+            let count = CudaContext::device_count()
+                .map_err(|e| Error::NoDevice(format!("cuInit/cuDeviceGetCount failed: {}", drv(e))))?;
+            if count <= 0 {
+                return Err(Error::NoDevice("the CUDA driver reports no device".into()));
+            }
+            if ordinal >= count as usize {
+                return Err(Error::NoDevice(format!(
+                    "device {ordinal} was asked for but there are {count} (0..{count})"
+                )));
+            }
+            let ctx = CudaContext::new(ordinal).map_err(|e| {
+                Error::DriverError(format!("creating a context on device {ordinal}: {}", drv(e)))
+            })?;
+            // SAFETY: every operation goes through the one stream below, which orders them.
+            unsafe { ctx.disable_event_tracking() };
+            let stream = ctx.default_stream();
+            let (major, minor) = ctx.compute_capability().map_err(|e| Error::DriverError(drv(e)))?;
+            let name = ctx.name().map_err(|e| Error::DriverError(drv(e)))?;
+            let attr = |a| ctx.attribute(a).map(|v| v.max(1) as u32).map_err(|e| Error::DriverError(drv(e)));
+            let max_grid = [
+                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ];
+            let err_words = stream
+                .alloc_zeros::<u64>(2 * MAX_SLOTS)
+                .map_err(|e| Error::Cuda(format!("allocating the error words: {}", drv(e))))?;
+            let (err_base, _guard) = err_words.device_ptr(&stream);
+            drop(_guard);
+            stream.synchronize().map_err(|e| Error::Cuda(drv(e)))?;
+            Ok(CudaDevice {
+                ordinal,
+                name,
+                arch: format!("sm_{major}{minor}"),
+                max_grid,
+                err_words: Mutex::new(err_words),
+                err_base,
+                launched: AtomicBool::new(false),
+                slots: Mutex::new(Vec::new()),
+                modules: Mutex::new(HashMap::new()),
+                hot: Mutex::new(HashMap::new()),
+                ctx,
+                stream,
+            })
+        })
+    }
+
+    fn slot_for(&self, kernel: &Kernel) -> usize {
+        let params: Vec<String> = kernel.params.iter().map(|p| p.name.clone()).collect();
+        let mut slots = lock(&self.slots);
+        if let Some(i) = slots.iter().position(|s| !s.shared && s.kernel == kernel.name && s.params == params)
+        {
+            return i;
+        }
+        if slots.len() < MAX_SLOTS - 1 {
+            slots.push(Slot { kernel: kernel.name.clone(), params, shared: false });
+            return slots.len() - 1;
+        }
+        if slots.len() < MAX_SLOTS {
+            slots.push(Slot { kernel: String::new(), params: Vec::new(), shared: true });
+        }
+        let last = MAX_SLOTS - 1;
+        let s = &mut slots[last];
+        if !s.kernel.split(" or ").any(|k| k == kernel.name) {
+            if !s.kernel.is_empty() {
+                s.kernel.push_str(" or ");
+            }
+            s.kernel.push_str(&kernel.name);
+        }
+        last
+    }
+
+    /// Compiles (or takes from the caches) and loads `source`; single flight per source.
+    pub(crate) fn load_source(&self, name: &str, kernel: &Kernel, source: &str) -> Result<Arc<Loaded>> {
+        let cell: Cell<Arc<Loaded>> = lock(&self.modules).entry(source.to_owned()).or_default().clone();
+        cell.get_or_init(|| {
+            let cubin = cubin(name, source, &self.arch)?;
+            let module = nvrtc::guard("cuModuleLoadData", || {
+                self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.to_vec())).map_err(|e| {
+                    Error::Cuda(format!(
+                        "loading the cubin of `{name}` ({}) on device {} failed: {} (a cubin from an NVRTC newer than \
+                         the driver can be refused: update the driver or use an NVRTC matching it)",
+                        self.arch,
+                        self.ordinal,
+                        drv(e)
+                    ))
+                })
+            })?;
+            let func = module
+                .load_function(name)
+                .map_err(|e| Error::Cuda(format!("the compiled module has no entry point `{name}`: {}", drv(e))))?;
+            let slot = self.slot_for(kernel);
+            Ok(Arc::new(Loaded { func, err_ptr: self.err_base + 16 * slot as u64 }))
+        })
+        .clone()
+    }
+
+    /// The hot path: cached function for `key`, else build the source and load it.
+    pub(crate) fn function(
+        &self,
+        key: Option<HotKey>,
+        name: &str,
+        kernel: &Kernel,
+        make_source: impl FnOnce() -> String,
+    ) -> Result<Arc<Loaded>> {
+        if let Some(k) = key {
+            if let Some(l) = lock(&self.hot).get(&k) {
+                return Ok(l.clone());
+            }
+        }
+        let loaded = self.load_source(name, kernel, &make_source())?;
+        if let Some(k) = key {
+            lock(&self.hot).insert(k, loaded.clone());
+        }
+        Ok(loaded)
+    }
+
+    /// Launches with `values` (each kernel parameter as a little-endian word, then the lengths,
+    /// then the error pointer, all already in place).
+    pub(crate) fn launch(
+        &self,
+        loaded: &Loaded,
+        grid: [u32; 3],
+        num_warps: u32,
+        values: &[ArgValue],
+    ) -> Result<()> {
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: (grid[0], grid[1], grid[2]),
+            block_dim: (32 * num_warps, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&loaded.func);
+        for v in values {
+            match v {
+                ArgValue::W32(w) => b.arg(w),
+                ArgValue::W64(w) => b.arg(w),
+            };
+        }
+        self.launched.store(true, Ordering::Release);
+        // SAFETY: `launch::launch` checked the argument list against the kernel's parameters, the
+        // buffers are live for the call and device-side bounds checks guard every access.
+        unsafe { b.launch(cfg) }.map_err(|e| Error::Cuda(format!("launching: {}", drv(e))))?;
+        Ok(())
+    }
+
+    /// Waits for all work and reports the first out-of-bounds access recorded since the last check.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        let dirty = self.launched.swap(false, Ordering::AcqRel);
+        self.stream.synchronize().map_err(|e| {
+            Error::Cuda(format!(
+                "a kernel or copy on device {} failed: {} (after errors such as an illegal address the CUDA \
+                 context is unusable; restart the process)",
+                self.ordinal,
+                drv(e)
+            ))
+        })?;
+        if !dirty {
+            return Ok(());
+        }
+        let used = lock(&self.slots).len().clamp(1, MAX_SLOTS);
+        let mut words = vec![0u64; 2 * used];
+        let mut err = lock(&self.err_words);
+        self.stream
+            .memcpy_dtoh(&err.slice(0..2 * used), &mut words)
+            .map_err(|e| Error::Cuda(format!("reading the error words: {}", drv(e))))?;
+        self.stream.synchronize().map_err(|e| Error::Cuda(drv(e)))?;
+        let Some(slot) = (0..used).find(|&i| words[2 * i] != 0) else { return Ok(()) };
+        self.stream
+            .memset_zeros(&mut *err)
+            .map_err(|e| Error::Cuda(format!("clearing the error words: {}", drv(e))))?;
+        self.stream.synchronize().map_err(|e| Error::Cuda(drv(e)))?;
+        drop(err);
+        let (param_index, index) = (words[2 * slot] - 1, words[2 * slot + 1] as i64);
+        let slots = lock(&self.slots);
+        let (kernel, param) = match slots.get(slot) {
+            Some(s) if !s.shared => (
+                s.kernel.clone(),
+                s.params
+                    .get(param_index as usize)
+                    .cloned()
+                    .unwrap_or_else(|| format!("parameter #{param_index}")),
+            ),
+            Some(s) => (format!("one of {}", s.kernel), format!("parameter #{param_index}")),
+            None => ("(unknown)".into(), format!("parameter #{param_index}")),
+        };
+        Err(Error::OutOfBounds { kernel, param, index, len: None, program: None })
+    }
+
+    pub(crate) fn time_ms(&self, iters: usize, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+        let ev = |what| {
+            self.ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| Error::Cuda(format!("{what}: {}", drv(e))))
+        };
+        let (start, end) = (ev("creating an event")?, ev("creating an event")?);
+        f()?;
+        start.record(&self.stream).map_err(|e| Error::Cuda(drv(e)))?;
+        for _ in 0..iters {
+            f()?;
+        }
+        end.record(&self.stream).map_err(|e| Error::Cuda(drv(e)))?;
+        end.synchronize().map_err(|e| Error::Cuda(drv(e)))?;
+        let ms = start.elapsed_ms(&end).map_err(|e| Error::Cuda(drv(e)))?;
+        self.synchronize()?;
+        Ok(f64::from(ms) / iters as f64)
+    }
+}
+
+/// The process-wide in-memory cubin cache, keyed by (full source, arch); the options are fixed.
+type CubinMap = HashMap<(String, String), Cell<Arc<[u8]>>>;
+static CUBINS: LazyLock<Mutex<CubinMap>> = LazyLock::new(Default::default);
+
+fn disk_cache() -> Option<&'static DiskCache> {
+    static DISK: OnceLock<Option<DiskCache>> = OnceLock::new();
+    DISK.get_or_init(DiskCache::from_env).as_ref()
+}
+
+/// The cubin for `source` on `arch`: from memory, else from disk, else NVRTC (then stored on disk).
+/// Threads asking for the same one wait for a single compile.
+pub(crate) fn cubin(kernel: &str, source: &str, arch: &str) -> Result<Arc<[u8]>> {
+    nvrtc::validate_arch(arch)?;
+    let cell = lock(&CUBINS).entry((source.to_owned(), arch.to_owned())).or_default().clone();
+    cell.get_or_init(|| {
+        let version = nvrtc::version()?;
+        let disk = disk_cache().map(|d| (d, DiskCache::key(source, arch, &nvrtc::options(arch), version)));
+        if let Some((d, key)) = &disk {
+            if let Some(bytes) = d.load(key) {
+                log::debug!("fuse: `{kernel}` for {arch} from the disk cache");
+                return Ok(bytes.into());
+            }
+        }
+        let t = std::time::Instant::now();
+        let bytes = nvrtc::compile_cubin(kernel, source, arch)?;
+        log::debug!("fuse: compiled `{kernel}` for {arch} in {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+        if let Some((d, key)) = &disk {
+            d.store(key, &bytes);
+        }
+        Ok(bytes.into())
+    })
+    .clone()
+}

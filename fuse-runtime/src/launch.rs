@@ -1,0 +1,536 @@
+//! [`launch`]: validation, then the CPU interpreter or a CUDA launch.
+
+use crate::cuda::HotKey;
+use crate::device::{Buffer, Device, Storage};
+use crate::element::{as_bytes, as_bytes_mut, Element};
+use crate::error::{Error, Result};
+use crate::spec::{full_source_for, KernelSpec};
+use fuse_ir::{DType, Kernel, Len, ParamKind, Specialization};
+use std::marker::PhantomData;
+
+/// The grid: how many programs along x, y, z (each at least 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Grid {
+    pub x: u32,
+    pub y: u32,
+    pub z: u32,
+}
+
+impl Grid {
+    pub const fn new(x: u32, y: u32, z: u32) -> Grid {
+        Grid { x, y, z }
+    }
+
+    /// Programs in total.
+    pub fn count(&self) -> u64 {
+        u64::from(self.x) * u64::from(self.y) * u64::from(self.z)
+    }
+}
+
+impl From<u32> for Grid {
+    fn from(x: u32) -> Grid {
+        Grid { x, y: 1, z: 1 }
+    }
+}
+
+impl From<(u32, u32)> for Grid {
+    fn from((x, y): (u32, u32)) -> Grid {
+        Grid { x, y, z: 1 }
+    }
+}
+
+impl From<(u32, u32, u32)> for Grid {
+    fn from((x, y, z): (u32, u32, u32)) -> Grid {
+        Grid { x, y, z }
+    }
+}
+
+/// A 1-D grid from a `usize` count, refusing (never truncating) counts above `u32::MAX`.
+impl TryFrom<usize> for Grid {
+    type Error = Error;
+    fn try_from(x: usize) -> Result<Grid> {
+        u32::try_from(x).map(Grid::from).map_err(|_| {
+            Error::InvalidLaunch(format!("a grid dimension must fit in u32 (at most {}), got {x}", u32::MAX))
+        })
+    }
+}
+
+/// A grid and, optionally, warps per program (default: [`default_num_warps`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LaunchConfig {
+    pub grid: Grid,
+    pub num_warps: Option<u32>,
+}
+
+impl LaunchConfig {
+    pub fn new(grid: impl Into<Grid>) -> LaunchConfig {
+        LaunchConfig { grid: grid.into(), num_warps: None }
+    }
+
+    /// Warps (of 32 threads) per program: a power of two in 1..=32.
+    pub fn num_warps(mut self, n: u32) -> LaunchConfig {
+        self.num_warps = Some(n);
+        self
+    }
+}
+
+impl<G: Into<Grid>> From<G> for LaunchConfig {
+    fn from(grid: G) -> LaunchConfig {
+        LaunchConfig::new(grid)
+    }
+}
+
+/// Where a type-erased buffer's data is.
+enum Data<'a> {
+    Host(&'a [u8]),
+    Cuda(u64),
+}
+
+enum DataMut<'a> {
+    Host(&'a mut [u8]),
+    Cuda(u64, PhantomData<&'a mut [u8]>),
+}
+
+/// A read-only buffer argument, type-erased (dtype and length remembered).
+pub struct BufferArg<'a> {
+    dtype: DType,
+    len: usize,
+    device: &'a Device,
+    data: Data<'a>,
+}
+
+/// A writable buffer argument, type-erased.
+pub struct BufferArgMut<'a> {
+    dtype: DType,
+    len: usize,
+    device: &'a Device,
+    data: DataMut<'a>,
+}
+
+impl BufferArg<'_> {
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl BufferArgMut<'_> {
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One launch argument, in the order of the kernel's parameters.
+pub enum KernelArg<'a> {
+    /// For a `*const T` parameter (a `BufferMut` is accepted there too).
+    Buffer(BufferArg<'a>),
+    /// For a `*mut T` parameter.
+    BufferMut(BufferArgMut<'a>),
+    I32(i32),
+    I64(i64),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+}
+
+impl KernelArg<'_> {
+    /// What this argument is, as the error messages say it (`&Buffer<f32>`, `i32`).
+    pub fn describe(&self) -> String {
+        match self {
+            KernelArg::Buffer(b) => format!("&Buffer<{}>", b.dtype),
+            KernelArg::BufferMut(b) => format!("&mut Buffer<{}>", b.dtype),
+            KernelArg::I32(_) => "i32".into(),
+            KernelArg::I64(_) => "i64".into(),
+            KernelArg::U32(_) => "u32".into(),
+            KernelArg::U64(_) => "u64".into(),
+            KernelArg::F32(_) => "f32".into(),
+        }
+    }
+}
+
+impl<'a, T: Element> From<&'a Buffer<T>> for KernelArg<'a> {
+    fn from(b: &'a Buffer<T>) -> KernelArg<'a> {
+        let data = match &b.storage {
+            Storage::Cpu(v) => Data::Host(as_bytes(v)),
+            Storage::Cuda { ptr, .. } => Data::Cuda(*ptr),
+        };
+        KernelArg::Buffer(BufferArg { dtype: T::DTYPE, len: b.len(), device: b.device(), data })
+    }
+}
+
+impl<'a, T: Element> From<&'a mut Buffer<T>> for KernelArg<'a> {
+    fn from(b: &'a mut Buffer<T>) -> KernelArg<'a> {
+        let len = b.len();
+        // Split the borrow: the device handle and the storage are distinct fields.
+        let device: *const Device = b.device();
+        let data = match &mut b.storage {
+            Storage::Cpu(v) => DataMut::Host(as_bytes_mut(v)),
+            Storage::Cuda { ptr, .. } => DataMut::Cuda(*ptr, PhantomData),
+        };
+        // SAFETY: `device` points into `*b`, borrowed for 'a; it is only read, and the mutable
+        // borrow above covers `b.storage`, a different field.
+        let device = unsafe { &*device };
+        KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len, device, data })
+    }
+}
+
+macro_rules! scalar_arg {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for KernelArg<'_> {
+            fn from(x: $t) -> Self {
+                KernelArg::$v(x)
+            }
+        }
+    )*};
+}
+scalar_arg!(i32 => I32, i64 => I64, u32 => U32, u64 => U64, f32 => F32);
+
+/// A kernel argument word for the CUDA launch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ArgValue {
+    W32(u32),
+    W64(u64),
+}
+
+/// The largest tile a program may hold: a sane bound that keeps the CPU interpreter's tiles and
+/// the GPU's registers finite.
+pub const MAX_TILE_LEN: u64 = 1 << 24;
+
+fn const_list(k: &Kernel) -> String {
+    if k.consts.is_empty() {
+        "none".into()
+    } else {
+        k.consts.join(", ")
+    }
+}
+
+/// Const generic count, powers of two, and every tile length evaluating within [`MAX_TILE_LEN`].
+pub(crate) fn validate_consts(k: &Kernel, consts: &[u64]) -> Result<()> {
+    validate_consts_with(k, &k.tile_lens(), consts)
+}
+
+pub(crate) fn validate_consts_with(k: &Kernel, lens: &[Len], consts: &[u64]) -> Result<()> {
+    if consts.len() != k.consts.len() {
+        return Err(Error::InvalidLaunch(format!(
+            "kernel `{}` has {} const generic(s) ({}) but {} value(s) were given",
+            k.name,
+            k.consts.len(),
+            const_list(k),
+            consts.len()
+        )));
+    }
+    for (name, &v) in k.consts.iter().zip(consts) {
+        if !v.is_power_of_two() {
+            return Err(Error::InvalidLaunch(format!(
+                "kernel `{}`: const generic {name} must be a power of two, got {v}",
+                k.name
+            )));
+        }
+    }
+    for len in lens {
+        match len.eval(consts) {
+            Some(n) if n <= MAX_TILE_LEN => {}
+            other => {
+                let assigned: Vec<String> =
+                    k.consts.iter().zip(consts).map(|(n, v)| format!("{n} = {v}")).collect();
+                return Err(Error::InvalidLaunch(format!(
+                    "kernel `{}`: tile length `{}` is {} with {}; tiles must be whole powers of two of at most {MAX_TILE_LEN} elements",
+                    k.name,
+                    len.display(&k.consts),
+                    other.map_or("not a whole number".to_string(), |n| n.to_string()),
+                    assigned.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn validate_num_warps(n: u32) -> Result<()> {
+    if n.is_power_of_two() && n <= 32 {
+        Ok(())
+    } else {
+        Err(Error::InvalidLaunch(format!("num_warps must be a power of two in 1..=32, got {n}")))
+    }
+}
+
+/// CPU grid limits (the same as CUDA's on current GPUs).
+const CPU_MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+
+fn validate_grid(grid: Grid, max: [u32; 3], device: &Device) -> Result<()> {
+    let dims = [grid.x, grid.y, grid.z];
+    for (axis, (&d, &m)) in dims.iter().zip(&max).enumerate() {
+        let name = ["x", "y", "z"][axis];
+        if d == 0 {
+            return Err(Error::InvalidLaunch(format!(
+                "grid dimension {name} is 0; every dimension must be at least 1 (grid {dims:?})"
+            )));
+        }
+        if d > m {
+            return Err(Error::InvalidLaunch(format!(
+                "grid dimension {name} is {d} but {} allows at most {m} (grid {dims:?})",
+                device.description()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn describe_param(p: &fuse_ir::Param) -> String {
+    match p.kind {
+        ParamKind::Ptr { elem, mutable: true } => format!("{}: *mut {elem}", p.name),
+        ParamKind::Ptr { elem, mutable: false } => format!("{}: *const {elem}", p.name),
+        ParamKind::Scalar(d) => format!("{}: {d}", p.name),
+    }
+}
+
+fn expected_arg(p: &fuse_ir::Param) -> String {
+    match p.kind {
+        ParamKind::Ptr { elem, mutable: true } => format!("&mut Buffer<{elem}>"),
+        ParamKind::Ptr { elem, mutable: false } => format!("&Buffer<{elem}>"),
+        ParamKind::Scalar(d) => d.to_string(),
+    }
+}
+
+fn check_buffer(
+    k: &Kernel,
+    p: &fuse_ir::Param,
+    dtype: DType,
+    len: usize,
+    on: &Device,
+    device: &Device,
+    narrow: Option<DType>,
+) -> Result<()> {
+    let ParamKind::Ptr { elem, .. } = p.kind else { unreachable!("checked by the caller") };
+    if dtype != elem {
+        return Err(Error::InvalidArgument(format!(
+            "kernel `{}`: parameter `{}` expects {} but got a buffer of {dtype}",
+            k.name,
+            describe_param(p),
+            expected_arg(p)
+        )));
+    }
+    if on != device {
+        return Err(Error::WrongDevice(format!(
+            "kernel `{}` is launched on {} but the buffer for `{}` lives on {}",
+            k.name,
+            device.description(),
+            p.name,
+            on.description()
+        )));
+    }
+    let limit = match narrow {
+        Some(DType::I32) => Some(i32::MAX as u64),
+        Some(DType::U32) => Some(u32::MAX as u64),
+        _ => None,
+    };
+    if let Some(limit) = limit {
+        if len as u64 > limit {
+            return Err(Error::InvalidArgument(format!(
+                "kernel `{}`: the buffer for `{}` has {len} elements but the kernel indexes it with {} offsets, which \
+                 reach at most {limit}; compute the offsets in i64 (`.to(i64)`) for buffers this long",
+                k.name,
+                p.name,
+                narrow.unwrap_or(DType::I32)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks `args` against the kernel's parameters: count, kinds, dtypes, mutability, device, and
+/// lengths reachable by 32-bit offsets.
+fn validate_args(
+    k: &Kernel,
+    narrow: &[Option<DType>],
+    device: &Device,
+    args: &[KernelArg<'_>],
+) -> Result<()> {
+    if args.len() != k.params.len() {
+        let want: Vec<String> = k.params.iter().map(describe_param).collect();
+        let got: Vec<String> = args.iter().map(KernelArg::describe).collect();
+        return Err(Error::InvalidArgument(format!(
+            "kernel `{}` takes {} argument(s) ({}) but {} were given ({})",
+            k.name,
+            k.params.len(),
+            want.join(", "),
+            args.len(),
+            got.join(", ")
+        )));
+    }
+    for (i, (p, a)) in k.params.iter().zip(args).enumerate() {
+        let narrow = narrow.get(i).copied().flatten();
+        match (p.kind, a) {
+            (ParamKind::Ptr { .. }, KernelArg::BufferMut(b)) => {
+                check_buffer(k, p, b.dtype, b.len, b.device, device, narrow)?
+            }
+            (ParamKind::Ptr { mutable: false, .. }, KernelArg::Buffer(b)) => {
+                check_buffer(k, p, b.dtype, b.len, b.device, device, narrow)?
+            }
+            (ParamKind::Scalar(DType::I32), KernelArg::I32(_))
+            | (ParamKind::Scalar(DType::I64), KernelArg::I64(_))
+            | (ParamKind::Scalar(DType::U32), KernelArg::U32(_))
+            | (ParamKind::Scalar(DType::U64), KernelArg::U64(_))
+            | (ParamKind::Scalar(DType::F32), KernelArg::F32(_)) => {}
+            (ParamKind::Ptr { mutable: true, .. }, KernelArg::Buffer(_)) => {
+                return Err(Error::InvalidArgument(format!(
+                    "kernel `{}`: parameter `{}` is written by the kernel and needs {}, got a read-only {}",
+                    k.name,
+                    describe_param(p),
+                    expected_arg(p),
+                    a.describe()
+                )))
+            }
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "kernel `{}`: argument {} for parameter `{}` must be {}, got {}",
+                    k.name,
+                    i + 1,
+                    describe_param(p),
+                    expected_arg(p),
+                    a.describe()
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Launches `spec` on `device` over `config.grid` programs.
+///
+/// Everything is validated before anything runs, each failure an `Err` (never a panic): the
+/// const generics (count, powers of two, tile lengths), the grid (non-zero, within the device's
+/// limits), `num_warps` (a power of two in 1..=32), and the arguments (count, kinds, dtypes,
+/// mutability, the launching device, lengths reachable by 32-bit offsets).
+///
+/// On the CPU the interpreter runs to completion and reports an out-of-bounds access at once. On a
+/// GPU the launch is queued; an out-of-bounds access is reported by the next
+/// [`Device::synchronize`] or [`Buffer::to_vec`]. `num_warps` defaults to [`crate::default_num_warps`]. The first launch of each specialization compiles
+/// it (or takes it from the on-disk cache); later ones take it from memory.
+pub fn launch(
+    spec: &'static KernelSpec,
+    device: &Device,
+    config: LaunchConfig,
+    consts: &[u64],
+    args: &mut [KernelArg<'_>],
+) -> Result<()> {
+    let info = spec.info()?;
+    let k = &info.kernel;
+    validate_consts_with(k, &info.tile_lens, consts)?;
+    let num_warps = match config.num_warps {
+        Some(n) => n,
+        None => info.default_num_warps(consts),
+    };
+    validate_num_warps(num_warps)?;
+    let max_grid = device.cuda_inner().map_or(CPU_MAX_GRID, |d| d.max_grid);
+    validate_grid(config.grid, max_grid, device)?;
+    validate_args(k, &info.narrow_index, device, args)?;
+    let grid = [config.grid.x, config.grid.y, config.grid.z];
+    match device.cuda_inner() {
+        None => run_cpu(k, consts, grid, args),
+        Some(cuda) => {
+            let specs = spec.specializations();
+            let mut bits = 0u64;
+            for (i, s) in specs.iter().enumerate().take(64) {
+                let on = match *s {
+                    Specialization::Align16(p) => match args.get(p as usize) {
+                        Some(KernelArg::Buffer(BufferArg { data: Data::Cuda(ptr), .. }))
+                        | Some(KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda(ptr, _), .. })) => {
+                            ptr % 16 == 0
+                        }
+                        _ => false,
+                    },
+                    Specialization::Div16(p) => match args.get(p as usize) {
+                        Some(KernelArg::I32(v)) => v % 16 == 0,
+                        Some(KernelArg::I64(v)) => v % 16 == 0,
+                        Some(KernelArg::U32(v)) => v % 16 == 0,
+                        Some(KernelArg::U64(v)) => v % 16 == 0,
+                        _ => false,
+                    },
+                };
+                bits |= u64::from(on) << i;
+            }
+            let key = (consts.len() <= 16 && specs.len() <= 64).then(|| {
+                let mut consts_log2 = [0u8; 16];
+                for (slot, c) in consts_log2.iter_mut().zip(consts) {
+                    *slot = c.trailing_zeros() as u8;
+                }
+                HotKey {
+                    spec: spec as *const KernelSpec as usize,
+                    consts_log2,
+                    nconsts: consts.len() as u8,
+                    num_warps,
+                    spec_bits: bits,
+                }
+            });
+            let loaded = cuda.function(key, spec.name(), k, || {
+                let values: Vec<bool> = (0..specs.len()).map(|i| i < 64 && bits & (1 << i) != 0).collect();
+                full_source_for(k, spec.source(), specs, consts, num_warps, &values)
+            })?;
+            let mut values: Vec<ArgValue> = Vec::with_capacity(2 * args.len() + 1);
+            for a in args.iter() {
+                values.push(match a {
+                    KernelArg::Buffer(BufferArg { data: Data::Cuda(p), .. }) => ArgValue::W64(*p),
+                    KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda(p, _), .. }) => ArgValue::W64(*p),
+                    KernelArg::Buffer(_) | KernelArg::BufferMut(_) => {
+                        return Err(Error::WrongDevice("a CPU buffer reached a CUDA launch".into()))
+                    }
+                    KernelArg::I32(v) => ArgValue::W32(*v as u32),
+                    KernelArg::U32(v) => ArgValue::W32(*v),
+                    KernelArg::F32(v) => ArgValue::W32(v.to_bits()),
+                    KernelArg::I64(v) => ArgValue::W64(*v as u64),
+                    KernelArg::U64(v) => ArgValue::W64(*v),
+                });
+            }
+            for a in args.iter() {
+                match a {
+                    KernelArg::Buffer(b) => values.push(ArgValue::W64(b.len as u64)),
+                    KernelArg::BufferMut(b) => values.push(ArgValue::W64(b.len as u64)),
+                    _ => {}
+                }
+            }
+            values.push(ArgValue::W64(loaded.err_ptr));
+            cuda.launch(&loaded, grid, num_warps, &values)
+        }
+    }
+}
+
+fn run_cpu(k: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [KernelArg<'_>]) -> Result<()> {
+    use crate::cpu::{CpuArg, CpuError};
+    let mut cpu_args: Vec<CpuArg<'_>> = Vec::with_capacity(args.len());
+    for a in args.iter_mut() {
+        cpu_args.push(match a {
+            KernelArg::Buffer(BufferArg { data: Data::Host(b), .. }) => CpuArg::Read(b),
+            KernelArg::BufferMut(BufferArgMut { data: DataMut::Host(b), .. }) => CpuArg::Write(b),
+            KernelArg::Buffer(_) | KernelArg::BufferMut(_) => {
+                return Err(Error::WrongDevice("a GPU buffer reached a CPU launch".into()))
+            }
+            KernelArg::I32(v) => CpuArg::I32(*v),
+            KernelArg::I64(v) => CpuArg::I64(*v),
+            KernelArg::U32(v) => CpuArg::U32(*v),
+            KernelArg::U64(v) => CpuArg::U64(*v),
+            KernelArg::F32(v) => CpuArg::F32(*v),
+        });
+    }
+    crate::cpu::run(k, consts, grid, &mut cpu_args).map_err(|e| match e {
+        CpuError::OutOfBounds { param, index, len, program } => Error::OutOfBounds {
+            kernel: k.name.clone(),
+            param,
+            index,
+            len: Some(len),
+            program: Some(program),
+        },
+        CpuError::InvalidKernel(m) => Error::InvalidKernel(format!("kernel `{}`: {m}", k.name)),
+    })
+}

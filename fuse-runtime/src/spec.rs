@@ -1,0 +1,247 @@
+//! [`KernelSpec`]: what `#[fused_kernel]` generates for each kernel (name, CUDA source, IR, the
+//! launch-time specializations its source reads), and the compile-time entry points on it.
+
+use crate::error::{Error, Result};
+use fuse_ir::{DType, Expr, Kernel, Len, ParamKind, Specialization, Stmt};
+use std::fmt::Write as _;
+use std::sync::OnceLock;
+
+/// One kernel as the macro generated it. Constructible in a `static`.
+pub struct KernelSpec {
+    name: &'static str,
+    source: &'static str,
+    ir_json: &'static str,
+    specializations: &'static [Specialization],
+    info: OnceLock<std::result::Result<KernelInfo, String>>,
+}
+
+/// What the runtime derives from the IR once.
+pub(crate) struct KernelInfo {
+    pub(crate) kernel: Kernel,
+    /// Per parameter: for pointers, the narrowest index dtype used to address it (`I32`/`U32`)
+    /// if any load/store on it uses a 32-bit offset.
+    pub(crate) narrow_index: Vec<Option<DType>>,
+    /// `kernel.tile_lens()`, computed once.
+    pub(crate) tile_lens: Vec<Len>,
+}
+
+impl KernelInfo {
+    /// [`default_num_warps`] without allocating.
+    pub(crate) fn default_num_warps(&self, consts: &[u64]) -> u32 {
+        num_warps_for(self.tile_lens.iter().filter_map(|l| l.eval(consts)).max())
+    }
+}
+
+impl std::fmt::Debug for KernelSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelSpec")
+            .field("name", &self.name)
+            .field("specializations", &self.specializations)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KernelSpec {
+    /// `name`: the CUDA entry point; `source`: the emitted CUDA C (without the runtime's
+    /// `#define`s); `ir_json`: the checked [`fuse_ir::Kernel`] as JSON; `specializations`: the
+    /// `FUSE_ALIGN16_*`/`FUSE_DIV16_*` facts the source reads.
+    pub const fn new(
+        name: &'static str,
+        source: &'static str,
+        ir_json: &'static str,
+        specializations: &'static [Specialization],
+    ) -> KernelSpec {
+        KernelSpec { name, source, ir_json, specializations, info: OnceLock::new() }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The emitted CUDA C, without the runtime's `#define`s (see [`KernelSpec::full_source`]).
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    pub fn ir_json(&self) -> &'static str {
+        self.ir_json
+    }
+
+    pub fn specializations(&self) -> &'static [Specialization] {
+        self.specializations
+    }
+
+    /// The kernel's IR, parsed once per process.
+    pub fn kernel(&self) -> Result<&Kernel> {
+        self.info().map(|i| &i.kernel)
+    }
+
+    pub(crate) fn info(&self) -> Result<&KernelInfo> {
+        match self.info.get_or_init(|| self.build_info()) {
+            Ok(info) => Ok(info),
+            Err(e) => Err(Error::InvalidKernel(e.clone())),
+        }
+    }
+
+    fn build_info(&self) -> std::result::Result<KernelInfo, String> {
+        let kernel = Kernel::from_json(self.ir_json)
+            .map_err(|e| format!("the IR of kernel `{}` is not valid fuse IR JSON: {e}", self.name))?;
+        if kernel.name != self.name {
+            return Err(format!("the IR names kernel `{}` but the spec is `{}`", kernel.name, self.name));
+        }
+        let nvars = kernel.vars.len();
+        let nparams = kernel.params.len();
+        for s in self.specializations {
+            let (Specialization::Align16(p) | Specialization::Div16(p)) = *s;
+            let ok = match (s, kernel.params.get(p as usize).map(|p| p.kind)) {
+                (Specialization::Align16(_), Some(ParamKind::Ptr { .. })) => true,
+                (Specialization::Div16(_), Some(ParamKind::Scalar(d))) => d.is_int(),
+                _ => false,
+            };
+            if !ok {
+                return Err(format!(
+                    "kernel `{}`: specialization {s:?} does not name a fitting parameter",
+                    self.name
+                ));
+            }
+        }
+        let mut narrow_index: Vec<Option<DType>> = vec![None; nparams];
+        let mut bad: Option<String> = None;
+        kernel.visit_stmts(&mut |s| {
+            let mut access = |param: u32, offset: fuse_ir::VarId| {
+                let (Some(slot), Some(var)) =
+                    (narrow_index.get_mut(param as usize), kernel.vars.get(offset.0 as usize))
+                else {
+                    bad.get_or_insert_with(|| {
+                        format!("access to parameter {param} / var {} out of range", offset.0)
+                    });
+                    return;
+                };
+                if matches!(var.ty.dtype, DType::I32 | DType::U32) {
+                    // i32 is the narrower of the two limits.
+                    *slot = match (*slot, var.ty.dtype) {
+                        (Some(DType::I32), _) | (_, DType::I32) => Some(DType::I32),
+                        _ => Some(DType::U32),
+                    };
+                }
+            };
+            match s {
+                Stmt::Store { param, offset, .. } => access(*param, *offset),
+                Stmt::Assign { expr: Expr::Load { param, offset, .. }, .. } => access(*param, *offset),
+                _ => {}
+            }
+        });
+        if let Some(b) = bad {
+            return Err(format!("kernel `{}`: {b} (vars: {nvars}, params: {nparams})", self.name));
+        }
+        let tile_lens = kernel.tile_lens();
+        Ok(KernelInfo { kernel, narrow_index, tile_lens })
+    }
+
+    /// The source NVRTC compiles: `#define <CONST> <value>` per const generic,
+    /// `#define FUSE_NUM_WARPS <n>`, one `#define FUSE_ALIGN16_<p>`/`FUSE_DIV16_<p>` per
+    /// specialization (`spec_values[i]` for the i-th, missing values are 0), then the source.
+    /// If the IR cannot be read the result holds an `#error` line saying so (NVRTC reports it).
+    pub fn full_source(&self, consts: &[u64], num_warps: u32, spec_values: &[bool]) -> String {
+        match self.kernel() {
+            Ok(k) => full_source_for(k, self.source, self.specializations, consts, num_warps, spec_values),
+            Err(e) => {
+                format!("#error \"fuse: {}\"\n{}", e.to_string().replace(['"', '\n'], "'"), self.source)
+            }
+        }
+    }
+
+    /// Compiles the variant with every specialization = 1 (aligned pointers, divisible ints: what
+    /// buffers from this runtime and multiple-of-16 sizes give) to a cubin for `arch` ("sm_90"),
+    /// with NVRTC only: no GPU or driver needed (AOT, cache warming, CI).
+    pub fn compile_for_arch(&self, arch: &str, consts: &[u64], num_warps: u32) -> Result<Vec<u8>> {
+        let all = vec![true; self.specializations.len()];
+        self.compile_for_arch_with(arch, consts, num_warps, &all)
+    }
+
+    /// [`KernelSpec::compile_for_arch`] for given specialization values (one per entry of
+    /// [`KernelSpec::specializations`]). Uses and fills the in-process and on-disk caches.
+    pub fn compile_for_arch_with(
+        &self,
+        arch: &str,
+        consts: &[u64],
+        num_warps: u32,
+        spec_values: &[bool],
+    ) -> Result<Vec<u8>> {
+        crate::cuda::nvrtc::validate_arch(arch)?;
+        let info = self.info()?;
+        crate::launch::validate_consts(&info.kernel, consts)?;
+        crate::launch::validate_num_warps(num_warps)?;
+        if spec_values.len() != self.specializations.len() {
+            return Err(Error::InvalidArgument(format!(
+                "kernel `{}` has {} specializations but {} values were given",
+                self.name,
+                self.specializations.len(),
+                spec_values.len()
+            )));
+        }
+        let source = self.full_source(consts, num_warps, spec_values);
+        crate::cuda::cubin(self.name, &source, arch).map(|c| c.to_vec())
+    }
+
+    /// Compiles (or fetches from the caches) and loads this kernel on `device` without launching,
+    /// for every combination of specialization values, so that later launches with these consts and
+    /// `num_warps` (default: [`default_num_warps`]) start at once. A no-op on the CPU.
+    pub fn compile(&self, device: &crate::Device, consts: &[u64], num_warps: Option<u32>) -> Result<()> {
+        let info = self.info()?;
+        crate::launch::validate_consts(&info.kernel, consts)?;
+        let num_warps = num_warps.unwrap_or_else(|| default_num_warps(&info.kernel, consts));
+        crate::launch::validate_num_warps(num_warps)?;
+        let Some(cuda) = device.cuda_inner() else { return Ok(()) };
+        let n = self.specializations.len().min(6); // 64 variants at most; the rest stay 1
+        for bits in 0u32..(1 << n) {
+            let values: Vec<bool> =
+                (0..self.specializations.len()).map(|i| i >= n || bits & (1 << i) != 0).collect();
+            let source = self.full_source(consts, num_warps, &values);
+            cuda.load_source(self.name, &info.kernel, &source)?;
+        }
+        Ok(())
+    }
+}
+
+/// The `#define`s and source for a kernel (see [`KernelSpec::full_source`]).
+pub(crate) fn full_source_for(
+    k: &Kernel,
+    source: &str,
+    specs: &[Specialization],
+    consts: &[u64],
+    num_warps: u32,
+    spec_values: &[bool],
+) -> String {
+    let mut s = String::with_capacity(source.len() + 64 + 32 * (consts.len() + specs.len()));
+    for (i, name) in k.consts.iter().enumerate() {
+        let _ = writeln!(s, "#define {name} {}", consts.get(i).copied().unwrap_or(0));
+    }
+    let _ = writeln!(s, "#define FUSE_NUM_WARPS {num_warps}");
+    for (i, sp) in specs.iter().enumerate() {
+        let (Specialization::Align16(p) | Specialization::Div16(p)) = *sp;
+        if (p as usize) < k.params.len() {
+            let _ = writeln!(
+                s,
+                "#define {} {}",
+                sp.macro_name(&k.params),
+                u8::from(spec_values.get(i).copied().unwrap_or(false))
+            );
+        }
+    }
+    s.push_str(source);
+    if !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s
+}
+
+/// The default warps per program: from the largest tile length `L`, `clamp(L / 256, 1, 16)`
+/// (a power of two since `L` is): 4 warps for 1024-element tiles, 16 from 4096 on.
+pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
+    num_warps_for(kernel.tile_lens().iter().filter_map(|l| l.eval(consts)).max())
+}
+
+fn num_warps_for(largest_tile: Option<u64>) -> u32 {
+    (largest_tile.unwrap_or(1) / 256).clamp(1, 16) as u32
+}

@@ -1,0 +1,126 @@
+//! A tiny hand-written kernel (CUDA source + IR) shared by the runtime's tests.
+#![allow(dead_code)]
+
+use fuse_runtime::fuse_ir::{
+    BinaryOp, DType, Expr, Kernel, Len, Literal, Param, ParamKind, Shape, Stmt, Ty, Var, VarId,
+};
+use fuse_runtime::{Error, KernelSpec};
+
+/// `out[i] = x[i] + 1` for `i < n`, `BLOCK` elements per program, written by hand in the
+/// conventions of docs/DESIGN.md (lengths and the error words after the user parameters).
+pub const ADD_ONE_SOURCE: &str = r#"extern "C" __global__ void add_one(const float* __restrict__ x, float* out, int n,
+                                   long long x_len, long long out_len, unsigned long long* fuse_err) {
+    long long base = (long long)blockIdx.x * BLOCK;
+    for (int t = threadIdx.x; t < BLOCK; t += 32 * FUSE_NUM_WARPS) {
+        long long i = base + t;
+        if (i < n) {
+            float v = 0.0f;
+            if (i >= 0 && i < x_len) {
+                v = x[i];
+            } else if (atomicCAS(&fuse_err[0], 0ull, 0ull + 1ull) == 0ull) {
+                fuse_err[1] = (unsigned long long)i;
+            }
+            if (i >= 0 && i < out_len) {
+                out[i] = v + 1.0f;
+            } else if (atomicCAS(&fuse_err[0], 0ull, 1ull + 1ull) == 0ull) {
+                fuse_err[1] = (unsigned long long)i;
+            }
+        }
+    }
+}
+"#;
+
+fn v(i: u32) -> VarId {
+    VarId(i)
+}
+
+/// The IR of `add_one` (what the macro would produce for the same kernel).
+pub fn add_one_ir(name: &str, elem: DType, index: DType) -> Kernel {
+    let block = Len::of_const(0);
+    let vars = vec![
+        Var { name: "pid".into(), ty: Ty::scalar(index) },  // 0
+        Var { name: "blk".into(), ty: Ty::scalar(index) },  // 1
+        Var { name: "base".into(), ty: Ty::scalar(index) }, // 2
+        Var { name: "offs".into(), ty: Ty::tile(DType::I32, block.clone()) }, // 3
+        Var { name: "offs_w".into(), ty: Ty::tile(index, block.clone()) }, // 4
+        Var { name: "idx".into(), ty: Ty::tile(index, block.clone()) }, // 5
+        Var { name: "n".into(), ty: Ty::scalar(index) },    // 6
+        Var { name: "mask".into(), ty: Ty::tile(DType::Bool, block.clone()) }, // 7
+        Var { name: "xv".into(), ty: Ty::tile(elem, block.clone()) }, // 8
+        Var { name: "one".into(), ty: Ty::scalar(elem) },   // 9
+        Var { name: "r".into(), ty: Ty::tile(elem, block.clone()) }, // 10
+        Var { name: "pid32".into(), ty: Ty::scalar(DType::I32) }, // 11
+    ];
+    let assign = |dst: u32, expr: Expr| Stmt::Assign { dst: v(dst), expr };
+    let body = vec![
+        assign(11, Expr::ProgramId(0)),
+        assign(0, if index == DType::I32 { Expr::Copy(v(11)) } else { Expr::Cast(v(11)) }),
+        assign(1, Expr::ConstGeneric(0)),
+        assign(2, Expr::Binary(BinaryOp::Mul, v(0), v(1))),
+        assign(3, Expr::Arange { start: 0 }),
+        assign(4, if index == DType::I32 { Expr::Copy(v(3)) } else { Expr::Cast(v(3)) }),
+        assign(5, Expr::Binary(BinaryOp::Add, v(2), v(4))),
+        assign(6, Expr::Param(2)),
+        assign(7, Expr::Binary(BinaryOp::Lt, v(5), v(6))),
+        assign(8, Expr::Load { param: 0, offset: v(5), mask: Some(v(7)), other: None }),
+        assign(9, Expr::Lit(Literal::Float(1.0))),
+        assign(10, Expr::Binary(BinaryOp::Add, v(8), v(9))),
+        Stmt::Store { param: 1, offset: v(5), value: v(10), mask: Some(v(7)) },
+    ];
+    let _ = Shape::Scalar;
+    Kernel {
+        name: name.into(),
+        consts: vec!["BLOCK".into()],
+        params: vec![
+            Param { name: "x".into(), kind: ParamKind::Ptr { elem, mutable: false } },
+            Param { name: "out".into(), kind: ParamKind::Ptr { elem, mutable: true } },
+            Param { name: "n".into(), kind: ParamKind::Scalar(index) },
+        ],
+        vars,
+        body,
+    }
+}
+
+/// A leaked `KernelSpec` (as a `static` would be).
+pub fn leak_spec(name: &'static str, source: &'static str, ir: &Kernel) -> &'static KernelSpec {
+    let json: &'static str = Box::leak(ir.to_json().into_boxed_str());
+    Box::leak(Box::new(KernelSpec::new(name, source, json, &[])))
+}
+
+pub fn add_one_spec() -> &'static KernelSpec {
+    static SPEC: std::sync::OnceLock<&'static KernelSpec> = std::sync::OnceLock::new();
+    SPEC.get_or_init(|| leak_spec("add_one", ADD_ONE_SOURCE, &add_one_ir("add_one", DType::F32, DType::I32)))
+}
+
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// NVRTC or a "skipped" line; under CI=true a missing NVRTC fails the test.
+pub fn nvrtc_or_skip(test: &str) -> bool {
+    match fuse_runtime::nvrtc_version() {
+        Ok(_) => true,
+        Err(e) => {
+            if in_ci() {
+                panic!("{test}: CI=true requires NVRTC (pip install nvidia-cuda-nvrtc): {e}");
+            }
+            println!("skipped: {test}: NVRTC not available: {e}");
+            false
+        }
+    }
+}
+
+/// A GPU device or a "skipped" line.
+pub fn gpu_or_skip(test: &str) -> Option<fuse_runtime::Device> {
+    match fuse_runtime::Device::cuda(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            let short = match &e {
+                Error::LibraryNotFound { library, .. } => format!("{library} not found"),
+                other => other.to_string(),
+            };
+            println!("skipped: {test}: needs a CUDA GPU ({short})");
+            None
+        }
+    }
+}
