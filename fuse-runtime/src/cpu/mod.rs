@@ -20,6 +20,8 @@
 mod check;
 mod elem;
 mod interp;
+#[cfg(test)]
+mod tests;
 
 use elem::{view_ro, view_rw, Mem};
 use fuse_ir::{DType, Kernel, ParamKind};
