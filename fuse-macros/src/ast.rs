@@ -1,0 +1,93 @@
+//! The kernel as the user wrote it, reduced to the tile language: what `parse` produces and
+//! `check` consumes. Every node keeps its source range ([`Sp`]) for diagnostics. Nothing here is
+//! typed yet; names are not resolved.
+
+use crate::diag::Sp;
+use fuse_ir::{BinaryOp, DType};
+use proc_macro2::Ident;
+
+pub struct KernelFn {
+    /// Outer attributes forwarded to the generated module (docs, cfg, lints).
+    pub attrs: Vec<syn::Attribute>,
+    pub vis: syn::Visibility,
+    pub name: Ident,
+    /// The `<...>` of the signature as written, for the launcher stub when something is wrong.
+    pub generics: syn::Generics,
+    pub consts: Vec<Ident>,
+    pub params: Vec<ParamDecl>,
+    pub body: Block,
+}
+
+pub struct ParamDecl {
+    pub name: Ident,
+    pub ty: ParamTy,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ParamTy {
+    Ptr { elem: DType, mutable: bool },
+    Scalar(DType),
+    /// Rejected by the parser (already reported).
+    Invalid,
+}
+
+pub struct Block {
+    pub stmts: Vec<Stmt>,
+}
+
+pub enum Stmt {
+    Let { name: Ident, mutable: bool, init: Expr },
+    /// `target = value` (`op` is `None`) or `target op= value`.
+    Assign { target: Ident, op: Option<(BinaryOp, Sp)>, value: Expr, sp: Sp },
+    /// An expression statement; `semi` is false for a block's tail expression.
+    Expr { expr: Expr, semi: bool },
+    If(If),
+    For { var: Ident, start: Expr, end: Expr, step: Option<Expr>, body: Block, sp: Sp },
+}
+
+pub struct If {
+    pub cond: Expr,
+    pub then_body: Block,
+    pub else_branch: Option<Else>,
+}
+
+pub enum Else {
+    If(Box<If>),
+    Block(Block),
+}
+
+pub struct Expr {
+    pub kind: ExprKind,
+    pub sp: Sp,
+}
+
+pub enum ExprKind {
+    /// An integer literal; a suffix (`4u64`) makes it strongly typed.
+    Int { value: u64, suffix: Option<DType> },
+    Float { value: f64, suffix: Option<DType> },
+    Bool(bool),
+    /// A name: local, parameter or const generic.
+    Name(Ident),
+    /// `f(args)`, and method sugar `a.f(b)` as `f(a, b)`.
+    Call { func: Ident, args: Vec<Expr> },
+    /// `x as T` and `x.to(T)`.
+    Cast { expr: Box<Expr>, to: DType },
+    Unary { op: UnaryKind, expr: Box<Expr> },
+    Binary { op: BinaryKind, op_sp: Sp, lhs: Box<Expr>, rhs: Box<Expr> },
+    /// Something the parser rejected (already reported): checks on it are skipped.
+    Error,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum UnaryKind {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BinaryKind {
+    Op(BinaryOp),
+    /// `&&` / `||`: like `&` / `|` but only on bools.
+    LogicalAnd,
+    LogicalOr,
+}

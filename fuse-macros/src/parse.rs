@@ -1,0 +1,739 @@
+//! syn → [`ast`]: accepts exactly the surface language of DESIGN.md and reports everything else as
+//! "unsupported syntax". Parsing never stops at the first error: a rejected expression becomes
+//! [`ExprKind::Error`] so that the checker still sees the names it binds and reports nothing more
+//! about it.
+
+use crate::ast::*;
+use crate::diag::{Diags, Sp};
+use fuse_ir::{BinaryOp, DType};
+use proc_macro2::Ident;
+use quote::ToTokens;
+use syn::spanned::Spanned;
+
+/// Parses the kernel function. The signature is always returned (rejected parameters are
+/// [`ParamTy::Invalid`]) so that the expander can still write a launcher stub.
+pub fn parse_kernel(item: &syn::ItemFn, diags: &mut Diags) -> KernelFn {
+    let sig = &item.sig;
+    let mut p = Parser { diags };
+    p.signature(sig);
+    let attrs = p.attributes(&item.attrs);
+    let consts = p.generics(&sig.generics);
+    let params = sig.inputs.iter().filter_map(|arg| p.param(arg)).collect();
+    let body = p.block(&item.block);
+    KernelFn {
+        attrs,
+        vis: item.vis.clone(),
+        name: sig.ident.clone(),
+        generics: sig.generics.clone(),
+        consts,
+        params,
+        body,
+    }
+}
+
+struct Parser<'d> {
+    diags: &'d mut Diags,
+}
+
+fn unsupported(what: &str) -> String {
+    format!("unsupported syntax: {what} is not part of the fuse tile language")
+}
+
+impl Parser<'_> {
+    fn unsupported(&mut self, node: &impl ToTokens, what: &str) {
+        self.diags.error(Sp::of(node), unsupported(what));
+    }
+
+    fn unsupported_help(&mut self, node: &impl ToTokens, what: &str, help: &str) {
+        self.diags.error_help(Sp::of(node), unsupported(what), help);
+    }
+
+    fn signature(&mut self, sig: &syn::Signature) {
+        if let Some(t) = &sig.constness {
+            self.unsupported(t, "a `const fn` kernel");
+        }
+        if let Some(t) = &sig.asyncness {
+            self.unsupported(t, "an `async` kernel");
+        }
+        if let Some(t) = &sig.unsafety {
+            self.unsupported_help(t, "an `unsafe` kernel", "kernels are checked; remove `unsafe`");
+        }
+        if let Some(t) = &sig.abi {
+            self.unsupported(t, "an `extern` ABI");
+        }
+        if let Some(t) = &sig.variadic {
+            self.unsupported(t, "a variadic parameter");
+        }
+        if let syn::ReturnType::Type(arrow, ty) = &sig.output {
+            let is_unit = matches!(&**ty, syn::Type::Tuple(t) if t.elems.is_empty());
+            if !is_unit {
+                self.diags.error_help(
+                    Sp::of(arrow).to(Sp::of(ty)),
+                    "a kernel cannot return a value",
+                    "write results through a `*mut` parameter with `store(ptr, value, mask)`",
+                );
+            }
+        }
+    }
+
+    fn attributes(&mut self, attrs: &[syn::Attribute]) -> Vec<syn::Attribute> {
+        const FORWARDED: [&str; 7] = ["doc", "cfg", "cfg_attr", "allow", "warn", "deny", "expect"];
+        let mut kept = Vec::new();
+        for attr in attrs {
+            if FORWARDED.iter().any(|name| attr.path().is_ident(name)) {
+                kept.push(attr.clone());
+            } else {
+                self.diags.error_help(
+                    Sp::of(attr),
+                    "unsupported attribute on a fused kernel",
+                    "only doc comments, `cfg` and lint attributes are allowed; they apply to the generated module",
+                );
+            }
+        }
+        kept
+    }
+
+    fn generics(&mut self, generics: &syn::Generics) -> Vec<Ident> {
+        let mut consts = Vec::new();
+        for param in &generics.params {
+            match param {
+                syn::GenericParam::Const(c) => {
+                    let is_usize = matches!(&c.ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("usize"));
+                    if !is_usize {
+                        self.diags.error_help(
+                            Sp::of(&c.ty),
+                            "const generics of a kernel must be `usize`",
+                            format!("write `const {}: usize`", c.ident),
+                        );
+                    }
+                    if let Some(d) = &c.default {
+                        self.unsupported(d, "a default value for a const generic");
+                    }
+                    consts.push(c.ident.clone());
+                }
+                syn::GenericParam::Type(t) => self.unsupported_help(
+                    t,
+                    "a generic type parameter",
+                    "kernels take concrete element types (`*const f32`, `*const f16`, ...); only `const N: usize` generics are allowed",
+                ),
+                syn::GenericParam::Lifetime(l) => self.unsupported(l, "a lifetime parameter"),
+            }
+        }
+        if let Some(w) = &generics.where_clause {
+            self.unsupported(w, "a `where` clause");
+        }
+        consts
+    }
+
+    fn param(&mut self, arg: &syn::FnArg) -> Option<ParamDecl> {
+        let typed = match arg {
+            syn::FnArg::Receiver(r) => {
+                self.unsupported_help(r, "a `self` parameter", "a kernel is a free function");
+                return None;
+            }
+            syn::FnArg::Typed(t) => t,
+        };
+        let name = match &*typed.pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                if let Some(m) = &pi.mutability {
+                    self.diags.error_help(
+                        Sp::of(m),
+                        "kernel parameters are immutable",
+                        format!("remove `mut` and shadow it instead: `let mut {0} = {0};`", pi.ident),
+                    );
+                }
+                pi.ident.clone()
+            }
+            other => {
+                self.unsupported_help(other, "a pattern in parameter position", "name each parameter: `x: *const f32`");
+                return None;
+            }
+        };
+        let ty = self.param_type(&typed.ty);
+        Some(ParamDecl { name, ty })
+    }
+
+    fn param_type(&mut self, ty: &syn::Type) -> ParamTy {
+        const HELP: &str = "parameters are `*const T` (read-only buffer), `*mut T` (writable buffer) with T in f32 f16 bf16 i32 i64 u32 u64 u8 i8, or scalars i32 i64 u32 u64 f32";
+        match ty {
+            syn::Type::Ptr(p) => {
+                let Some(elem) = self.elem_name(&p.elem) else {
+                    return ParamTy::Invalid;
+                };
+                match DType::from_name(&elem.to_string()) {
+                    Some(DType::Bool) => {
+                        self.diags.error_help(Sp::of(&p.elem), "bool buffers are not supported", "store flags as `u8`");
+                        ParamTy::Invalid
+                    }
+                    Some(dtype) => ParamTy::Ptr { elem: dtype, mutable: p.mutability.is_some() },
+                    None => {
+                        self.diags.error_help(
+                            Sp::of(&elem),
+                            format!("unsupported pointer element type `{elem}`"),
+                            "pointers point at f32 f16 bf16 i32 i64 u32 u64 u8 or i8",
+                        );
+                        ParamTy::Invalid
+                    }
+                }
+            }
+            syn::Type::Path(tp) if tp.qself.is_none() && tp.path.get_ident().is_some() => {
+                let Some(ident) = tp.path.get_ident() else { return ParamTy::Invalid };
+                match DType::from_name(&ident.to_string()) {
+                    Some(d @ (DType::I32 | DType::I64 | DType::U32 | DType::U64 | DType::F32)) => ParamTy::Scalar(d),
+                    Some(d) => {
+                        self.diags.error_help(
+                            Sp::of(ident),
+                            format!("`{d}` scalar parameters are not supported"),
+                            "scalar parameters are i32, i64, u32, u64 or f32",
+                        );
+                        ParamTy::Invalid
+                    }
+                    None if ident == "f64" => {
+                        self.diags.error_help(Sp::of(ident), "unsupported parameter type `f64`", "use f32");
+                        ParamTy::Invalid
+                    }
+                    None => {
+                        self.diags.error_help(Sp::of(ty), format!("unsupported parameter type `{ident}`"), HELP);
+                        ParamTy::Invalid
+                    }
+                }
+            }
+            syn::Type::Reference(r) => {
+                let mutable = r.mutability.is_some();
+                let elem_hint = match &*r.elem {
+                    syn::Type::Slice(s) => s.elem.to_token_stream().to_string(),
+                    other => other.to_token_stream().to_string(),
+                };
+                let kind = if mutable { "*mut" } else { "*const" };
+                self.diags.error_help(
+                    Sp::of(ty),
+                    "unsupported parameter type: references are not kernel parameters",
+                    format!("take a pointer, `{kind} {elem_hint}`; the launcher takes `&{}fuse::Buffer<{elem_hint}>`", if mutable { "mut " } else { "" }),
+                );
+                ParamTy::Invalid
+            }
+            other => {
+                self.diags.error_help(
+                    Sp::of(other),
+                    format!("unsupported parameter type `{}`", other.to_token_stream()),
+                    HELP,
+                );
+                ParamTy::Invalid
+            }
+        }
+    }
+
+    /// The element type name of a pointer, reporting anything that is not a bare type name.
+    fn elem_name(&mut self, ty: &syn::Type) -> Option<Ident> {
+        match ty {
+            syn::Type::Path(tp) if tp.qself.is_none() => {
+                if let Some(id) = tp.path.get_ident() {
+                    return Some(id.clone());
+                }
+                self.diags.error_help(
+                    Sp::of(ty),
+                    format!("unsupported pointer element type `{}`", tp.path.to_token_stream().to_string().replace(' ', "")),
+                    "pointers point at f32 f16 bf16 i32 i64 u32 u64 u8 or i8",
+                );
+                None
+            }
+            other => {
+                self.diags.error_help(
+                    Sp::of(other),
+                    format!("unsupported pointer element type `{}`", other.to_token_stream()),
+                    "pointers point at f32 f16 bf16 i32 i64 u32 u64 u8 or i8",
+                );
+                None
+            }
+        }
+    }
+
+    fn block(&mut self, block: &syn::Block) -> Block {
+        let mut stmts = Vec::new();
+        for stmt in &block.stmts {
+            if let Some(s) = self.stmt(stmt) {
+                stmts.push(s);
+            }
+        }
+        Block { stmts }
+    }
+
+    fn stmt(&mut self, stmt: &syn::Stmt) -> Option<Stmt> {
+        match stmt {
+            syn::Stmt::Local(local) => self.local(local),
+            syn::Stmt::Item(item) => {
+                self.unsupported(item, "an item declaration inside a kernel");
+                None
+            }
+            syn::Stmt::Macro(m) => {
+                self.unsupported_help(&m.mac, "a macro invocation", "kernels cannot print or call macros");
+                None
+            }
+            syn::Stmt::Expr(e, semi) => self.expr_stmt(e, semi.is_some()),
+        }
+    }
+
+    fn local(&mut self, local: &syn::Local) -> Option<Stmt> {
+        let sp = Sp::of(local);
+        let (name, mutable) = match &local.pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), pi.mutability.is_some()),
+            syn::Pat::Type(pt) => {
+                self.unsupported_help(
+                    &pt.ty,
+                    "a type annotation on `let`",
+                    "types are inferred; convert explicitly with `.to(f32)` or `as f32`",
+                );
+                match &*pt.pat {
+                    syn::Pat::Ident(pi) => (pi.ident.clone(), pi.mutability.is_some()),
+                    _ => return None,
+                }
+            }
+            other => {
+                self.unsupported_help(other, "a destructuring pattern", "bind one name per `let`");
+                return None;
+            }
+        };
+        let init = match &local.init {
+            None => {
+                self.diags.error_help(sp, format!("`let {name}` needs an initial value"), format!("write `let {name} = ...;`"));
+                Expr { kind: ExprKind::Error, sp }
+            }
+            Some(init) => {
+                if let Some((_, diverge)) = &init.diverge {
+                    self.unsupported(diverge, "`let ... else`");
+                }
+                self.expr(&init.expr)
+            }
+        };
+        Some(Stmt::Let { name, mutable, init })
+    }
+
+    fn expr_stmt(&mut self, e: &syn::Expr, semi: bool) -> Option<Stmt> {
+        let sp = Sp::of(e);
+        match e {
+            syn::Expr::Assign(a) => {
+                let target = self.assign_target(&a.left)?;
+                Some(Stmt::Assign { target, op: None, value: self.expr(&a.right), sp })
+            }
+            syn::Expr::Binary(b) if compound_op(&b.op).is_some() => {
+                let target = self.assign_target(&b.left)?;
+                let op = compound_op(&b.op).map(|op| (op, Sp::of(&b.op)));
+                Some(Stmt::Assign { target, op, value: self.expr(&b.right), sp })
+            }
+            syn::Expr::If(i) => self.if_stmt(i).map(Stmt::If),
+            syn::Expr::ForLoop(f) => self.for_loop(f),
+            _ => Some(Stmt::Expr { expr: self.expr(e), semi }),
+        }
+    }
+
+    fn assign_target(&mut self, e: &syn::Expr) -> Option<Ident> {
+        match e {
+            syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => p.path.get_ident().cloned(),
+            syn::Expr::Index(_) => {
+                self.unsupported_help(e, "assignment through an index", "write memory with `store(ptr + offs, value, mask)`");
+                None
+            }
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => {
+                self.unsupported_help(e, "assignment through `*`", "write memory with `store(ptr + offs, value, mask)`");
+                None
+            }
+            _ => {
+                self.unsupported_help(e, "this assignment target", "assign to a variable declared with `let mut`");
+                None
+            }
+        }
+    }
+
+    fn if_stmt(&mut self, i: &syn::ExprIf) -> Option<If> {
+        if let syn::Expr::Let(l) = &*i.cond {
+            self.unsupported(l, "`if let`");
+            return None;
+        }
+        let cond = self.expr(&i.cond);
+        let then_body = self.block(&i.then_branch);
+        let else_branch = match &i.else_branch {
+            None => None,
+            Some((_, e)) => match &**e {
+                syn::Expr::If(inner) => self.if_stmt(inner).map(|x| Else::If(Box::new(x))),
+                syn::Expr::Block(b) => Some(Else::Block(self.block(&b.block))),
+                other => {
+                    self.unsupported(other, "this `else` branch");
+                    None
+                }
+            },
+        };
+        Some(If { cond, then_body, else_branch })
+    }
+
+    fn for_loop(&mut self, f: &syn::ExprForLoop) -> Option<Stmt> {
+        let sp = Sp::of(f);
+        if let Some(label) = &f.label {
+            self.unsupported(label, "a loop label");
+        }
+        let var = match &*f.pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() && pi.mutability.is_none() => pi.ident.clone(),
+            syn::Pat::Ident(pi) if pi.mutability.is_some() => {
+                self.diags.error_help(
+                    Sp::of(&pi.mutability),
+                    "a `for` loop variable cannot be `mut`",
+                    format!("copy it: `let mut {0} = {0};`", pi.ident),
+                );
+                pi.ident.clone()
+            }
+            syn::Pat::Wild(w) => Ident::new("_", w.span()),
+            other => {
+                self.unsupported_help(other, "this loop pattern", "write `for i in a..b`");
+                return None;
+            }
+        };
+        let body = self.block(&f.body);
+        let (start, end, step) = self.loop_range(&f.expr)?;
+        Some(Stmt::For { var, start, end, step, body, sp })
+    }
+
+    /// `a..b` or `(a..b).step_by(s)`.
+    fn loop_range(&mut self, e: &syn::Expr) -> Option<(Expr, Expr, Option<Expr>)> {
+        const HELP: &str = "loops are `for i in a..b` or `for i in (a..b).step_by(s)`";
+        match e {
+            syn::Expr::Range(r) => self.range(r).map(|(a, b)| (a, b, None)),
+            syn::Expr::Paren(p) => self.loop_range(&p.expr),
+            syn::Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 && m.turbofish.is_none() => {
+                let (a, b, inner_step) = self.loop_range(&m.receiver)?;
+                if inner_step.is_some() {
+                    self.diags.error_help(Sp::of(&m.method), "`step_by` applied twice", HELP);
+                }
+                let step = m.args.first().map(|s| self.expr(s));
+                Some((a, b, step))
+            }
+            syn::Expr::MethodCall(m) => {
+                self.unsupported_help(&m.method, &format!("`.{}()` on a loop range", m.method), HELP);
+                None
+            }
+            other => {
+                self.unsupported_help(other, "this loop iterator", HELP);
+                None
+            }
+        }
+    }
+
+    fn range(&mut self, r: &syn::ExprRange) -> Option<(Expr, Expr)> {
+        if let syn::RangeLimits::Closed(t) = &r.limits {
+            self.unsupported_help(t, "an inclusive range `..=`", "write `a..b + 1`");
+        }
+        match (&r.start, &r.end) {
+            (Some(a), Some(b)) => Some((self.expr(a), self.expr(b))),
+            _ => {
+                self.unsupported_help(r, "an open range", "write both bounds: `a..b`");
+                None
+            }
+        }
+    }
+
+    fn expr(&mut self, e: &syn::Expr) -> Expr {
+        let sp = Sp::of(e);
+        let kind = self.expr_kind(e, sp);
+        Expr { kind, sp }
+    }
+
+    fn expr_kind(&mut self, e: &syn::Expr, sp: Sp) -> ExprKind {
+        use syn::Expr as E;
+        match e {
+            E::Lit(l) => self.literal(&l.lit),
+            E::Path(p) => self.path(p),
+            E::Paren(p) => self.expr(&p.expr).kind,
+            E::Group(g) => self.expr(&g.expr).kind,
+            E::Unary(u) => {
+                let op = match u.op {
+                    syn::UnOp::Neg(_) => UnaryKind::Neg,
+                    syn::UnOp::Not(_) => UnaryKind::Not,
+                    _ => {
+                        self.unsupported_help(&u.op, "dereferencing with `*`", "read memory with `load(ptr + offs, mask)`");
+                        return ExprKind::Error;
+                    }
+                };
+                ExprKind::Unary { op, expr: Box::new(self.expr(&u.expr)) }
+            }
+            E::Binary(b) => {
+                let Some(op) = self.binary_op(&b.op) else { return ExprKind::Error };
+                ExprKind::Binary {
+                    op,
+                    op_sp: Sp::of(&b.op),
+                    lhs: Box::new(self.expr(&b.left)),
+                    rhs: Box::new(self.expr(&b.right)),
+                }
+            }
+            E::Call(c) => {
+                let func = match &*c.func {
+                    E::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => p.path.get_ident().cloned(),
+                    E::Path(p) => {
+                        let last = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+                        self.diags.error_help(
+                            Sp::of(&c.func),
+                            "unsupported syntax: a path call is not part of the fuse tile language",
+                            format!("call tile-language functions by their bare name: `{last}(..)`"),
+                        );
+                        None
+                    }
+                    other => {
+                        self.unsupported(other, "calling this expression");
+                        None
+                    }
+                };
+                let args = c.args.iter().map(|a| self.expr(a)).collect();
+                match func {
+                    Some(func) => ExprKind::Call { func, args },
+                    None => ExprKind::Error,
+                }
+            }
+            E::MethodCall(m) => {
+                if let Some(t) = &m.turbofish {
+                    self.unsupported(t, "a turbofish `::<>`");
+                    return ExprKind::Error;
+                }
+                if m.method == "to" {
+                    if m.args.len() != 1 {
+                        self.diags.error_help(Sp::of(&m.method), "`.to(..)` takes one type", "write `x.to(f32)`");
+                        return ExprKind::Error;
+                    }
+                    let Some(to) = m.args.first().and_then(|t| self.cast_target_expr(t)) else {
+                        return ExprKind::Error;
+                    };
+                    return ExprKind::Cast { expr: Box::new(self.expr(&m.receiver)), to };
+                }
+                if m.method == "step_by" {
+                    self.unsupported_help(&m.method, "`step_by` outside a `for` header", "write `for i in (a..b).step_by(s)`");
+                    return ExprKind::Error;
+                }
+                let mut args = vec![self.expr(&m.receiver)];
+                args.extend(m.args.iter().map(|a| self.expr(a)));
+                ExprKind::Call { func: m.method.clone(), args }
+            }
+            E::Cast(c) => {
+                let Some(to) = self.cast_target_type(&c.ty) else { return ExprKind::Error };
+                ExprKind::Cast { expr: Box::new(self.expr(&c.expr)), to }
+            }
+            E::If(_) => {
+                self.diags.error_help(
+                    sp,
+                    "unsupported syntax: `if` as a value is not part of the fuse tile language",
+                    "select per lane with `where_(cond, a, b)`",
+                );
+                ExprKind::Error
+            }
+            E::Index(_) => {
+                self.unsupported_help(e, "indexing `a[i]`", "read memory with `load(ptr + offs, mask)`");
+                ExprKind::Error
+            }
+            E::Reference(_) => {
+                self.unsupported_help(e, "a reference `&x`", "pointer arithmetic is `ptr + offs`; values are used directly");
+                ExprKind::Error
+            }
+            E::Closure(_) => self.reject(e, "a closure"),
+            E::Match(_) => self.reject_help(e, "`match`", "use `if`/`else` or `where_(cond, a, b)`"),
+            E::Struct(_) => self.reject(e, "a struct literal"),
+            E::Async(_) => self.reject(e, "an `async` block"),
+            E::Await(_) => self.reject(e, "`.await`"),
+            E::Return(_) => self.reject_help(e, "`return`", "a kernel runs to the end of its body; guard work with `if` or masks"),
+            E::Break(_) => self.reject(e, "`break`"),
+            E::Continue(_) => self.reject(e, "`continue`"),
+            E::While(_) => self.reject_help(e, "a `while` loop", "write `for i in a..b`"),
+            E::Loop(_) => self.reject_help(e, "`loop`", "write `for i in a..b`"),
+            E::ForLoop(_) => self.reject(e, "a `for` loop used as a value"),
+            E::Macro(_) => self.reject_help(e, "a macro invocation", "kernels cannot print or call macros"),
+            E::Tuple(_) => self.reject(e, "a tuple"),
+            E::Array(_) | E::Repeat(_) => self.reject_help(e, "an array", "make tiles with `arange`, `zeros` or `full`"),
+            E::Field(_) => self.reject(e, "field access"),
+            E::Block(_) => self.reject(e, "a block expression"),
+            E::Unsafe(_) => self.reject_help(e, "an `unsafe` block", "kernels are checked; remove `unsafe`"),
+            E::Try(_) => self.reject(e, "the `?` operator"),
+            E::TryBlock(_) => self.reject(e, "a `try` block"),
+            E::Let(_) => self.reject(e, "`let` in an expression"),
+            E::Range(_) => self.reject_help(e, "a range outside a `for` header", "ranges only appear in `for i in a..b`; for a tile use `arange(a, b)`"),
+            E::Assign(_) => self.reject(e, "an assignment used as a value"),
+            E::Yield(_) => self.reject(e, "`yield`"),
+            E::Const(_) => self.reject(e, "a `const` block"),
+            E::Infer(_) => self.reject(e, "`_`"),
+            _ => self.reject(e, "this expression"),
+        }
+    }
+
+    fn reject(&mut self, e: &syn::Expr, what: &str) -> ExprKind {
+        self.unsupported(e, what);
+        ExprKind::Error
+    }
+
+    fn reject_help(&mut self, e: &syn::Expr, what: &str, help: &str) -> ExprKind {
+        self.unsupported_help(e, what, help);
+        ExprKind::Error
+    }
+
+    fn literal(&mut self, lit: &syn::Lit) -> ExprKind {
+        match lit {
+            syn::Lit::Int(i) => {
+                let Some(suffix) = self.literal_suffix(lit, i.suffix()) else { return ExprKind::Error };
+                if suffix.is_some_and(DType::is_float) {
+                    return match i.base10_parse::<u64>() {
+                        Ok(v) => ExprKind::Float { value: v as f64, suffix },
+                        Err(e) => self.lit_error(lit, e),
+                    };
+                }
+                match i.base10_parse::<u64>() {
+                    Ok(value) => ExprKind::Int { value, suffix },
+                    Err(e) => self.lit_error(lit, e),
+                }
+            }
+            syn::Lit::Float(f) => {
+                let Some(suffix) = self.literal_suffix(lit, f.suffix()) else { return ExprKind::Error };
+                if suffix.is_some_and(|d| !d.is_float()) {
+                    self.diags.error(Sp::of(lit), "a float literal cannot have an integer suffix");
+                    return ExprKind::Error;
+                }
+                match f.base10_parse::<f64>() {
+                    Ok(value) => ExprKind::Float { value, suffix },
+                    Err(e) => self.lit_error(lit, e),
+                }
+            }
+            syn::Lit::Bool(b) => ExprKind::Bool(b.value),
+            syn::Lit::Str(_) => {
+                self.unsupported(lit, "a string literal");
+                ExprKind::Error
+            }
+            _ => {
+                self.unsupported(lit, "this literal");
+                ExprKind::Error
+            }
+        }
+    }
+
+    fn lit_error(&mut self, lit: &syn::Lit, e: syn::Error) -> ExprKind {
+        self.diags.error(Sp::of(lit), format!("invalid literal: {e}"));
+        ExprKind::Error
+    }
+
+    /// `Some(None)`: no suffix; `Some(Some(t))`: a supported suffix; `None`: rejected.
+    fn literal_suffix(&mut self, lit: &syn::Lit, suffix: &str) -> Option<Option<DType>> {
+        if suffix.is_empty() {
+            return Some(None);
+        }
+        match DType::from_name(suffix) {
+            Some(d) if d.is_compute() && d != DType::Bool => Some(Some(d)),
+            _ => {
+                self.diags.error_help(
+                    Sp::of(lit),
+                    format!("unsupported literal suffix `{suffix}`"),
+                    "literal suffixes are i32 i64 u32 u64 f32; unsuffixed literals take the type of the other operand",
+                );
+                None
+            }
+        }
+    }
+
+    fn path(&mut self, p: &syn::ExprPath) -> ExprKind {
+        if p.qself.is_none() {
+            if let Some(id) = p.path.get_ident() {
+                return ExprKind::Name(id.clone());
+            }
+            let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+            if p.path.leading_colon.is_none() && p.path.segments.iter().all(|s| s.arguments.is_none()) {
+                match segs.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+                    ["f32", "INFINITY"] => return ExprKind::Float { value: f64::INFINITY, suffix: None },
+                    ["f32", "NEG_INFINITY"] => return ExprKind::Float { value: f64::NEG_INFINITY, suffix: None },
+                    _ => {}
+                }
+            }
+            self.diags.error_help(
+                Sp::of(p),
+                format!("unsupported syntax: the path `{}` is not part of the fuse tile language", segs.join("::")),
+                "the only paths are `f32::INFINITY` and `f32::NEG_INFINITY`; name variables, parameters and const generics directly",
+            );
+            return ExprKind::Error;
+        }
+        self.unsupported(p, "a qualified path");
+        ExprKind::Error
+    }
+
+    fn binary_op(&mut self, op: &syn::BinOp) -> Option<BinaryKind> {
+        use syn::BinOp as B;
+        Some(BinaryKind::Op(match op {
+            B::Add(_) => BinaryOp::Add,
+            B::Sub(_) => BinaryOp::Sub,
+            B::Mul(_) => BinaryOp::Mul,
+            B::Div(_) => BinaryOp::Div,
+            B::Rem(_) => BinaryOp::Rem,
+            B::BitAnd(_) => BinaryOp::And,
+            B::BitOr(_) => BinaryOp::Or,
+            B::BitXor(_) => BinaryOp::Xor,
+            B::Lt(_) => BinaryOp::Lt,
+            B::Le(_) => BinaryOp::Le,
+            B::Gt(_) => BinaryOp::Gt,
+            B::Ge(_) => BinaryOp::Ge,
+            B::Eq(_) => BinaryOp::Eq,
+            B::Ne(_) => BinaryOp::Ne,
+            B::And(_) => return Some(BinaryKind::LogicalAnd),
+            B::Or(_) => return Some(BinaryKind::LogicalOr),
+            B::Shl(_) | B::Shr(_) | B::ShlAssign(_) | B::ShrAssign(_) => {
+                self.unsupported_help(op, "a shift operator", "multiply or divide by a power of two");
+                return None;
+            }
+            _ => {
+                self.unsupported_help(op, "a compound assignment inside an expression", "assign in its own statement: `x += y;`");
+                return None;
+            }
+        }))
+    }
+
+    /// The type argument of `.to(T)`, which syn sees as an expression.
+    fn cast_target_expr(&mut self, e: &syn::Expr) -> Option<DType> {
+        match e {
+            syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+                let id = p.path.get_ident()?;
+                self.dtype_name(id)
+            }
+            other => {
+                self.diags.error_help(Sp::of(other), "`.to(..)` takes a type name", "write `x.to(f32)`");
+                None
+            }
+        }
+    }
+
+    fn cast_target_type(&mut self, ty: &syn::Type) -> Option<DType> {
+        match ty {
+            syn::Type::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+                let id = p.path.get_ident()?;
+                self.dtype_name(id)
+            }
+            other => {
+                self.diags.error_help(Sp::of(other), "unsupported cast target", "cast to a type name: `x as f32`");
+                None
+            }
+        }
+    }
+
+    fn dtype_name(&mut self, id: &Ident) -> Option<DType> {
+        let name = id.to_string();
+        let found = DType::from_name(&name);
+        if found.is_none() {
+            let help = match name.as_str() {
+                "f64" => "f64 is not supported; use f32".to_string(),
+                "usize" | "isize" => "use i32 or i64".to_string(),
+                _ => "the types are bool i8 u8 i32 u32 i64 u64 f16 bf16 f32".to_string(),
+            };
+            self.diags.error_help(Sp::of(id), format!("unsupported cast target `{name}`"), help);
+        }
+        found
+    }
+}
+
+fn compound_op(op: &syn::BinOp) -> Option<BinaryOp> {
+    match op {
+        syn::BinOp::AddAssign(_) => Some(BinaryOp::Add),
+        syn::BinOp::SubAssign(_) => Some(BinaryOp::Sub),
+        syn::BinOp::MulAssign(_) => Some(BinaryOp::Mul),
+        syn::BinOp::DivAssign(_) => Some(BinaryOp::Div),
+        syn::BinOp::RemAssign(_) => Some(BinaryOp::Rem),
+        syn::BinOp::BitAndAssign(_) => Some(BinaryOp::And),
+        syn::BinOp::BitOrAssign(_) => Some(BinaryOp::Or),
+        syn::BinOp::BitXorAssign(_) => Some(BinaryOp::Xor),
+        _ => None,
+    }
+}
