@@ -196,12 +196,8 @@ macro_rules! scalar_arg {
 }
 scalar_arg!(i32 => I32, i64 => I64, u32 => U32, u64 => U64, f32 => F32);
 
-/// A kernel argument word for the CUDA launch.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum ArgValue {
-    W32(u32),
-    W64(u64),
-}
+/// Kernel argument words kept on the stack at launch.
+const STACK_WORDS: usize = 48;
 
 /// The largest tile a program may hold: a sane bound that keeps the CPU interpreter's tiles and
 /// the GPU's registers finite.
@@ -478,30 +474,42 @@ pub fn launch(
                 let values: Vec<bool> = (0..specs.len()).map(|i| i < 64 && bits & (1 << i) != 0).collect();
                 full_source_for(k, spec.source(), specs, consts, num_warps, &values)
             })?;
-            let mut values: Vec<ArgValue> = Vec::with_capacity(2 * args.len() + 1);
-            for a in args.iter() {
-                values.push(match a {
-                    KernelArg::Buffer(BufferArg { data: Data::Cuda(p), .. }) => ArgValue::W64(*p),
-                    KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda(p, _), .. }) => ArgValue::W64(*p),
+            // One little-endian word per C parameter (a 4-byte parameter reads the low half), on
+            // the stack for all but huge parameter lists.
+            let nbuf =
+                args.iter().filter(|a| matches!(a, KernelArg::Buffer(_) | KernelArg::BufferMut(_))).count();
+            let nwords = args.len() + nbuf + 1;
+            let mut stack = [0u64; STACK_WORDS];
+            let mut heap = Vec::new();
+            let words: &mut [u64] = if nwords <= STACK_WORDS {
+                &mut stack[..nwords]
+            } else {
+                heap.resize(nwords, 0);
+                &mut heap
+            };
+            let mut lens = args.len();
+            for (i, a) in args.iter().enumerate() {
+                words[i] = match a {
+                    KernelArg::Buffer(BufferArg { data: Data::Cuda(p), .. }) => *p,
+                    KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda(p, _), .. }) => *p,
                     KernelArg::Buffer(_) | KernelArg::BufferMut(_) => {
                         return Err(Error::WrongDevice("a CPU buffer reached a CUDA launch".into()))
                     }
-                    KernelArg::I32(v) => ArgValue::W32(*v as u32),
-                    KernelArg::U32(v) => ArgValue::W32(*v),
-                    KernelArg::F32(v) => ArgValue::W32(v.to_bits()),
-                    KernelArg::I64(v) => ArgValue::W64(*v as u64),
-                    KernelArg::U64(v) => ArgValue::W64(*v),
-                });
-            }
-            for a in args.iter() {
-                match a {
-                    KernelArg::Buffer(b) => values.push(ArgValue::W64(b.len as u64)),
-                    KernelArg::BufferMut(b) => values.push(ArgValue::W64(b.len as u64)),
-                    _ => {}
+                    KernelArg::I32(v) => u64::from(*v as u32),
+                    KernelArg::U32(v) => u64::from(*v),
+                    KernelArg::F32(v) => u64::from(v.to_bits()),
+                    KernelArg::I64(v) => *v as u64,
+                    KernelArg::U64(v) => *v,
+                };
+                if let KernelArg::Buffer(BufferArg { len, .. })
+                | KernelArg::BufferMut(BufferArgMut { len, .. }) = a
+                {
+                    words[lens] = *len as u64;
+                    lens += 1;
                 }
             }
-            values.push(ArgValue::W64(loaded.err_ptr));
-            cuda.launch(&loaded, grid, num_warps, &values)
+            words[nwords - 1] = loaded.err_ptr;
+            cuda.launch(&loaded, grid, num_warps, words)
         }
     }
 }

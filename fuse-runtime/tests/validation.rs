@@ -175,6 +175,25 @@ fn full_source_defines() {
 }
 
 #[test]
+fn full_source_specialization_defines() {
+    let spec = add_one_specialized_spec();
+    let s = spec.full_source(&[256], 2, &[true, false]);
+    assert!(
+        s.starts_with(
+            "#define BLOCK 256\n#define FUSE_NUM_WARPS 2\n#define FUSE_DIV16_n 1\n#define FUSE_ALIGN16_x 0\n"
+        ),
+        "{s}"
+    );
+    // A specialization naming a parameter of the wrong kind is an invalid kernel.
+    use fuse_runtime::fuse_ir::Specialization;
+    static BAD: [Specialization; 1] = [Specialization::Align16(2)];
+    let json: &'static str = Box::leak(add_one_spec().ir_json().to_string().into_boxed_str());
+    let bad: &'static KernelSpec =
+        Box::leak(Box::new(KernelSpec::new("add_one", ADD_ONE_SOURCE, json, &BAD)));
+    assert!(matches!(bad.kernel(), Err(Error::InvalidKernel(_))));
+}
+
+#[test]
 fn default_num_warps_follows_the_largest_tile() {
     let k = add_one_spec().kernel().unwrap();
     assert_eq!(fuse_runtime::default_num_warps(k, &[64]), 1);

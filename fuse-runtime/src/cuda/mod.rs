@@ -8,12 +8,13 @@ pub(crate) mod nvrtc;
 
 use crate::disk_cache::DiskCache;
 use crate::error::{Error, Result};
-use crate::launch::ArgValue;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
 use fuse_ir::Kernel;
 use std::collections::HashMap;
+use std::ffi::c_void;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
@@ -52,6 +53,35 @@ pub(crate) struct Loaded {
     pub(crate) err_ptr: u64,
 }
 
+/// FxHash (rustc's): a multiply-rotate hash, plenty for the small fixed keys of the hot map.
+#[derive(Default)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// The hot-path cache key: no string, no hashing of the source.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct HotKey {
@@ -77,7 +107,7 @@ pub(crate) struct CudaDevice {
     slots: Mutex<Vec<Slot>>,
     /// Full source → loaded kernel (single flight per source).
     modules: Mutex<HashMap<String, Cell<Arc<Loaded>>>>,
-    hot: Mutex<HashMap<HotKey, Arc<Loaded>>>,
+    hot: std::sync::RwLock<HashMap<HotKey, Arc<Loaded>, BuildHasherDefault<FxHasher>>>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -144,7 +174,7 @@ impl CudaDevice {
                 launched: AtomicBool::new(false),
                 slots: Mutex::new(Vec::new()),
                 modules: Mutex::new(HashMap::new()),
-                hot: Mutex::new(HashMap::new()),
+                hot: std::sync::RwLock::new(HashMap::default()),
                 ctx,
                 stream,
             })
@@ -210,43 +240,54 @@ impl CudaDevice {
         make_source: impl FnOnce() -> String,
     ) -> Result<Arc<Loaded>> {
         if let Some(k) = key {
-            if let Some(l) = lock(&self.hot).get(&k) {
+            if let Some(l) = self.hot.read().unwrap_or_else(|p| p.into_inner()).get(&k) {
                 return Ok(l.clone());
             }
         }
         let loaded = self.load_source(name, kernel, &make_source())?;
         if let Some(k) = key {
-            lock(&self.hot).insert(k, loaded.clone());
+            self.hot.write().unwrap_or_else(|p| p.into_inner()).insert(k, loaded.clone());
         }
         Ok(loaded)
     }
 
-    /// Launches with `values` (each kernel parameter as a little-endian word, then the lengths,
-    /// then the error pointer, all already in place).
+    /// Launches with `words`: each C parameter as a little-endian word (user parameters, then the
+    /// lengths, then the error pointer), already checked against the kernel's parameters.
     pub(crate) fn launch(
         &self,
         loaded: &Loaded,
         grid: [u32; 3],
         num_warps: u32,
-        values: &[ArgValue],
+        words: &mut [u64],
     ) -> Result<()> {
-        let cfg = cudarc::driver::LaunchConfig {
-            grid_dim: (grid[0], grid[1], grid[2]),
-            block_dim: (32 * num_warps, 1, 1),
-            shared_mem_bytes: 0,
+        const STACK: usize = 48;
+        let mut stack = [std::ptr::null_mut::<c_void>(); STACK];
+        let mut heap = Vec::new();
+        let params: &mut [*mut c_void] = if words.len() <= STACK {
+            &mut stack[..words.len()]
+        } else {
+            heap.resize(words.len(), std::ptr::null_mut());
+            &mut heap
         };
-        let mut b = self.stream.launch_builder(&loaded.func);
-        for v in values {
-            match v {
-                ArgValue::W32(w) => b.arg(w),
-                ArgValue::W64(w) => b.arg(w),
-            };
+        for (p, w) in params.iter_mut().zip(words.iter_mut()) {
+            *p = (w as *mut u64).cast();
         }
         self.launched.store(true, Ordering::Release);
-        // SAFETY: `launch::launch` checked the argument list against the kernel's parameters, the
-        // buffers are live for the call and device-side bounds checks guard every access.
-        unsafe { b.launch(cfg) }.map_err(|e| Error::Cuda(format!("launching: {}", drv(e))))?;
-        Ok(())
+        self.ctx.bind_to_thread().map_err(|e| Error::Cuda(format!("binding the context: {}", drv(e))))?;
+        // SAFETY: `launch::launch` checked the arguments against the kernel's parameters (the C
+        // signature the emitter writes from them), `words` outlives the call, the buffers are live
+        // and device-side bounds checks guard every access.
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                loaded.func.cu_function(),
+                (grid[0], grid[1], grid[2]),
+                (32 * num_warps, 1, 1),
+                0,
+                self.stream.cu_stream(),
+                params,
+            )
+        }
+        .map_err(|e| Error::Cuda(format!("launching: {}", drv(e))))
     }
 
     /// Waits for all work and reports the first out-of-bounds access recorded since the last check.

@@ -124,3 +124,24 @@ pub fn gpu_or_skip(test: &str) -> Option<fuse_runtime::Device> {
         }
     }
 }
+
+/// `add_one` whose result shows its specializations: `+100` when `FUSE_DIV16_n`, `+1000` when
+/// `FUSE_ALIGN16_x`, so a test can see which variant ran.
+pub fn add_one_specialized_spec() -> &'static KernelSpec {
+    use fuse_runtime::fuse_ir::Specialization;
+    static SPEC: std::sync::OnceLock<&'static KernelSpec> = std::sync::OnceLock::new();
+    SPEC.get_or_init(|| {
+        let src: &'static str = Box::leak(
+            ADD_ONE_SOURCE
+                .replace(
+                    "v + 1.0f",
+                    "v + 1.0f + (FUSE_DIV16_n ? 100.0f : 0.0f) + (FUSE_ALIGN16_x ? 1000.0f : 0.0f)",
+                )
+                .into_boxed_str(),
+        );
+        let ir = add_one_ir("add_one", DType::F32, DType::I32);
+        let json: &'static str = Box::leak(ir.to_json().into_boxed_str());
+        static SPECS: [Specialization; 2] = [Specialization::Div16(2), Specialization::Align16(0)];
+        Box::leak(Box::new(KernelSpec::new("add_one", src, json, &SPECS)))
+    })
+}

@@ -1,0 +1,215 @@
+//! GPU tests: each prints "skipped: ..." and returns when there is no usable CUDA device.
+mod common;
+
+use common::*;
+use fuse_runtime::{launch, Device, Error, KernelArg, LaunchConfig};
+use std::time::Instant;
+
+fn run_add_one(d: &Device, n: usize, block: u64) -> Vec<f32> {
+    let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.25 - 7.0).collect();
+    let xb = d.upload(&x).unwrap();
+    let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+    let grid = (n as u64).div_ceil(block).max(1) as u32;
+    launch(
+        add_one_spec(),
+        d,
+        grid.into(),
+        &[block],
+        &mut [(&xb).into(), (&mut out).into(), (n as i32).into()],
+    )
+    .unwrap();
+    let got = out.to_vec().unwrap();
+    for (i, (g, x)) in got.iter().zip(&x).enumerate() {
+        assert_eq!(*g, x + 1.0, "n={n} block={block} element {i}");
+    }
+    got
+}
+
+#[test]
+fn upload_launch_read_back() {
+    let Some(d) = gpu_or_skip("upload_launch_read_back") else { return };
+    assert!(d.is_cuda() && d.arch().unwrap().starts_with("sm_"));
+    println!("device: {}", d.description());
+    assert_eq!(Device::cuda(0).unwrap(), d, "the same device every time");
+    for (n, block) in [(1usize, 256u64), (1000, 256), (1_000_003, 1024), (4096, 64)] {
+        run_add_one(&d, n, block);
+    }
+    // Explicit num_warps, copies, empty buffers.
+    let mut out = d.zeros::<f32>(300).unwrap();
+    let xb = d.upload(&[2.0f32; 300]).unwrap();
+    launch(
+        add_one_spec(),
+        &d,
+        LaunchConfig::new(2u32).num_warps(8),
+        &[256],
+        &mut [(&xb).into(), (&mut out).into(), 300i32.into()],
+    )
+    .unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![3.0f32; 300]);
+    out.copy_from_host(&[5.0f32; 300]).unwrap();
+    assert_eq!(out.to_vec().unwrap()[299], 5.0);
+    assert!(out.copy_from_host(&[1.0; 3]).is_err());
+    let e = d.upload::<half::bf16>(&[]).unwrap();
+    assert!(e.is_empty() && e.to_vec().unwrap().is_empty());
+    assert_eq!(d.zeros::<i64>(5).unwrap().to_vec().unwrap(), vec![0i64; 5]);
+}
+
+#[test]
+fn out_of_bounds_is_reported_at_the_next_sync() {
+    let Some(d) = gpu_or_skip("out_of_bounds_is_reported_at_the_next_sync") else { return };
+    let xb = d.upload(&[1.0f32; 10]).unwrap();
+    let mut out = d.zeros::<f32>(16).unwrap();
+    // n = 16 > len(x) = 10: lanes 10..16 read x out of bounds; the launch itself succeeds.
+    launch(add_one_spec(), &d, 1u32.into(), &[16], &mut [(&xb).into(), (&mut out).into(), 16i32.into()])
+        .unwrap();
+    let e = d.synchronize().unwrap_err();
+    match &e {
+        Error::OutOfBounds { kernel, param, index, .. } => {
+            assert_eq!((kernel.as_str(), param.as_str()), ("add_one", "x"));
+            assert!((10..16).contains(index), "{e}");
+        }
+        other => panic!("expected OutOfBounds, got {other}"),
+    }
+    println!("{e}");
+    // Reported once; the skipped loads gave 0, so out = 1 there.
+    d.synchronize().unwrap();
+    let got = out.to_vec().unwrap();
+    assert_eq!(&got[..10], &[2.0f32; 10]);
+    assert_eq!(&got[10..], &[1.0f32; 6]);
+    // Also through to_vec: an out-of-bounds store into `out`.
+    let mut small = d.zeros::<f32>(4).unwrap();
+    launch(add_one_spec(), &d, 1u32.into(), &[16], &mut [(&xb).into(), (&mut small).into(), 8i32.into()])
+        .unwrap();
+    let e = small.to_vec().unwrap_err();
+    assert!(matches!(&e, Error::OutOfBounds { param, .. } if param == "out"), "{e}");
+}
+
+#[test]
+fn cuda_launch_validation() {
+    let Some(d) = gpu_or_skip("cuda_launch_validation") else { return };
+    let cpu = Device::cpu();
+    let xc = cpu.upload(&[1.0f32; 8]).unwrap();
+    let mut out = d.zeros::<f32>(8).unwrap();
+    let e =
+        launch(add_one_spec(), &d, 1u32.into(), &[8], &mut [(&xc).into(), (&mut out).into(), 8i32.into()])
+            .unwrap_err();
+    assert!(matches!(e, Error::WrongDevice(_)), "{e}");
+    assert!(e.to_string().contains("lives on CPU"), "{e}");
+    let xg = d.upload(&[1.0f32; 8]).unwrap();
+    let mut outc = cpu.zeros::<f32>(8).unwrap();
+    let e =
+        launch(add_one_spec(), &cpu, 1u32.into(), &[8], &mut [(&xg).into(), (&mut outc).into(), 8i32.into()])
+            .unwrap_err();
+    assert!(matches!(e, Error::WrongDevice(_)), "{e}");
+    let e = launch(
+        add_one_spec(),
+        &d,
+        (1u32, 70000u32).into(),
+        &[8],
+        &mut [(&xg).into(), (&mut out).into(), 8i32.into()],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("at most 65535"), "{e}");
+    let e = Device::cuda(99).unwrap_err();
+    assert!(matches!(e, Error::NoDevice(_)), "{e}");
+}
+
+#[test]
+fn aot_compile_then_launch_and_timing() {
+    let Some(d) = gpu_or_skip("aot_compile_then_launch_and_timing") else { return };
+    let spec = add_one_spec();
+    let t = Instant::now();
+    spec.compile(&d, &[512], None).unwrap();
+    println!("compile (or cache) on device: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    let n = 1 << 20;
+    let xb = d.upload(&vec![1.0f32; n]).unwrap();
+    let mut out = d.zeros::<f32>(n).unwrap();
+    let grid = (n / 512) as u32;
+    let t = Instant::now();
+    launch(spec, &d, grid.into(), &[512], &mut [(&xb).into(), (&mut out).into(), (n as i32).into()]).unwrap();
+    println!("first launch after compile(): {:.3} ms host", t.elapsed().as_secs_f64() * 1e3);
+    let ms = d
+        .time_ms(20, || {
+            launch(spec, &d, grid.into(), &[512], &mut [(&xb).into(), (&mut out).into(), (n as i32).into()])
+        })
+        .unwrap();
+    println!("add_one n=2^20: {ms:.4} ms/launch, {:.0} GB/s", 8.0 * n as f64 / ms / 1e6);
+    assert!(ms > 0.0);
+    assert_eq!(out.to_vec().unwrap()[n - 1], 2.0);
+}
+
+#[test]
+fn hot_path_host_time() {
+    let Some(d) = gpu_or_skip("hot_path_host_time") else { return };
+    let spec = add_one_spec();
+    let xb = d.upload(&[1.0f32; 256]).unwrap();
+    let mut out = d.zeros::<f32>(256).unwrap();
+    let mut go = || {
+        let mut args: [KernelArg<'_>; 3] = [(&xb).into(), (&mut out).into(), 256i32.into()];
+        launch(spec, &d, 1u32.into(), &[256], &mut args)
+    };
+    go().unwrap();
+    d.synchronize().unwrap();
+    // Bursts shorter than the launch queue, so the host never waits for the GPU.
+    let mut per_launch: Vec<f64> = Vec::new();
+    for _ in 0..50 {
+        let burst = 200;
+        let t = Instant::now();
+        for _ in 0..burst {
+            go().unwrap();
+        }
+        per_launch.push(t.elapsed().as_secs_f64() * 1e6 / burst as f64);
+        d.synchronize().unwrap();
+    }
+    per_launch.sort_by(f64::total_cmp);
+    let host_us = per_launch[per_launch.len() / 2];
+    println!(
+        "hot path: {host_us:.2} us host time per launch, median of 50 bursts of 200 (min {:.2}, max {:.2}; \
+         cache hit + validation + cuLaunchKernel)",
+        per_launch[0],
+        per_launch[per_launch.len() - 1]
+    );
+    assert!(host_us < 50.0, "{host_us} us per launch");
+}
+
+#[test]
+fn many_threads_one_compile() {
+    let Some(d) = gpu_or_skip("many_threads_one_compile") else { return };
+    // A spec nobody compiled yet (its own name), launched from 8 threads at once.
+    let ir = add_one_ir("add_one", fuse_runtime::fuse_ir::DType::F32, fuse_runtime::fuse_ir::DType::I32);
+    let src: &'static str = Box::leak(format!("// threads variant\n{ADD_ONE_SOURCE}").into_boxed_str());
+    let spec = leak_spec("add_one", src, &ir);
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let d = d.clone();
+            s.spawn(move || {
+                let n = 1000 + t;
+                let xb = d.upload(&vec![t as f32; n]).unwrap();
+                let mut out = d.zeros::<f32>(n).unwrap();
+                launch(
+                    spec,
+                    &d,
+                    4u32.into(),
+                    &[256],
+                    &mut [(&xb).into(), (&mut out).into(), (n as i32).into()],
+                )
+                .unwrap();
+                assert_eq!(out.to_vec().unwrap(), vec![t as f32 + 1.0; n]);
+            });
+        }
+    });
+}
+
+#[test]
+fn specializations_pick_the_variant() {
+    let Some(d) = gpu_or_skip("specializations_pick_the_variant") else { return };
+    let spec = add_one_specialized_spec();
+    let xb = d.upload(&[0.0f32; 64]).unwrap();
+    let mut out = d.zeros::<f32>(64).unwrap();
+    // Buffers from this runtime are 256-byte aligned: FUSE_ALIGN16_x = 1 always here.
+    for (n, want) in [(32i32, 1101.0f32), (33, 1001.0), (48, 1101.0), (7, 1001.0)] {
+        launch(spec, &d, 1u32.into(), &[64], &mut [(&xb).into(), (&mut out).into(), n.into()]).unwrap();
+        let got = out.to_vec().unwrap();
+        assert_eq!(got[0], want, "n = {n}");
+    }
+}
