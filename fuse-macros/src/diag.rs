@@ -55,7 +55,7 @@ impl Diags {
 
     /// An error with a `help:` line saying what would be right.
     pub fn error_help(&mut self, sp: Sp, message: impl std::fmt::Display, help: impl std::fmt::Display) {
-        self.errors.push(sp.error(format!("{message}\n  = help: {help}")));
+        self.errors.push(sp.error(format!("{message}\nhelp: {help}")));
     }
 
     pub fn push(&mut self, error: syn::Error) {

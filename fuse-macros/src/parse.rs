@@ -201,8 +201,8 @@ impl Parser<'_> {
             syn::Type::Reference(r) => {
                 let mutable = r.mutability.is_some();
                 let elem_hint = match &*r.elem {
-                    syn::Type::Slice(s) => s.elem.to_token_stream().to_string(),
-                    other => other.to_token_stream().to_string(),
+                    syn::Type::Slice(s) => compact(&s.elem),
+                    other => compact(other),
                 };
                 let kind = if mutable { "*mut" } else { "*const" };
                 self.diags.error_help(
@@ -215,7 +215,7 @@ impl Parser<'_> {
             other => {
                 self.diags.error_help(
                     Sp::of(other),
-                    format!("unsupported parameter type `{}`", other.to_token_stream()),
+                    format!("unsupported parameter type `{}`", compact(other)),
                     HELP,
                 );
                 ParamTy::Invalid
@@ -232,7 +232,7 @@ impl Parser<'_> {
                 }
                 self.diags.error_help(
                     Sp::of(ty),
-                    format!("unsupported pointer element type `{}`", tp.path.to_token_stream().to_string().replace(' ', "")),
+                    format!("unsupported pointer element type `{}`", compact(&tp.path)),
                     "pointers point at f32 f16 bf16 i32 i64 u32 u64 u8 or i8",
                 );
                 None
@@ -240,7 +240,7 @@ impl Parser<'_> {
             other => {
                 self.diags.error_help(
                     Sp::of(other),
-                    format!("unsupported pointer element type `{}`", other.to_token_stream()),
+                    format!("unsupported pointer element type `{}`", compact(other)),
                     "pointers point at f32 f16 bf16 i32 i64 u32 u64 u8 or i8",
                 );
                 None
@@ -722,6 +722,15 @@ impl Parser<'_> {
         }
         found
     }
+}
+
+/// Tokens as users write them: `Vec<f32>`, not `Vec < f32 >`.
+fn compact(node: &impl ToTokens) -> String {
+    let mut s = node.to_token_stream().to_string();
+    for (from, to) in [(" < ", "<"), ("< ", "<"), (" <", "<"), (" >", ">"), (" :: ", "::"), (" ,", ","), ("& ", "&"), ("* ", "*")] {
+        s = s.replace(from, to);
+    }
+    s
 }
 
 fn compound_op(op: &syn::BinOp) -> Option<BinaryOp> {

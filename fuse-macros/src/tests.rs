@@ -655,7 +655,7 @@ fn error_undefined_variable_did_you_mean() {
 
 #[test]
 fn error_unsupported_param_types() {
-    one_error("fn k(x: Vec<f32>) {}", "unsupported parameter type `Vec < f32 >`", "Vec<f32>");
+    one_error("fn k(x: Vec<f32>) {}", "unsupported parameter type `Vec<f32>`", "Vec<f32>");
     one_error("fn k(x: &[f32]) {}", "references are not kernel parameters", "&[f32]");
     one_error("fn k(x: f64) {}", "unsupported parameter type `f64`", "f64");
     one_error("fn k(x: *const f64) {}", "unsupported pointer element type `f64`", "f64");
@@ -927,4 +927,42 @@ fn macro_never_panics_on_odd_input() {
         let _ = expand::fused_kernel(TokenStream::new(), tokens(src));
         let _ = compile(src);
     }
+}
+
+#[test]
+fn more_errors() {
+    one_error("fn k(x: &mut [f32]) {}", "references are not kernel parameters", "&mut [f32]");
+    assert!(errors("fn k(x: &mut [f32]) {}")[0].0.contains("take a pointer, `*mut f32`"));
+    one_error(&body("let a: f32 = 1.0;"), "a type annotation on `let`", "f32");
+    one_error(&body("let a = exp;"), "`exp` is a function, not a value", "exp");
+    one_error(&body("let a = f32;"), "`f32` is a type, not a value", "f32");
+    one_error(&body("let a = x.to(f64);"), "unsupported cast target `f64`", "f64");
+    one_error(&body("let a = 1.5u32;"), "a float literal cannot have an integer suffix", "1.5u32");
+    one_error(&body("let a = 1usize;"), "unsupported literal suffix `usize`", "1usize");
+    one_error(&body("let a = f64::MAX;"), "the path `f64::MAX` is not part of the fuse tile language", "f64::MAX");
+    one_error(&body("let a = fuse::load(x);"), "a path call", "fuse::load");
+    one_error(&body("for i in 0..n { } let j = i;"), "undefined variable `i`", "i");
+    one_error(&body("let b = n.to(i64); for i in b..n { }"), "the loop end is i32, but the loop counts in i64", "n");
+    one_error(&body("let a = arange(0, BLOCK); let b = zeros(n);"), "the length of `zeros` must be a compile-time constant, found i32 scalar", "n");
+    one_error(&body("let a = arange(0, BLOCK) + 1.0;"), "a float literal next to i32 tile of length BLOCK", "1.0");
+    one_error(&body("let a = sum(arange(0, BLOCK) < n);"), "`sum` cannot reduce a bool tile", "arange(0, BLOCK) < n");
+    one_error(&body("let a = abs(n.to(u32));"), "`abs` takes f32 or a signed integer, found u32 scalar", "n.to(u32)");
+    one_error(&body("let a = -(n > 0);"), "`-` cannot be applied to bool scalar", "-(n > 0)");
+    one_error(&body("let a = !s;"), "`!` cannot be applied to f32 scalar", "!s");
+    one_error(&body("let o = arange(0, BLOCK); let a = load(x + o, o < n, arange(0, 2 * BLOCK).to(f32));"), "tile lengths differ", "arange(0, 2 * BLOCK).to(f32)");
+}
+
+#[test]
+fn parameters_shadowed_and_reused() {
+    let k = ok(r#"
+        fn shadow<const BLOCK: usize>(x: *const f32, n: i32, out: *mut f32) {
+            let n = n * 2;
+            let x = x + n;
+            let v = load(x + arange(0, BLOCK));
+            let x = v * 2.0;
+            store(out + arange(0, BLOCK), x);
+        }"#);
+    assert_eq!(var(&k, "n_1").ty, Ty::scalar(DType::I32));
+    assert_eq!(var(&k, "x_1").ty, Ty::tile(DType::F32, block()));
+    assert_eq!(loads(&k)[0].1, 0);
 }
