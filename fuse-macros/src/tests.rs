@@ -91,7 +91,10 @@ fn stores(k: &Kernel) -> Vec<(u32, VarId, VarId, Option<VarId>)> {
     out
 }
 
-fn loads(k: &Kernel) -> Vec<(VarId, u32, VarId, Option<VarId>, Option<VarId>)> {
+/// (dst, param, offset, mask, other) of every load.
+type LoadInfo = (VarId, u32, VarId, Option<VarId>, Option<VarId>);
+
+fn loads(k: &Kernel) -> Vec<LoadInfo> {
     assigns(k)
         .into_iter()
         .filter_map(|(d, e)| match e {
@@ -798,7 +801,7 @@ fn errors_are_all_collected_without_cascades() {
 
 #[test]
 fn error_spans_have_positions() {
-    let errs = compile(&body("let v = n * 0.5;")).err().expect("error");
+    let errs = compile(&body("let v = n * 0.5;")).expect_err("an error");
     let span = errs.span();
     assert_eq!(span.start().line, 2);
     assert_eq!(span.start().column, 12);
