@@ -190,8 +190,8 @@ pub(crate) enum Storage<T: Element> {
 
 /// `len` elements of `T` on a [`Device`].
 pub struct Buffer<T: Element> {
-    device: Device,
-    len: usize,
+    pub(crate) device: Device,
+    pub(crate) len: usize,
     pub(crate) storage: Storage<T>,
 }
 

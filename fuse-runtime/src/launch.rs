@@ -171,17 +171,13 @@ impl<'a, T: Element> From<&'a Buffer<T>> for KernelArg<'a> {
 
 impl<'a, T: Element> From<&'a mut Buffer<T>> for KernelArg<'a> {
     fn from(b: &'a mut Buffer<T>) -> KernelArg<'a> {
-        let len = b.len();
-        // Split the borrow: the device handle and the storage are distinct fields.
-        let device: *const Device = b.device();
-        let data = match &mut b.storage {
+        // Disjoint borrows of the fields: the device shared, the storage mutable.
+        let Buffer { device, len, storage } = b;
+        let data = match storage {
             Storage::Cpu(v) => DataMut::Host(as_bytes_mut(v)),
             Storage::Cuda { ptr, .. } => DataMut::Cuda(*ptr, PhantomData),
         };
-        // SAFETY: `device` points into `*b`, borrowed for 'a; it is only read, and the mutable
-        // borrow above covers `b.storage`, a different field.
-        let device = unsafe { &*device };
-        KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len, device, data })
+        KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len: *len, device: &*device, data })
     }
 }
 
