@@ -26,7 +26,10 @@ fn is_offset_int(d: DType) -> bool {
 
 pub(crate) fn check(kernel: &Kernel, consts: &[u64]) -> Result<Layout, CpuError> {
     if consts.len() != kernel.consts.len() {
-        return Err(bad(kernel, format!("{} const generic values for {} const generics", consts.len(), kernel.consts.len())));
+        return Err(bad(
+            kernel,
+            format!("{} const generic values for {} const generics", consts.len(), kernel.consts.len()),
+        ));
     }
     let mut lens = Vec::with_capacity(kernel.vars.len());
     let mut dtypes = Vec::with_capacity(kernel.vars.len());
@@ -36,14 +39,28 @@ pub(crate) fn check(kernel: &Kernel, consts: &[u64]) -> Result<Layout, CpuError>
             Shape::Scalar => 1,
             Shape::Tile(l) => {
                 if l.consts.iter().any(|&c| c as usize >= consts.len()) {
-                    return Err(bad(kernel, format!("var `{}`: tile length names a missing const generic", v.name)));
+                    return Err(bad(
+                        kernel,
+                        format!("var `{}`: tile length names a missing const generic", v.name),
+                    ));
                 }
                 match l.eval(consts) {
                     Some(n) if n <= MAX_TILE => n,
                     Some(n) => {
-                        return Err(bad(kernel, format!("var `{}`: tile length {n} is over the CPU back end's limit {MAX_TILE}", v.name)))
+                        return Err(bad(
+                            kernel,
+                            format!(
+                                "var `{}`: tile length {n} is over the CPU back end's limit {MAX_TILE}",
+                                v.name
+                            ),
+                        ))
                     }
-                    None => return Err(bad(kernel, format!("var `{}`: tile length is not a power of two in range", v.name))),
+                    None => {
+                        return Err(bad(
+                            kernel,
+                            format!("var `{}`: tile length is not a power of two in range", v.name),
+                        ))
+                    }
                 }
             }
         };
@@ -52,7 +69,10 @@ pub(crate) fn check(kernel: &Kernel, consts: &[u64]) -> Result<Layout, CpuError>
         dtypes.push(v.ty.dtype);
     }
     if state > MAX_STATE_BYTES {
-        return Err(bad(kernel, format!("per-program state of {state} bytes is too large for the CPU back end")));
+        return Err(bad(
+            kernel,
+            format!("per-program state of {state} bytes is too large for the CPU back end"),
+        ));
     }
     let ck = Ck { k: kernel, lens: &lens, dtypes: &dtypes };
     ck.stmts(&kernel.body)?;
@@ -103,11 +123,16 @@ impl Ck<'_> {
         match self.k.params.get(param as usize).map(|p| p.kind) {
             Some(ParamKind::Ptr { elem, mutable }) => {
                 if write && !mutable {
-                    return Err(self.err(format!("store to read-only parameter `{}`", self.k.params[param as usize].name)));
+                    return Err(self.err(format!(
+                        "store to read-only parameter `{}`",
+                        self.k.params[param as usize].name
+                    )));
                 }
                 Ok(elem)
             }
-            Some(ParamKind::Scalar(_)) => Err(self.err(format!("parameter `{}` is not a pointer", self.k.params[param as usize].name))),
+            Some(ParamKind::Scalar(_)) => {
+                Err(self.err(format!("parameter `{}` is not a pointer", self.k.params[param as usize].name)))
+            }
             None => Err(self.err(format!("parameter index {param} out of range"))),
         }
     }
@@ -127,7 +152,8 @@ impl Ck<'_> {
                     }
                     let od = self.fits(*offset, n, "store offset")?;
                     if !is_offset_int(od) {
-                        return Err(self.err(format!("store offset `{}` is {od}, not an integer", self.name(*offset))));
+                        return Err(self
+                            .err(format!("store offset `{}` is {od}, not an integer", self.name(*offset))));
                     }
                     let vd = self.fits(*value, n, "store value")?;
                     if vd != elem {
@@ -177,7 +203,9 @@ impl Ck<'_> {
             Expr::Lit(_) => {}
             Expr::Param(i) => match self.k.params.get(*i as usize).map(|p| p.kind) {
                 Some(ParamKind::Scalar(pd)) if pd == d => {}
-                _ => return Err(self.err(format!("`{dname}` = param {i}: not a scalar parameter of type {d}"))),
+                _ => {
+                    return Err(self.err(format!("`{dname}` = param {i}: not a scalar parameter of type {d}")))
+                }
             },
             Expr::ConstGeneric(i) => {
                 if *i as usize >= self.k.consts.len() {
@@ -239,7 +267,9 @@ impl Ck<'_> {
                 }
                 let od = self.fits(*offset, n, "load offset")?;
                 if !is_offset_int(od) {
-                    return Err(self.err(format!("load offset `{}` is {od}, not an integer", self.name(*offset))));
+                    return Err(
+                        self.err(format!("load offset `{}` is {od}, not an integer", self.name(*offset)))
+                    );
                 }
                 if let Some(m) = mask {
                     if self.fits(*m, n, "load mask")? != DType::Bool {

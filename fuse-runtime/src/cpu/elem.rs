@@ -190,32 +190,60 @@ macro_rules! int_elem {
             type Bits = $bits;
             #[inline(always)]
             fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$V(v) = d { Some(v) } else { None }
+                if let Data::$V(v) = d {
+                    Some(v)
+                } else {
+                    None
+                }
             }
             #[inline(always)]
             fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-                if let Data::$V(v) = d { Some(v) } else { None }
+                if let Data::$V(v) = d {
+                    Some(v)
+                } else {
+                    None
+                }
             }
             #[inline(always)]
-            fn from_bits(b: $bits) -> Self { b as $t }
+            fn from_bits(b: $bits) -> Self {
+                b as $t
+            }
             #[inline(always)]
-            fn to_bits(self) -> $bits { self as $bits }
+            fn to_bits(self) -> $bits {
+                self as $bits
+            }
             #[inline(always)]
-            fn from_bool(b: bool) -> Self { b as $t }
+            fn from_bool(b: bool) -> Self {
+                b as $t
+            }
             #[inline(always)]
-            fn from_i64(v: i64) -> Self { v as $t }
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
             #[inline(always)]
-            fn from_u64(v: u64) -> Self { v as $t }
+            fn from_u64(v: u64) -> Self {
+                v as $t
+            }
             #[inline(always)]
-            fn from_f32(v: f32) -> Self { v as $t }
+            fn from_f32(v: f32) -> Self {
+                v as $t
+            }
             #[inline(always)]
-            fn from_f64(v: f64) -> Self { v as $t }
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
             #[inline(always)]
             fn cast<D: Elem>(self) -> D {
-                if $signed { D::from_i64(self as i64) } else { D::from_u64(self as u64) }
+                if $signed {
+                    D::from_i64(self as i64)
+                } else {
+                    D::from_u64(self as u64)
+                }
             }
             #[inline(always)]
-            fn as_i64(self) -> i64 { self as i64 }
+            fn as_i64(self) -> i64 {
+                self as i64
+            }
         }
     };
 }
@@ -231,30 +259,56 @@ impl Elem for bool {
     type Bits = u8;
     #[inline(always)]
     fn slice(d: &Data) -> Option<&[Self]> {
-        if let Data::Bool(v) = d { Some(v) } else { None }
+        if let Data::Bool(v) = d {
+            Some(v)
+        } else {
+            None
+        }
     }
     #[inline(always)]
     fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-        if let Data::Bool(v) = d { Some(v) } else { None }
+        if let Data::Bool(v) = d {
+            Some(v)
+        } else {
+            None
+        }
     }
     #[inline(always)]
-    fn from_bits(b: u8) -> Self { b != 0 }
+    fn from_bits(b: u8) -> Self {
+        b != 0
+    }
     #[inline(always)]
-    fn to_bits(self) -> u8 { self as u8 }
+    fn to_bits(self) -> u8 {
+        self as u8
+    }
     #[inline(always)]
-    fn from_bool(b: bool) -> Self { b }
+    fn from_bool(b: bool) -> Self {
+        b
+    }
     #[inline(always)]
-    fn from_i64(v: i64) -> Self { v != 0 }
+    fn from_i64(v: i64) -> Self {
+        v != 0
+    }
     #[inline(always)]
-    fn from_u64(v: u64) -> Self { v != 0 }
+    fn from_u64(v: u64) -> Self {
+        v != 0
+    }
     #[inline(always)]
-    fn from_f32(v: f32) -> Self { v != 0.0 }
+    fn from_f32(v: f32) -> Self {
+        v != 0.0
+    }
     #[inline(always)]
-    fn from_f64(v: f64) -> Self { v != 0.0 }
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
     #[inline(always)]
-    fn cast<D: Elem>(self) -> D { D::from_bool(self) }
+    fn cast<D: Elem>(self) -> D {
+        D::from_bool(self)
+    }
     #[inline(always)]
-    fn as_i64(self) -> i64 { self as i64 }
+    fn as_i64(self) -> i64 {
+        self as i64
+    }
 }
 
 impl Elem for f32 {
@@ -262,30 +316,56 @@ impl Elem for f32 {
     type Bits = u32;
     #[inline(always)]
     fn slice(d: &Data) -> Option<&[Self]> {
-        if let Data::F32(v) = d { Some(v) } else { None }
+        if let Data::F32(v) = d {
+            Some(v)
+        } else {
+            None
+        }
     }
     #[inline(always)]
     fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-        if let Data::F32(v) = d { Some(v) } else { None }
+        if let Data::F32(v) = d {
+            Some(v)
+        } else {
+            None
+        }
     }
     #[inline(always)]
-    fn from_bits(b: u32) -> Self { f32::from_bits(b) }
+    fn from_bits(b: u32) -> Self {
+        f32::from_bits(b)
+    }
     #[inline(always)]
-    fn to_bits(self) -> u32 { f32::to_bits(self) }
+    fn to_bits(self) -> u32 {
+        f32::to_bits(self)
+    }
     #[inline(always)]
-    fn from_bool(b: bool) -> Self { b as u8 as f32 }
+    fn from_bool(b: bool) -> Self {
+        b as u8 as f32
+    }
     #[inline(always)]
-    fn from_i64(v: i64) -> Self { v as f32 }
+    fn from_i64(v: i64) -> Self {
+        v as f32
+    }
     #[inline(always)]
-    fn from_u64(v: u64) -> Self { v as f32 }
+    fn from_u64(v: u64) -> Self {
+        v as f32
+    }
     #[inline(always)]
-    fn from_f32(v: f32) -> Self { v }
+    fn from_f32(v: f32) -> Self {
+        v
+    }
     #[inline(always)]
-    fn from_f64(v: f64) -> Self { v as f32 }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
     #[inline(always)]
-    fn cast<D: Elem>(self) -> D { D::from_f32(self) }
+    fn cast<D: Elem>(self) -> D {
+        D::from_f32(self)
+    }
     #[inline(always)]
-    fn as_i64(self) -> i64 { self as i64 }
+    fn as_i64(self) -> i64 {
+        self as i64
+    }
 }
 
 macro_rules! half_elem {
@@ -295,34 +375,66 @@ macro_rules! half_elem {
             type Bits = u16;
             #[inline(always)]
             fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$V(v) = d { Some(v) } else { None }
+                if let Data::$V(v) = d {
+                    Some(v)
+                } else {
+                    None
+                }
             }
             #[inline(always)]
             fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-                if let Data::$V(v) = d { Some(v) } else { None }
+                if let Data::$V(v) = d {
+                    Some(v)
+                } else {
+                    None
+                }
             }
             #[inline(always)]
-            fn from_bits(b: u16) -> Self { <$t>::from_bits(b) }
+            fn from_bits(b: u16) -> Self {
+                <$t>::from_bits(b)
+            }
             #[inline(always)]
-            fn to_bits(self) -> u16 { <$t>::to_bits(self) }
+            fn to_bits(self) -> u16 {
+                <$t>::to_bits(self)
+            }
             #[inline(always)]
-            fn from_bool(b: bool) -> Self { if b { <$t>::ONE } else { <$t>::ZERO } }
+            fn from_bool(b: bool) -> Self {
+                if b {
+                    <$t>::ONE
+                } else {
+                    <$t>::ZERO
+                }
+            }
             /// Through f32 (as the CUDA C `__float2half_rn((float)x)` does): may round twice
             /// for |v| > 2^24.
             #[inline(always)]
-            fn from_i64(v: i64) -> Self { $round(v as f32) }
-            #[inline(always)]
-            fn from_u64(v: u64) -> Self { $round(v as f32) }
-            #[inline(always)]
-            fn from_f32(v: f32) -> Self { $round(v) }
-            #[inline(always)]
-            fn from_f64(v: f64) -> Self {
-                if v.is_nan() { <$t>::from_bits(0x7fff) } else { <$t>::from_f64(v) }
+            fn from_i64(v: i64) -> Self {
+                $round(v as f32)
             }
             #[inline(always)]
-            fn cast<D: Elem>(self) -> D { D::from_f32(self.to_f32()) }
+            fn from_u64(v: u64) -> Self {
+                $round(v as f32)
+            }
             #[inline(always)]
-            fn as_i64(self) -> i64 { self.to_f32() as i64 }
+            fn from_f32(v: f32) -> Self {
+                $round(v)
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                if v.is_nan() {
+                    <$t>::from_bits(0x7fff)
+                } else {
+                    <$t>::from_f64(v)
+                }
+            }
+            #[inline(always)]
+            fn cast<D: Elem>(self) -> D {
+                D::from_f32(self.to_f32())
+            }
+            #[inline(always)]
+            fn as_i64(self) -> i64 {
+                self.to_f32() as i64
+            }
         }
     };
 }
@@ -351,23 +463,50 @@ macro_rules! int_num {
             const MAX_ID: Self = <$t>::MIN;
             const MIN_ID: Self = <$t>::MAX;
             #[inline(always)]
-            fn vadd(self, o: Self) -> Self { self.wrapping_add(o) }
+            fn vadd(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
             #[inline(always)]
-            fn vsub(self, o: Self) -> Self { self.wrapping_sub(o) }
+            fn vsub(self, o: Self) -> Self {
+                self.wrapping_sub(o)
+            }
             #[inline(always)]
-            fn vmul(self, o: Self) -> Self { self.wrapping_mul(o) }
+            fn vmul(self, o: Self) -> Self {
+                self.wrapping_mul(o)
+            }
             #[inline(always)]
-            fn vdiv(self, o: Self) -> Self { if o == 0 { 0 } else { self.wrapping_div(o) } }
+            fn vdiv(self, o: Self) -> Self {
+                if o == 0 {
+                    0
+                } else {
+                    self.wrapping_div(o)
+                }
+            }
             #[inline(always)]
-            fn vrem(self, o: Self) -> Self { if o == 0 { 0 } else { self.wrapping_rem(o) } }
+            fn vrem(self, o: Self) -> Self {
+                if o == 0 {
+                    0
+                } else {
+                    self.wrapping_rem(o)
+                }
+            }
             #[inline(always)]
-            fn vmax(self, o: Self) -> Self { Ord::max(self, o) }
+            fn vmax(self, o: Self) -> Self {
+                Ord::max(self, o)
+            }
             #[inline(always)]
-            fn vmin(self, o: Self) -> Self { Ord::min(self, o) }
+            fn vmin(self, o: Self) -> Self {
+                Ord::min(self, o)
+            }
             #[inline(always)]
-            fn vneg(self) -> Self { self.wrapping_neg() }
+            fn vneg(self) -> Self {
+                self.wrapping_neg()
+            }
             #[inline(always)]
-            fn vabs(self) -> Self { let f: fn(Self) -> Self = $abs; f(self) }
+            fn vabs(self) -> Self {
+                let f: fn(Self) -> Self = $abs;
+                f(self)
+            }
         }
     };
 }
@@ -380,25 +519,43 @@ impl Num for f32 {
     const MAX_ID: Self = f32::NAN;
     const MIN_ID: Self = f32::NAN;
     #[inline(always)]
-    fn vadd(self, o: Self) -> Self { self + o }
+    fn vadd(self, o: Self) -> Self {
+        self + o
+    }
     #[inline(always)]
-    fn vsub(self, o: Self) -> Self { self - o }
+    fn vsub(self, o: Self) -> Self {
+        self - o
+    }
     #[inline(always)]
-    fn vmul(self, o: Self) -> Self { self * o }
+    fn vmul(self, o: Self) -> Self {
+        self * o
+    }
     #[inline(always)]
-    fn vdiv(self, o: Self) -> Self { self / o }
+    fn vdiv(self, o: Self) -> Self {
+        self / o
+    }
     /// `fmodf` (exact; Rust's `%` on floats is fmod).
     #[inline(always)]
-    fn vrem(self, o: Self) -> Self { self % o }
+    fn vrem(self, o: Self) -> Self {
+        self % o
+    }
     /// IEEE maxNum: a NaN operand is ignored.
     #[inline(always)]
-    fn vmax(self, o: Self) -> Self { f32::max(self, o) }
+    fn vmax(self, o: Self) -> Self {
+        f32::max(self, o)
+    }
     #[inline(always)]
-    fn vmin(self, o: Self) -> Self { f32::min(self, o) }
+    fn vmin(self, o: Self) -> Self {
+        f32::min(self, o)
+    }
     #[inline(always)]
-    fn vneg(self) -> Self { -self }
+    fn vneg(self) -> Self {
+        -self
+    }
     #[inline(always)]
-    fn vabs(self) -> Self { f32::abs(self) }
+    fn vabs(self) -> Self {
+        f32::abs(self)
+    }
 }
 
 /// `& | ^ !`: logical on bool, bitwise on ints.
@@ -490,16 +647,28 @@ macro_rules! bits {
             type Atomic = $A;
             #[inline(always)]
             fn ro<'a>(m: &Mem<'a>) -> Option<&'a [Self]> {
-                if let Mem::$R(s) = *m { Some(s) } else { None }
+                if let Mem::$R(s) = *m {
+                    Some(s)
+                } else {
+                    None
+                }
             }
             #[inline(always)]
             fn rw<'a>(m: &Mem<'a>) -> Option<&'a [$A]> {
-                if let Mem::$W(s) = *m { Some(s) } else { None }
+                if let Mem::$W(s) = *m {
+                    Some(s)
+                } else {
+                    None
+                }
             }
             #[inline(always)]
-            fn store(a: &$A, v: $t) { a.store(v, Relaxed) }
+            fn store(a: &$A, v: $t) {
+                a.store(v, Relaxed)
+            }
             #[inline(always)]
-            fn aload(a: &$A) -> $t { a.load(Relaxed) }
+            fn aload(a: &$A) -> $t {
+                a.load(Relaxed)
+            }
         }
     };
 }
@@ -508,6 +677,47 @@ macro_rules! bits {
 pub(crate) trait Source<B> {
     fn slen(&self) -> usize;
     fn get(&self, i: usize) -> B;
+    /// `out[i] = mask[i] ? self[start + i] : other[i]` where the whole window
+    /// `start..start + out.len()` is in bounds (so reading a masked-off lane is harmless and the
+    /// loop needs no per-lane checks).
+    fn window<T: Elem<Bits = B>>(&self, start: usize, mask: Option<&[bool]>, other: Bc<'_, T>, out: &mut [T]);
+}
+
+/// A scalar broadcast or a tile.
+#[derive(Clone, Copy)]
+pub(crate) enum Bc<'a, T> {
+    One(T),
+    All(&'a [T]),
+}
+
+#[inline(always)]
+fn window<T: Elem, X>(
+    win: &[X],
+    get: impl Fn(&X) -> T::Bits,
+    mask: Option<&[bool]>,
+    other: Bc<'_, T>,
+    out: &mut [T],
+) {
+    let win = &win[..out.len()];
+    match (mask, other) {
+        (None, _) => {
+            for (o, x) in out.iter_mut().zip(win) {
+                *o = T::from_bits(get(x));
+            }
+        }
+        (Some(m), Bc::One(v)) => {
+            for ((o, x), &k) in out.iter_mut().zip(win).zip(m) {
+                let y = T::from_bits(get(x));
+                *o = if k { y } else { v };
+            }
+        }
+        (Some(m), Bc::All(t)) => {
+            for (((o, x), &k), &v) in out.iter_mut().zip(win).zip(m).zip(t) {
+                let y = T::from_bits(get(x));
+                *o = if k { y } else { v };
+            }
+        }
+    }
 }
 
 impl<B: Bits> Source<B> for [B] {
@@ -518,6 +728,16 @@ impl<B: Bits> Source<B> for [B] {
     #[inline(always)]
     fn get(&self, i: usize) -> B {
         self[i]
+    }
+    #[inline(always)]
+    fn window<T: Elem<Bits = B>>(
+        &self,
+        start: usize,
+        mask: Option<&[bool]>,
+        other: Bc<'_, T>,
+        out: &mut [T],
+    ) {
+        window(&self[start..], |x| *x, mask, other, out)
     }
 }
 
@@ -532,6 +752,16 @@ impl<B: Bits> Source<B> for Atomics<'_, B> {
     #[inline(always)]
     fn get(&self, i: usize) -> B {
         B::aload(&self.0[i])
+    }
+    #[inline(always)]
+    fn window<T: Elem<Bits = B>>(
+        &self,
+        start: usize,
+        mask: Option<&[bool]>,
+        other: Bc<'_, T>,
+        out: &mut [T],
+    ) {
+        window(&self.0[start..], |a| B::aload(a), mask, other, out)
     }
 }
 
@@ -575,5 +805,7 @@ pub(crate) fn view_rw<B: Bits>(b: &mut [u8]) -> Option<&[B::Atomic]> {
     // aligned for the atomic, every bit pattern is a valid integer, and we consume the unique
     // borrow of the bytes for the returned lifetime, so all accesses during it go through the
     // atomics.
-    Some(unsafe { std::slice::from_raw_parts(b.as_mut_ptr().cast::<B::Atomic>().cast_const(), b.len() / size) })
+    Some(unsafe {
+        std::slice::from_raw_parts(b.as_mut_ptr().cast::<B::Atomic>().cast_const(), b.len() / size)
+    })
 }

@@ -1,7 +1,7 @@
 //! The interpreter proper: one [`Prog`] per worker runs programs one after another, reusing its
 //! per-var storage. Every expression is one dtype dispatch and one tight loop over the tile.
 
-use super::elem::{dispatch, Atomics, Bits, Bitwise, Data, Elem, Mem, Num, Source};
+use super::elem::{dispatch, Atomics, Bc, Bits, Bitwise, Data, Elem, Mem, Num, Source};
 use super::CpuError;
 use fuse_ir::philox::{philox4x32_10, uniform};
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Literal, ParamKind, ReduceOp, Stmt, UnaryOp, VarId};
@@ -84,7 +84,13 @@ fn map1<A: Copy, R: Copy>(a: &[A], n: usize, out: &mut Vec<R>, f: impl Fn(A) -> 
 
 /// `out = f(a, b)` over `n` lanes; one-lane operands broadcast.
 #[inline(always)]
-fn map2<A: Copy, B: Copy, R: Copy>(a: &[A], b: &[B], n: usize, out: &mut Vec<R>, f: impl Fn(A, B) -> R) -> Res {
+fn map2<A: Copy, B: Copy, R: Copy>(
+    a: &[A],
+    b: &[B],
+    n: usize,
+    out: &mut Vec<R>,
+    f: impl Fn(A, B) -> R,
+) -> Res {
     out.clear();
     match (a.len() == n, b.len() == n) {
         (true, true) => out.extend(a.iter().zip(b).map(|(&x, &y)| f(x, y))),
@@ -313,11 +319,12 @@ fn mask_of(m: Option<&Data>, n: usize) -> Result<MaskK<'_>, CpuError> {
     }
 }
 
-/// A scalar broadcast or a tile.
-#[derive(Clone, Copy)]
-enum Bc<'a, T> {
-    One(T),
-    All(&'a [T]),
+/// `Some(o0)` if `offs[i] == o0 + i` for every lane (the common full-tile case).
+#[inline(always)]
+fn contiguous<O: Elem>(offs: &[O]) -> Option<i64> {
+    let o0 = offs.first()?.as_i64();
+    let ok = offs.iter().zip(0i64..).fold(true, |acc, (&x, i)| acc & (x.as_i64() == o0 + i));
+    ok.then_some(o0)
 }
 
 fn bc<T: Elem>(d: &Data, n: usize) -> Result<Bc<'_, T>, CpuError> {
@@ -342,6 +349,12 @@ fn load_loop<T: Elem, O: Elem, S: Source<T::Bits> + ?Sized>(
     let len = src.slen() as u64;
     out.clear();
     out.resize(offs.len(), T::default());
+    if let Some(o0) = contiguous(offs) {
+        if o0 >= 0 && o0 as u64 + offs.len() as u64 <= len {
+            src.window(o0 as usize, mask, other, out);
+            return Ok(());
+        }
+    }
     // A lane whose mask is false is never read, so it needs no bounds check.
     macro_rules! read {
         ($x:expr) => {{
@@ -387,7 +400,14 @@ fn load_src<T: Elem, S: Source<T::Bits> + ?Sized>(
     }
 }
 
-fn load_t<T: Elem>(mem: &Mem<'_>, off: Off<'_>, mask: MaskK<'_>, other: Option<&Data>, out: &mut Data, n: usize) -> Result<(), Fail> {
+fn load_t<T: Elem>(
+    mem: &Mem<'_>,
+    off: Off<'_>,
+    mask: MaskK<'_>,
+    other: Option<&Data>,
+    out: &mut Data,
+    n: usize,
+) -> Result<(), Fail> {
     let other = match other {
         None => Bc::One(T::default()),
         Some(d) => bc::<T>(d, n)?,
@@ -431,6 +451,21 @@ fn store_loop<T: Elem, O: Elem>(
             <T::Bits as Bits>::store(&dst[i as usize], $v.to_bits());
         }};
     }
+    if let Some(o0) = contiguous(offs) {
+        if o0 >= 0 && o0 as u64 + offs.len() as u64 <= len {
+            let win = &dst[o0 as usize..o0 as usize + offs.len()];
+            let put = |a: &<T::Bits as Bits>::Atomic, v: T| <T::Bits as Bits>::store(a, v.to_bits());
+            match (mask, val) {
+                (None, Bc::One(v)) => win.iter().for_each(|a| put(a, v)),
+                (None, Bc::All(vs)) => win.iter().zip(vs).for_each(|(a, &v)| put(a, v)),
+                (Some(m), Bc::One(v)) => win.iter().zip(m).filter(|(_, &k)| k).for_each(|(a, _)| put(a, v)),
+                (Some(m), Bc::All(vs)) => {
+                    win.iter().zip(m).zip(vs).filter(|((_, &k), _)| k).for_each(|((a, _), &v)| put(a, v))
+                }
+            }
+            return Ok(());
+        }
+    }
     match (mask, val) {
         (None, Bc::One(v)) => {
             for &x in offs {
@@ -460,7 +495,13 @@ fn store_loop<T: Elem, O: Elem>(
     Ok(())
 }
 
-fn store_t<T: Elem>(mem: &Mem<'_>, off: Off<'_>, mask: Option<&[bool]>, val: &Data, n: usize) -> Result<(), Fail> {
+fn store_t<T: Elem>(
+    mem: &Mem<'_>,
+    off: Off<'_>,
+    mask: Option<&[bool]>,
+    val: &Data,
+    n: usize,
+) -> Result<(), Fail> {
     let dst = <T::Bits as Bits>::rw(mem).ok_or_else(|| bad("store to a read-only buffer"))?;
     let v = bc::<T>(val, n)?;
     match off {
@@ -529,7 +570,11 @@ impl<'c, 'a> Prog<'c, 'a> {
                     }
                 }
                 Stmt::For { var, start, end, step, body } => {
-                    let get = |v: &VarId| self.front[v.0 as usize].first_int().ok_or_else(|| bad("loop bound is not an integer"));
+                    let get = |v: &VarId| {
+                        self.front[v.0 as usize]
+                            .first_int()
+                            .ok_or_else(|| bad("loop bound is not an integer"))
+                    };
                     let (mut i, end, step) = (get(start)?, get(end)?, get(step)?);
                     if step <= 0 {
                         continue;
@@ -537,7 +582,9 @@ impl<'c, 'a> Prog<'c, 'a> {
                     // i128: `i + step` cannot overflow, and the loop stops at the first value
                     // not below `end` (which is in the var's range), so it never wraps.
                     while i < end {
-                        self.front[var.0 as usize].set_first_int(i).ok_or_else(|| bad("loop variable is not an integer"))?;
+                        self.front[var.0 as usize]
+                            .set_first_int(i)
+                            .ok_or_else(|| bad("loop variable is not an integer"))?;
                         self.exec(body)?;
                         i += step;
                     }
@@ -558,7 +605,9 @@ impl<'c, 'a> Prog<'c, 'a> {
 
     fn fail(&self, f: Fail, param: &str, mem: &Mem<'_>) -> CpuError {
         match f {
-            Fail::Oob(index) => CpuError::OutOfBounds { param: param.to_string(), index, len: mem.len(), program: self.pid },
+            Fail::Oob(index) => {
+                CpuError::OutOfBounds { param: param.to_string(), index, len: mem.len(), program: self.pid }
+            }
             Fail::Err(e) => e,
         }
     }
@@ -606,7 +655,10 @@ impl<'c, 'a> Prog<'c, 'a> {
                     None => return Err(bad(format!("parameter {i} is not a scalar"))),
                 },
                 Expr::ConstGeneric(i) => {
-                    let c = *ctx.consts.get(*i as usize).ok_or_else(|| bad("const generic index out of range"))?;
+                    let c = *ctx
+                        .consts
+                        .get(*i as usize)
+                        .ok_or_else(|| bad("const generic index out of range"))?;
                     dispatch!(all dt, T => fill(out, n, T::from_u64(c)), else Err(no()))?
                 }
                 Expr::ProgramId(a) | Expr::NumPrograms(a) => {
@@ -653,7 +705,12 @@ impl<'c, 'a> Prog<'c, 'a> {
                     let r = dispatch!(all elem, T => load_t::<T>(mem, off, mask, other, out, n), else Err(Fail::Err(no())));
                     if let Err(f) = r {
                         return Err(match f {
-                            Fail::Oob(index) => CpuError::OutOfBounds { param: name.to_string(), index, len: mem.len(), program: self.pid },
+                            Fail::Oob(index) => CpuError::OutOfBounds {
+                                param: name.to_string(),
+                                index,
+                                len: mem.len(),
+                                program: self.pid,
+                            },
                             Fail::Err(e) => e,
                         });
                     }

@@ -81,20 +81,35 @@ fn rw_mem<'b>(elem: DType, b: &'b mut [u8]) -> Option<Mem<'b>> {
 pub fn run(kernel: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [CpuArg<'_>]) -> Result<(), CpuError> {
     let layout = check::check(kernel, consts)?;
     if args.len() != kernel.params.len() {
-        return Err(bad(format!("kernel `{}` takes {} arguments, got {}", kernel.name, kernel.params.len(), args.len())));
+        return Err(bad(format!(
+            "kernel `{}` takes {} arguments, got {}",
+            kernel.name,
+            kernel.params.len(),
+            args.len()
+        )));
     }
     let mut mems = Vec::with_capacity(args.len());
     let mut scalars = Vec::with_capacity(args.len());
     for (p, a) in kernel.params.iter().zip(args.iter_mut()) {
         let misfit = |what: &str| bad(format!("parameter `{}` ({:?}): {what}", p.name, p.kind));
         let (mem, scalar) = match (p.kind, a) {
-            (ParamKind::Ptr { mutable: true, .. }, CpuArg::Read(_)) => return Err(misfit("a writable buffer was passed read-only")),
-            (ParamKind::Ptr { elem, .. }, CpuArg::Read(b)) => {
-                (Some(ro_mem(elem, b).ok_or_else(|| misfit("buffer misaligned or not a whole number of elements"))?), None)
+            (ParamKind::Ptr { mutable: true, .. }, CpuArg::Read(_)) => {
+                return Err(misfit("a writable buffer was passed read-only"))
             }
-            (ParamKind::Ptr { elem, .. }, CpuArg::Write(b)) => {
-                (Some(rw_mem(elem, b).ok_or_else(|| misfit("buffer misaligned or not a whole number of elements"))?), None)
-            }
+            (ParamKind::Ptr { elem, .. }, CpuArg::Read(b)) => (
+                Some(
+                    ro_mem(elem, b)
+                        .ok_or_else(|| misfit("buffer misaligned or not a whole number of elements"))?,
+                ),
+                None,
+            ),
+            (ParamKind::Ptr { elem, .. }, CpuArg::Write(b)) => (
+                Some(
+                    rw_mem(elem, b)
+                        .ok_or_else(|| misfit("buffer misaligned or not a whole number of elements"))?,
+                ),
+                None,
+            ),
             (ParamKind::Scalar(DType::I32), CpuArg::I32(x)) => (None, Some(ScalarArg::I32(*x))),
             (ParamKind::Scalar(DType::I64), CpuArg::I64(x)) => (None, Some(ScalarArg::I64(*x))),
             (ParamKind::Scalar(DType::U32), CpuArg::U32(x)) => (None, Some(ScalarArg::U32(*x))),

@@ -1,12 +1,13 @@
 //! Tests of the CPU interpreter: the seed kernels (docs/SEED_KERNELS.md) built by hand as the
 //! checker would lower them, run on random data against float64 references, plus targeted
 //! semantics tests.
+#![allow(clippy::needless_range_loop)]
 
 use super::{run, CpuArg, CpuError};
 use fuse_ir::philox;
 use fuse_ir::{
-    BinaryOp as B, DType as D, Expr, Kernel, Len, Literal, Param, ParamKind, ReduceOp, Shape, Stmt, Ty, UnaryOp as U, Var,
-    VarId,
+    BinaryOp as B, DType as D, Expr, Kernel, Len, Literal, Param, ParamKind, ReduceOp, Shape, Stmt, Ty,
+    UnaryOp as U, Var, VarId,
 };
 use half::{bf16, f16};
 
@@ -31,7 +32,13 @@ fn block() -> Len {
 impl Kb {
     fn new(name: &str, consts: &[&str], params: Vec<Param>) -> Kb {
         Kb {
-            k: Kernel { name: name.into(), consts: consts.iter().map(|s| s.to_string()).collect(), params, vars: vec![], body: vec![] },
+            k: Kernel {
+                name: name.into(),
+                consts: consts.iter().map(|s| s.to_string()).collect(),
+                params,
+                vars: vec![],
+                body: vec![],
+            },
             stack: vec![vec![]],
         }
     }
@@ -205,7 +212,13 @@ fn add_mul_kernel(elem: D) -> Kernel {
     let mut b = Kb::new(
         "add_mul",
         &["BLOCK"],
-        vec![ptr("x", elem, false), ptr("y", elem, false), ptr("z", elem, false), ptr("out", elem, true), scalar("n", D::I32)],
+        vec![
+            ptr("x", elem, false),
+            ptr("y", elem, false),
+            ptr("z", elem, false),
+            ptr("out", elem, true),
+            scalar("n", D::I32),
+        ],
     );
     let pid = b.pid(0);
     let blk = b.konst(0, D::I32);
@@ -231,7 +244,13 @@ fn softmax_kernel() -> Kernel {
     let mut b = Kb::new(
         "softmax",
         &["BLOCK"],
-        vec![ptr("out", D::F32, true), ptr("inp", D::F32, false), scalar("in_stride", D::I32), scalar("out_stride", D::I32), scalar("n_cols", D::I32)],
+        vec![
+            ptr("out", D::F32, true),
+            ptr("inp", D::F32, false),
+            scalar("in_stride", D::I32),
+            scalar("out_stride", D::I32),
+            scalar("n_cols", D::I32),
+        ],
     );
     let row = b.pid(0);
     let cols = b.arange(0, block());
@@ -400,7 +419,7 @@ fn bias_gelu_dropout_kernel() -> Kernel {
     let bv = b.load(1, oh, Some(m), None);
     let v = b.bin(B::Add, xv, bv);
     let half_ = b.f32(0.5);
-    let c = b.f32(0.7071067811865476);
+    let c = b.f32(std::f64::consts::FRAC_1_SQRT_2);
     let one = b.f32(1.0);
     let t = b.bin(B::Mul, half_, v);
     let u = b.bin(B::Mul, v, c);
@@ -422,14 +441,27 @@ fn bias_gelu_dropout_kernel() -> Kernel {
 // ------------------------------------------------------------------------------------------------
 // Seed kernel tests.
 
-fn run_add_mul_f32(n: usize, block: u64, x: &[f32], y: &[f32], z: &[f32], out: &mut [f32]) -> Result<(), CpuError> {
+fn run_add_mul_f32(
+    n: usize,
+    block: u64,
+    x: &[f32],
+    y: &[f32],
+    z: &[f32],
+    out: &mut [f32],
+) -> Result<(), CpuError> {
     let k = add_mul_kernel(D::F32);
     let grid = [cdiv(n, block as usize), 1, 1];
     run(
         &k,
         &[block],
         grid,
-        &mut [CpuArg::Read(bytes(x)), CpuArg::Read(bytes(y)), CpuArg::Read(bytes(z)), CpuArg::Write(bytes_mut(out)), CpuArg::I32(n as i32)],
+        &mut [
+            CpuArg::Read(bytes(x)),
+            CpuArg::Read(bytes(y)),
+            CpuArg::Read(bytes(z)),
+            CpuArg::Write(bytes_mut(out)),
+            CpuArg::I32(n as i32),
+        ],
     )
 }
 
@@ -462,7 +494,13 @@ fn add_mul_f16_matches_reference() {
         &k,
         &[block],
         [cdiv(n, block as usize), 1, 1],
-        &mut [CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&y)), CpuArg::Read(bytes(&z)), CpuArg::Write(bytes_mut(&mut out)), CpuArg::I32(n as i32)],
+        &mut [
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Read(bytes(&y)),
+            CpuArg::Read(bytes(&z)),
+            CpuArg::Write(bytes_mut(&mut out)),
+            CpuArg::I32(n as i32),
+        ],
     )
     .unwrap();
     for i in 0..n {
@@ -555,7 +593,17 @@ fn layernorm_f16_matches_reference() {
     }
 }
 
-fn run_layernorm_wide(rows: usize, n_cols: usize, stride: usize, block: u64, x: &[f32], w: &[f32], b: &[f32], y: &mut [f32]) {
+#[allow(clippy::too_many_arguments)]
+fn run_layernorm_wide(
+    rows: usize,
+    n_cols: usize,
+    stride: usize,
+    block: u64,
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    y: &mut [f32],
+) {
     run(
         &layernorm_wide_kernel(),
         &[block],
@@ -576,7 +624,9 @@ fn run_layernorm_wide(rows: usize, n_cols: usize, stride: usize, block: u64, x: 
 #[test]
 fn layernorm_wide_matches_reference() {
     let mut rng = Rng(5);
-    for (rows, n_cols, stride, block) in [(16usize, 3000usize, 3100usize, 256u64), (3, 1024, 1024, 1024), (5, 7, 9, 4)] {
+    for (rows, n_cols, stride, block) in
+        [(16usize, 3000usize, 3100usize, 256u64), (3, 1024, 1024, 1024), (5, 7, 9, 4)]
+    {
         let x = rng.vec(rows * stride, -3.0, 5.0);
         let w = rng.vec(n_cols, 0.5, 1.5);
         let b = rng.vec(n_cols, -1.0, 1.0);
@@ -640,7 +690,12 @@ fn bias_gelu_dropout_matches_reference() {
     }
     let (nf, q) = (n as f64, 1.0 - f64::from(p));
     let sigma = (nf * q * (1.0 - q)).sqrt();
-    assert!((kept as f64 - nf * q).abs() < 4.0 * sigma, "kept {kept} of {n}, expected {} ± {}", nf * q, 4.0 * sigma);
+    assert!(
+        (kept as f64 - nf * q).abs() < 4.0 * sigma,
+        "kept {kept} of {n}, expected {} ± {}",
+        nf * q,
+        4.0 * sigma
+    );
 
     let mut again = vec![f32::NAN; n];
     run_dropout(seed, p, &x, &bias, &mut again);
@@ -656,7 +711,11 @@ fn bias_gelu_dropout_matches_reference() {
 
 /// `y[offs] = x[offs + shift]` for `offs < n` (both f32).
 fn copy_kernel(shift: i64, mask_lo: bool) -> Kernel {
-    let mut b = Kb::new("copy", &["BLOCK"], vec![ptr("x", D::F32, false), ptr("y", D::F32, true), scalar("n", D::I32)]);
+    let mut b = Kb::new(
+        "copy",
+        &["BLOCK"],
+        vec![ptr("x", D::F32, false), ptr("y", D::F32, true), scalar("n", D::I32)],
+    );
     let pid = b.pid(0);
     let blk = b.konst(0, D::I32);
     let base = b.bin(B::Mul, pid, blk);
@@ -732,7 +791,13 @@ fn cast_kernel(from: D, to: D) -> Kernel {
 fn cast16<F: Pod, T: Pod + Default>(from: D, to: D, x: &[F]) -> Vec<T> {
     assert_eq!(x.len(), 16);
     let mut out = vec![T::default(); 16];
-    run(&cast_kernel(from, to), &[], [1, 1, 1], &mut [CpuArg::Read(bytes(x)), CpuArg::Write(bytes_mut(&mut out))]).unwrap();
+    run(
+        &cast_kernel(from, to),
+        &[],
+        [1, 1, 1],
+        &mut [CpuArg::Read(bytes(x)), CpuArg::Write(bytes_mut(&mut out))],
+    )
+    .unwrap();
     out
 }
 
@@ -761,11 +826,15 @@ fn f16_and_bf16_round_to_nearest_even() {
         -0.0,
     ]);
     let h: Vec<f16> = cast16(D::F32, D::F16, &x);
-    let want: [u16; 13] = [0x3c00, 0x3c02, 0x3c01, 0x7c00, 0x7bff, 0x0000, 0x0002, 0xbc00, 0x7fff, 0x7fff, 0x7fff, 0x7c00, 0x8000];
+    let want: [u16; 13] = [
+        0x3c00, 0x3c02, 0x3c01, 0x7c00, 0x7bff, 0x0000, 0x0002, 0xbc00, 0x7fff, 0x7fff, 0x7fff, 0x7c00,
+        0x8000,
+    ];
     for (i, w) in want.iter().enumerate() {
         assert_eq!(h[i].to_bits(), *w, "f16 lane {i}: {} -> {:#06x}", x[i], h[i].to_bits());
     }
-    let x = pad16(&[1.0 + p(-8), 1.0 + 3.0 * p(-8), 1.0 + p(-8) + p(-20), f32::NAN, -f32::NAN, f32::MAX, -0.0]);
+    let x =
+        pad16(&[1.0 + p(-8), 1.0 + 3.0 * p(-8), 1.0 + p(-8) + p(-20), f32::NAN, -f32::NAN, f32::MAX, -0.0]);
     let b: Vec<bf16> = cast16(D::F32, D::BF16, &x);
     let want: [u16; 7] = [0x3f80, 0x3f82, 0x3f81, 0x7fff, 0x7fff, 0x7f80, 0x8000];
     for (i, w) in want.iter().enumerate() {
@@ -779,7 +848,8 @@ fn f16_and_bf16_round_to_nearest_even() {
 
 #[test]
 fn float_to_int_casts_saturate() {
-    let x = pad16(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 3e9, -3e9, 2.7, -2.7, 255.9, 256.0, -0.5, 0.0]);
+    let x =
+        pad16(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 3e9, -3e9, 2.7, -2.7, 255.9, 256.0, -0.5, 0.0]);
     let i: Vec<i32> = cast16(D::F32, D::I32, &x);
     assert_eq!(&i[..11], &[0, i32::MAX, i32::MIN, i32::MAX, i32::MIN, 2, -2, 255, 256, 0, 0]);
     let u: Vec<u8> = cast16(D::F32, D::U8, &x);
@@ -789,7 +859,8 @@ fn float_to_int_casts_saturate() {
     let b: Vec<u8> = cast16(D::F32, D::Bool, &x);
     assert_eq!(&b[..11], &[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0], "any → bool is != 0 (NaN is true)");
     // int → int wraps; int → float rounds to nearest even.
-    let xi: Vec<i32> = [300, -1, 256, i32::MIN, 16_777_217, 16_777_219, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9].to_vec();
+    let xi: Vec<i32> =
+        [300, -1, 256, i32::MIN, 16_777_217, 16_777_219, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9].to_vec();
     let u: Vec<u8> = cast16(D::I32, D::U8, &xi);
     assert_eq!(&u[..4], &[44, 255, 0, 0]);
     let u: Vec<u32> = cast16(D::I32, D::U32, &xi);
@@ -820,7 +891,13 @@ fn binop_kernel(op: B, d: D) -> Kernel {
 
 fn binop16<T: Pod + Default>(op: B, d: D, a: &[T], b: &[T]) -> Vec<T> {
     let mut out = vec![T::default(); 16];
-    run(&binop_kernel(op, d), &[], [1, 1, 1], &mut [CpuArg::Read(bytes(a)), CpuArg::Read(bytes(b)), CpuArg::Write(bytes_mut(&mut out))]).unwrap();
+    run(
+        &binop_kernel(op, d),
+        &[],
+        [1, 1, 1],
+        &mut [CpuArg::Read(bytes(a)), CpuArg::Read(bytes(b)), CpuArg::Write(bytes_mut(&mut out))],
+    )
+    .unwrap();
     out
 }
 
@@ -898,7 +975,8 @@ fn reductions_follow_maxnum_and_wrap() {
     b.store(1, o, r, None);
     let x = vec![i32::MAX; 16];
     let mut out = vec![0i32; 1];
-    run(&b.finish(), &[], [1, 1, 1], &mut [CpuArg::Read(bytes(&x)), CpuArg::Write(bytes_mut(&mut out))]).unwrap();
+    run(&b.finish(), &[], [1, 1, 1], &mut [CpuArg::Read(bytes(&x)), CpuArg::Write(bytes_mut(&mut out))])
+        .unwrap();
     assert_eq!(out[0], i32::MAX.wrapping_mul(16));
 }
 
@@ -907,7 +985,8 @@ fn rand_is_philox_lane_for_lane() {
     // out[i] = rand(seed, offs[i]) with i64 offsets read from a buffer and an i64 seed; and the
     // same with i32 offsets (sign-extended) and a u32 seed.
     for (od, sd) in [(D::I64, D::I64), (D::I32, D::U32), (D::U64, D::U64), (D::U32, D::I32)] {
-        let mut b = Kb::new("r", &[], vec![ptr("o", od, false), ptr("out", D::F32, true), scalar("seed", sd)]);
+        let mut b =
+            Kb::new("r", &[], vec![ptr("o", od, false), ptr("out", D::F32, true), scalar("seed", sd)]);
         let idx = b.arange(0, Len::literal_log2(6));
         let offs = b.load(0, idx, None, None);
         let seed = b.param(2);
@@ -931,23 +1010,40 @@ fn rand_is_philox_lane_for_lane() {
             D::U32 => (CpuArg::U32(seed_raw as u32), u64::from(seed_raw as u32)),
             _ => (CpuArg::I32(seed_raw as i32), seed_raw as i32 as i64 as u64),
         };
-        let want: Vec<f32>;
-        match od {
+        let want: Vec<f32> = match od {
             D::I64 | D::U64 => {
-                run(&k, &[], [1, 1, 1], &mut [CpuArg::Read(bytes(&raw)), CpuArg::Write(bytes_mut(&mut out)), seed_arg]).unwrap();
-                want = raw.iter().map(|&o| philox::rand(seed_u64, o as u64)).collect();
+                run(
+                    &k,
+                    &[],
+                    [1, 1, 1],
+                    &mut [CpuArg::Read(bytes(&raw)), CpuArg::Write(bytes_mut(&mut out)), seed_arg],
+                )
+                .unwrap();
+                raw.iter().map(|&o| philox::rand(seed_u64, o as u64)).collect()
             }
             D::I32 => {
                 let o32: Vec<i32> = raw.iter().map(|&o| o as i32).collect();
-                run(&k, &[], [1, 1, 1], &mut [CpuArg::Read(bytes(&o32)), CpuArg::Write(bytes_mut(&mut out)), seed_arg]).unwrap();
-                want = o32.iter().map(|&o| philox::rand(seed_u64, o as i64 as u64)).collect();
+                run(
+                    &k,
+                    &[],
+                    [1, 1, 1],
+                    &mut [CpuArg::Read(bytes(&o32)), CpuArg::Write(bytes_mut(&mut out)), seed_arg],
+                )
+                .unwrap();
+                o32.iter().map(|&o| philox::rand(seed_u64, o as i64 as u64)).collect()
             }
             _ => {
                 let o32: Vec<u32> = raw.iter().map(|&o| o as u32).collect();
-                run(&k, &[], [1, 1, 1], &mut [CpuArg::Read(bytes(&o32)), CpuArg::Write(bytes_mut(&mut out)), seed_arg]).unwrap();
-                want = o32.iter().map(|&o| philox::rand(seed_u64, u64::from(o))).collect();
+                run(
+                    &k,
+                    &[],
+                    [1, 1, 1],
+                    &mut [CpuArg::Read(bytes(&o32)), CpuArg::Write(bytes_mut(&mut out)), seed_arg],
+                )
+                .unwrap();
+                o32.iter().map(|&o| philox::rand(seed_u64, u64::from(o))).collect()
             }
-        }
+        };
         for i in 0..64 {
             assert_eq!(out[i].to_bits(), want[i].to_bits(), "{od}/{sd} lane {i}");
         }
@@ -986,7 +1082,11 @@ fn grids_of_two_and_three_dimensions() {
             for yy in 0..grid[1] {
                 for xx in 0..grid[0] {
                     let i = ((zz * grid[1] + yy) * grid[0] + xx) as usize;
-                    assert_eq!(out[i], (xx + 10 * yy + 100 * zz) as i32 + 1000 * sum, "grid {grid:?} at ({xx},{yy},{zz})");
+                    assert_eq!(
+                        out[i],
+                        (xx + 10 * yy + 100 * zz) as i32 + 1000 * sum,
+                        "grid {grid:?} at ({xx},{yy},{zz})"
+                    );
                 }
             }
         }
@@ -1000,7 +1100,11 @@ fn grids_of_two_and_three_dimensions() {
 /// `count = 0; sum = 0; for i in (start..end).step_by(step) { count += 1; sum += i };
 /// if count > 2 { out[0] = count; out[1] = sum } else { out[0] = -count; out[1] = -sum }`
 fn loop_kernel(d: D) -> Kernel {
-    let mut b = Kb::new("loops", &[], vec![ptr("out", D::I64, true), scalar("start", d), scalar("end", d), scalar("step", d)]);
+    let mut b = Kb::new(
+        "loops",
+        &[],
+        vec![ptr("out", D::I64, true), scalar("start", d), scalar("end", d), scalar("step", d)],
+    );
     let (start, end, step) = (b.param(1), b.param(2), b.param(3));
     let count = b.lit(D::I64, Literal::Int(0));
     let sum = b.lit(D::I64, Literal::Int(0));
@@ -1033,7 +1137,13 @@ fn loop_kernel(d: D) -> Kernel {
 
 fn run_loop_i32(start: i32, end: i32, step: i32) -> [i64; 2] {
     let mut out = [0i64; 2];
-    run(&loop_kernel(D::I32), &[], [1, 1, 1], &mut [CpuArg::Write(bytes_mut(&mut out)), CpuArg::I32(start), CpuArg::I32(end), CpuArg::I32(step)]).unwrap();
+    run(
+        &loop_kernel(D::I32),
+        &[],
+        [1, 1, 1],
+        &mut [CpuArg::Write(bytes_mut(&mut out)), CpuArg::I32(start), CpuArg::I32(end), CpuArg::I32(step)],
+    )
+    .unwrap();
     out
 }
 
@@ -1049,11 +1159,25 @@ fn for_loops_and_ifs() {
     // i + step would overflow: stop instead of wrapping.
     let m = i64::from(i32::MAX);
     assert_eq!(run_loop_i32(i32::MAX - 5, i32::MAX, 4), [-2, -((m - 5) + (m - 1))]);
-    assert_eq!(run_loop_i32(i32::MIN, i32::MAX, i32::MAX), [3, i64::from(i32::MIN) + i64::from(i32::MIN) + m + i64::from(i32::MIN) + 2 * m]);
+    assert_eq!(
+        run_loop_i32(i32::MIN, i32::MAX, i32::MAX),
+        [3, i64::from(i32::MIN) + i64::from(i32::MIN) + m + i64::from(i32::MIN) + 2 * m]
+    );
     // u64 bounds near the top of the range.
     let mut out = [0i64; 2];
     let k = loop_kernel(D::U64);
-    run(&k, &[], [1, 1, 1], &mut [CpuArg::Write(bytes_mut(&mut out)), CpuArg::U64(u64::MAX - 10), CpuArg::U64(u64::MAX), CpuArg::U64(3)]).unwrap();
+    run(
+        &k,
+        &[],
+        [1, 1, 1],
+        &mut [
+            CpuArg::Write(bytes_mut(&mut out)),
+            CpuArg::U64(u64::MAX - 10),
+            CpuArg::U64(u64::MAX),
+            CpuArg::U64(3),
+        ],
+    )
+    .unwrap();
     assert_eq!(out[0], 4);
 }
 
@@ -1077,7 +1201,8 @@ fn in_place_update_through_a_writable_buffer() {
     let k = b.finish();
     let n = 100_000;
     let mut x: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
-    run(&k, &[128], [cdiv(n, 128), 1, 1], &mut [CpuArg::Write(bytes_mut(&mut x)), CpuArg::I32(n as i32)]).unwrap();
+    run(&k, &[128], [cdiv(n, 128), 1, 1], &mut [CpuArg::Write(bytes_mut(&mut x)), CpuArg::I32(n as i32)])
+        .unwrap();
     for (i, v) in x.iter().enumerate() {
         assert_eq!(*v, (i % 7) as f32 * 2.0 + i as f32);
     }
@@ -1096,14 +1221,26 @@ fn mismatched_launches_are_errors_not_panics() {
         &k,
         &[8],
         [1, 1, 1],
-        &mut [CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::Write(bytes_mut(&mut out)), CpuArg::F32(8.0)]
+        &mut [
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Write(bytes_mut(&mut out)),
+            CpuArg::F32(8.0)
+        ]
     )));
     // A read-only buffer for the output.
     assert!(invalid(run(
         &k,
         &[8],
         [1, 1, 1],
-        &mut [CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::I32(8)]
+        &mut [
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Read(bytes(&x)),
+            CpuArg::I32(8)
+        ]
     )));
     // A misaligned / ragged buffer.
     let raw = bytes(&x);
@@ -1111,13 +1248,25 @@ fn mismatched_launches_are_errors_not_panics() {
         &k,
         &[8],
         [1, 1, 1],
-        &mut [CpuArg::Read(&raw[1..9]), CpuArg::Read(raw), CpuArg::Read(raw), CpuArg::Write(bytes_mut(&mut out)), CpuArg::I32(8)]
+        &mut [
+            CpuArg::Read(&raw[1..9]),
+            CpuArg::Read(raw),
+            CpuArg::Read(raw),
+            CpuArg::Write(bytes_mut(&mut out)),
+            CpuArg::I32(8)
+        ]
     )));
     assert!(invalid(run(
         &k,
         &[8],
         [1, 1, 1],
-        &mut [CpuArg::Read(&raw[..7]), CpuArg::Read(raw), CpuArg::Read(raw), CpuArg::Write(bytes_mut(&mut out)), CpuArg::I32(8)]
+        &mut [
+            CpuArg::Read(&raw[..7]),
+            CpuArg::Read(raw),
+            CpuArg::Read(raw),
+            CpuArg::Write(bytes_mut(&mut out)),
+            CpuArg::I32(8)
+        ]
     )));
     // Missing or non-power-of-two const generic.
     let args = || [CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::I32(8)];
@@ -1127,13 +1276,25 @@ fn mismatched_launches_are_errors_not_panics() {
         &k,
         &[],
         [1, 1, 1],
-        &mut [CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::Write(bytes_mut(&mut out2)), CpuArg::I32(8)]
+        &mut [
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Write(bytes_mut(&mut out2)),
+            CpuArg::I32(8)
+        ]
     )));
     assert!(invalid(run(
         &k,
         &[6],
         [1, 1, 1],
-        &mut [CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::Write(bytes_mut(&mut out2)), CpuArg::I32(8)]
+        &mut [
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Read(bytes(&x)),
+            CpuArg::Write(bytes_mut(&mut out2)),
+            CpuArg::I32(8)
+        ]
     )));
     // A malformed kernel: an operand of the wrong dtype, a bad var index, a store to *const.
     let mut bad = k.clone();
@@ -1151,7 +1312,13 @@ fn mismatched_launches_are_errors_not_panics() {
             &kk,
             &[8],
             [1, 1, 1],
-            &mut [CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::Read(bytes(&x)), CpuArg::Write(bytes_mut(&mut out2)), CpuArg::I32(8)],
+            &mut [
+                CpuArg::Read(bytes(&x)),
+                CpuArg::Read(bytes(&x)),
+                CpuArg::Read(bytes(&x)),
+                CpuArg::Write(bytes_mut(&mut out2)),
+                CpuArg::I32(8),
+            ],
         );
         assert!(invalid(r.clone()), "{r:?}");
     }
@@ -1212,7 +1379,8 @@ fn math_functions_ulp_error() {
         };
         let mut out = vec![f32::NAN; n];
         run(&k, &[], [1, 1, 1], &mut [CpuArg::Read(bytes(&x)), CpuArg::Write(bytes_mut(&mut out))]).unwrap();
-        let worst = x.iter().zip(&out).map(|(&x, &y)| ulp_diff(y, reference(f64::from(x)))).fold(0.0, f64::max);
+        let worst =
+            x.iter().zip(&out).map(|(&x, &y)| ulp_diff(y, reference(f64::from(x)))).fold(0.0, f64::max);
         report += &format!("{name}: max {worst:.3} ulp\n");
         let bound = match name {
             "sqrt" | "floor" | "ceil" => 0.5,
@@ -1287,7 +1455,13 @@ fn perf_smoke() {
             &softmax_kernel(),
             &[1024],
             [rows as u32, 1, 1],
-            &mut [CpuArg::Write(bytes_mut(&mut o2)), CpuArg::Read(bytes(&xs)), CpuArg::I32(cols as i32), CpuArg::I32(cols as i32), CpuArg::I32(cols as i32)],
+            &mut [
+                CpuArg::Write(bytes_mut(&mut o2)),
+                CpuArg::Read(bytes(&xs)),
+                CpuArg::I32(cols as i32),
+                CpuArg::I32(cols as i32),
+                CpuArg::I32(cols as i32),
+            ],
         )
         .unwrap();
         println!("softmax 4096x1024 f32 (BLOCK 1024): {:.3} s", t.elapsed().as_secs_f64());
