@@ -35,7 +35,7 @@ pub fn erf64(x: f64) -> f64 {
     let ax = x.abs();
     let r = if ax < 3.0 {
         // erf(x) = 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1))
-        let mut sum = 0.0;
+        let mut sum = 0.0f64;
         let mut term = ax; // x^(2n+1)/n!
         let x2 = ax * ax;
         let mut n = 0.0;

@@ -315,7 +315,20 @@ pub enum Literal {
     Int(i64),
     /// Also used for `u64` literals above `i64::MAX`.
     UInt(u64),
-    Float(f64),
+    /// Serialised as its bit pattern: JSON has no infinities or NaN.
+    Float(#[serde(with = "f64_bits")] f64),
+}
+
+mod f64_bits {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(v.to_bits())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        u64::deserialize(d).map(f64::from_bits)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -602,8 +615,13 @@ mod tests {
             consts: vec!["BLOCK".into()],
             params: vec![Param { name: "x".into(), kind: ParamKind::Ptr { elem: DType::F16, mutable: false } }],
             vars: vec![Var { name: "offs".into(), ty: Ty::tile(DType::I32, Len::of_const(0)) }],
-            body: vec![Stmt::Assign { dst: VarId(0), expr: Expr::Arange { start: 0 } }],
+            body: vec![
+                Stmt::Assign { dst: VarId(0), expr: Expr::Arange { start: 0 } },
+                Stmt::Assign { dst: VarId(0), expr: Expr::Lit(Literal::Float(f64::NEG_INFINITY)) },
+                Stmt::Assign { dst: VarId(0), expr: Expr::Lit(Literal::Float(f64::NAN)) },
+            ],
         };
-        assert_eq!(Kernel::from_json(&k.to_json()).unwrap(), k);
+        let back = Kernel::from_json(&k.to_json()).unwrap();
+        assert_eq!(back.to_json(), k.to_json(), "non-finite floats survive the round trip");
     }
 }

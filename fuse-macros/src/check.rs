@@ -428,17 +428,9 @@ impl<'d> Checker<'d> {
         }
     }
 
-    /// An f32 literal. JSON (the IR's transport) has no infinities or NaN, so those are written
-    /// as IEEE divisions by zero: `1.0 / 0.0`, `-1.0 / 0.0`, `0.0 / 0.0`.
+    /// An f32 literal (infinities and NaN included: the IR serialises floats by bit pattern).
     fn float_lit(&mut self, f: f64) -> VarId {
-        let ty = Ty::scalar(DType::F32);
-        if f.is_finite() {
-            return self.emit(ty, Expr::Lit(Literal::Float(f)));
-        }
-        let num = if f.is_nan() { 0.0 } else { f.signum() };
-        let num = self.emit(ty.clone(), Expr::Lit(Literal::Float(num)));
-        let zero = self.emit(ty.clone(), Expr::Lit(Literal::Float(0.0)));
-        self.emit(ty, Expr::Binary(BinaryOp::Div, num, zero))
+        self.emit(Ty::scalar(DType::F32), Expr::Lit(Literal::Float(f)))
     }
 
     fn const_into(&mut self, ce: &ConstExpr, dtype: DType, sp: Sp) -> Option<VarId> {
