@@ -30,7 +30,7 @@ fn run<T: ToF64>(device: &Device, rng: &mut rand::rngs::StdRng, launch: Launch<T
     let (xb, bb) = (device.upload(&x)?, device.upload(&bias)?);
     let (nn, hh) = (i32::try_from(n).expect("fits"), i32::try_from(h).expect("fits"));
     let seed: u64 = rng.gen();
-    let mut run_seed = |seed: u64| -> fuse::Result<Vec<f64>> {
+    let run_seed = |seed: u64| -> fuse::Result<Vec<f64>> {
         let mut out = poisoned::<T>(device, n);
         launch(device, &xb, &bb, &mut out, seed, nn, hh)?;
         Ok(to_f64(&out.to_vec()?))
