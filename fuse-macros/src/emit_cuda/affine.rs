@@ -1,0 +1,322 @@
+//! A small affine analysis: which integer scalars are known to be divisible by which powers of
+//! two, and which integer tiles are `s + element_index` for a uniform `s` ("contiguous").
+//! Contiguous offsets with a suitably divisible `s` make VEC-element chunks contiguous and
+//! VEC-aligned, which is what licenses vector memory access and the one-Philox-per-4 path.
+//!
+//! Divisibility is symbolic: const generics and `FUSE_DIV16_<p>` facts are only known to the C
+//! preprocessor, so a divisor is a `min` of products of atoms, printed as a preprocessor
+//! expression. Facts are flow-insensitive (the meet over every assignment of a var) and are
+//! found by an optimistic fixed point, which is sound because every fact is a property of values.
+use fuse_ir::{BinaryOp, DType, Expr, Kernel, Literal, ParamKind, Shape, Stmt, UnaryOp, VarId};
+
+/// Divisors are only tracked up to 2^CAP: vector widths and the Philox group need at most 16.
+const CAP: u8 = 6;
+const MAX_CONSTS: usize = 2;
+const MAX_TERMS: usize = 4;
+
+/// A product `2^log2 * consts... * (FUSE_DIV16_p ? 16 : 1)...`; every factor is a power of two ≥ 1.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Term {
+    log2: u8,
+    consts: Vec<u32>,
+    div16: Vec<u32>,
+}
+
+impl Term {
+    fn lit(log2: u8) -> Term {
+        Term { log2: log2.min(CAP), consts: Vec::new(), div16: Vec::new() }
+    }
+
+    fn mul(&self, o: &Term) -> Term {
+        let mut consts = [self.consts.clone(), o.consts.clone()].concat();
+        consts.sort_unstable();
+        // Dropping a factor ≥ 1 only lowers the bound, so truncation is sound.
+        consts.truncate(MAX_CONSTS);
+        let mut div16 = [self.div16.clone(), o.div16.clone()].concat();
+        div16.sort_unstable();
+        div16.dedup();
+        div16.truncate(MAX_CONSTS);
+        Term { log2: (self.log2 + o.log2).min(CAP), consts, div16 }
+    }
+
+    /// `self <= o` for every value of the symbols.
+    fn le(&self, o: &Term) -> bool {
+        self.log2 <= o.log2 && sub_multiset(&self.consts, &o.consts) && sub_multiset(&self.div16, &o.div16)
+    }
+
+    fn c_expr(&self, const_names: &[String], param_names: &[String]) -> String {
+        let mut f: Vec<String> = Vec::new();
+        if self.log2 > 0 || (self.consts.is_empty() && self.div16.is_empty()) {
+            f.push(format!("{}", 1u64 << self.log2));
+        }
+        f.extend(self.consts.iter().map(|&c| const_names[c as usize].clone()));
+        f.extend(self.div16.iter().map(|&p| format!("(FUSE_DIV16_{} ? 16 : 1)", param_names[p as usize])));
+        if f.len() == 1 {
+            f.pop().unwrap()
+        } else {
+            format!("({})", f.join(" * "))
+        }
+    }
+}
+
+fn sub_multiset(a: &[u32], b: &[u32]) -> bool {
+    let mut b = b.to_vec();
+    a.iter().all(|x| match b.iter().position(|y| y == x) {
+        Some(i) => {
+            b.remove(i);
+            true
+        }
+        None => false,
+    })
+}
+
+/// A lower bound on the power of two dividing a value: the minimum of its terms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Div {
+    terms: Vec<Term>,
+}
+
+impl Div {
+    pub fn one() -> Div {
+        Div { terms: vec![Term::lit(0)] }
+    }
+
+    fn of_int(v: i128) -> Div {
+        let log2 = if v == 0 { CAP } else { (v.trailing_zeros() as u8).min(CAP) };
+        Div { terms: vec![Term::lit(log2)] }
+    }
+
+    fn atom_const(c: u32) -> Div {
+        Div { terms: vec![Term { log2: 0, consts: vec![c], div16: Vec::new() }] }
+    }
+
+    fn atom_div16(p: u32) -> Div {
+        Div { terms: vec![Term { log2: 0, consts: Vec::new(), div16: vec![p] }] }
+    }
+
+    fn normalise(mut terms: Vec<Term>) -> Div {
+        terms.sort();
+        terms.dedup();
+        // Drop terms that another term bounds from below (`le` is a partial order on these).
+        let keep: Vec<Term> = terms
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| !terms.iter().enumerate().any(|(j, o)| j != *i && o.le(t)))
+            .map(|(_, t)| t.clone())
+            .collect();
+        if keep.len() > MAX_TERMS {
+            // Every term is at least its literal part.
+            let lo = keep.iter().map(|t| t.log2).min().unwrap_or(0);
+            return Div { terms: vec![Term::lit(lo)] };
+        }
+        Div { terms: keep }
+    }
+
+    pub fn min(&self, o: &Div) -> Div {
+        Div::normalise([self.terms.clone(), o.terms.clone()].concat())
+    }
+
+    fn mul(&self, o: &Div) -> Div {
+        Div::normalise(self.terms.iter().flat_map(|a| o.terms.iter().map(move |b| a.mul(b))).collect())
+    }
+
+    /// The integer scalar parameters whose `FUSE_DIV16_` fact this bound reads.
+    pub fn div16_params(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.terms.iter().flat_map(|t| t.div16.iter().copied()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// A preprocessor condition for "the value is a multiple of `m`", a power-of-two macro or
+    /// number known to be at most `2^max_log2`. The min of powers of two is a multiple of `m`
+    /// exactly when every term is, and terms of at least `2^max_log2` always are.
+    pub fn multiple_of(&self, m: &str, max_log2: u8, const_names: &[String], param_names: &[String]) -> String {
+        let conds: Vec<String> = self
+            .terms
+            .iter()
+            .filter(|t| t.log2 < max_log2)
+            .map(|t| format!("{} % {m} == 0", t.c_expr(const_names, param_names)))
+            .collect();
+        if conds.is_empty() {
+            "1".into()
+        } else {
+            format!("({})", conds.join(" && "))
+        }
+    }
+}
+
+/// What is known about a var's values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fact {
+    /// Not assigned yet (optimistic start of the fixed point).
+    Top,
+    /// An integer scalar divisible by the bound.
+    Int(Div),
+    /// An integer tile whose every lane equals one scalar divisible by the bound.
+    Uniform(Div),
+    /// An integer tile with `t[e] = s + e` (element index e), `s` divisible by the bound.
+    Contig(Div),
+    Unknown,
+}
+
+impl Fact {
+    fn meet(&self, o: &Fact) -> Fact {
+        match (self, o) {
+            (Fact::Top, x) | (x, Fact::Top) => x.clone(),
+            (Fact::Int(a), Fact::Int(b)) => Fact::Int(a.min(b)),
+            (Fact::Uniform(a), Fact::Uniform(b)) => Fact::Uniform(a.min(b)),
+            (Fact::Contig(a), Fact::Contig(b)) => Fact::Contig(a.min(b)),
+            _ => Fact::Unknown,
+        }
+    }
+
+    /// The divisibility of a uniform value (scalar or splat tile), if it is one.
+    fn uniform_div(&self) -> Option<Div> {
+        match self {
+            Fact::Int(d) | Fact::Uniform(d) => Some(d.clone()),
+            _ => None,
+        }
+    }
+}
+
+pub struct Facts {
+    pub vars: Vec<Fact>,
+}
+
+impl Facts {
+    pub fn analyse(k: &Kernel) -> Facts {
+        let mut f = Facts { vars: vec![Fact::Top; k.vars.len()] };
+        for _ in 0..64 {
+            let before = f.vars.clone();
+            f.pass(k, &k.body);
+            if f.vars == before {
+                f.vars.iter_mut().for_each(|v| {
+                    if *v == Fact::Top {
+                        *v = Fact::Unknown;
+                    }
+                });
+                return f;
+            }
+        }
+        // No fixed point (cannot happen with the caps above): know nothing, which is always sound.
+        Facts { vars: vec![Fact::Unknown; k.vars.len()] }
+    }
+
+    pub fn get(&self, v: VarId) -> &Fact {
+        &self.vars[v.0 as usize]
+    }
+
+    fn set(&mut self, v: VarId, fact: Fact) {
+        let i = v.0 as usize;
+        self.vars[i] = self.vars[i].meet(&fact);
+    }
+
+    fn pass(&mut self, k: &Kernel, stmts: &[Stmt]) {
+        for s in stmts {
+            match s {
+                Stmt::Assign { dst, expr } => {
+                    let fact = self.transfer(k, *dst, expr);
+                    self.set(*dst, fact);
+                }
+                Stmt::Store { .. } => {}
+                Stmt::If { then_body, else_body, .. } => {
+                    self.pass(k, then_body);
+                    self.pass(k, else_body);
+                }
+                Stmt::For { var, start, step, body, .. } => {
+                    // Values are start + i * step.
+                    let fact = match (self.get(*start), self.get(*step)) {
+                        (Fact::Top, _) | (_, Fact::Top) => Fact::Top,
+                        (Fact::Int(a), Fact::Int(b)) => Fact::Int(a.min(b)),
+                        _ => Fact::Unknown,
+                    };
+                    let fact = if is_int(k.ty(*var).dtype) { fact } else { Fact::Unknown };
+                    self.set(*var, fact);
+                    self.pass(k, body);
+                }
+            }
+        }
+    }
+
+    fn transfer(&self, k: &Kernel, dst: VarId, e: &Expr) -> Fact {
+        let fact = self.transfer_expr(k, dst, e);
+        // Scalars broadcast into tiles: a uniform tile, never a scalar fact on a tile var.
+        match (k.ty(dst).shape.is_scalar(), fact) {
+            (false, Fact::Int(d)) => Fact::Uniform(d),
+            (true, Fact::Uniform(_) | Fact::Contig(_)) => Fact::Unknown,
+            (_, f) => f,
+        }
+    }
+
+    fn transfer_expr(&self, k: &Kernel, dst: VarId, e: &Expr) -> Fact {
+        let ty = k.ty(dst);
+        if !is_int(ty.dtype) {
+            return Fact::Unknown;
+        }
+        let scalar = matches!(ty.shape, Shape::Scalar);
+        let lift = |d: Div| if scalar { Fact::Int(d) } else { Fact::Uniform(d) };
+        match e {
+            Expr::Copy(v) => self.get(*v).clone(),
+            Expr::Lit(Literal::Int(v)) => lift(Div::of_int(i128::from(*v))),
+            Expr::Lit(Literal::UInt(v)) => lift(Div::of_int(i128::from(*v))),
+            Expr::Param(p) => match k.params[*p as usize].kind {
+                ParamKind::Scalar(d) if is_int(d) => lift(Div::atom_div16(*p)),
+                _ => Fact::Unknown,
+            },
+            Expr::ConstGeneric(c) => lift(Div::atom_const(*c)),
+            Expr::ProgramId(_) | Expr::NumPrograms(_) => lift(Div::one()),
+            Expr::Arange { start } if !scalar => Fact::Contig(Div::of_int(i128::from(*start))),
+            Expr::Splat(v) => match self.get(*v) {
+                Fact::Top => Fact::Top,
+                Fact::Int(d) => Fact::Uniform(d.clone()),
+                _ => Fact::Unknown,
+            },
+            Expr::Unary(UnaryOp::Neg, v) => match self.get(*v) {
+                Fact::Top => Fact::Top,
+                Fact::Int(d) => Fact::Int(d.clone()),
+                Fact::Uniform(d) => Fact::Uniform(d.clone()),
+                _ => Fact::Unknown,
+            },
+            // Int→int casts wrap at a multiple of 2^8, which no VEC-aligned chunk straddles.
+            Expr::Cast(v) if is_int(k.ty(*v).dtype) => self.get(*v).clone(),
+            Expr::Binary(op, a, b) => self.binary(*op, self.get(*a), self.get(*b), scalar),
+            // A scalar condition picks one whole operand.
+            Expr::Where(c, a, b) if k.ty(*c).shape.is_scalar() => self.get(*a).meet(self.get(*b)),
+            _ => Fact::Unknown,
+        }
+    }
+
+    fn binary(&self, op: BinaryOp, a: &Fact, b: &Fact, scalar: bool) -> Fact {
+        if matches!(a, Fact::Top) || matches!(b, Fact::Top) {
+            return Fact::Top;
+        }
+        let lift = |d: Div| if scalar { Fact::Int(d) } else { Fact::Uniform(d) };
+        match op {
+            BinaryOp::Add | BinaryOp::Sub => match (a, b) {
+                (Fact::Contig(s), u) if u.uniform_div().is_some() => Fact::Contig(s.min(&u.uniform_div().unwrap())),
+                (u, Fact::Contig(s)) if op == BinaryOp::Add && u.uniform_div().is_some() => {
+                    Fact::Contig(s.min(&u.uniform_div().unwrap()))
+                }
+                (x, y) => match (x.uniform_div(), y.uniform_div()) {
+                    (Some(p), Some(q)) => lift(p.min(&q)),
+                    _ => Fact::Unknown,
+                },
+            },
+            BinaryOp::Mul => match (a.uniform_div(), b.uniform_div()) {
+                (Some(p), Some(q)) => lift(p.mul(&q)),
+                _ => Fact::Unknown,
+            },
+            // The result is one of the operands.
+            BinaryOp::Max | BinaryOp::Min => match (a.uniform_div(), b.uniform_div()) {
+                (Some(p), Some(q)) if scalar => Fact::Int(p.min(&q)),
+                _ => Fact::Unknown,
+            },
+            _ => Fact::Unknown,
+        }
+    }
+}
+
+fn is_int(d: DType) -> bool {
+    d.is_int()
+}

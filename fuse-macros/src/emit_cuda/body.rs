@@ -1,0 +1,192 @@
+//! Statements and element-wise expressions. A tile assignment is one `#pragma unroll` loop over
+//! the thread's EPT slots (all tiles of one operation share a length, hence a layout); a scalar
+//! assignment is one C statement executed redundantly by every thread.
+use super::ctype::{self, c_type, unsigned_of};
+use super::Ctx;
+use fuse_ir::{BinaryOp, DType, Expr, Stmt, UnaryOp, VarId};
+
+impl Ctx<'_> {
+    pub(super) fn body(&mut self, stmts: &[Stmt]) {
+        for s in stmts {
+            self.stmt(s);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::Assign { dst, expr } => self.assign(*dst, expr),
+            Stmt::Store { param, offset, value, mask } => self.store(*param, *offset, *value, *mask),
+            Stmt::If { cond, then_body, else_body } => {
+                let c = self.name(*cond).to_string();
+                self.w.open(format!("if ({c})"));
+                self.body(then_body);
+                if else_body.is_empty() {
+                    self.w.close();
+                } else {
+                    self.w.reopen("} else {");
+                    self.body(else_body);
+                    self.w.close();
+                }
+            }
+            Stmt::For { var, start, end, step, body } => {
+                // Bounds are evaluated once; the counter never steps past `end` (no overflow).
+                self.needs.step = true;
+                let n = self.loops;
+                self.loops += 1;
+                let d = self.dtype(*var);
+                let t = c_type(d);
+                let (v, s, e, st) = (self.name(*var).to_string(), self.at_as(*start, "", d), self.at_as(*end, "", d), self.at_as(*step, "", d));
+                self.w.open("");
+                self.w.line(format!("const {t} fuse_end{n} = {e}, fuse_step{n} = {st};"));
+                let zero = ctype::int_lit(0, d);
+                self.w.open(format!(
+                    "if (fuse_step{n} > {zero}) for ({v} = {s}; {v} < fuse_end{n}; {v} = fuse_next({v}, fuse_end{n}, fuse_step{n}))"
+                ));
+                self.body(body);
+                self.w.close();
+                self.w.close();
+            }
+        }
+    }
+
+    fn assign(&mut self, dst: VarId, expr: &Expr) {
+        match expr {
+            Expr::Load { param, offset, mask, other } => self.load(dst, *param, *offset, *mask, *other),
+            Expr::Reduce(op, src) => self.reduce(dst, *op, *src),
+            Expr::Rand { seed, offset } => self.rand(dst, *seed, *offset),
+            _ => match self.tile(dst) {
+                Some(k) => {
+                    let e = self.elem(dst, expr, "fuse_i");
+                    let d = self.name(dst).to_string();
+                    self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{d}[fuse_i] = {e};"));
+                }
+                None => {
+                    let e = self.elem(dst, expr, "");
+                    let d = self.name(dst).to_string();
+                    self.w.line(format!("{d} = {e};"));
+                }
+            },
+        }
+    }
+
+    /// The C expression for slot `i` of an element-wise `expr`, of `dst`'s dtype.
+    fn elem(&mut self, dst: VarId, expr: &Expr, i: &str) -> String {
+        let to = self.dtype(dst);
+        match *expr {
+            Expr::Copy(v) | Expr::Splat(v) | Expr::Cast(v) => self.at_as(v, i, to),
+            Expr::Lit(ref lit) => ctype::literal(lit, to, &mut self.needs),
+            Expr::Param(p) => {
+                let from = match self.k.params[p as usize].kind {
+                    fuse_ir::ParamKind::Scalar(d) => d,
+                    fuse_ir::ParamKind::Ptr { .. } => unreachable!("pointer params are not values"),
+                };
+                ctype::convert(&self.names.params[p as usize].clone(), from, to, &mut self.needs)
+            }
+            Expr::ConstGeneric(c) => format!("(({}){})", c_type(to), self.k.consts[c as usize]),
+            Expr::ProgramId(a) => ctype::convert(&format!("(int)blockIdx.{}", axis(a)), DType::I32, to, &mut self.needs),
+            Expr::NumPrograms(a) => ctype::convert(&format!("(int)gridDim.{}", axis(a)), DType::I32, to, &mut self.needs),
+            Expr::Arange { start } => {
+                let k = self.tile(dst).expect("arange makes a tile");
+                let s = if start == 0 { String::new() } else { format!("{} + ", ctype::int_lit(i128::from(start), DType::I32)) };
+                ctype::convert(&format!("({s}FUSE_IDX{k}({i}))"), DType::I32, to, &mut self.needs)
+            }
+            Expr::Unary(op, a) => {
+                let d = self.dtype(a).compute();
+                let x = self.at_as(a, i, d);
+                let e = self.unary(op, d, &x);
+                let rd = if op == UnaryOp::Not && d == DType::Bool { DType::Bool } else { d };
+                ctype::convert(&e, rd, to, &mut self.needs)
+            }
+            Expr::Binary(op, a, b) => {
+                let d = self.dtype(a).compute();
+                let (x, y) = (self.at_as(a, i, d), self.at_as(b, i, d));
+                let e = self.binary(op, d, &x, &y);
+                let rd = if op.is_comparison() { DType::Bool } else { d };
+                ctype::convert(&e, rd, to, &mut self.needs)
+            }
+            Expr::Where(c, a, b) => {
+                let c = self.at_as(c, i, DType::Bool);
+                let (x, y) = (self.at_as(a, i, to), self.at_as(b, i, to));
+                format!("({c} ? {x} : {y})")
+            }
+            Expr::Load { .. } | Expr::Reduce(..) | Expr::Rand { .. } => unreachable!("handled by assign"),
+        }
+    }
+
+    fn unary(&mut self, op: UnaryOp, d: DType, x: &str) -> String {
+        let f = d == DType::F32;
+        match op {
+            UnaryOp::Neg if f => format!("(-{x})"),
+            UnaryOp::Neg => wrap_neg(d, x),
+            UnaryOp::Not if d == DType::Bool => format!("(!{x})"),
+            UnaryOp::Not => format!("(({})~{x})", c_type(d)),
+            UnaryOp::Abs if f => format!("fabsf({x})"),
+            UnaryOp::Abs if d.is_signed_int() => format!("({x} < 0 ? {} : {x})", wrap_neg(d, x)),
+            UnaryOp::Abs => x.to_string(),
+            UnaryOp::Exp => format!("expf({x})"),
+            UnaryOp::Exp2 => format!("exp2f({x})"),
+            UnaryOp::Log => format!("logf({x})"),
+            UnaryOp::Log2 => format!("log2f({x})"),
+            UnaryOp::Sqrt => format!("sqrtf({x})"),
+            UnaryOp::Rsqrt => format!("rsqrtf({x})"),
+            UnaryOp::Erf => format!("erff({x})"),
+            UnaryOp::Tanh => format!("tanhf({x})"),
+            UnaryOp::Sigmoid => format!("(1.0f / (1.0f + expf(-{x})))"),
+            UnaryOp::Floor => format!("floorf({x})"),
+            UnaryOp::Ceil => format!("ceilf({x})"),
+            UnaryOp::Sin => format!("sinf({x})"),
+            UnaryOp::Cos => format!("cosf({x})"),
+        }
+    }
+
+    fn binary(&mut self, op: BinaryOp, d: DType, x: &str, y: &str) -> String {
+        let f = d == DType::F32;
+        let sym = match op {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Lt => "<",
+            BinaryOp::Le => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::Ge => ">=",
+            BinaryOp::Eq => "==",
+            BinaryOp::Ne => "!=",
+            BinaryOp::And => "&",
+            BinaryOp::Or => "|",
+            BinaryOp::Xor => "^",
+            BinaryOp::Div if f => "/",
+            BinaryOp::Rem if f => return format!("fmodf({x}, {y})"),
+            BinaryOp::Div | BinaryOp::Rem => {
+                self.needs.int_div = true;
+                let fun = if op == BinaryOp::Div { "fuse_div" } else { "fuse_rem" };
+                return format!("{fun}({x}, {y})");
+            }
+            BinaryOp::Max | BinaryOp::Min => {
+                let (fun, cmp) = if op == BinaryOp::Max { ("fmaxf", ">") } else { ("fminf", "<") };
+                return if f { format!("{fun}({x}, {y})") } else { format!("({x} {cmp} {y} ? {x} : {y})") };
+            }
+        };
+        match op {
+            // Signed overflow wraps in the IR; do it in the unsigned type (same instruction).
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul if d.is_signed_int() => {
+                let u = unsigned_of(d);
+                format!("(({})(({u}){x} {sym} ({u}){y}))", c_type(d))
+            }
+            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor if d == DType::Bool => format!("((bool)({x} {sym} {y}))"),
+            _ => format!("({x} {sym} {y})"),
+        }
+    }
+}
+
+fn wrap_neg(d: DType, x: &str) -> String {
+    let u = unsigned_of(d);
+    format!("(({})(({u})0 - ({u}){x}))", c_type(d))
+}
+
+fn axis(a: u8) -> char {
+    match a {
+        0 => 'x',
+        1 => 'y',
+        _ => 'z',
+    }
+}

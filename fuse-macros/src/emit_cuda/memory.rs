@@ -1,0 +1,267 @@
+//! Loads and stores, with the bounds check on every accessed lane.
+//!
+//! The plain path is per slot: a lane whose chunk is in the tile and whose mask is true checks
+//! `0 <= offset < len` (one unsigned compare), then accesses memory or records the error.
+//! Where the offsets are provably contiguous in VEC-aligned chunks (see `affine`) the source also
+//! carries a vector path under `#if FUSE_ALIGN16_<p> && <divisibility>`: per chunk, if every
+//! lane's mask is true and the whole chunk is in bounds, one 4/8/16-byte access (read-only
+//! params through the non-coherent path), else the per-lane code.
+use super::affine::Fact;
+use super::ctype::{self, c_type};
+use super::Ctx;
+use fuse_ir::{DType, ParamKind, Specialization, VarId};
+
+/// What a memory statement touches.
+struct Access {
+    param: u32,
+    ptr: String,
+    len: String,
+    elem: DType,
+    mutable: bool,
+    offset: VarId,
+    mask: Option<VarId>,
+}
+
+impl Ctx<'_> {
+    fn access(&self, param: u32, offset: VarId, mask: Option<VarId>) -> Access {
+        let (elem, mutable) = match self.k.params[param as usize].kind {
+            ParamKind::Ptr { elem, mutable } => (elem, mutable),
+            ParamKind::Scalar(_) => unreachable!("the checker only loads through pointer params"),
+        };
+        Access {
+            param,
+            ptr: self.names.params[param as usize].clone(),
+            len: self.names.lens[param as usize].clone(),
+            elem,
+            mutable,
+            offset,
+            mask,
+        }
+    }
+
+    /// The `#if` condition for the vector path of tile length `k`, if the offsets allow one.
+    fn vector_cond(&mut self, a: &Access, k: usize) -> Option<String> {
+        let Fact::Contig(div) = self.facts.get(a.offset).clone() else { return None };
+        if a.elem == DType::Bool {
+            return None;
+        }
+        self.spec(Specialization::Align16(a.param));
+        let aligned = Specialization::Align16(a.param).macro_name(&self.k.params);
+        let max_log2 = self.layout.veck.trailing_zeros() as u8;
+        let divisible = self.divisible(&div, &format!("FUSE_VEC{k}"), max_log2);
+        // Whole 32-bit words per chunk: bytes need VEC >= 4, wider types VEC >= 2.
+        let min_vec = if a.elem.size_bytes() == 1 { 4 } else { 2 };
+        Some(format!("{aligned} && {divisible} && FUSE_VEC{k} >= {min_vec}"))
+    }
+
+    /// The lane condition: chunk inside the tile (`ok`) and mask true.
+    fn lane_cond(&self, ok: Option<&str>, mask: Option<VarId>, i: &str) -> Option<String> {
+        let parts: Vec<String> = ok.map(str::to_string).into_iter().chain(mask.map(|m| self.at(m, i))).collect();
+        (!parts.is_empty()).then(|| parts.join(" && "))
+    }
+
+    /// The checked access of one lane: `body` runs with `fuse_o` in bounds.
+    fn checked_lane(&mut self, a: &Access, i: &str, ok: Option<&str>, body: &str) {
+        self.needs.oob = true;
+        let off = self.at(a.offset, i);
+        let check = format!(
+            "if ((unsigned long long)fuse_o < (unsigned long long){}) {body} else fuse_oob(fuse_err, {}ull, fuse_o);",
+            a.len, a.param
+        );
+        match self.lane_cond(ok, a.mask, i) {
+            Some(c) => {
+                self.w.open(format!("if ({c})"));
+                self.w.line(format!("const long long fuse_o = (long long){off};"));
+                self.w.line(check);
+                self.w.close();
+            }
+            None => {
+                self.w.line(format!("const long long fuse_o = (long long){off};"));
+                self.w.line(check);
+            }
+        }
+    }
+
+    fn read(&self, a: &Access, at: &str) -> String {
+        if a.mutable {
+            format!("{}[{at}]", a.ptr)
+        } else {
+            format!("__ldg(&{}[{at}])", a.ptr)
+        }
+    }
+
+    pub(super) fn load(&mut self, dst: VarId, param: u32, offset: VarId, mask: Option<VarId>, other: Option<VarId>) {
+        let a = self.access(param, offset, mask);
+        let to = self.dtype(dst);
+        let d = self.name(dst).to_string();
+        self.w.line(format!("// {d} = load({}[{}]{})", a.ptr, self.name(offset), mask_note(self, mask)));
+        let Some(k) = self.tile(offset) else {
+            self.load_lane(&a, dst, other, "", None, "");
+            return;
+        };
+        let ok = format!("FUSE_OK{k}(fuse_i / FUSE_VEC{k})");
+        match self.vector_cond(&a, k) {
+            None => {
+                self.w.pp("#pragma unroll");
+                self.load_lane(&a, dst, other, "fuse_i", Some(&ok), &each(&format!("FUSE_EPT{k}"), "fuse_i"));
+            }
+            Some(cond) => {
+                self.needs.words = true;
+                self.w.pp(format!("#if {cond}"));
+                self.chunk_head(&a, k);
+                let nw = format!("FUSE_VEC{k} * {} / 4", a.elem.size_bytes());
+                self.w.line(format!("unsigned int fuse_w[{nw}];"));
+                let f = if a.mutable { "fuse_ld_words" } else { "fuse_ldg_words" };
+                self.w.line(format!("{f}<{nw}>(fuse_w, {} + fuse_c);", a.ptr));
+                let v = unpack(a.elem, "fuse_w", "fuse_v");
+                let v = ctype::convert(&v, a.elem, to, &mut self.needs);
+                self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), format!("{d}[fuse_b + fuse_v] = {v};"));
+                self.w.reopen("} else {");
+                self.w.pp("#pragma unroll");
+                let head = each(&format!("FUSE_VEC{k}"), "fuse_v");
+                self.load_lane(&a, dst, other, "fuse_b + fuse_v", Some(&format!("FUSE_OK{k}(fuse_j)")), &head);
+                self.w.close();
+                self.w.close();
+                self.w.pp("#else");
+                self.w.pp("#pragma unroll");
+                self.load_lane(&a, dst, other, "fuse_i", Some(&ok), &each(&format!("FUSE_EPT{k}"), "fuse_i"));
+                self.w.pp("#endif");
+            }
+        }
+    }
+
+    /// Opens the per-chunk loop of a vector path and decides `fuse_all` (vector access allowed).
+    /// Leaves two blocks open: the chunk loop and `if (fuse_all)`.
+    fn chunk_head(&mut self, a: &Access, k: usize) {
+        self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
+        self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
+        self.w.line(format!("const long long fuse_c = (long long){};  // the chunk's first offset", self.at(a.offset, "fuse_b")));
+        self.w.line(format!(
+            "bool fuse_all = FUSE_OK{k}(fuse_j) && fuse_c >= 0 && fuse_c <= {} - FUSE_VEC{k};",
+            a.len
+        ));
+        if let Some(m) = a.mask {
+            match self.tile(m) {
+                Some(_) => {
+                    let mv = self.at(m, "fuse_b + fuse_v");
+                    self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), format!("fuse_all = fuse_all && {mv};"));
+                }
+                None => {
+                    let mv = self.name(m).to_string();
+                    self.w.line(format!("fuse_all = fuse_all && {mv};"));
+                }
+            }
+        }
+        self.w.open("if (fuse_all)");
+    }
+
+    /// One lane's load into slot `i`, as a block opened by `head` (a loop header or nothing).
+    fn load_lane(&mut self, a: &Access, dst: VarId, other: Option<VarId>, i: &str, ok: Option<&str>, head: &str) {
+        let to = self.dtype(dst);
+        let init = match other {
+            Some(o) => self.at_as(o, i, a.elem),
+            None => zero(a.elem),
+        };
+        let slot = if self.tile(dst).is_some() { format!("{}[{i}]", self.name(dst)) } else { self.name(dst).to_string() };
+        let read = self.read(a, "fuse_o");
+        let read = ctype::convert(&read, a.elem, to, &mut self.needs);
+        let init = ctype::convert(&init, a.elem, to, &mut self.needs);
+        // Through a temporary: the destination may be the offset or `other` var itself.
+        self.w.open(head);
+        self.w.line(format!("{} fuse_x = {init};", c_type(to)));
+        self.checked_lane(a, i, ok, &format!("fuse_x = {read};"));
+        self.w.line(format!("{slot} = fuse_x;"));
+        self.w.close();
+    }
+
+    pub(super) fn store(&mut self, param: u32, offset: VarId, value: VarId, mask: Option<VarId>) {
+        let a = self.access(param, offset, mask);
+        self.w.line(format!("// store({}[{}], {}{})", a.ptr, self.name(offset), self.name(value), mask_note(self, mask)));
+        let Some(k) = self.tile(offset) else {
+            self.w.open("");
+            self.store_lane(&a, value, "", None);
+            self.w.close();
+            return;
+        };
+        let ok = format!("FUSE_OK{k}(fuse_i / FUSE_VEC{k})");
+        match self.vector_cond(&a, k) {
+            None => {
+                self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
+                self.store_lane(&a, value, "fuse_i", Some(&ok));
+                self.w.close();
+            }
+            Some(cond) => {
+                self.needs.words = true;
+                self.w.pp(format!("#if {cond}"));
+                self.chunk_head(&a, k);
+                let sz = a.elem.size_bytes();
+                let nw = format!("FUSE_VEC{k} * {sz} / 4");
+                if sz < 4 {
+                    self.w.line(format!("unsigned int fuse_w[{nw}] = {{}};"));
+                } else {
+                    self.w.line(format!("unsigned int fuse_w[{nw}];"));
+                }
+                let v = self.at_as(value, "fuse_b + fuse_v", a.elem);
+                let packed = pack(a.elem, &v);
+                self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), packed);
+                self.w.line(format!("fuse_st_words<{nw}>({} + fuse_c, fuse_w);", a.ptr));
+                self.w.reopen("} else {");
+                self.w.open_unrolled("fuse_v", &format!("FUSE_VEC{k}"));
+                self.store_lane(&a, value, "fuse_b + fuse_v", Some(&format!("FUSE_OK{k}(fuse_j)")));
+                self.w.close();
+                self.w.close();
+                self.w.close();
+                self.w.pp("#else");
+                self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
+                self.store_lane(&a, value, "fuse_i", Some(&ok));
+                self.w.close();
+                self.w.pp("#endif");
+            }
+        }
+    }
+
+    fn store_lane(&mut self, a: &Access, value: VarId, i: &str, ok: Option<&str>) {
+        let v = self.at_as(value, i, a.elem);
+        self.checked_lane(a, i, ok, &format!("{}[fuse_o] = {v};", a.ptr));
+    }
+}
+
+fn each(count: &str, var: &str) -> String {
+    format!("for (int {var} = 0; {var} < {count}; ++{var})")
+}
+
+fn mask_note(cx: &Ctx<'_>, mask: Option<VarId>) -> String {
+    mask.map(|m| format!(", mask {}", cx.name(m))).unwrap_or_default()
+}
+
+fn zero(d: DType) -> String {
+    match d {
+        DType::F16 | DType::BF16 => "(unsigned short)0".into(),
+        _ => ctype::int_lit(0, d),
+    }
+}
+
+/// Element `v` of a chunk held as 32-bit words (little-endian).
+fn unpack(d: DType, w: &str, v: &str) -> String {
+    let t = c_type(d);
+    match d.size_bytes() {
+        1 => format!("({t})({w}[{v} / 4] >> (8 * ({v} % 4)))"),
+        2 => format!("({t})({w}[{v} / 2] >> (16 * ({v} % 2)))"),
+        4 if d == DType::F32 => format!("__uint_as_float({w}[{v}])"),
+        4 => format!("({t}){w}[{v}]"),
+        _ => format!("({t})(((unsigned long long){w}[2 * {v} + 1] << 32) | {w}[2 * {v}])"),
+    }
+}
+
+/// The statement that puts element `fuse_v` (value `x`) into the words `fuse_w`.
+fn pack(d: DType, x: &str) -> String {
+    match d.size_bytes() {
+        1 => format!("fuse_w[fuse_v / 4] |= (unsigned int)(unsigned char){x} << (8 * (fuse_v % 4));"),
+        2 => format!("fuse_w[fuse_v / 2] |= (unsigned int){x} << (16 * (fuse_v % 2));"),
+        4 if d == DType::F32 => format!("fuse_w[fuse_v] = __float_as_uint({x});"),
+        4 => format!("fuse_w[fuse_v] = (unsigned int){x};"),
+        _ => format!(
+            "{{ const unsigned long long fuse_q = (unsigned long long){x}; fuse_w[2 * fuse_v] = (unsigned int)fuse_q; fuse_w[2 * fuse_v + 1] = (unsigned int)(fuse_q >> 32); }}"
+        ),
+    }
+}

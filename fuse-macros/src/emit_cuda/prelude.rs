@@ -1,0 +1,203 @@
+//! Device helpers the kernel body calls, emitted only when used. Everything is inline PTX or a
+//! CUDA builtin, so the source needs no `#include` (NVRTC compiles it without the toolkit headers).
+
+/// What the body used; filled in while the body is emitted.
+#[derive(Default)]
+pub struct Needs {
+    pub f16: bool,
+    pub bf16: bool,
+    /// Saturating float → int conversions.
+    pub f2i: bool,
+    /// Integer division/remainder with the IR's "by zero gives 0" rule.
+    pub int_div: bool,
+    pub oob: bool,
+    /// 16-byte (and narrower) vector loads/stores through 32-bit words.
+    pub words: bool,
+    pub philox: bool,
+    pub step: bool,
+}
+
+const F16: &str = r#"// f16 <-> f32 (the bits travel as unsigned short).
+__device__ __forceinline__ float fuse_f16_to_f32(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ unsigned short fuse_f32_to_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+"#;
+
+const BF16: &str = r#"// bf16 <-> f32. Widening is a shift, so it also works before sm_90.
+__device__ __forceinline__ float fuse_bf16_to_f32(unsigned short h) {
+  return __uint_as_float((unsigned int)h << 16);
+}
+__device__ __forceinline__ unsigned short fuse_f32_to_bf16(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+"#;
+
+const F2I: &str = r#"// float -> int truncating toward zero; PTX cvt saturates and maps NaN to 0.
+__device__ __forceinline__ int fuse_f2i_s32(float f) {
+  int r;
+  asm("cvt.rzi.s32.f32 %0, %1;" : "=r"(r) : "f"(f));
+  return r;
+}
+__device__ __forceinline__ unsigned int fuse_f2i_u32(float f) {
+  unsigned int r;
+  asm("cvt.rzi.u32.f32 %0, %1;" : "=r"(r) : "f"(f));
+  return r;
+}
+__device__ __forceinline__ long long fuse_f2i_s64(float f) {
+  long long r;
+  asm("cvt.rzi.s64.f32 %0, %1;" : "=l"(r) : "f"(f));
+  return r;
+}
+__device__ __forceinline__ unsigned long long fuse_f2i_u64(float f) {
+  unsigned long long r;
+  asm("cvt.rzi.u64.f32 %0, %1;" : "=l"(r) : "f"(f));
+  return r;
+}
+__device__ __forceinline__ int fuse_clamp_s32(int x, int lo, int hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+"#;
+
+const INT_DIV: &str = r#"// Integer / and %: by zero gives 0; MIN / -1 wraps (no trap, no UB).
+__device__ __forceinline__ int fuse_div(int a, int b) {
+  return b == 0 ? 0 : (b == -1 ? (int)(0u - (unsigned int)a) : a / b);
+}
+__device__ __forceinline__ int fuse_rem(int a, int b) {
+  return (b == 0 || b == -1) ? 0 : a % b;
+}
+__device__ __forceinline__ long long fuse_div(long long a, long long b) {
+  return b == 0 ? 0 : (b == -1 ? (long long)(0ull - (unsigned long long)a) : a / b);
+}
+__device__ __forceinline__ long long fuse_rem(long long a, long long b) {
+  return (b == 0 || b == -1) ? 0 : a % b;
+}
+__device__ __forceinline__ unsigned int fuse_div(unsigned int a, unsigned int b) { return b == 0 ? 0u : a / b; }
+__device__ __forceinline__ unsigned int fuse_rem(unsigned int a, unsigned int b) { return b == 0 ? 0u : a % b; }
+__device__ __forceinline__ unsigned long long fuse_div(unsigned long long a, unsigned long long b) { return b == 0 ? 0ull : a / b; }
+__device__ __forceinline__ unsigned long long fuse_rem(unsigned long long a, unsigned long long b) { return b == 0 ? 0ull : a % b; }
+"#;
+
+const OOB: &str = r#"// Records the first out-of-bounds access: fuse_err[0] = parameter index + 1, fuse_err[1] = offset.
+__device__ __noinline__ void fuse_oob(unsigned long long* fuse_err, unsigned long long param, long long offset) {
+  if (atomicCAS(&fuse_err[0], 0ull, param + 1ull) == 0ull) fuse_err[1] = (unsigned long long)offset;
+}
+"#;
+
+const WORDS: &str = r#"// NW 32-bit words at a (4*NW)-byte aligned global address; NW is 1, 2 or a multiple of 4,
+// so every access is one 4-, 8- or 16-byte vector instruction.
+template <int NW> __device__ __forceinline__ void fuse_ldg_words(unsigned int* w, const void* p) {
+  if (NW == 1) {
+    w[0] = __ldg((const unsigned int*)p);
+  } else if (NW == 2) {
+    const uint2 t = __ldg((const uint2*)p);
+    w[0] = t.x; w[1] = t.y;
+  } else {
+#pragma unroll
+    for (int k = 0; k < NW / 4; ++k) {
+      const uint4 t = __ldg((const uint4*)p + k);
+      w[4 * k] = t.x; w[4 * k + 1] = t.y; w[4 * k + 2] = t.z; w[4 * k + 3] = t.w;
+    }
+  }
+}
+template <int NW> __device__ __forceinline__ void fuse_ld_words(unsigned int* w, const void* p) {
+  if (NW == 1) {
+    w[0] = *(const unsigned int*)p;
+  } else if (NW == 2) {
+    const uint2 t = *(const uint2*)p;
+    w[0] = t.x; w[1] = t.y;
+  } else {
+#pragma unroll
+    for (int k = 0; k < NW / 4; ++k) {
+      const uint4 t = ((const uint4*)p)[k];
+      w[4 * k] = t.x; w[4 * k + 1] = t.y; w[4 * k + 2] = t.z; w[4 * k + 3] = t.w;
+    }
+  }
+}
+template <int NW> __device__ __forceinline__ void fuse_st_words(void* p, const unsigned int* w) {
+  if (NW == 1) {
+    *(unsigned int*)p = w[0];
+  } else if (NW == 2) {
+    *(uint2*)p = make_uint2(w[0], w[1]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < NW / 4; ++k) ((uint4*)p)[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+  }
+}
+"#;
+
+const PHILOX: &str = r#"// Philox4x32-10 (Random123, as Triton uses it) and Triton's uint -> uniform float mapping.
+__device__ __forceinline__ uint4 fuse_philox(unsigned int c0, unsigned int c1, unsigned int k0, unsigned int k1) {
+  unsigned int c2 = 0u, c3 = 0u;
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    const unsigned int hi_b = __umulhi(0xCD9E8D57u, c2), lo_b = 0xCD9E8D57u * c2;
+    const unsigned int hi_a = __umulhi(0xD2511F53u, c0), lo_a = 0xD2511F53u * c0;
+    c0 = hi_b ^ c1 ^ k0;
+    c1 = lo_b;
+    c2 = hi_a ^ c3 ^ k1;
+    c3 = lo_a;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return make_uint4(c0, c1, c2, c3);
+}
+__device__ __forceinline__ float fuse_uniform(unsigned int x) {
+  int i = (int)x;
+  if (i < 0) i = ~i;
+  return __fmul_rn((float)i, 4.6566127342e-10f);  // __fmul_rn: never contracted into an FMA
+}
+// rand(seed, offset) for one offset: counter (o >> 2, o >> 34, 0, 0), output lane o & 3.
+__device__ __forceinline__ float fuse_rand(unsigned long long seed, unsigned long long o) {
+  const unsigned long long b = o >> 2;
+  const uint4 r = fuse_philox((unsigned int)b, (unsigned int)(b >> 32), (unsigned int)seed, (unsigned int)(seed >> 32));
+  const unsigned int s = (unsigned int)o & 3u;
+  return fuse_uniform(s == 0u ? r.x : (s == 1u ? r.y : (s == 2u ? r.z : r.w)));
+}
+"#;
+
+const STEP: &str = r#"// The next value of a `for` counter that runs while < hi, without overflowing past hi.
+__device__ __forceinline__ int fuse_next(int k, int hi, int step) {
+  return (unsigned int)hi - (unsigned int)k > (unsigned int)step ? k + step : hi;
+}
+__device__ __forceinline__ unsigned int fuse_next(unsigned int k, unsigned int hi, unsigned int step) {
+  return hi - k > step ? k + step : hi;
+}
+__device__ __forceinline__ long long fuse_next(long long k, long long hi, long long step) {
+  return (unsigned long long)hi - (unsigned long long)k > (unsigned long long)step ? k + step : hi;
+}
+__device__ __forceinline__ unsigned long long fuse_next(unsigned long long k, unsigned long long hi, unsigned long long step) {
+  return hi - k > step ? k + step : hi;
+}
+"#;
+
+impl Needs {
+    /// The helper definitions, in a fixed order.
+    pub fn text(&self) -> String {
+        let parts: [(bool, &str); 8] = [
+            (self.f16, F16),
+            (self.bf16, BF16),
+            (self.f2i, F2I),
+            (self.int_div, INT_DIV),
+            (self.oob, OOB),
+            (self.words, WORDS),
+            (self.philox, PHILOX),
+            (self.step, STEP),
+        ];
+        let mut out = String::new();
+        for (used, text) in parts {
+            if used {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+}
