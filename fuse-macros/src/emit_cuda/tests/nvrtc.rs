@@ -62,6 +62,10 @@ fn emit_nvrtc_compiles_every_kernel() {
                     if (ci + spec as usize + ai) % 2 == 1 && ci > 1 {
                         continue;
                     }
+                    // The op zoo takes seconds per compile: a few configs (odd warp count included).
+                    if k.name == "everything" && ![1, 3, 7].contains(&ci) {
+                        continue;
+                    }
                     let src = defines(&k, &out.specializations, block, r, warps, spec) + &out.source;
                     let what = format!("{} BLOCK={block} R={r} warps={warps} specs={spec} {arch}", k.name);
                     jobs.push((what, src, arch));
