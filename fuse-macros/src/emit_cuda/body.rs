@@ -2,6 +2,7 @@
 //! the thread's EPT slots (all tiles of one operation share a length, hence a layout); a scalar
 //! assignment is one C statement executed redundantly by every thread.
 use super::ctype::{self, c_type, unsigned_of};
+use super::affine::Fact;
 use super::Ctx;
 use fuse_ir::{BinaryOp, DType, Expr, Stmt, UnaryOp, VarId};
 
@@ -54,6 +55,14 @@ impl Ctx<'_> {
             Expr::Load { param, offset, mask, other } => self.load(dst, *param, *offset, *mask, *other),
             Expr::Reduce(op, src) => self.reduce(dst, *op, *src),
             Expr::Rand { seed, offset } => self.rand(dst, *seed, *offset),
+            Expr::Binary(BinaryOp::Rem, a, b)
+                if self.dtype(*a).is_int()
+                    && self.tile(dst).is_some()
+                    && self.tile(*b).is_none()
+                    && matches!(self.facts.get(*a), Fact::Contig(_)) =>
+            {
+                self.rem_contig(dst, *a, *b)
+            }
             _ => match self.tile(dst) {
                 Some(k) => {
                     let e = self.elem(dst, expr, "fuse_i");
@@ -67,6 +76,48 @@ impl Ctx<'_> {
                 }
             },
         }
+    }
+
+    /// `dst = a % b` where `a` is consecutive within each chunk (`s + element index`) and `b` a
+    /// scalar (e.g. the bias column `offs % h`): one division per chunk, then the remainder is
+    /// stepped (`r + 1`, wrapping to 0 at `b`). Taken only where that is exact: `a` non-negative
+    /// and far enough from its type's maximum that the chunk does not wrap, `b > 0`.
+    fn rem_contig(&mut self, dst: VarId, a: VarId, b: VarId) {
+        self.needs.int_div = true;
+        let k = self.tile(dst).expect("tile");
+        let d = self.dtype(a);
+        let t = c_type(d);
+        let (dn, an, bn) = (self.name(dst).to_string(), self.name(a).to_string(), self.at_as(b, "", d));
+        let max = match d {
+            DType::I32 => i128::from(i32::MAX),
+            DType::U32 => i128::from(u32::MAX),
+            DType::I64 => i128::from(i64::MAX),
+            _ => i128::from(u64::MAX),
+        };
+        let lo = if d.is_signed_int() { "fuse_a >= 0 && ".to_string() } else { String::new() };
+        let zero = ctype::int_lit(0, d);
+        self.w.line(format!("// {dn} = {an} % {bn}, stepping the remainder along each chunk of consecutive values"));
+        self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
+        self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
+        self.w.line(format!("const {t} fuse_a = {an}[fuse_b];"));
+        self.w.line(format!("{t} fuse_r = fuse_rem(fuse_a, {bn});"));
+        self.w.line(format!("{dn}[fuse_b] = fuse_r;"));
+        self.w.open(format!(
+            "if ({lo}fuse_a <= {} - (FUSE_VEC{k} - 1) && {bn} > {zero})",
+            ctype::int_lit(max, d)
+        ));
+        self.w.pp("#pragma unroll");
+        self.w.open(format!("for (int fuse_v = 1; fuse_v < FUSE_VEC{k}; ++fuse_v)"));
+        self.w.line(format!("fuse_r = fuse_r + 1 == {bn} ? {zero} : fuse_r + 1;"));
+        self.w.line(format!("{dn}[fuse_b + fuse_v] = fuse_r;"));
+        self.w.close();
+        self.w.reopen("} else {");
+        self.w.pp("#pragma unroll");
+        self.w.line(format!(
+            "for (int fuse_v = 1; fuse_v < FUSE_VEC{k}; ++fuse_v) {dn}[fuse_b + fuse_v] = fuse_rem({an}[fuse_b + fuse_v], {bn});"
+        ));
+        self.w.close();
+        self.w.close();
     }
 
     /// The C expression for slot `i` of an element-wise `expr`, of `dst`'s dtype.

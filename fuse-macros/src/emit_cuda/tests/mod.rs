@@ -100,6 +100,9 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
     assert!(src.contains("#if FUSE_VEC0 % 4 == 0 && (BLOCK % 4 == 0)"), "{src}");
     assert!(src.contains("fuse_uniform(fuse_p.w)"), "{src}");
     assert!(src.contains("fuse_rand(fuse_seed, "), "per-element fallback\n{src}");
+    // offs % h: one division per chunk, then the remainder steps.
+    assert!(src.contains("t7 = offs % t6, stepping the remainder"), "{src}");
+    assert!(src.contains("if (fuse_a >= 0 && fuse_a <= 2147483647 - (FUSE_VEC0 - 1) && t6 > 0) {"), "{src}");
     // The bias offsets (offs % h) are not contiguous: per lane only.
     assert!(src.contains("__ldg(&bias[fuse_o])"), "{src}");
     assert!(!src.contains("#if FUSE_ALIGN16_bias"), "{src}");
