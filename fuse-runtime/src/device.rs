@@ -164,6 +164,37 @@ impl Device {
     }
 }
 
+impl Device {
+    /// Median milliseconds of one `f()` over `reps` runs, each preceded by an untimed `setup()`
+    /// (e.g. an L2 flush): CUDA events around each call on a GPU, `Instant` on the CPU. This is how
+    /// `triton.testing.do_bench` measures, so the two can be compared side by side.
+    pub fn median_ms(
+        &self,
+        reps: usize,
+        mut setup: impl FnMut() -> Result<()>,
+        mut f: impl FnMut() -> Result<()>,
+    ) -> Result<f64> {
+        if reps == 0 {
+            return Err(Error::InvalidArgument("median_ms needs at least 1 repetition, got 0".into()));
+        }
+        match &self.inner {
+            Inner::Cpu => {
+                f()?;
+                let mut times = Vec::with_capacity(reps);
+                for _ in 0..reps {
+                    setup()?;
+                    let t = std::time::Instant::now();
+                    f()?;
+                    times.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                times.sort_by(f64::total_cmp);
+                Ok(times[reps / 2])
+            }
+            Inner::Cuda(d) => d.median_ms(reps, &mut setup, &mut f),
+        }
+    }
+}
+
 fn alloc<T: Element>(d: &CudaDevice, len: usize) -> Result<CudaSlice<T>> {
     // Zero-length allocations are refused by the driver: keep one element behind empty buffers.
     let n = len.max(1);
@@ -262,6 +293,42 @@ impl<T: Element> Buffer<T> {
                     Error::Cuda(format!("copying {} elements to the GPU: {}", host.len(), drv(e)))
                 })
             }
+        }
+    }
+
+    /// Overwrites the contents with `src`'s, on the device (no host round trip). Both buffers
+    /// must live on the same device and have the same length.
+    pub fn copy_from(&mut self, src: &Buffer<T>) -> Result<()> {
+        if src.len != self.len {
+            return Err(Error::InvalidArgument(format!(
+                "copy_from: the destination holds {} elements of {} but the source {}",
+                self.len,
+                T::DTYPE,
+                src.len
+            )));
+        }
+        if src.device != self.device {
+            return Err(Error::WrongDevice(format!(
+                "copy_from: the source is on {} but the destination on {}",
+                src.device.description(),
+                self.device.description()
+            )));
+        }
+        match (&mut self.storage, &src.storage) {
+            (Storage::Cpu(dst), Storage::Cpu(s)) => {
+                dst.copy_from_slice(s);
+                Ok(())
+            }
+            (Storage::Cuda { slice: dst, .. }, Storage::Cuda { slice: s, .. }) => {
+                if self.len == 0 {
+                    return Ok(());
+                }
+                let d = self.device.cuda_inner().expect("a CUDA buffer's device is CUDA");
+                d.stream.memcpy_dtod(&s.slice(0..self.len), &mut dst.slice_mut(0..self.len)).map_err(|e| {
+                    Error::Cuda(format!("copying {} elements on the GPU: {}", self.len, drv(e)))
+                })
+            }
+            _ => Err(Error::WrongDevice("copy_from: buffers on different kinds of device".into())),
         }
     }
 

@@ -351,6 +351,36 @@ impl CudaDevice {
         self.synchronize()?;
         Ok(f64::from(ms) / iters as f64)
     }
+
+    /// Median over `reps` of the device time of one `f()`, each preceded by `setup()` outside the
+    /// timed region (how `triton.testing.do_bench` measures, L2 flush included when `setup` flushes).
+    pub(crate) fn median_ms(
+        &self,
+        reps: usize,
+        setup: &mut dyn FnMut() -> Result<()>,
+        f: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<f64> {
+        let ev = || {
+            self.ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| Error::Cuda(format!("creating an event: {}", drv(e))))
+        };
+        let pairs = (0..reps).map(|_| Ok((ev()?, ev()?))).collect::<Result<Vec<_>>>()?;
+        f()?;
+        for (start, end) in &pairs {
+            setup()?;
+            start.record(&self.stream).map_err(|e| Error::Cuda(drv(e)))?;
+            f()?;
+            end.record(&self.stream).map_err(|e| Error::Cuda(drv(e)))?;
+        }
+        self.synchronize()?;
+        let mut times = pairs
+            .iter()
+            .map(|(s, e)| s.elapsed_ms(e).map(f64::from).map_err(|e| Error::Cuda(drv(e))))
+            .collect::<Result<Vec<_>>>()?;
+        times.sort_by(f64::total_cmp);
+        Ok(times[times.len() / 2])
+    }
 }
 
 /// The process-wide in-memory cubin cache, keyed by (full source, arch); the options are fixed.

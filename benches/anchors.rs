@@ -1,0 +1,351 @@
+//! The anchor benchmark (issue 6): for every pattern, shape and dtype of ANCHORS.md, times the fused
+//! fuse kernel, the same computation as a chain of separate (unfused) fuse kernels, and a
+//! device-to-device copy of the same bytes; then the host launch overhead. Timing matches
+//! `triton.testing.do_bench`: median of per-call CUDA-event times, L2 flushed before each call.
+//! Prints a table; writes JSON rows `{pattern, shape, dtype, impl, ms, gbs}` to `$FUSE_BENCH_JSON`.
+//!
+//! `cargo bench --bench anchors` (needs a GPU; prints why it skips otherwise).
+#![allow(dead_code)] // the kernel files also hold float64 references the bench does not use
+
+#[path = "../examples/kernels/add_mul.rs"]
+mod add_mul;
+#[path = "../examples/kernels/bias_gelu_dropout.rs"]
+mod bias_gelu_dropout;
+#[path = "../examples/kernels/layernorm.rs"]
+mod layernorm;
+#[path = "../examples/kernels/softmax.rs"]
+mod softmax;
+
+use fuse::half::f16;
+use fuse::{fused_kernel, Buffer, Device, Element, Result};
+
+/// The unfused chains: one kernel per step, intermediates through memory (what eager frameworks do).
+macro_rules! unfused_kernels {
+    ($T:ident) => {
+        #[fused_kernel]
+        pub fn add<const B: usize>(x: *const $T, y: *const $T, out: *mut $T, n: i32) {
+            let o = program_id(0) * B + arange(0, B);
+            store(out + o, load(x + o, o < n) + load(y + o, o < n), o < n);
+        }
+        #[fused_kernel]
+        pub fn mul<const B: usize>(x: *const $T, y: *const $T, out: *mut $T, n: i32) {
+            let o = program_id(0) * B + arange(0, B);
+            store(out + o, load(x + o, o < n) * load(y + o, o < n), o < n);
+        }
+        #[fused_kernel]
+        pub fn row_max<const B: usize>(x: *const $T, out: *mut $T, cols: i32) {
+            let c = arange(0, B);
+            store(out + program_id(0), max(load(x + program_id(0) * cols + c, c < cols, f32::NEG_INFINITY)));
+        }
+        #[fused_kernel]
+        pub fn row_sum<const B: usize>(x: *const $T, out: *mut $T, cols: i32) {
+            let c = arange(0, B);
+            store(out + program_id(0), sum(load(x + program_id(0) * cols + c, c < cols)));
+        }
+        #[fused_kernel]
+        pub fn sub_exp<const B: usize>(x: *const $T, m: *const $T, out: *mut $T, cols: i32) {
+            let c = arange(0, B);
+            let at = program_id(0) * cols + c;
+            store(out + at, exp(load(x + at, c < cols) - load(m + program_id(0))), c < cols);
+        }
+        #[fused_kernel]
+        pub fn div_row<const B: usize>(x: *const $T, s: *const $T, out: *mut $T, cols: i32) {
+            let c = arange(0, B);
+            let at = program_id(0) * cols + c;
+            store(out + at, load(x + at, c < cols) / load(s + program_id(0)), c < cols);
+        }
+        #[fused_kernel]
+        pub fn row_mean<const B: usize>(x: *const $T, out: *mut $T, cols: i32) {
+            let c = arange(0, B);
+            store(out + program_id(0), sum(load(x + program_id(0) * cols + c, c < cols)) / cols as f32);
+        }
+        #[fused_kernel]
+        pub fn row_rstd<const B: usize>(x: *const $T, mean: *const $T, out: *mut $T, cols: i32, eps: f32) {
+            let c = arange(0, B);
+            let d = where_(c < cols, load(x + program_id(0) * cols + c, c < cols) - load(mean + program_id(0)), 0.0);
+            store(out + program_id(0), rsqrt(sum(d * d) / cols as f32 + eps));
+        }
+        #[fused_kernel]
+        pub fn normalize<const B: usize>(x: *const $T, mean: *const $T, rstd: *const $T, w: *const $T, b: *const $T, out: *mut $T, cols: i32) {
+            let c = arange(0, B);
+            let at = program_id(0) * cols + c;
+            let v = (load(x + at, c < cols) - load(mean + program_id(0))) * load(rstd + program_id(0));
+            store(out + at, v * load(w + c, c < cols) + load(b + c, c < cols), c < cols);
+        }
+        #[fused_kernel]
+        pub fn add_bias<const B: usize>(x: *const $T, bias: *const $T, out: *mut $T, n: i32, h: i32) {
+            let o = program_id(0) * B + arange(0, B);
+            store(out + o, load(x + o, o < n) + load(bias + o % h, o < n), o < n);
+        }
+        #[fused_kernel]
+        pub fn gelu<const B: usize>(x: *const $T, out: *mut $T, n: i32) {
+            let o = program_id(0) * B + arange(0, B);
+            let v = load(x + o, o < n);
+            store(out + o, 0.5 * v * (1.0 + erf(v * 0.7071067811865476)), o < n);
+        }
+        #[fused_kernel]
+        pub fn dropout<const B: usize>(x: *const $T, out: *mut $T, seed: u64, p: f32, n: i32) {
+            let o = program_id(0) * B + arange(0, B);
+            store(out + o, where_(rand(seed, o) > p, load(x + o, o < n) / (1.0 - p), 0.0), o < n);
+        }
+        #[fused_kernel]
+        pub fn fill<const B: usize>(out: *mut $T, n: i32) {
+            let o = program_id(0) * B + arange(0, B);
+            store(out + o, zeros(B), o < n);
+        }
+    };
+}
+
+mod k32 {
+    use super::*;
+    unfused_kernels!(f32);
+}
+mod k16 {
+    use super::*;
+    unfused_kernels!(f16);
+}
+
+const EW: usize = 1024; // block of the element-wise kernels
+const REPS: usize = 100;
+
+struct Row {
+    pattern: &'static str,
+    shape: String,
+    dtype: &'static str,
+    imp: &'static str,
+    ms: f64,
+    gbs: f64,
+}
+
+struct Bench {
+    dev: Device,
+    flush: Buffer<f32>,
+    rows: Vec<Row>,
+}
+
+fn grid(n: usize, b: usize) -> u32 {
+    n.div_ceil(b) as u32
+}
+
+impl Bench {
+    /// Times `f` like do_bench and records a row.
+    fn time(&mut self, pattern: &'static str, shape: &str, dtype: &'static str, imp: &'static str, bytes: usize, mut f: impl FnMut() -> Result<()>) {
+        let (dev, flush) = (&self.dev, &mut self.flush);
+        let n = flush.len();
+        let res = dev.median_ms(REPS, || k32::fill::launch::<EW>(dev, grid(n, EW), flush, n as i32), &mut f);
+        match res {
+            Ok(ms) => self.rows.push(Row { pattern, shape: shape.into(), dtype, imp, ms, gbs: bytes as f64 / (ms * 1e-3) / 1e9 }),
+            Err(e) => println!("{pattern} {shape} {dtype} {imp}: ERROR {e}"),
+        }
+    }
+
+    fn copy<T: Element>(&mut self, pattern: &'static str, shape: &str, dtype: &'static str, src: &Buffer<T>, bytes: usize) -> Result<()> {
+        let mut dst = self.dev.zeros::<T>(src.len())?;
+        self.time(pattern, shape, dtype, "fuse copy (d2d)", bytes, || dst.copy_from(src));
+        Ok(())
+    }
+}
+
+fn randn(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        })
+        .collect()
+}
+
+fn as_f16(v: &[f32]) -> Vec<f16> {
+    v.iter().map(|&x| f16::from_f32(x)).collect()
+}
+
+/// One element-wise pattern in one dtype: the fused kernel, its unfused chain and a copy.
+macro_rules! add_mul_case {
+    ($b:ident, $n:expr, $T:ty, $dt:literal, $fm:ident :: $fk:ident, $k:ident, $conv:expr) => {{
+        let n: usize = $n;
+        let d = $b.dev.clone();
+        let host: Vec<$T> = $conv(&randn(n, 1));
+        let (x, y, z) = (d.upload(&host)?, d.upload(&host)?, d.upload(&host)?);
+        let (mut o, mut t) = (d.zeros::<$T>(n)?, d.zeros::<$T>(n)?);
+        let bytes = 4 * n * std::mem::size_of::<$T>();
+        let (g, len, shape) = (grid(n, 1024), n as i32, n.to_string());
+        $b.time("add_mul", &shape, $dt, "fuse", bytes, || $fm::$fk::launch::<1024>(&d, g, &x, &y, &z, &mut o, len));
+        $b.time("add_mul", &shape, $dt, "fuse unfused chain", bytes, || {
+            $k::add::launch::<EW>(&d, g, &x, &y, &mut t, len)?;
+            $k::mul::launch::<EW>(&d, g, &t, &z, &mut o, len)
+        });
+        $b.copy("add_mul", &shape, $dt, &x, 2 * n * std::mem::size_of::<$T>())?;
+    }};
+}
+
+fn run() -> Result<()> {
+    let dev = match Device::cuda(0) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("anchors bench: skipped: needs a GPU ({e})");
+            return Ok(());
+        }
+    };
+    println!("device: {}", dev.description());
+    let flush = dev.zeros::<f32>(64 << 20)?; // 256 MiB, like do_bench's L2 flush
+    let mut b = Bench { dev: dev.clone(), flush, rows: Vec::new() };
+
+    // Host launch overhead: a tiny kernel, cache hot, launches queued back to back.
+    {
+        let n = 1024;
+        let x = dev.upload(&randn(n, 2))?;
+        let mut o = dev.zeros::<f32>(n)?;
+        for _ in 0..200 {
+            add_mul::add_mul::launch::<1024>(&dev, 1, &x, &x, &x, &mut o, n as i32)?;
+        }
+        dev.synchronize()?;
+        let k = 5000;
+        let t = std::time::Instant::now();
+        for _ in 0..k {
+            add_mul::add_mul::launch::<1024>(&dev, 1, &x, &x, &x, &mut o, n as i32)?;
+        }
+        let host_us = t.elapsed().as_secs_f64() / k as f64 * 1e6;
+        dev.synchronize()?;
+        println!("fuse host launch overhead: {host_us:.2} us/launch (tiny add_mul, {k} launches)");
+    }
+
+    for n in [1usize << 20, 64 << 20] {
+        add_mul_case!(b, n, f32, "float32", add_mul::add_mul, k32, |v: &[f32]| v.to_vec());
+        add_mul_case!(b, n, f16, "float16", add_mul::add_mul_f16, k16, as_f16);
+    }
+
+    macro_rules! row_case {
+        ($pat:literal, $rows:expr, $cols:expr, $T:ty, $dt:literal, $k:ident, $conv:expr, $fused:expr, $chain:expr) => {{
+            let (rows, cols): (usize, usize) = ($rows, $cols);
+            let d = b.dev.clone();
+            let host: Vec<$T> = $conv(&randn(rows * cols, 3));
+            let x = d.upload(&host)?;
+            let w = d.upload(&$conv(&randn(cols, 4)))?;
+            let bb = d.upload(&$conv(&randn(cols, 5)))?;
+            let mut y = d.zeros::<$T>(rows * cols)?;
+            let mut t = d.zeros::<$T>(rows * cols)?;
+            let (mut r1, mut r2) = (d.zeros::<$T>(rows)?, d.zeros::<$T>(rows)?);
+            let es = std::mem::size_of::<$T>();
+            let bytes = if $pat == "layernorm" { (2 * rows * cols + 2 * cols) * es } else { 2 * rows * cols * es };
+            let shape = format!("{rows}x{cols}");
+            let blk = cols.next_power_of_two();
+            let (gr, c) = (rows as u32, cols as i32);
+            #[allow(unused_variables)]
+            let _ = (&w, &bb, &mut t, &mut r1, &mut r2);
+            b.time($pat, &shape, $dt, "fuse", bytes, || $fused(&d, blk, gr, c, &x, &w, &bb, &mut y));
+            b.time($pat, &shape, $dt, "fuse unfused chain", bytes, || $chain(&d, blk, gr, c, &x, &w, &bb, &mut y, &mut t, &mut r1, &mut r2));
+            b.copy($pat, &shape, $dt, &x, 2 * rows * cols * es)?;
+        }};
+    }
+
+    for (rows, cols) in [(1024usize, 512usize), (4096, 4096), (32768, 1024), (8192, 8192)] {
+        row_case!("softmax", rows, cols, f32, "float32", k32, |v: &[f32]| v.to_vec(),
+            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, _w: &Buffer<f32>, _b: &Buffer<f32>, y: &mut Buffer<f32>| {
+                fuse::with_block!(blk, B => softmax::softmax::launch::<B>(d, gr, y, x, c, c, c))
+            },
+            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, _w: &Buffer<f32>, _b: &Buffer<f32>, y: &mut Buffer<f32>, t: &mut Buffer<f32>, m: &mut Buffer<f32>, s: &mut Buffer<f32>| {
+                fuse::with_block!(blk, B => {
+                    k32::row_max::launch::<B>(d, gr, x, m, c)?;
+                    k32::sub_exp::launch::<B>(d, gr, x, m, t, c)?;
+                    k32::row_sum::launch::<B>(d, gr, t, s, c)?;
+                    k32::div_row::launch::<B>(d, gr, t, s, y, c)
+                })
+            });
+        row_case!("softmax", rows, cols, f16, "float16", k16, as_f16,
+            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, _w: &Buffer<f16>, _b: &Buffer<f16>, y: &mut Buffer<f16>| {
+                fuse::with_block!(blk, B => softmax::softmax_f16::launch::<B>(d, gr, y, x, c, c, c))
+            },
+            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, _w: &Buffer<f16>, _b: &Buffer<f16>, y: &mut Buffer<f16>, t: &mut Buffer<f16>, m: &mut Buffer<f16>, s: &mut Buffer<f16>| {
+                fuse::with_block!(blk, B => {
+                    k16::row_max::launch::<B>(d, gr, x, m, c)?;
+                    k16::sub_exp::launch::<B>(d, gr, x, m, t, c)?;
+                    k16::row_sum::launch::<B>(d, gr, t, s, c)?;
+                    k16::div_row::launch::<B>(d, gr, t, s, y, c)
+                })
+            });
+    }
+
+    for (rows, cols) in [(4096usize, 1024usize), (4096, 4096), (8192, 8192), (32768, 768)] {
+        row_case!("layernorm", rows, cols, f32, "float32", k32, |v: &[f32]| v.to_vec(),
+            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, w: &Buffer<f32>, bb: &Buffer<f32>, y: &mut Buffer<f32>| {
+                fuse::with_block!(blk, B => layernorm::layernorm::launch::<B>(d, gr, x, y, w, bb, c, c, 1e-5))
+            },
+            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, w: &Buffer<f32>, bb: &Buffer<f32>, y: &mut Buffer<f32>, _t: &mut Buffer<f32>, m: &mut Buffer<f32>, r: &mut Buffer<f32>| {
+                fuse::with_block!(blk, B => {
+                    k32::row_mean::launch::<B>(d, gr, x, m, c)?;
+                    k32::row_rstd::launch::<B>(d, gr, x, m, r, c, 1e-5)?;
+                    k32::normalize::launch::<B>(d, gr, x, m, r, w, bb, y, c)
+                })
+            });
+        row_case!("layernorm", rows, cols, f16, "float16", k16, as_f16,
+            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, w: &Buffer<f16>, bb: &Buffer<f16>, y: &mut Buffer<f16>| {
+                fuse::with_block!(blk, B => layernorm::layernorm_f16::launch::<B>(d, gr, x, y, w, bb, c, c, 1e-5))
+            },
+            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, w: &Buffer<f16>, bb: &Buffer<f16>, y: &mut Buffer<f16>, _t: &mut Buffer<f16>, m: &mut Buffer<f16>, r: &mut Buffer<f16>| {
+                fuse::with_block!(blk, B => {
+                    k16::row_mean::launch::<B>(d, gr, x, m, c)?;
+                    k16::row_rstd::launch::<B>(d, gr, x, m, r, c, 1e-5)?;
+                    k16::normalize::launch::<B>(d, gr, x, m, r, w, bb, y, c)
+                })
+            });
+    }
+
+    macro_rules! bgd_case {
+        ($rows:expr, $h:expr, $T:ty, $dt:literal, $k:ident, $conv:expr, $fm:ident :: $fk:ident) => {{
+            let (rows, h): (usize, usize) = ($rows, $h);
+            let n = rows * h;
+            let d = b.dev.clone();
+            let x = d.upload(&$conv(&randn(n, 6)))?;
+            let bias = d.upload(&$conv(&randn(h, 7)))?;
+            let (mut o, mut t, mut u) = (d.zeros::<$T>(n)?, d.zeros::<$T>(n)?, d.zeros::<$T>(n)?);
+            let es = std::mem::size_of::<$T>();
+            let bytes = (2 * n + h) * es;
+            let shape = format!("{rows}x{h}");
+            let (g, nn, hh) = (grid(n, 1024), n as i32, h as i32);
+            b.time("bias_gelu_dropout", &shape, $dt, "fuse", bytes, || $fm::$fk::launch::<1024>(&d, g, &x, &bias, &mut o, 1234, 0.1, nn, hh));
+            b.time("bias_gelu_dropout", &shape, $dt, "fuse unfused chain", bytes, || {
+                $k::add_bias::launch::<EW>(&d, g, &x, &bias, &mut t, nn, hh)?;
+                $k::gelu::launch::<EW>(&d, g, &t, &mut u, nn)?;
+                $k::dropout::launch::<EW>(&d, g, &u, &mut o, 1234, 0.1, nn)
+            });
+            b.copy("bias_gelu_dropout", &shape, $dt, &x, 2 * n * es)?;
+        }};
+    }
+    for (rows, h) in [(8192usize, 4096usize), (16384, 8192)] {
+        bgd_case!(rows, h, f32, "float32", k32, |v: &[f32]| v.to_vec(), bias_gelu_dropout::bias_gelu_dropout);
+        bgd_case!(rows, h, f16, "float16", k16, as_f16, bias_gelu_dropout::bias_gelu_dropout_f16);
+    }
+
+    println!("{:<18} {:<11} {:<8} {:<20} {:>9} {:>7}", "pattern", "shape", "dtype", "impl", "ms", "GB/s");
+    for r in &b.rows {
+        println!("{:<18} {:<11} {:<8} {:<20} {:>9.4} {:>7.0}", r.pattern, r.shape, r.dtype, r.imp, r.ms, r.gbs);
+    }
+    if let Ok(path) = std::env::var("FUSE_BENCH_JSON") {
+        let json: Vec<String> = b
+            .rows
+            .iter()
+            .map(|r| {
+                // add_mul shapes are numbers in triton_anchor.py's JSON; the others strings.
+                let shape = if r.pattern == "add_mul" { r.shape.clone() } else { format!("\"{}\"", r.shape) };
+                format!(
+                    "{{\"pattern\": \"{}\", \"shape\": {shape}, \"dtype\": \"{}\", \"impl\": \"{}\", \"ms\": {}, \"gbs\": {}}}",
+                    r.pattern, r.dtype, r.imp, r.ms, r.gbs
+                )
+            })
+            .collect();
+        if let Err(e) = std::fs::write(&path, format!("[\n{}\n]\n", json.join(",\n"))) {
+            println!("could not write {path}: {e}");
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    if let Err(e) = run() {
+        println!("anchors bench failed: {e}");
+        std::process::exit(1);
+    }
+}
