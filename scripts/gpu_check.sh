@@ -19,14 +19,14 @@ if has examples; then
 fi
 if has tests; then
   for t in .gpu/test-*; do
-    case "$t" in *test-ui|*test-fuse_macros) continue;; esac
+    case "$t" in *test-ui|*test-fuse_macros|*-anchors) continue;; esac
     name=$(basename "$t")
     if "$t" --include-ignored --test-threads 1 >"$OUT/$name.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
     summary+=("$name: $r $(grep -E '^test result' "$OUT/$name.log" | tail -1)")
   done
 fi
 if has bench; then
-  for b in .gpu/bench-*; do
+  for b in .gpu/*-anchors; do
     [ -x "$b" ] || continue
     name=$(basename "$b")
     FUSE_BENCH_JSON="$OUT/$name.json" "$b" --bench >"$OUT/$name.log" 2>&1; summary+=("$name: exit $?")
