@@ -11,7 +11,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 date -u | tee -a "$OUT/device.txt"
 has() { [[ " $want " == *" $1 "* ]]; }
 if has examples; then
-  for ex in add_mul softmax layernorm bias_gelu_dropout; do
+  for ex in add_mul softmax layernorm bias_gelu_dropout add_rmsnorm silu_and_mul layernorm_quant l2norm; do
     if .gpu/example-$ex >"$OUT/example-$ex.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
     summary+=("example $ex: $r")
     grep -E "device:|GB/s|FAIL|err" "$OUT/example-$ex.log" | head -40

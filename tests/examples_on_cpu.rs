@@ -123,3 +123,62 @@ fn out_of_bounds_is_an_error_naming_the_parameter() {
     assert!(matches!(err, fuse::Error::OutOfBounds { .. }), "{msg}");
     assert!(msg.contains('x') && msg.contains("1000"), "names the parameter and index: {msg}");
 }
+
+#[test]
+fn add_rmsnorm_updates_the_residual_and_normalises() {
+    let mut rng = Rng::fresh("add_rmsnorm");
+    let d = cpu();
+    let (rows, cols) = (31, 700);
+    let (x, res, w) = (f16s(&rng.vec(rows * cols, 2.0)), f16s(&rng.vec(rows * cols, 2.0)), f16s(&rng.vec(cols, 1.0)));
+    let mut resb = d.upload(&res).unwrap();
+    let mut out = d.upload(&vec![f16::NAN; rows * cols]).unwrap();
+    add_rmsnorm::add_rmsnorm::launch::<1024>(&d, rows as u32, &d.upload(&x).unwrap(), &mut resb, &d.upload(&w).unwrap(), &mut out, cols as i32, 1e-6).unwrap();
+    let (want_res, want) = add_rmsnorm::reference(&f16_to_f64(&x), &f16_to_f64(&res), &f16_to_f64(&w), rows, cols, 1e-6);
+    assert_close("residual", &f16_to_f64(&resb.to_vec().unwrap()), &want_res, 2e-3, 1e-3);
+    assert_close("output", &f16_to_f64(&out.to_vec().unwrap()), &want, 4e-3, 4e-3);
+}
+
+#[test]
+fn silu_and_mul_on_a_2d_grid() {
+    let mut rng = Rng::fresh("silu_and_mul");
+    let d = cpu();
+    let (rows, dd) = (19, 1500);
+    let x = bf16s(&rng.vec(rows * 2 * dd, 3.0));
+    let mut out = d.upload(&vec![fuse::half::bf16::NAN; rows * dd]).unwrap();
+    silu_and_mul::silu_and_mul::launch::<512>(&d, (rows as u32, dd.div_ceil(512) as u32), &d.upload(&x).unwrap(), &mut out, dd as i32).unwrap();
+    assert_close("silu_and_mul", &bf16_to_f64(&out.to_vec().unwrap()), &silu_and_mul::reference(&bf16_to_f64(&x), rows, dd), 1e-3, 8e-3);
+}
+
+#[test]
+fn layernorm_quant_codes_and_scales() {
+    let mut rng = Rng::fresh("layernorm_quant");
+    let d = cpu();
+    let (rows, cols) = (23, 900);
+    let (x, w, b) = (rng.vec(rows * cols, 3.0), rng.vec(cols, 1.0), rng.vec(cols, 1.0));
+    let mut q = d.upload(&vec![i8::MIN; rows * cols]).unwrap();
+    let mut scales = d.upload(&vec![f32::NAN; rows]).unwrap();
+    layernorm_quant::layernorm_quant::launch::<1024>(&d, rows as u32, &d.upload(&x).unwrap(), &d.upload(&w).unwrap(), &d.upload(&b).unwrap(), &mut q, &mut scales, cols as i32, 1e-5).unwrap();
+    let (y, want_scales) = layernorm_quant::reference(&f64s(&x), &f64s(&w), &f64s(&b), rows, cols, 1e-5);
+    assert_close("scales", &f64s(&scales.to_vec().unwrap()), &want_scales, 1e-9, 1e-5);
+    let codes = q.to_vec().unwrap();
+    let off_by_one = codes.iter().enumerate().filter(|&(i, &c)| {
+        let want = (y[i] / want_scales[i / cols]).round();
+        let diff = (f64::from(c) - want).abs();
+        assert!(diff <= 1.0, "code {i}: {c} vs {want}");
+        diff == 1.0
+    }).count();
+    assert!(off_by_one * 1000 <= codes.len(), "{off_by_one} codes off by one");
+    assert!(codes.iter().any(|&c| c == 127 || c == -127), "the row maximum maps to ±127");
+}
+
+#[test]
+fn l2norm_including_a_zero_row() {
+    let mut rng = Rng::fresh("l2norm");
+    let d = cpu();
+    let (rows, cols) = (17, 1000);
+    let mut x = rng.vec(rows * cols, 2.0);
+    x[..cols].iter_mut().for_each(|v| *v = 0.0);
+    let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
+    l2norm::l2norm::launch::<1024>(&d, rows as u32, &d.upload(&x).unwrap(), &mut out, cols as i32, 1e-12).unwrap();
+    assert_close("l2norm", &f64s(&out.to_vec().unwrap()), &l2norm::reference(&f64s(&x), rows, cols, 1e-12), 1e-7, 1e-5);
+}

@@ -4,6 +4,14 @@
 
 #[path = "../../examples/kernels/add_mul.rs"]
 pub mod add_mul;
+#[path = "../../examples/kernels/add_rmsnorm.rs"]
+pub mod add_rmsnorm;
+#[path = "../../examples/kernels/l2norm.rs"]
+pub mod l2norm;
+#[path = "../../examples/kernels/layernorm_quant.rs"]
+pub mod layernorm_quant;
+#[path = "../../examples/kernels/silu_and_mul.rs"]
+pub mod silu_and_mul;
 #[path = "../../examples/kernels/bias_gelu_dropout.rs"]
 pub mod bias_gelu_dropout;
 #[path = "../../examples/kernels/layernorm.rs"]
@@ -25,6 +33,10 @@ pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
         (&layernorm::layernorm_wide::SPEC, vec![1024]),
         (&bias_gelu_dropout::bias_gelu_dropout::SPEC, vec![1024]),
         (&bias_gelu_dropout::bias_gelu_dropout_f16::SPEC, vec![1024]),
+        (&add_rmsnorm::add_rmsnorm::SPEC, vec![4096]),
+        (&silu_and_mul::silu_and_mul::SPEC, vec![1024]),
+        (&layernorm_quant::layernorm_quant::SPEC, vec![4096]),
+        (&l2norm::l2norm::SPEC, vec![1024]),
     ]
 }
 
@@ -67,6 +79,14 @@ pub fn f64s(v: &[f32]) -> Vec<f64> {
 
 pub fn f16s(v: &[f32]) -> Vec<fuse::half::f16> {
     v.iter().map(|&x| fuse::half::f16::from_f32(x)).collect()
+}
+
+pub fn bf16s(v: &[f32]) -> Vec<fuse::half::bf16> {
+    v.iter().map(|&x| fuse::half::bf16::from_f32(x)).collect()
+}
+
+pub fn bf16_to_f64(v: &[fuse::half::bf16]) -> Vec<f64> {
+    v.iter().map(|x| f64::from(x.to_f32())).collect()
 }
 
 pub fn f16_to_f64(v: &[fuse::half::f16]) -> Vec<f64> {
