@@ -3,7 +3,7 @@
 use super::*;
 use fuse_ir::*;
 
-mod kernels;
+pub(super) mod kernels;
 mod nvrtc;
 
 use kernels::*;
