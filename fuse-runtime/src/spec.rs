@@ -23,12 +23,14 @@ pub(crate) struct KernelInfo {
     pub(crate) narrow_index: Vec<Option<DType>>,
     /// `kernel.tile_lens()`, computed once.
     pub(crate) tile_lens: Vec<Len>,
+    /// Whether the kernel has a reduction (picks the [`default_num_warps`] rule).
+    pub(crate) reduces: bool,
 }
 
 impl KernelInfo {
     /// [`default_num_warps`] without allocating.
     pub(crate) fn default_num_warps(&self, consts: &[u64]) -> u32 {
-        num_warps_for(self.tile_lens.iter().filter_map(|l| l.eval(consts)).max())
+        num_warps_for(self.tile_lens.iter().filter_map(|l| l.eval(consts)).max(), self.reduces)
     }
 }
 
@@ -135,7 +137,8 @@ impl KernelSpec {
             return Err(format!("kernel `{}`: {b} (vars: {nvars}, params: {nparams})", self.name));
         }
         let tile_lens = kernel.tile_lens();
-        Ok(KernelInfo { kernel, narrow_index, tile_lens })
+        let reduces = has_reduction(&kernel);
+        Ok(KernelInfo { kernel, narrow_index, tile_lens, reduces })
     }
 
     /// The source NVRTC compiles: `#define <CONST> <value>` per const generic,
@@ -236,12 +239,69 @@ pub(crate) fn full_source_for(
     s
 }
 
-/// The default warps per program: from the largest tile length `L`, `clamp(L / 256, 1, 16)`
-/// (a power of two since `L` is): 4 warps for 1024-element tiles, 16 from 4096 on.
+/// The default warps per program, from the largest tile length `L` (a power of two):
+/// * element-wise kernels: `clamp(L / 256, 1, 16)` (4 warps for 1024-element tiles, 16 from
+///   4096 on): every thread moves a few 16-byte vectors;
+/// * kernels with a reduction (one row per program): Triton's choice for its softmax/layernorm,
+///   4 warps up to `L = 2048`, 8 up to 4096, 16 above (never more threads than elements / 32 or
+///   fewer than one warp). Measured on H100 (docs/PERF.md): softmax f16 4096² 16 → 8 warps
+///   1900 → 2112 GB/s; 8 warps at 8192 lost 8 % (f16), so 16 stays there.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
-    num_warps_for(kernel.tile_lens().iter().filter_map(|l| l.eval(consts)).max())
+    num_warps_for(kernel.tile_lens().iter().filter_map(|l| l.eval(consts)).max(), has_reduction(kernel))
 }
 
-fn num_warps_for(largest_tile: Option<u64>) -> u32 {
-    (largest_tile.unwrap_or(1) / 256).clamp(1, 16) as u32
+fn has_reduction(kernel: &Kernel) -> bool {
+    let mut r = false;
+    kernel.visit_stmts(&mut |s| {
+        if let Stmt::Assign { expr: Expr::Reduce(..), .. } = s {
+            r = true;
+        }
+    });
+    r
+}
+
+fn num_warps_for(largest_tile: Option<u64>, reduces: bool) -> u32 {
+    let l = largest_tile.unwrap_or(1);
+    if reduces {
+        let w = match l {
+            0..=2048 => 4,
+            2049..=4096 => 8,
+            _ => 16,
+        };
+        w.min((l / 32).max(1)) as u32
+    } else {
+        (l / 256).clamp(1, 16) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::num_warps_for;
+
+    #[test]
+    fn num_warps_elementwise() {
+        assert_eq!(num_warps_for(None, false), 1);
+        assert_eq!(num_warps_for(Some(64), false), 1);
+        assert_eq!(num_warps_for(Some(1024), false), 4);
+        assert_eq!(num_warps_for(Some(4096), false), 16);
+        assert_eq!(num_warps_for(Some(1 << 20), false), 16);
+    }
+
+    #[test]
+    fn num_warps_reducing_follows_triton_rows() {
+        assert_eq!(num_warps_for(Some(32), true), 1);
+        assert_eq!(num_warps_for(Some(64), true), 2);
+        assert_eq!(num_warps_for(Some(512), true), 4);
+        assert_eq!(num_warps_for(Some(1024), true), 4);
+        assert_eq!(num_warps_for(Some(2048), true), 4);
+        assert_eq!(num_warps_for(Some(4096), true), 8);
+        assert_eq!(num_warps_for(Some(8192), true), 16);
+        assert_eq!(num_warps_for(Some(16384), true), 16);
+        for l in (0..20).map(|i| 1u64 << i) {
+            for r in [false, true] {
+                let w = num_warps_for(Some(l), r);
+                assert!(w.is_power_of_two() && (1..=16).contains(&w));
+            }
+        }
+    }
 }
