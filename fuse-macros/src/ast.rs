@@ -68,8 +68,8 @@ pub enum ExprKind {
     Bool(bool),
     /// A name: local, parameter or const generic.
     Name(Ident),
-    /// `f(args)`, and method sugar `a.f(b)` as `f(a, b)`.
-    Call { func: Ident, args: Vec<Expr> },
+    /// `f(args)`, and method sugar `a.f(b)` as `f(a, b)` (`method` is true).
+    Call { func: Ident, args: Vec<Expr>, method: bool },
     /// `x as T` and `x.to(T)`.
     Cast { expr: Box<Expr>, to: DType },
     Unary { op: UnaryKind, expr: Box<Expr> },

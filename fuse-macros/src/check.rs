@@ -112,6 +112,9 @@ const BUILTINS: &[(&str, usize, usize, &str)] = &[
     ("cos", 1, 1, "x"),
 ];
 
+/// Functions whose first argument is not a value to call them on: no method sugar.
+const METHODLESS: &[&str] = &["program_id", "num_programs", "arange", "zeros", "full"];
+
 /// Words a C var name must avoid: C/C++/CUDA keywords and builtins, and the math functions the
 /// emitted source may call.
 pub const C_RESERVED: &[&str] = &[
@@ -662,7 +665,8 @@ impl<'d> Checker<'d> {
             None => rhs,
             Some((op, op_sp)) => {
                 let cur = self.read(&binding);
-                self.binary(BinaryKind::Op(op), cur, rhs, op_sp, tsp, value.sp)
+                let sym = format!("{}=", op_symbol(BinaryKind::Op(op)));
+                self.binary_as(BinaryKind::Op(op), &sym, cur, rhs, op_sp, tsp, value.sp)
             }
         };
         match binding.bound {
@@ -908,7 +912,7 @@ impl<'d> Checker<'d> {
                 let b = self.expr(rhs);
                 self.binary(*op, a, b, *op_sp, lhs.sp, rhs.sp)
             }
-            ExprKind::Call { func, args } => self.call(func, args, e.sp),
+            ExprKind::Call { func, args, method } => self.call(func, args, *method, e.sp),
         }
     }
 
@@ -1051,12 +1055,17 @@ impl<'d> Checker<'d> {
     }
 
     fn binary(&mut self, op: BinaryKind, a: Val, b: Val, op_sp: Sp, asp: Sp, bsp: Sp) -> Val {
+        self.binary_as(op, op_symbol(op), a, b, op_sp, asp, bsp)
+    }
+
+    /// `binary`, with the operator spelled `sym` in messages (`+=` for a compound assignment).
+    #[allow(clippy::too_many_arguments)]
+    fn binary_as(&mut self, op: BinaryKind, sym: &str, a: Val, b: Val, op_sp: Sp, asp: Sp, bsp: Sp) -> Val {
         let bop = match op {
             BinaryKind::Op(o) => o,
             BinaryKind::LogicalAnd => BinaryOp::And,
             BinaryKind::LogicalOr => BinaryOp::Or,
         };
-        let sym = op_symbol(op);
         if matches!(a, Val::Err) || matches!(b, Val::Err) {
             return Val::Err;
         }
@@ -1201,11 +1210,24 @@ impl<'d> Checker<'d> {
 
     // ---- calls --------------------------------------------------------------------------------
 
-    fn call(&mut self, func: &Ident, args: &[ast::Expr], sp: Sp) -> Val {
+    fn call(&mut self, func: &Ident, args: &[ast::Expr], method: bool, sp: Sp) -> Val {
         let name = func.to_string();
         let fsp = Sp::single(func.span());
         let vals: Vec<Val> = args.iter().map(|a| self.expr(a)).collect();
         let Some(&(_, lo, hi, sig)) = BUILTINS.iter().find(|b| b.0 == name) else {
+            if method {
+                // Any function whose first argument is a value can be written as a method, plus `.to(T)`.
+                let methods = BUILTINS.iter().filter(|b| !METHODLESS.contains(&b.0)).map(|b| b.0);
+                let help = match closest(&name, methods.clone().chain(["to"])) {
+                    Some(c) => format!("did you mean `.{c}()`?"),
+                    None => format!(
+                        "the methods are `.to(T)` and the tile language's functions on their first argument: {}",
+                        methods.map(|m| format!(".{m}()")).collect::<Vec<_>>().join(" ")
+                    ),
+                };
+                self.diags.error_help(fsp, format!("unknown method `.{name}()`"), help);
+                return Val::Err;
+            }
             let help = match closest(&name, BUILTINS.iter().map(|b| b.0)) {
                 Some(c) => format!("did you mean `{c}`?"),
                 None if name == "where" => "the select function is `where_(cond, a, b)`".into(),
@@ -1218,15 +1240,34 @@ impl<'d> Checker<'d> {
             return Val::Err;
         };
         if vals.len() < lo || vals.len() > hi {
+            // Method sugar counts the receiver as the first argument; say so in its own terms.
+            let (shown, lo, hi, found) = if method {
+                let rest = sig.split_once(", ").map_or("", |(_, r)| r);
+                (rest, lo.saturating_sub(1), hi.saturating_sub(1), vals.len().saturating_sub(1))
+            } else {
+                (sig, lo, hi, vals.len())
+            };
             let count = if lo == hi { format!("{lo}") } else { format!("{lo} to {hi}") };
             let plural = if hi == 1 { "argument" } else { "arguments" };
-            let msg = format!("`{name}` takes {count} {plural} ({sig}), found {}", vals.len());
+            let msg = if method {
+                let first = sig.split(", ").next().unwrap_or("x");
+                if hi == 0 {
+                    format!("`.{name}()` takes no arguments besides its receiver, found {found}")
+                } else {
+                    format!("`.{name}(..)` takes {count} {plural} ({shown}) besides its receiver ({first}), found {found}")
+                }
+            } else {
+                format!("`{name}` takes {count} {plural} ({shown}), found {found}")
+            };
             match name.as_str() {
-                "max" | "min" if vals.len() == 2 => self.diags.error_help(
-                    fsp,
-                    msg,
-                    format!("`{name}` reduces one tile; for the element-wise {name} of two values use `{name}imum(a, b)`"),
-                ),
+                "max" | "min" if vals.len() == 2 => {
+                    let help = if method {
+                        format!("`.{name}()` reduces one tile; for the element-wise {name} of two values use `a.{name}imum(b)`")
+                    } else {
+                        format!("`{name}` reduces one tile; for the element-wise {name} of two values use `{name}imum(a, b)`")
+                    };
+                    self.diags.error_help(fsp, msg, help)
+                }
                 _ => self.diags.error(fsp, msg),
             }
             return Val::Err;
@@ -1371,6 +1412,20 @@ impl<'d> Checker<'d> {
                     self.diags.error(sp, format!("`arange({s}, {e})` is empty: the end must be greater than the start"));
                     return Val::Err;
                 }
+                if !(n as u128).is_power_of_two() || n > 1 << 30 {
+                    // Point at the end when it alone sets the length.
+                    let at = if s == 0 { esp } else { sp };
+                    let up = (n as u128).checked_next_power_of_two().filter(|p| *p <= 1 << 30);
+                    let help = match up {
+                        Some(p) => format!(
+                            "tile lengths are powers of two: use `arange({s}, {})` and mask the extra lanes, e.g. `offs < n`",
+                            s + p as i128
+                        ),
+                        None => "tile lengths are powers of two up to 2^30".to_string(),
+                    };
+                    self.diags.error_help(at, format!("the length of `arange({s}, {e})` is {n}, which is not a power of two"), help);
+                    return Val::Err;
+                }
                 self.const_len(&Val::Weak(Weak::Int(ConstExpr::Lit(n))), sp, "the length of `arange`")
             }
             Val::Weak(Weak::Int(_)) if s == 0 => self.const_len(&end, esp, "the end of `arange`"),
@@ -1429,7 +1484,7 @@ impl<'d> Checker<'d> {
     }
 
     /// A mask: bool, scalar or a tile of the offset's length.
-    fn mask(&mut self, m: Option<(Val, Sp)>, offset: VarId, func: &str) -> Result<Option<VarId>, ()> {
+    fn mask(&mut self, m: Option<(Val, Sp)>, param: u32, offset: VarId, func: &str) -> Result<Option<VarId>, ()> {
         let Some((v, sp)) = m else { return Ok(None) };
         let id = self.strong(v, sp, &format!("the mask of `{func}`")).ok_or(())?;
         let ty = self.ty(id);
@@ -1441,12 +1496,27 @@ impl<'d> Checker<'d> {
             );
             return Err(());
         }
-        self.fits_offset(id, offset, sp, &format!("the mask of `{func}`"))?;
+        self.fits_offset(id, param, offset, sp, &format!("the mask of `{func}`"))?;
         Ok(Some(id))
     }
 
+    /// A mask whose shape is not compared with the offsets (they are already reported).
+    fn mask_dtype_only(&mut self, m: Option<(Val, Sp)>, func: &str) -> Result<Option<VarId>, ()> {
+        let Some((v, sp)) = m else { return Ok(None) };
+        let id = self.strong(v, sp, &format!("the mask of `{func}`")).ok_or(())?;
+        let ty = self.ty(id);
+        if ty.dtype != DType::Bool {
+            self.diags.error_help(
+                sp,
+                format!("the mask of `{func}` must be bool, found {}", self.describe_ty(&ty)),
+                "compare the offsets with the bound: `offs < n`",
+            );
+        }
+        Err(())
+    }
+
     /// A mask/value/other must be a scalar or a tile of the offset's length.
-    fn fits_offset(&mut self, id: VarId, offset: VarId, sp: Sp, what: &str) -> Result<(), ()> {
+    fn fits_offset(&mut self, id: VarId, param: u32, offset: VarId, sp: Sp, what: &str) -> Result<(), ()> {
         let (ty, oty) = (self.ty(id), self.ty(offset));
         match (&ty.shape, &oty.shape) {
             (Shape::Scalar, _) => Ok(()),
@@ -1454,7 +1524,7 @@ impl<'d> Checker<'d> {
                 self.diags.error_help(
                     sp,
                     format!("{what} is {}, but the pointer offset is a scalar", self.describe_ty(&ty)),
-                    "add a tile of offsets to the pointer: `x + offs`",
+                    format!("add a tile of offsets to the pointer: `{} + offs`", self.param_name(param)),
                 );
                 Err(())
             }
@@ -1497,11 +1567,11 @@ impl<'d> Checker<'d> {
             return Val::Err;
         };
         let (elem, _) = self.param_elem(param);
-        let mask = self.mask(mask, offset, "load");
+        let mask = self.mask(mask, param, offset, "load");
         let other = match other {
             None => Ok(None),
             Some((v, sp)) => match self.element_value(v, elem, sp, "the `other` value of `load`") {
-                Some(id) => self.fits_offset(id, offset, sp, "the `other` value of `load`").map(|()| Some(id)),
+                Some(id) => self.fits_offset(id, param, offset, sp, "the `other` value of `load`").map(|()| Some(id)),
                 None => Err(()),
             },
         };
@@ -1525,8 +1595,14 @@ impl<'d> Checker<'d> {
             );
         }
         let value = self.element_value(value, elem, vsp, &format!("the value stored into `{name}`"));
-        let value = value.and_then(|v| self.fits_offset(v, offset, vsp, "the stored value").ok().map(|()| v));
-        let mask = self.mask(mask, offset, "store");
+        let value_fits = value.map(|v| self.fits_offset(v, param, offset, vsp, "the stored value"));
+        // A tile stored through a scalar pointer is one mistake: the mask's shape says nothing new.
+        let mask = if value_fits == Some(Err(())) {
+            self.mask_dtype_only(mask, "store")
+        } else {
+            self.mask(mask, param, offset, "store")
+        };
+        let value = value.filter(|_| value_fits == Some(Ok(())));
         if let (true, Some(value), Ok(mask)) = (mutable, value, mask) {
             self.out.push(Stmt::Store { param, offset, value, mask });
         }

@@ -7,18 +7,18 @@
 //! only the kernel's own errors.
 
 use crate::ast::{KernelFn, ParamTy};
-use crate::diag::Diags;
+use crate::diag::{Diags, Sp};
 use crate::{check, emit_cuda, parse};
 use fuse_ir::{DType, Kernel, Specialization};
-use proc_macro2::TokenStream as TokenStream2;
-use quote::{format_ident, quote};
+use proc_macro2::{Delimiter, TokenStream as TokenStream2, TokenTree};
+use quote::{format_ident, quote, quote_spanned};
 
 pub fn fused_kernel(attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
     let mut diags = Diags::default();
     if !attr.is_empty() {
         diags.push(syn::Error::new_spanned(&attr, "`#[fused_kernel]` takes no arguments"));
     }
-    let func = match syn::parse2::<syn::ItemFn>(item.clone()) {
+    let func = match parse_item_fn(&item) {
         Ok(func) => func,
         Err(parse_error) => return not_a_function(item, parse_error, diags),
     };
@@ -38,11 +38,11 @@ pub fn fused_kernel(attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
 /// valid item, so code that uses it does not pile up errors.
 fn not_a_function(item: TokenStream2, parse_error: syn::Error, mut diags: Diags) -> TokenStream2 {
     let keep = match syn::parse2::<syn::Item>(item.clone()) {
-        Ok(other) => {
-            diags.push(syn::Error::new_spanned(
-                &other,
+        Ok(_) => {
+            diags.error(
+                item_head(&item),
                 "`#[fused_kernel]` applies to a function: `fn name<const BLOCK: usize>(params) { .. }`",
-            ));
+            );
             item
         }
         Err(_) => {
@@ -52,6 +52,57 @@ fn not_a_function(item: TokenStream2, parse_error: syn::Error, mut diags: Diags)
     };
     let errors = diags.combined().map(|e| e.to_compile_error());
     quote! { #errors #keep }
+}
+
+/// `syn::parse2::<ItemFn>`, except that an error at the end of the tokens ("unexpected end of
+/// input, expected curly braces", or the end of a `macro_rules!` `$t:ty` group) points at the
+/// item's last token rather than at the call site: the item is parsed inside a brace group spanned
+/// like its last token.
+fn parse_item_fn(item: &TokenStream2) -> syn::Result<syn::ItemFn> {
+    let last = item.clone().into_iter().last().map_or_else(proc_macro2::Span::call_site, |t| t.span());
+    let mut group = proc_macro2::Group::new(Delimiter::Brace, item.clone());
+    group.set_span(last);
+    let parse = |input: syn::parse::ParseStream| {
+        let content;
+        syn::braced!(content in input);
+        let f: syn::ItemFn = content.parse()?;
+        if !content.is_empty() {
+            return Err(content.error("unexpected tokens after the kernel function"));
+        }
+        Ok(f)
+    };
+    syn::parse::Parser::parse2(parse, TokenStream2::from(TokenTree::Group(group)))
+}
+
+/// The keyword and name of an item (`struct Kernel`), past its attributes and visibility.
+fn item_head(item: &TokenStream2) -> Sp {
+    let mut tokens = item.clone().into_iter().peekable();
+    let mut words = Vec::new();
+    while let Some(t) = tokens.next() {
+        match &t {
+            // `#[attr]` and `pub(crate)`.
+            TokenTree::Punct(p) if p.as_char() == '#' => {
+                tokens.next();
+            }
+            TokenTree::Ident(i) if i == "pub" => {
+                if matches!(tokens.peek(), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis) {
+                    tokens.next();
+                }
+            }
+            TokenTree::Ident(_) => {
+                words.push(t.span());
+                if words.len() == 2 {
+                    break;
+                }
+            }
+            _ => break,
+        }
+    }
+    match words.as_slice() {
+        [] => Sp::of(item),
+        [one] => Sp::single(*one),
+        [first, .., last] => Sp { start: *first, end: *last },
+    }
 }
 
 /// The launcher's parameter type for a kernel parameter.
@@ -126,9 +177,13 @@ fn kernel_module(f: &KernelFn, kernel: &Kernel) -> TokenStream2 {
     let cuda = emit_cuda::emit_cuda(kernel);
     let name_str = f.name.to_string();
     let consts = &f.consts;
+    // Spanned at the const generic in the kernel's signature: a bad `launch::<1000>` is reported
+    // there, with rustc's note pointing at the call that instantiated it.
     let asserts = consts.iter().map(|c| {
-        let msg = format!("fuse: const generic {c} of kernel {name_str} must be a power of two");
-        quote! { const { ::core::assert!(#c.is_power_of_two(), #msg) }; }
+        let msg = format!(
+            "fuse: const generic {c} of kernel {name_str} must be a power of two, like 256 or 1024 (a run-time size goes through fuse::with_block!)"
+        );
+        quote_spanned! {c.span()=> const { ::core::assert!(#c.is_power_of_two(), #msg) }; }
     });
     let args = f.params.iter().map(|p| {
         let n = &p.name;

@@ -14,6 +14,8 @@ mod expand;
 mod parse;
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;
 
 /// See the crate documentation and DESIGN.md for the kernel language.

@@ -14,12 +14,19 @@ use syn::spanned::Spanned;
 /// [`ParamTy::Invalid`]) so that the expander can still write a launcher stub.
 pub fn parse_kernel(item: &syn::ItemFn, diags: &mut Diags) -> KernelFn {
     let sig = &item.sig;
-    let mut p = Parser { diags };
-    p.signature(sig);
+    let mut p = Parser { diags, type_generics: Vec::new() };
+    let returns_value = p.signature(sig);
     let attrs = p.attributes(&item.attrs);
     let consts = p.generics(&sig.generics);
     let params = sig.inputs.iter().filter_map(|arg| p.param(arg)).collect();
-    let body = p.block(&item.block);
+    let mut body = p.block(&item.block);
+    if returns_value {
+        // The return type is already reported; the tail expression that returns the value is
+        // the same mistake.
+        if let Some(Stmt::Expr { semi, .. }) = body.stmts.last_mut() {
+            *semi = true;
+        }
+    }
     KernelFn {
         attrs,
         vis: item.vis.clone(),
@@ -33,6 +40,8 @@ pub fn parse_kernel(item: &syn::ItemFn, diags: &mut Diags) -> KernelFn {
 
 struct Parser<'d> {
     diags: &'d mut Diags,
+    /// Type generics (already reported): their uses in parameter types are not reported again.
+    type_generics: Vec<Ident>,
 }
 
 fn unsupported(what: &str) -> String {
@@ -48,7 +57,8 @@ impl Parser<'_> {
         self.diags.error_help(Sp::of(node), unsupported(what), help);
     }
 
-    fn signature(&mut self, sig: &syn::Signature) {
+    /// Reports what a kernel signature cannot have; true if it declares a return value.
+    fn signature(&mut self, sig: &syn::Signature) -> bool {
         if let Some(t) = &sig.constness {
             self.unsupported(t, "a `const fn` kernel");
         }
@@ -72,8 +82,10 @@ impl Parser<'_> {
                     "a kernel cannot return a value",
                     "write results through a `*mut` parameter with `store(ptr, value, mask)`",
                 );
+                return true;
             }
         }
+        false
     }
 
     fn attributes(&mut self, attrs: &[syn::Attribute]) -> Vec<syn::Attribute> {
@@ -111,16 +123,20 @@ impl Parser<'_> {
                     }
                     consts.push(c.ident.clone());
                 }
-                syn::GenericParam::Type(t) => self.unsupported_help(
-                    t,
-                    "a generic type parameter",
-                    "kernels take concrete element types (`*const f32`, `*const f16`, ...); only `const N: usize` generics are allowed",
-                ),
+                syn::GenericParam::Type(t) => {
+                    self.diags.error_help(
+                        Sp::single(t.ident.span()),
+                        unsupported("a generic type parameter"),
+                        "kernels take concrete element types (`*const f32`, `*const f16`, ...); only `const N: usize` generics are allowed",
+                    );
+                    self.type_generics.push(t.ident.clone());
+                }
                 syn::GenericParam::Lifetime(l) => self.unsupported(l, "a lifetime parameter"),
             }
         }
         if let Some(w) = &generics.where_clause {
-            self.unsupported(w, "a `where` clause");
+            // At `where` itself: an empty clause prints no tokens.
+            self.unsupported(&w.where_token, "a `where` clause");
         }
         consts
     }
@@ -160,6 +176,9 @@ impl Parser<'_> {
                 let Some(elem) = self.elem_name(&p.elem) else {
                     return ParamTy::Invalid;
                 };
+                if self.type_generics.contains(&elem) {
+                    return ParamTy::Invalid;
+                }
                 match DType::from_name(&elem.to_string()) {
                     Some(DType::Bool) => {
                         self.diags.error_help(Sp::of(&p.elem), "bool buffers are not supported", "store flags as `u8`");
@@ -167,17 +186,21 @@ impl Parser<'_> {
                     }
                     Some(dtype) => ParamTy::Ptr { elem: dtype, mutable: p.mutability.is_some() },
                     None => {
-                        self.diags.error_help(
-                            Sp::of(&elem),
-                            format!("unsupported pointer element type `{elem}`"),
-                            "pointers point at f32 f16 bf16 i32 i64 u32 u64 u8 or i8",
-                        );
+                        let help = if elem == "f64" {
+                            "f64 is not supported: store data as f32 (or f16/bf16)"
+                        } else {
+                            "pointers point at f32 f16 bf16 i32 i64 u32 u64 u8 or i8"
+                        };
+                        self.diags.error_help(Sp::of(&elem), format!("unsupported pointer element type `{elem}`"), help);
                         ParamTy::Invalid
                     }
                 }
             }
             syn::Type::Path(tp) if tp.qself.is_none() && tp.path.get_ident().is_some() => {
                 let Some(ident) = tp.path.get_ident() else { return ParamTy::Invalid };
+                if self.type_generics.contains(ident) {
+                    return ParamTy::Invalid;
+                }
                 match DType::from_name(&ident.to_string()) {
                     Some(d @ (DType::I32 | DType::I64 | DType::U32 | DType::U64 | DType::F32)) => ParamTy::Scalar(d),
                     Some(d) => {
@@ -189,7 +212,7 @@ impl Parser<'_> {
                         ParamTy::Invalid
                     }
                     None if ident == "f64" => {
-                        self.diags.error_help(Sp::of(ident), "unsupported parameter type `f64`", "use f32");
+                        self.diags.error_help(Sp::of(ident), "unsupported parameter type `f64`", "f64 is not supported: use f32");
                         ParamTy::Invalid
                     }
                     None => {
@@ -266,9 +289,12 @@ impl Parser<'_> {
                 None
             }
             syn::Stmt::Macro(m) => {
-                self.unsupported_help(&m.mac, "a macro invocation", "kernels cannot print or call macros");
+                let sp = Sp::of(&m.mac.path).to(Sp::of(&m.mac.bang_token));
+                self.diags.error_help(sp, unsupported("a macro invocation"), "kernels cannot print or call macros");
                 None
             }
+            // A stray `;` (syn keeps it as an empty expression statement): Rust allows it.
+            syn::Stmt::Expr(syn::Expr::Verbatim(v), Some(_)) if v.is_empty() => None,
             syn::Stmt::Expr(e, semi) => self.expr_stmt(e, semi.is_some()),
         }
     }
@@ -431,11 +457,11 @@ impl Parser<'_> {
 
     fn expr(&mut self, e: &syn::Expr) -> Expr {
         let sp = Sp::of(e);
-        let kind = self.expr_kind(e, sp);
+        let kind = self.expr_kind(e);
         Expr { kind, sp }
     }
 
-    fn expr_kind(&mut self, e: &syn::Expr, sp: Sp) -> ExprKind {
+    fn expr_kind(&mut self, e: &syn::Expr) -> ExprKind {
         use syn::Expr as E;
         match e {
             E::Lit(l) => self.literal(&l.lit),
@@ -481,7 +507,7 @@ impl Parser<'_> {
                 };
                 let args = c.args.iter().map(|a| self.expr(a)).collect();
                 match func {
-                    Some(func) => ExprKind::Call { func, args },
+                    Some(func) => ExprKind::Call { func, args, method: false },
                     None => ExprKind::Error,
                 }
             }
@@ -506,55 +532,87 @@ impl Parser<'_> {
                 }
                 let mut args = vec![self.expr(&m.receiver)];
                 args.extend(m.args.iter().map(|a| self.expr(a)));
-                ExprKind::Call { func: m.method.clone(), args }
+                ExprKind::Call { func: m.method.clone(), args, method: true }
             }
             E::Cast(c) => {
                 let Some(to) = self.cast_target_type(&c.ty) else { return ExprKind::Error };
                 ExprKind::Cast { expr: Box::new(self.expr(&c.expr)), to }
             }
-            E::If(_) => {
+            // Unsupported syntax is reported at the token that introduces it (`match`, `|..|`,
+            // `return`, ...), not across the whole construct.
+            E::If(i) => {
                 self.diags.error_help(
-                    sp,
+                    Sp::of(&i.if_token),
                     "unsupported syntax: `if` as a value is not part of the fuse tile language",
                     "select per lane with `where_(cond, a, b)`",
                 );
                 ExprKind::Error
             }
-            E::Index(_) => {
-                self.unsupported_help(e, "indexing `a[i]`", "read memory with `load(ptr + offs, mask)`");
+            E::Index(i) => {
+                let brackets = Sp::single(i.bracket_token.span.join());
+                self.diags.error_help(brackets, unsupported("indexing `a[i]`"), "read memory with `load(ptr + offs, mask)`");
                 ExprKind::Error
             }
-            E::Reference(_) => {
-                self.unsupported_help(e, "a reference `&x`", "pointer arithmetic is `ptr + offs`; values are used directly");
+            E::Reference(r) => {
+                let sp = match &r.mutability {
+                    Some(m) => Sp::of(&r.and_token).to(Sp::of(m)),
+                    None => Sp::of(&r.and_token),
+                };
+                self.diags.error_help(sp, unsupported("a reference `&x`"), "pointer arithmetic is `ptr + offs`; values are used directly");
                 ExprKind::Error
             }
-            E::Closure(_) => self.reject(e, "a closure"),
-            E::Match(_) => self.reject_help(e, "`match`", "use `if`/`else` or `where_(cond, a, b)`"),
-            E::Struct(_) => self.reject(e, "a struct literal"),
-            E::Async(_) => self.reject(e, "an `async` block"),
-            E::Await(_) => self.reject(e, "`.await`"),
-            E::Return(_) => self.reject_help(e, "`return`", "a kernel runs to the end of its body; guard work with `if` or masks"),
-            E::Break(_) => self.reject(e, "`break`"),
-            E::Continue(_) => self.reject(e, "`continue`"),
-            E::While(_) => self.reject_help(e, "a `while` loop", "write `for i in a..b`"),
-            E::Loop(_) => self.reject_help(e, "`loop`", "write `for i in a..b`"),
-            E::ForLoop(_) => self.reject(e, "a `for` loop used as a value"),
-            E::Macro(_) => self.reject_help(e, "a macro invocation", "kernels cannot print or call macros"),
+            E::Closure(c) => self.reject_at(Sp::of(&c.or1_token).to(Sp::of(&c.or2_token)), "a closure", Some("compute inline, or bind the value with `let`")),
+            E::Match(m) => self.reject_at(Sp::of(&m.match_token), "`match`", Some("use `if`/`else` or `where_(cond, a, b)`")),
+            E::Struct(st) => self.reject_at(Sp::of(&st.path), "a struct literal", Some("kernels work on scalars and tiles; pass each field as its own parameter")),
+            E::Async(a) => self.reject_at(Sp::of(&a.async_token), "an `async` block", None),
+            E::Await(a) => self.reject_at(Sp::of(&a.await_token), "`.await`", None),
+            E::Return(r) if r.expr.is_some() => {
+                self.diags.error_help(
+                    Sp::of(&r.return_token),
+                    "a kernel cannot return a value",
+                    "write results through a `*mut` parameter with `store(ptr, value, mask)`",
+                );
+                // The value stands in for the `return`, so its own (independent) mistakes are
+                // still checked; no code is generated after an error.
+                match &r.expr {
+                    Some(v) => self.expr(v).kind,
+                    None => ExprKind::Error,
+                }
+            }
+            E::Return(r) => self.reject_at(Sp::of(&r.return_token), "`return`", Some("a kernel runs to the end of its body; guard work with `if` or masks")),
+            E::Break(b) => self.reject_at(Sp::of(&b.break_token), "`break`", Some("loops run their whole range; guard work with `if`")),
+            E::Continue(c) => self.reject_at(Sp::of(&c.continue_token), "`continue`", Some("guard the rest of the body with `if`")),
+            E::While(w) => self.reject_at(Sp::of(&w.while_token), "a `while` loop", Some("write `for i in a..b` or `for i in (a..b).step_by(s)`")),
+            E::Loop(l) => self.reject_at(Sp::of(&l.loop_token), "`loop`", Some("write `for i in a..b`")),
+            E::ForLoop(f) => self.reject_at(Sp::of(&f.for_token), "a `for` loop used as a value", None),
+            E::Macro(m) => self.reject_at(Sp::of(&m.mac.path).to(Sp::of(&m.mac.bang_token)), "a macro invocation", Some("kernels cannot print or call macros")),
             E::Tuple(_) => self.reject(e, "a tuple"),
             E::Array(_) | E::Repeat(_) => self.reject_help(e, "an array", "make tiles with `arange`, `zeros` or `full`"),
-            E::Field(_) => self.reject(e, "field access"),
+            E::Field(f) => self.reject_at(Sp::of(&f.dot_token).to(Sp::of(&f.member)), "field access", None),
             E::Block(_) => self.reject(e, "a block expression"),
-            E::Unsafe(_) => self.reject_help(e, "an `unsafe` block", "kernels are checked; remove `unsafe`"),
-            E::Try(_) => self.reject(e, "the `?` operator"),
-            E::TryBlock(_) => self.reject(e, "a `try` block"),
-            E::Let(_) => self.reject(e, "`let` in an expression"),
-            E::Range(_) => self.reject_help(e, "a range outside a `for` header", "ranges only appear in `for i in a..b`; for a tile use `arange(a, b)`"),
-            E::Assign(_) => self.reject(e, "an assignment used as a value"),
-            E::Yield(_) => self.reject(e, "`yield`"),
-            E::Const(_) => self.reject(e, "a `const` block"),
+            E::Unsafe(u) => self.reject_at(Sp::of(&u.unsafe_token), "an `unsafe` block", Some("kernels are checked; remove `unsafe`")),
+            E::Try(t) => self.reject_at(Sp::of(&t.question_token), "the `?` operator", None),
+            E::TryBlock(t) => self.reject_at(Sp::of(&t.try_token), "a `try` block", None),
+            E::Let(l) => self.reject_at(Sp::of(&l.let_token), "`let` in an expression", None),
+            E::Range(r) => self.reject_at(
+                Sp::of(&r.limits),
+                "a range outside a `for` header",
+                Some("ranges only appear in `for i in a..b`; for a tile use `arange(a, b)`"),
+            ),
+            E::Assign(a) => self.reject_at(Sp::of(&a.eq_token), "an assignment used as a value", Some("assign in its own statement")),
+            E::Yield(y) => self.reject_at(Sp::of(&y.yield_token), "`yield`", None),
+            E::Const(c) => self.reject_at(Sp::of(&c.const_token), "a `const` block", None),
             E::Infer(_) => self.reject(e, "`_`"),
             _ => self.reject(e, "this expression"),
         }
+    }
+
+    fn reject_at(&mut self, sp: Sp, what: &str, help: Option<&str>) -> ExprKind {
+        match help {
+            Some(help) => self.diags.error_help(sp, unsupported(what), help),
+            None => self.diags.error(sp, unsupported(what)),
+        }
+        ExprKind::Error
     }
 
     fn reject(&mut self, e: &syn::Expr, what: &str) -> ExprKind {

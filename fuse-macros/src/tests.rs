@@ -320,8 +320,8 @@ fn softmax_checks() {
     assert_eq!(k.ty(offset), &Ty::tile(DType::I32, block()), "offset = row * in_stride + cols");
     let other = other.expect("other");
     assert_eq!(k.ty(other), &Ty::scalar(DType::F32));
-    // -inf travels through JSON as `-1.0 / 0.0`.
-    assert!(matches!(expr_of(&k, &k.var(other).name), Expr::Binary(BinaryOp::Div, ..)));
+    // -inf is a plain float literal (the IR serialises floats by bit pattern).
+    assert!(matches!(expr_of(&k, &k.var(other).name), Expr::Lit(Literal::Float(f)) if f == f64::NEG_INFINITY));
     assert!(assigns(&k).iter().any(|(_, e)| matches!(e, Expr::Reduce(ReduceOp::Max, _))));
     assert!(assigns(&k).iter().any(|(_, e)| matches!(e, Expr::Reduce(ReduceOp::Sum, _))));
     assert_eq!(var(&k, "y").ty, Ty::tile(DType::F32, block()));
@@ -594,7 +594,9 @@ fn error_reduce_scalar() {
 
 #[test]
 fn error_arange_not_power_of_two() {
-    one_error(&body("let o = arange(0, 100);"), "100 is not a power of two", "arange(0, 100)");
+    one_error(&body("let o = arange(0, 100);"), "the length of `arange(0, 100)` is 100, which is not a power of two", "100");
+    assert!(errors(&body("let o = arange(0, 100);"))[0].0.contains("use `arange(0, 128)`"));
+    one_error(&body("let o = arange(4, 10);"), "the length of `arange(4, 10)` is 6", "arange(4, 10)");
 }
 
 #[test]
@@ -636,12 +638,17 @@ fn error_unknown_function_with_hint() {
     assert_eq!(errs.len(), 1);
     assert!(errs[0].0.contains("unknown function `sqr`") && errs[0].0.contains("did you mean `sqrt`?"), "{}", errs[0].0);
     assert_eq!(errs[0].1, "sqr");
-    one_error(&body("let v = s.powf(2.0);"), "unknown function `powf`", "powf");
+    one_error(&body("let v = s.powf(2.0);"), "unknown method `.powf()`", "powf");
+    let errs = errors(&body("let v = s.sqr();"));
+    assert!(errs[0].0.contains("unknown method `.sqr()`") && errs[0].0.contains("did you mean `.sqrt()`?"), "{}", errs[0].0);
 }
 
 #[test]
 fn error_wrong_arity() {
     one_error(&body("let v = exp(s, s);"), "`exp` takes 1 argument (x), found 2", "exp");
+    one_error(&body("let v = s.exp(s);"), "`.exp()` takes no arguments besides its receiver, found 1", "exp");
+    one_error(&body("let v = x.load(n < 0, 1.0, 2.0);"), "`.load(..)` takes 0 to 2 arguments (mask, other) besides its receiver (ptr), found 3", "load");
+    assert!(errors(&body("let v = s.max(s);"))[0].0.contains("use `a.maximum(b)`"));
     let errs = errors(&body("let v = max(s, s);"));
     assert!(errs[0].0.contains("use `maximum(a, b)`"), "{}", errs[0].0);
     one_error(&body("store(y);"), "`store` takes 2 to 3 arguments (ptr, value, mask), found 1", "store");
@@ -668,19 +675,33 @@ fn error_unsupported_param_types() {
 
 #[test]
 fn error_unsupported_syntax() {
-    one_error(&body("let f = |a| a;"), "unsupported syntax: a closure is not part of the fuse tile language", "|a| a");
-    one_error(&body("let v = match n { _ => 1 };"), "unsupported syntax: `match`", "match n { _ => 1 }");
-    one_error(&body("let r = &n;"), "unsupported syntax: a reference `&x`", "&n");
-    one_error(&body("while true {}"), "unsupported syntax: a `while` loop", "while true {}");
-    one_error(&body("let v = x[3];"), "unsupported syntax: indexing `a[i]`", "x[3]");
-    one_error(&body("println!(\"hi\");"), "unsupported syntax: a macro invocation", "println!(\"hi\")");
+    one_error(&body("let f = |a| a;"), "unsupported syntax: a closure is not part of the fuse tile language", "|a|");
+    one_error(&body("let v = match n { _ => 1 };"), "unsupported syntax: `match`", "match");
+    one_error(&body("let r = &n;"), "unsupported syntax: a reference `&x`", "&");
+    one_error(&body("let r = &mut n;"), "unsupported syntax: a reference `&x`", "&mut");
+    one_error(&body("while true {}"), "unsupported syntax: a `while` loop", "while");
+    one_error(&body("let v = x[3];"), "unsupported syntax: indexing `a[i]`", "[3]");
+    one_error(&body("println!(\"hi\");"), "unsupported syntax: a macro invocation", "println!");
+    one_error(&body("let v = println!(\"hi\");"), "unsupported syntax: a macro invocation", "println!");
     one_error(&body("return;"), "unsupported syntax: `return`", "return");
-    one_error(&body("let v = if n > 0 { 1 } else { 2 };"), "`if` as a value", "if n > 0 { 1 } else { 2 }");
-    one_error(&body("loop {}"), "unsupported syntax: `loop`", "loop {}");
+    one_error(&body("if n > 0 { return 1.0; }"), "a kernel cannot return a value", "return");
+    // The returned value is still checked: its mistakes are independent.
+    let errs = errors(&body("if n > 0 { return zzz; }"));
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert_eq!((errs[1].0.as_str(), errs[1].1.as_str()), ("undefined variable `zzz`", "zzz"));
+    one_error(&body("let v = if n > 0 { 1 } else { 2 };"), "`if` as a value", "if");
+    one_error(&body("loop {}"), "unsupported syntax: `loop`", "loop");
     one_error(&body("let v = n << 2;"), "unsupported syntax: a shift operator", "<<");
-    one_error(&body("let v = async { 1 };"), "unsupported syntax: an `async` block", "async { 1 }");
+    one_error(&body("let v = async { 1 };"), "unsupported syntax: an `async` block", "async");
+    one_error(&body("let v = P { a: 1 };"), "unsupported syntax: a struct literal", "P");
+    one_error(&body("let v = s.re;"), "unsupported syntax: field access", ".re");
+    one_error(&body("let v = 0..n;"), "unsupported syntax: a range outside a `for` header", "..");
     one_error(&body("for i in 0..=n {}"), "inclusive range", "..=");
     one_error("fn k<T>(x: *const f32) {}", "a generic type parameter", "T");
+    // Uses of the type parameter are the same mistake: reported once.
+    one_error("fn k<T>(x: *const T, y: *mut T, s: T) {}", "a generic type parameter", "T");
+    // So is the tail expression of a kernel declared to return a value.
+    one_error("fn k(x: *const f32) -> f32 { load(x) }", "a kernel cannot return a value", "-> f32");
     one_error("fn k(x: *const f32) -> f32 {}", "a kernel cannot return a value", "-> f32");
     one_error("async fn k(x: *const f32) {}", "an `async` kernel", "async");
 }
@@ -723,6 +744,13 @@ fn error_store_value_type() {
 fn error_store_tile_through_scalar_pointer() {
     one_error(
         &body("let o = arange(0, BLOCK); store(y, o.to(f32));"),
+        "the stored value is f32 tile of length BLOCK, but the pointer offset is a scalar",
+        "o.to(f32)",
+    );
+    assert!(errors(&body("let o = arange(0, BLOCK); store(y, o.to(f32));"))[0].0.contains("`y + offs`"));
+    // The mask has the same shape problem: reported once, at the value.
+    one_error(
+        &body("let o = arange(0, BLOCK); store(y, o.to(f32), o < n);"),
         "the stored value is f32 tile of length BLOCK, but the pointer offset is a scalar",
         "o.to(f32)",
     );
@@ -828,7 +856,7 @@ fn expands_to_module_with_launcher() {
         "pub static SPEC : :: fuse :: KernelSpec = :: fuse :: KernelSpec :: new (NAME , SOURCE , IR_JSON , & [",
         "pub fn launch < const BLOCK : usize > (device : & :: fuse :: Device , config : impl :: core :: convert :: Into < :: fuse :: LaunchConfig > , x : & :: fuse :: Buffer < f32 > , y : & :: fuse :: Buffer < f32 > , z : & :: fuse :: Buffer < f32 > , out : & mut :: fuse :: Buffer < f32 > , n : i32)",
         "-> :: core :: result :: Result < () , :: fuse :: Error >",
-        "const { :: core :: assert ! (BLOCK . is_power_of_two () , \"fuse: const generic BLOCK of kernel add_mul must be a power of two\") } ;",
+        "const { :: core :: assert ! (BLOCK . is_power_of_two () , \"fuse: const generic BLOCK of kernel add_mul must be a power of two, like 256 or 1024 (a run-time size goes through fuse::with_block!)\") } ;",
         ":: fuse :: launch (& SPEC , device , config . into () , & [BLOCK as u64] , & mut [:: fuse :: KernelArg :: from (x) , :: fuse :: KernelArg :: from (y) , :: fuse :: KernelArg :: from (z) , :: fuse :: KernelArg :: from (out) , :: fuse :: KernelArg :: from (n)])",
     ] {
         assert!(text.contains(needle), "missing {needle}\nin {text}");
@@ -896,6 +924,34 @@ fn non_function_items_are_reported_and_kept() {
     let text = expand_src("", "struct S { a: i32 }");
     assert!(text.contains("applies to a function"));
     assert!(text.contains("struct S"));
+}
+
+/// The source text under each `compile_error!` of an expansion.
+fn expansion_error_texts(out: &TokenStream) -> Vec<String> {
+    let mut texts = Vec::new();
+    for t in out.clone() {
+        if let proc_macro2::TokenTree::Ident(i) = &t {
+            if i == "compile_error" {
+                texts.push(i.span().source_text().unwrap_or_default());
+            }
+        }
+    }
+    texts
+}
+
+#[test]
+fn parse_errors_at_the_end_of_the_item_point_at_its_last_token() {
+    // A missing body: syn says "unexpected end of input" at the call site; we point at `)`.
+    let out = expand::fused_kernel(TokenStream::new(), tokens("fn k(x: *const f32)"));
+    assert_eq!(expansion_error_texts(&out), [")"], "{out}");
+    let out = expand::fused_kernel(TokenStream::new(), tokens("struct S { a: i32 }"));
+    // (`compile_error` carries the first token's span; rustc underlines `struct S`, see tests/ui.)
+    assert_eq!(expansion_error_texts(&out), ["struct"], "{out}");
+}
+
+#[test]
+fn stray_semicolons_are_fine() {
+    ok("fn k(x: *mut f32) { ; store(x, 1.0);; }");
 }
 
 #[test]

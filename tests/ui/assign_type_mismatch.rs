@@ -1,0 +1,13 @@
+use fuse::fused_kernel;
+
+#[fused_kernel]
+fn k<const BLOCK: usize>(x: *const f32, out: *mut f32, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let mut acc = zeros(BLOCK);
+    for i in 0..4 {
+        acc += offs * i;
+    }
+    store(out + offs, acc + load(x + offs, offs < n), offs < n);
+}
+
+fn main() {}

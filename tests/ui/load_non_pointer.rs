@@ -1,0 +1,11 @@
+use fuse::fused_kernel;
+
+#[fused_kernel]
+fn k<const BLOCK: usize>(x: *const f32, out: *mut f32, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let mask = offs < n;
+    let v = load(n + offs, mask);
+    store(out + offs, v, mask);
+}
+
+fn main() {}

@@ -1,0 +1,11 @@
+use fuse::fused_kernel;
+
+// Mixing element types needs an explicit cast: `offs.to(f32)` or `offs as f32`.
+#[fused_kernel]
+fn k<const BLOCK: usize>(x: *const f32, out: *mut f32, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let v = load(x + offs, offs < n);
+    store(out + offs, v + offs, offs < n);
+}
+
+fn main() {}
