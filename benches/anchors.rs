@@ -17,7 +17,29 @@ mod layernorm;
 mod softmax;
 
 use fuse::half::f16;
-use fuse::{fused_kernel, Buffer, Device, Element, Result};
+use fuse::{fused_kernel, Buffer, Device, Element, LaunchConfig, Result};
+
+/// `FUSE_BENCH_WARPS=n` launches the fused kernels with `n` warps instead of the runtime's default
+/// and skips the unfused chains and copies (a quick sweep for tuning the default).
+fn warps_override() -> Option<u32> {
+    static W: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *W.get_or_init(|| std::env::var("FUSE_BENCH_WARPS").ok().and_then(|v| v.parse().ok()))
+}
+
+fn cfg(grid: u32) -> LaunchConfig {
+    let c = LaunchConfig::new(grid);
+    match warps_override() {
+        Some(w) => c.num_warps(w),
+        None => c,
+    }
+}
+
+/// LayerNorm launches with the `num_warps` that triton_anchor.py gives Triton's LayerNorm
+/// (`min(max(BLOCK / 256, 1), 8)`, 16 above 8192), so both run the same launch shape.
+fn ln_cfg(grid: u32, block: usize) -> LaunchConfig {
+    let triton_rule = if block <= 8192 { (block / 256).clamp(1, 8) as u32 } else { 16 };
+    LaunchConfig::new(grid).num_warps(warps_override().unwrap_or(triton_rule))
+}
 
 /// The unfused chains: one kernel per step, intermediates through memory (what eager frameworks do).
 macro_rules! unfused_kernels {
@@ -130,6 +152,9 @@ fn grid(n: usize, b: usize) -> u32 {
 impl Bench {
     /// Times `f` like do_bench and records a row.
     fn time(&mut self, pattern: &'static str, shape: &str, dtype: &'static str, imp: &'static str, bytes: usize, mut f: impl FnMut() -> Result<()>) {
+        if warps_override().is_some() && imp != "fuse" {
+            return;
+        }
         let (dev, flush) = (&self.dev, &mut self.flush);
         let n = flush.len();
         let res = dev.median_ms(REPS, || k32::fill::launch::<EW>(dev, grid(n, EW), flush, n as i32), &mut f);
@@ -140,6 +165,9 @@ impl Bench {
     }
 
     fn copy<T: Element>(&mut self, pattern: &'static str, shape: &str, dtype: &'static str, src: &Buffer<T>, bytes: usize) -> Result<()> {
+        if warps_override().is_some() {
+            return Ok(());
+        }
         let mut dst = self.dev.zeros::<T>(src.len())?;
         self.time(pattern, shape, dtype, "fuse copy (d2d)", bytes, || dst.copy_from(src));
         Ok(())
@@ -172,7 +200,7 @@ macro_rules! add_mul_case {
         let (mut o, mut t) = (d.zeros::<$T>(n)?, d.zeros::<$T>(n)?);
         let bytes = 4 * n * std::mem::size_of::<$T>();
         let (g, len, shape) = (grid(n, 1024), n as i32, n.to_string());
-        $b.time("add_mul", &shape, $dt, "fuse", bytes, || $fm::$fk::launch::<1024>(&d, g, &x, &y, &z, &mut o, len));
+        $b.time("add_mul", &shape, $dt, "fuse", bytes, || $fm::$fk::launch::<1024>(&d, cfg(g), &x, &y, &z, &mut o, len));
         $b.time("add_mul", &shape, $dt, "fuse unfused chain", bytes, || {
             $k::add::launch::<EW>(&d, g, &x, &y, &mut t, len)?;
             $k::mul::launch::<EW>(&d, g, &t, &z, &mut o, len)
@@ -244,7 +272,7 @@ fn run() -> Result<()> {
     for (rows, cols) in [(1024usize, 512usize), (4096, 4096), (32768, 1024), (8192, 8192)] {
         row_case!("softmax", rows, cols, f32, "float32", k32, |v: &[f32]| v.to_vec(),
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, _w: &Buffer<f32>, _b: &Buffer<f32>, y: &mut Buffer<f32>| {
-                fuse::with_block!(blk, B => softmax::softmax::launch::<B>(d, gr, y, x, c, c, c))
+                fuse::with_block!(blk, B => softmax::softmax::launch::<B>(d, cfg(gr), y, x, c, c, c))
             },
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, _w: &Buffer<f32>, _b: &Buffer<f32>, y: &mut Buffer<f32>, t: &mut Buffer<f32>, m: &mut Buffer<f32>, s: &mut Buffer<f32>| {
                 fuse::with_block!(blk, B => {
@@ -256,7 +284,7 @@ fn run() -> Result<()> {
             });
         row_case!("softmax", rows, cols, f16, "float16", k16, as_f16,
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, _w: &Buffer<f16>, _b: &Buffer<f16>, y: &mut Buffer<f16>| {
-                fuse::with_block!(blk, B => softmax::softmax_f16::launch::<B>(d, gr, y, x, c, c, c))
+                fuse::with_block!(blk, B => softmax::softmax_f16::launch::<B>(d, cfg(gr), y, x, c, c, c))
             },
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, _w: &Buffer<f16>, _b: &Buffer<f16>, y: &mut Buffer<f16>, t: &mut Buffer<f16>, m: &mut Buffer<f16>, s: &mut Buffer<f16>| {
                 fuse::with_block!(blk, B => {
@@ -271,7 +299,7 @@ fn run() -> Result<()> {
     for (rows, cols) in [(4096usize, 1024usize), (4096, 4096), (8192, 8192), (32768, 768)] {
         row_case!("layernorm", rows, cols, f32, "float32", k32, |v: &[f32]| v.to_vec(),
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, w: &Buffer<f32>, bb: &Buffer<f32>, y: &mut Buffer<f32>| {
-                fuse::with_block!(blk, B => layernorm::layernorm::launch::<B>(d, gr, x, y, w, bb, c, c, 1e-5))
+                fuse::with_block!(blk, B => layernorm::layernorm::launch::<B>(d, ln_cfg(gr, B), x, y, w, bb, c, c, 1e-5))
             },
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, w: &Buffer<f32>, bb: &Buffer<f32>, y: &mut Buffer<f32>, _t: &mut Buffer<f32>, m: &mut Buffer<f32>, r: &mut Buffer<f32>| {
                 fuse::with_block!(blk, B => {
@@ -282,7 +310,7 @@ fn run() -> Result<()> {
             });
         row_case!("layernorm", rows, cols, f16, "float16", k16, as_f16,
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, w: &Buffer<f16>, bb: &Buffer<f16>, y: &mut Buffer<f16>| {
-                fuse::with_block!(blk, B => layernorm::layernorm_f16::launch::<B>(d, gr, x, y, w, bb, c, c, 1e-5))
+                fuse::with_block!(blk, B => layernorm::layernorm_f16::launch::<B>(d, ln_cfg(gr, B), x, y, w, bb, c, c, 1e-5))
             },
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, w: &Buffer<f16>, bb: &Buffer<f16>, y: &mut Buffer<f16>, _t: &mut Buffer<f16>, m: &mut Buffer<f16>, r: &mut Buffer<f16>| {
                 fuse::with_block!(blk, B => {
@@ -305,7 +333,7 @@ fn run() -> Result<()> {
             let bytes = (2 * n + h) * es;
             let shape = format!("{rows}x{h}");
             let (g, nn, hh) = (grid(n, 1024), n as i32, h as i32);
-            b.time("bias_gelu_dropout", &shape, $dt, "fuse", bytes, || $fm::$fk::launch::<1024>(&d, g, &x, &bias, &mut o, 1234, 0.1, nn, hh));
+            b.time("bias_gelu_dropout", &shape, $dt, "fuse", bytes, || $fm::$fk::launch::<1024>(&d, cfg(g), &x, &bias, &mut o, 1234, 0.1, nn, hh));
             b.time("bias_gelu_dropout", &shape, $dt, "fuse unfused chain", bytes, || {
                 $k::add_bias::launch::<EW>(&d, g, &x, &bias, &mut t, nn, hh)?;
                 $k::gelu::launch::<EW>(&d, g, &t, &mut u, nn)?;

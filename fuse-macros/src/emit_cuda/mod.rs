@@ -8,7 +8,6 @@
 //! * [`body`]: statements and element-wise expressions; [`memory`]: loads and stores with
 //!   bounds checks; [`reduce`]: block reductions; [`random`]: `rand`;
 //! * [`prelude`]: the device helpers the body used;
-//! * [`schedule`]: moves read-only loads early (not applied: measured slower, docs/PERF.md).
 //!
 //! Launch-time facts the source specialises on (`FUSE_ALIGN16_<p>`, `FUSE_DIV16_<p>`) are listed
 //! in [`CudaSource::specializations`]; the source tests them with `#if` and carries a plain
@@ -24,7 +23,6 @@ mod names;
 mod prelude;
 mod random;
 mod reduce;
-mod schedule;
 mod writer;
 #[cfg(test)]
 mod tests;
@@ -43,8 +41,6 @@ pub struct CudaSource {
 }
 
 pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
-    // `schedule::schedule` (read-only loads early) is not applied: measured slower on H100
-    // (docs/PERF.md); kept, with its tests, for the follow-up.
     let mut cx = Ctx {
         k: kernel,
         names: Names::new(kernel),
