@@ -30,11 +30,11 @@ if has bench; then
     [ -x "$b" ] || continue
     name=$(basename "$b")
     FUSE_BENCH_JSON="$OUT/$name.json" "$b" --bench >"$OUT/$name.log" 2>&1; summary+=("$name: exit $?")
-    tail -60 "$OUT/$name.log"
+    grep -E "overhead|^device" "$OUT/$name.log"
   done
 fi
 if has triton; then
   PYTHONUNBUFFERED=1 python3 .gpu/triton_anchor.py >"$OUT/triton.log" 2>&1; summary+=("triton_anchor: exit $?")
-  tail -45 "$OUT/triton.log"
+  grep -E "overhead" "$OUT/triton.log"
 fi
 printf '%s\n' "== summary ==" "${summary[@]}"
