@@ -34,13 +34,6 @@ fn cfg(grid: u32) -> LaunchConfig {
     }
 }
 
-/// LayerNorm launches with the `num_warps` that triton_anchor.py gives Triton's LayerNorm
-/// (`min(max(BLOCK / 256, 1), 8)`, 16 above 8192), so both run the same launch shape.
-fn ln_cfg(grid: u32, block: usize) -> LaunchConfig {
-    let triton_rule = if block <= 8192 { (block / 256).clamp(1, 8) as u32 } else { 16 };
-    LaunchConfig::new(grid).num_warps(warps_override().unwrap_or(triton_rule))
-}
-
 /// The unfused chains: one kernel per step, intermediates through memory (what eager frameworks do).
 macro_rules! unfused_kernels {
     ($T:ident) => {
@@ -299,7 +292,7 @@ fn run() -> Result<()> {
     for (rows, cols) in [(4096usize, 1024usize), (4096, 4096), (8192, 8192), (32768, 768)] {
         row_case!("layernorm", rows, cols, f32, "float32", k32, |v: &[f32]| v.to_vec(),
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, w: &Buffer<f32>, bb: &Buffer<f32>, y: &mut Buffer<f32>| {
-                fuse::with_block!(blk, B => layernorm::layernorm::launch::<B>(d, ln_cfg(gr, B), x, y, w, bb, c, c, 1e-5))
+                fuse::with_block!(blk, B => layernorm::layernorm::launch::<B>(d, cfg(gr), x, y, w, bb, c, c, 1e-5))
             },
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, w: &Buffer<f32>, bb: &Buffer<f32>, y: &mut Buffer<f32>, _t: &mut Buffer<f32>, m: &mut Buffer<f32>, r: &mut Buffer<f32>| {
                 fuse::with_block!(blk, B => {
@@ -310,7 +303,7 @@ fn run() -> Result<()> {
             });
         row_case!("layernorm", rows, cols, f16, "float16", k16, as_f16,
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, w: &Buffer<f16>, bb: &Buffer<f16>, y: &mut Buffer<f16>| {
-                fuse::with_block!(blk, B => layernorm::layernorm_f16::launch::<B>(d, ln_cfg(gr, B), x, y, w, bb, c, c, 1e-5))
+                fuse::with_block!(blk, B => layernorm::layernorm_f16::launch::<B>(d, cfg(gr), x, y, w, bb, c, c, 1e-5))
             },
             |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, w: &Buffer<f16>, bb: &Buffer<f16>, y: &mut Buffer<f16>, _t: &mut Buffer<f16>, m: &mut Buffer<f16>, r: &mut Buffer<f16>| {
                 fuse::with_block!(blk, B => {

@@ -23,14 +23,14 @@ pub(crate) struct KernelInfo {
     pub(crate) narrow_index: Vec<Option<DType>>,
     /// `kernel.tile_lens()`, computed once.
     pub(crate) tile_lens: Vec<Len>,
-    /// Whether the kernel has a reduction (picks the [`default_num_warps`] rule).
-    pub(crate) reduces: bool,
+    /// What picks the [`default_num_warps`] rule.
+    pub(crate) shape: WarpShape,
 }
 
 impl KernelInfo {
     /// [`default_num_warps`] without allocating.
     pub(crate) fn default_num_warps(&self, consts: &[u64]) -> u32 {
-        num_warps_for(self.tile_lens.iter().filter_map(|l| l.eval(consts)).max(), self.reduces)
+        num_warps_for(self.tile_lens.iter().filter_map(|l| l.eval(consts)).max(), self.shape)
     }
 }
 
@@ -137,8 +137,8 @@ impl KernelSpec {
             return Err(format!("kernel `{}`: {b} (vars: {nvars}, params: {nparams})", self.name));
         }
         let tile_lens = kernel.tile_lens();
-        let reduces = has_reduction(&kernel);
-        Ok(KernelInfo { kernel, narrow_index, tile_lens, reduces })
+        let shape = WarpShape::of(&kernel);
+        Ok(KernelInfo { kernel, narrow_index, tile_lens, shape })
     }
 
     /// The source NVRTC compiles: `#define <CONST> <value>` per const generic,
@@ -239,68 +239,100 @@ pub(crate) fn full_source_for(
     s
 }
 
-/// The default warps per program, from the largest tile length `L` (a power of two):
-/// * element-wise kernels: `clamp(L / 256, 1, 16)` (4 warps for 1024-element tiles, 16 from
-///   4096 on): every thread moves a few 16-byte vectors;
-/// * kernels with a reduction (one row per program): Triton's choice for its softmax/layernorm,
-///   4 warps up to `L = 2048`, 8 up to 4096, 16 above (never more threads than elements / 32 or
-///   fewer than one warp). Measured on H100 (docs/PERF.md): softmax f16 4096² 16 → 8 warps
-///   1900 → 2112 GB/s; 8 warps at 8192 lost 8 % (f16), so 16 stays there.
+/// The default warps per program, from the largest tile length `L` (a power of two) and the
+/// kernel's [`WarpShape`]. Tuned on an H100 by sweeping 1..32 warps over the anchor shapes
+/// (docs/runs/sweep, docs/PERF.md):
+/// * element-wise kernels: `clamp(L / 256, 1, 16)` (4 warps for 1024-element tiles);
+/// * a reduction over one streamed tile (softmax-like): Triton's softmax rule, 4 warps up to
+///   `L = 2048`, 8 up to 4096, 16 above;
+/// * a reduction with several tile loads (layernorm-like: x, w, b), whose tiles stay live across
+///   the reductions: 4-byte elements `min(max(L / 256, 1), 8)` (Triton's layernorm rule); 2-byte
+///   elements `clamp(L / 256, 1, 32)`, i.e. 8 elements per thread, which keeps registers low
+///   enough for two or more programs per SM (f16 LayerNorm 8192 wide: 8 warps 1429 GB/s, 32
+///   warps 1993 GB/s).
+///
+/// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
-    num_warps_for(kernel.tile_lens().iter().filter_map(|l| l.eval(consts)).max(), has_reduction(kernel))
+    num_warps_for(kernel.tile_lens().iter().filter_map(|l| l.eval(consts)).max(), WarpShape::of(kernel))
 }
 
-fn has_reduction(kernel: &Kernel) -> bool {
-    let mut r = false;
-    kernel.visit_stmts(&mut |s| {
-        if let Stmt::Assign { expr: Expr::Reduce(..), .. } = s {
-            r = true;
-        }
-    });
-    r
+/// The features of a kernel that its default `num_warps` depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WarpShape {
+    reduces: bool,
+    tile_loads: usize,
+    narrowest_load_bytes: usize,
 }
 
-fn num_warps_for(largest_tile: Option<u64>, reduces: bool) -> u32 {
+impl WarpShape {
+    fn of(kernel: &Kernel) -> WarpShape {
+        let mut shape = WarpShape { reduces: false, tile_loads: 0, narrowest_load_bytes: 8 };
+        kernel.visit_stmts(&mut |s| match s {
+            Stmt::Assign { expr: Expr::Reduce(..), .. } => shape.reduces = true,
+            Stmt::Assign { dst, expr: Expr::Load { .. } } if !kernel.ty(*dst).shape.is_scalar() => {
+                shape.tile_loads += 1;
+                shape.narrowest_load_bytes = shape.narrowest_load_bytes.min(kernel.ty(*dst).dtype.size_bytes());
+            }
+            _ => {}
+        });
+        shape
+    }
+}
+
+fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
     let l = largest_tile.unwrap_or(1);
-    if reduces {
-        let w = match l {
+    let w = match shape {
+        WarpShape { reduces: false, .. } => (l / 256).clamp(1, 16),
+        WarpShape { tile_loads: 0..=1, .. } => match l {
             0..=2048 => 4,
             2049..=4096 => 8,
             _ => 16,
-        };
-        w.min((l / 32).max(1)) as u32
-    } else {
-        (l / 256).clamp(1, 16) as u32
-    }
+        },
+        WarpShape { narrowest_load_bytes: 0..=2, .. } => (l / 256).clamp(1, 32),
+        _ => (l / 256).clamp(1, 8),
+    };
+    w.min((l / 32).max(1)) as u32
 }
 
 #[cfg(test)]
 mod tests {
-    use super::num_warps_for;
+    use super::{num_warps_for, WarpShape};
+
+    const ELEMENTWISE: WarpShape = WarpShape { reduces: false, tile_loads: 3, narrowest_load_bytes: 4 };
+    const SOFTMAX: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrowest_load_bytes: 2 };
+    const LAYERNORM_F32: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrowest_load_bytes: 4 };
+    const LAYERNORM_F16: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrowest_load_bytes: 2 };
 
     #[test]
     fn num_warps_elementwise() {
-        assert_eq!(num_warps_for(None, false), 1);
-        assert_eq!(num_warps_for(Some(64), false), 1);
-        assert_eq!(num_warps_for(Some(1024), false), 4);
-        assert_eq!(num_warps_for(Some(4096), false), 16);
-        assert_eq!(num_warps_for(Some(1 << 20), false), 16);
+        assert_eq!(num_warps_for(None, ELEMENTWISE), 1);
+        assert_eq!(num_warps_for(Some(64), ELEMENTWISE), 1);
+        assert_eq!(num_warps_for(Some(1024), ELEMENTWISE), 4);
+        assert_eq!(num_warps_for(Some(4096), ELEMENTWISE), 16);
+        assert_eq!(num_warps_for(Some(1 << 20), ELEMENTWISE), 16);
     }
 
     #[test]
-    fn num_warps_reducing_follows_triton_rows() {
-        assert_eq!(num_warps_for(Some(32), true), 1);
-        assert_eq!(num_warps_for(Some(64), true), 2);
-        assert_eq!(num_warps_for(Some(512), true), 4);
-        assert_eq!(num_warps_for(Some(1024), true), 4);
-        assert_eq!(num_warps_for(Some(2048), true), 4);
-        assert_eq!(num_warps_for(Some(4096), true), 8);
-        assert_eq!(num_warps_for(Some(8192), true), 16);
-        assert_eq!(num_warps_for(Some(16384), true), 16);
+    fn num_warps_one_stream_reduction_follows_triton_softmax() {
+        for (l, w) in [(32, 1), (64, 2), (512, 4), (1024, 4), (2048, 4), (4096, 8), (8192, 16), (16384, 16)] {
+            assert_eq!(num_warps_for(Some(l), SOFTMAX), w, "L = {l}");
+        }
+    }
+
+    #[test]
+    fn num_warps_several_streams_depend_on_element_size() {
+        for (l, w32, w16) in [(256, 1, 1), (1024, 4, 4), (2048, 8, 8), (4096, 8, 16), (8192, 8, 32), (65536, 8, 32)] {
+            assert_eq!(num_warps_for(Some(l), LAYERNORM_F32), w32, "f32 L = {l}");
+            assert_eq!(num_warps_for(Some(l), LAYERNORM_F16), w16, "f16 L = {l}");
+        }
+    }
+
+    #[test]
+    fn num_warps_is_always_a_power_of_two_in_range() {
         for l in (0..20).map(|i| 1u64 << i) {
-            for r in [false, true] {
-                let w = num_warps_for(Some(l), r);
-                assert!(w.is_power_of_two() && (1..=16).contains(&w));
+            for shape in [ELEMENTWISE, SOFTMAX, LAYERNORM_F32, LAYERNORM_F16] {
+                let w = num_warps_for(Some(l), shape);
+                assert!(w.is_power_of_two() && (1..=32).contains(&w) && u64::from(w) * 32 <= l.max(32), "{l} {shape:?}");
             }
         }
     }
