@@ -8,7 +8,7 @@ pub fn l2norm<const BLOCK: usize>(x: *const f32, out: *mut f32, n_cols: i32, eps
     let m = cols < n_cols;
     let v = load(x + row * n_cols + cols, m, 0.0);
     let norm = sqrt(sum(v * v));
-    store(out + row * n_cols + cols, v / maximum(norm, eps), m);
+    store(out + row * n_cols + cols, v * (1.0 / maximum(norm, eps)), m);
 }
 
 pub fn reference(x: &[f64], rows: usize, cols: usize, eps: f64) -> Vec<f64> {

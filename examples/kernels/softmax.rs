@@ -10,7 +10,7 @@ pub fn softmax<const BLOCK: usize>(out: *mut f32, inp: *const f32, in_stride: i3
     let x = load(inp + row * in_stride + cols, mask, f32::NEG_INFINITY);
     let x = x - max(x);
     let num = exp(x);
-    let y = num / sum(num);
+    let y = num * (1.0 / sum(num)); // one division per row, a multiply per element
     store(out + row * out_stride + cols, y, mask);
 }
 
@@ -21,7 +21,7 @@ pub fn softmax_f16<const BLOCK: usize>(out: *mut f16, inp: *const f16, in_stride
     let mask = cols < n_cols;
     let x = load(inp + row * in_stride + cols, mask, f32::NEG_INFINITY);
     let num = exp(x - max(x));
-    store(out + row * out_stride + cols, num / sum(num), mask);
+    store(out + row * out_stride + cols, num * (1.0 / sum(num)), mask);
 }
 
 /// Float64 reference over a row-major `rows x cols` matrix.
