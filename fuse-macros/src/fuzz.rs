@@ -16,71 +16,44 @@ use proc_macro2::{Delimiter, Group, Ident, Literal, Punct, Spacing, Span, TokenS
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-/// Valid kernels: the seed kernels and the trickier forms of tests/ui/pass.
-const SEEDS: &[&str] = &[
-    r#"pub fn add_mul<const BLOCK: usize>(x: *const f32, y: *const f32, z: *const f32, out: *mut f32, n: i32) {
-        let offs = program_id(0) * BLOCK + arange(0, BLOCK);
-        let mask = offs < n;
-        let x = load(x + offs, mask);
-        let y = load(y + offs, mask);
-        let z = load(z + offs, mask);
-        store(out + offs, (x + y) * z, mask);
-    }"#,
-    r#"pub fn softmax<const BLOCK: usize>(out: *mut f32, inp: *const f32, in_stride: i32, out_stride: i32, n_cols: i32) {
-        let row = program_id(0);
-        let cols = arange(0, BLOCK);
-        let mask = cols < n_cols;
-        let x = load(inp + row * in_stride + cols, mask, f32::NEG_INFINITY);
-        let x = x - max(x);
-        let num = exp(x);
-        let y = num / sum(num);
-        store(out + row * out_stride + cols, y, mask);
-    }"#,
-    r#"pub fn layernorm_f16<const BLOCK: usize>(x: *const f16, y: *mut f16, w: *const f16, b: *const f16, stride: i32, n_cols: i32, eps: f32) {
-        let row = program_id(0);
-        let cols = arange(0, BLOCK);
-        let mask = cols < n_cols;
-        let xs = load(x + row * stride + cols, mask, 0.0);
-        let mean = sum(xs) / n_cols.to(f32);
-        let xc = where_(mask, xs - mean, 0.0);
-        let var = sum(xc * xc) / n_cols as f32;
-        let rstd = rsqrt(var + eps);
-        let yv = xc * rstd * load(w + cols, mask) + load(b + cols, mask);
-        store(y + row * stride + cols, yv, mask);
-    }"#,
-    r#"pub fn layernorm_wide<const BLOCK: usize>(x: *const f32, y: *mut f32, w: *const f32, b: *const f32, stride: i32, n_cols: i32, eps: f32) {
-        let row = program_id(0);
-        let x = x + row * stride;
-        let y = y + row * stride;
-        let mut acc = zeros(BLOCK);
-        for start in (0..n_cols).step_by(BLOCK) {
-            let cols = start + arange(0, BLOCK);
-            acc += load(x + cols, cols < n_cols, 0.0);
+/// The example kernels (the seed patterns and the later ones), read from their files so the corpus
+/// follows them.
+const EXAMPLE_FILES: &[&str] = &[
+    include_str!("../../examples/kernels/add_mul.rs"),
+    include_str!("../../examples/kernels/softmax.rs"),
+    include_str!("../../examples/kernels/layernorm.rs"),
+    include_str!("../../examples/kernels/bias_gelu_dropout.rs"),
+    include_str!("../../examples/kernels/add_rmsnorm.rs"),
+    include_str!("../../examples/kernels/silu_and_mul.rs"),
+    include_str!("../../examples/kernels/layernorm_quant.rs"),
+    include_str!("../../examples/kernels/l2norm.rs"),
+];
+
+/// Every valid kernel: the `#[fused_kernel]` fns of the example files (attribute stripped) and the
+/// trickier forms of tests/ui/pass below.
+fn seeds() -> &'static [&'static str] {
+    static SEEDS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    SEEDS.get_or_init(|| {
+        let mut seeds: Vec<&'static str> = Vec::new();
+        for file in EXAMPLE_FILES {
+            let parsed = syn::parse_file(file).unwrap_or_else(|e| panic!("example kernel file does not parse: {e}"));
+            for item in parsed.items {
+                if let syn::Item::Fn(mut f) = item {
+                    if f.attrs.iter().any(|a| a.path().is_ident("fused_kernel")) {
+                        f.attrs.retain(|a| !a.path().is_ident("fused_kernel"));
+                        seeds.push(Box::leak(quote::quote!(#f).to_string().into_boxed_str()));
+                    }
+                }
+            }
         }
-        let mean = sum(acc) / n_cols as f32;
-        let mut acc2 = zeros(BLOCK);
-        for start in (0..n_cols).step_by(BLOCK) {
-            let cols = start + arange(0, BLOCK);
-            let m = cols < n_cols;
-            let d = where_(m, load(x + cols, m, 0.0) - mean, 0.0);
-            acc2 += d * d;
-        }
-        let rstd = 1.0 / sqrt(sum(acc2) / n_cols as f32 + eps);
-        for start in (0..n_cols).step_by(BLOCK) {
-            let cols = start + arange(0, BLOCK);
-            let m = cols < n_cols;
-            let v = (load(x + cols, m) - mean) * rstd * load(w + cols, m) + load(b + cols, m);
-            store(y + cols, v, m);
-        }
-    }"#,
-    r#"pub fn bias_gelu_dropout<const BLOCK: usize>(x: *const f32, bias: *const f32, out: *mut f32, seed: u64, p: f32, n: i32, h: i32) {
-        let offs = program_id(0) * BLOCK + arange(0, BLOCK);
-        let m = offs < n;
-        let v = load(x + offs, m) + load(bias + offs % h, m);
-        let g = 0.5 * v * (1.0 + erf(v * 0.7071067811865476));
-        let r = rand(seed, offs);
-        store(out + offs, where_(r > p, g / (1.0 - p), 0.0), m);
-    }"#,
+        assert!(seeds.len() >= 12, "expected the example kernels, found {}", seeds.len());
+        seeds.extend_from_slice(TRICKY);
+        seeds
+    })
+}
+
+/// The trickier valid forms of tests/ui/pass.
+const TRICKY: &[&str] = &[
     r#"fn k<const BLOCK: usize>(x: *const f32, out: *mut f32, rows: i32, stride: i32) {
         let cols = arange(0, BLOCK);
         let mut src = x + program_id(0) * BLOCK;
@@ -585,7 +558,7 @@ fn clone_tok(t: &Tok) -> Tok {
 }
 
 fn mutated_kernel(rng: &mut Rng) -> TokenStream {
-    let mut toks = to_toks(tokens(rng.word(SEEDS)));
+    let mut toks = to_toks(tokens(rng.word(seeds())));
     if rng.chance(20) {
         // Gentle: new values for a few literals, which often still check (and reach the emitter).
         for _ in 0..1 + rng.below(3) {
@@ -918,7 +891,7 @@ fn env_num(name: &str, default: u64) -> u64 {
 
 #[test]
 fn seeds_expand_without_errors() {
-    for (i, seed) in SEEDS.iter().enumerate() {
+    for (i, seed) in seeds().iter().enumerate() {
         let out = expand::fused_kernel(TokenStream::new(), tokens(seed));
         let mut spans = Vec::new();
         compile_error_spans(&out, &mut spans);
