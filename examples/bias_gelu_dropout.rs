@@ -84,20 +84,9 @@ fn run<T: ToF64>(device: &Device, rng: &mut rand::rngs::StdRng, launch: Launch<T
 }
 
 fn main() {
-    let device = pick_device();
-    let mut rng = rng();
-    let mut shapes = vec![(333, 1000, false)];
-    if device.is_cuda() {
-        shapes.extend([(8192, 4096, true), (16384, 8192, true)]);
-    }
-    let mut all = true;
-    for (rows, h, time_it) in shapes {
-        for r in [run::<f32>(&device, &mut rng, launch_f32, rows, h, time_it), run::<f16>(&device, &mut rng, launch_f16, rows, h, time_it)] {
-            match r {
-                Ok(ok) => all &= ok,
-                Err(e) => fail(&format!("bias_gelu_dropout {rows}x{h}: {e}")),
-            }
-        }
-    }
-    finish(all)
+    run_shapes("bias_gelu_dropout", &[(333, 1000)], &[(8192, 4096), (16384, 8192)], |device, rng, rows, cols, time_it| {
+        let f32_ok = run::<f32>(device, rng, launch_f32, rows, cols, time_it)?;
+        let f16_ok = run::<f16>(device, rng, launch_f16, rows, cols, time_it)?;
+        Ok(f32_ok && f16_ok)
+    })
 }

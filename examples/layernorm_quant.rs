@@ -43,18 +43,5 @@ fn run(device: &fuse::Device, rng: &mut rand::rngs::StdRng, rows: usize, cols: u
 }
 
 fn main() {
-    let device = pick_device();
-    let mut rng = rng();
-    let mut shapes = vec![(97, 1000, false)];
-    if device.is_cuda() {
-        shapes.push((8192, 4096, true));
-    }
-    let mut all = true;
-    for (rows, cols, t) in shapes {
-        match run(&device, &mut rng, rows, cols, t) {
-            Ok(ok) => all &= ok,
-            Err(e) => fail(&format!("layernorm_quant: {e}")),
-        }
-    }
-    finish(all)
+    run_shapes("layernorm_quant", &[(97, 1000)], &[(8192, 4096)], run)
 }

@@ -25,18 +25,5 @@ fn run(device: &fuse::Device, rng: &mut rand::rngs::StdRng, rows: usize, d: usiz
 }
 
 fn main() {
-    let device = pick_device();
-    let mut rng = rng();
-    let mut shapes = vec![(77, 3000, false)];
-    if device.is_cuda() {
-        shapes.push((8192, 11008, true));
-    }
-    let mut all = true;
-    for (rows, d, t) in shapes {
-        match run(&device, &mut rng, rows, d, t) {
-            Ok(ok) => all &= ok,
-            Err(e) => fail(&format!("silu_and_mul: {e}")),
-        }
-    }
-    finish(all)
+    run_shapes("silu_and_mul", &[(77, 3000)], &[(8192, 11008)], run)
 }

@@ -37,20 +37,9 @@ fn run<T: ToF64>(device: &Device, rng: &mut rand::rngs::StdRng, launch: Launch<T
 }
 
 fn main() {
-    let device = pick_device();
-    let mut rng = rng();
-    let mut shapes = vec![(257, 1000, false)];
-    if device.is_cuda() {
-        shapes.extend([(1024, 512, true), (4096, 4096, true), (32768, 1024, true), (8192, 8192, true)]);
-    }
-    let mut all = true;
-    for (rows, cols, time_it) in shapes {
-        for r in [run::<f32>(&device, &mut rng, launch_f32, rows, cols, time_it), run::<f16>(&device, &mut rng, launch_f16, rows, cols, time_it)] {
-            match r {
-                Ok(ok) => all &= ok,
-                Err(e) => fail(&format!("softmax {rows}x{cols}: {e}")),
-            }
-        }
-    }
-    finish(all)
+    run_shapes("softmax", &[(257, 1000)], &[(1024, 512), (4096, 4096), (32768, 1024), (8192, 8192)], |device, rng, rows, cols, time_it| {
+        let f32_ok = run::<f32>(device, rng, launch_f32, rows, cols, time_it)?;
+        let f16_ok = run::<f16>(device, rng, launch_f16, rows, cols, time_it)?;
+        Ok(f32_ok && f16_ok)
+    })
 }

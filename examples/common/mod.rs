@@ -152,6 +152,29 @@ pub fn finish(all_passed: bool) -> ! {
     std::process::exit(1)
 }
 
+/// The body of most examples' `main`: picks the device, then runs `run(device, rng, rows, cols,
+/// time_it)` on `check_shapes` (untimed) and, on a GPU, on `gpu_shapes` (timed too), and exits with
+/// PASS only if every check passed.
+pub fn run_shapes(
+    name: &str,
+    check_shapes: &[(usize, usize)],
+    gpu_shapes: &[(usize, usize)],
+    mut run: impl FnMut(&Device, &mut StdRng, usize, usize, bool) -> fuse::Result<bool>,
+) -> ! {
+    let device = pick_device();
+    let mut rng = rng();
+    let timed: &[(usize, usize)] = if device.is_cuda() { gpu_shapes } else { &[] };
+    let mut all = true;
+    let shapes = check_shapes.iter().map(|&s| (s, false)).chain(timed.iter().map(|&s| (s, true)));
+    for ((rows, cols), time_it) in shapes {
+        match run(&device, &mut rng, rows, cols, time_it) {
+            Ok(ok) => all &= ok,
+            Err(e) => fail(&format!("{name} {rows}x{cols}: {e}")),
+        }
+    }
+    finish(all)
+}
+
 pub fn grid_1d(n: usize, block: usize) -> u32 {
     u32::try_from(n.div_ceil(block)).unwrap_or_else(|_| fail("grid too large"))
 }
