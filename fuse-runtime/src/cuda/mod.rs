@@ -133,6 +133,13 @@ impl CudaDevice {
 
     fn create(ordinal: usize) -> Result<CudaDevice> {
         libs::ensure(libs::Lib::Driver)?;
+        // Load NVRTC while the driver creates the context (~100 ms): a first launch served from the
+        // disk cache still needs NVRTC's version for the cache key, and loading the library is
+        // most of that launch's cost (16 ms on an H100 machine). `version()` is a OnceLock, so the
+        // launch waits for this load instead of starting a second one; errors surface there.
+        std::thread::spawn(|| {
+            let _ = nvrtc::version();
+        });
         nvrtc::guard("CUDA driver", || {
             let count = CudaContext::device_count()
                 .map_err(|e| Error::NoDevice(format!("cuInit/cuDeviceGetCount failed: {}", drv(e))))?;
