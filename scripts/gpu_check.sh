@@ -19,7 +19,7 @@ if has examples; then
 fi
 if has tests; then
   for t in .gpu/test-*; do
-    case "$t" in *test-ui|*test-fuse_macros|*-anchors) continue;; esac
+    case "$t" in *test-ui|*test-fuse_macros|*-anchors|*-patterns|*-cache) continue;; esac  # cargo-only or benches
     name=$(basename "$t")
     if "$t" --include-ignored --test-threads 1 >"$OUT/$name.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
     summary+=("$name: $r $(grep -E '^test result' "$OUT/$name.log" | tail -1)")
