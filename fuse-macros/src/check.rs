@@ -1483,8 +1483,8 @@ impl<'d> Checker<'d> {
         }
     }
 
-    /// A mask: bool, scalar or a tile of the offset's length.
-    fn mask(&mut self, m: Option<(Val, Sp)>, param: u32, offset: VarId, func: &str) -> Result<Option<VarId>, ()> {
+    /// Checks that a mask is bool (reporting it otherwise), giving its var and span.
+    fn bool_mask(&mut self, m: Option<(Val, Sp)>, func: &str) -> Result<Option<(VarId, Sp)>, ()> {
         let Some((v, sp)) = m else { return Ok(None) };
         let id = self.strong(v, sp, &format!("the mask of `{func}`")).ok_or(())?;
         let ty = self.ty(id);
@@ -1496,23 +1496,22 @@ impl<'d> Checker<'d> {
             );
             return Err(());
         }
+        Ok(Some((id, sp)))
+    }
+
+    /// A mask: bool, scalar or a tile of the offset's length.
+    fn mask(&mut self, m: Option<(Val, Sp)>, param: u32, offset: VarId, func: &str) -> Result<Option<VarId>, ()> {
+        let Some((id, sp)) = self.bool_mask(m, func)? else { return Ok(None) };
         self.fits_offset(id, param, offset, sp, &format!("the mask of `{func}`"))?;
         Ok(Some(id))
     }
 
     /// A mask whose shape is not compared with the offsets (they are already reported).
     fn mask_dtype_only(&mut self, m: Option<(Val, Sp)>, func: &str) -> Result<Option<VarId>, ()> {
-        let Some((v, sp)) = m else { return Ok(None) };
-        let id = self.strong(v, sp, &format!("the mask of `{func}`")).ok_or(())?;
-        let ty = self.ty(id);
-        if ty.dtype != DType::Bool {
-            self.diags.error_help(
-                sp,
-                format!("the mask of `{func}` must be bool, found {}", self.describe_ty(&ty)),
-                "compare the offsets with the bound: `offs < n`",
-            );
+        match self.bool_mask(m, func)? {
+            None => Ok(None),
+            Some(_) => Err(()),
         }
-        Err(())
     }
 
     /// A mask/value/other must be a scalar or a tile of the offset's length.
