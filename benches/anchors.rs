@@ -15,6 +15,8 @@ mod bias_gelu_dropout;
 mod layernorm;
 #[path = "../examples/kernels/softmax.rs"]
 mod softmax;
+#[path = "common/host_time.rs"]
+mod host_time;
 
 use fuse::half::f16;
 use fuse::{fused_kernel, Buffer, Device, Element, LaunchConfig, Result};
@@ -214,23 +216,27 @@ fn run() -> Result<()> {
     let flush = dev.zeros::<f32>(64 << 20)?; // 256 MiB, like do_bench's L2 flush
     let mut b = Bench { dev: dev.clone(), flush, rows: Vec::new() };
 
-    // Host launch overhead: a tiny kernel, cache hot, launches queued back to back.
+    // Host launch overhead: a tiny kernel, cache hot. Two measures: batches of 200 launches on an
+    // idle stream (the host's own cost; see `host_time`), and Triton's method, 5000 launches back
+    // to back (bounded below by the GPU's rate for tiny kernels once the queue fills).
     {
         let n = 1024;
         let x = dev.upload(&randn(n, 2))?;
         let mut o = dev.zeros::<f32>(n)?;
+        let mut launch = || add_mul::add_mul::launch::<1024>(&dev, 1, &x, &x, &x, &mut o, n as i32);
         for _ in 0..200 {
-            add_mul::add_mul::launch::<1024>(&dev, 1, &x, &x, &x, &mut o, n as i32)?;
+            launch()?;
         }
-        dev.synchronize()?;
+        let batched = host_time::host_us_per_launch(50, 200, &mut launch, &mut || dev.synchronize())?;
         let k = 5000;
         let t = std::time::Instant::now();
         for _ in 0..k {
-            add_mul::add_mul::launch::<1024>(&dev, 1, &x, &x, &x, &mut o, n as i32)?;
+            launch()?;
         }
-        let host_us = t.elapsed().as_secs_f64() / k as f64 * 1e6;
+        let loop_us = t.elapsed().as_secs_f64() / k as f64 * 1e6;
         dev.synchronize()?;
-        println!("fuse host launch overhead: {host_us:.2} us/launch (tiny add_mul, {k} launches)");
+        println!("fuse host launch overhead: {batched:.2} us/launch (tiny add_mul, median of 50 batches of 200 launches on an idle stream)");
+        println!("fuse back-to-back launch loop: {loop_us:.2} us/launch ({k} launches, Triton's method)");
     }
 
     for n in [1usize << 20, 64 << 20] {

@@ -133,3 +133,36 @@ fn gpu_out_of_bounds_is_reported_not_performed() {
     add_mul::add_mul::launch::<1024>(&g, 1, &x, &x, &x, &mut out2, 1000).unwrap();
     assert!(out2.to_vec().unwrap().iter().all(|&v| v == 2.0));
 }
+
+#[test]
+fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit() {
+    let Some(g) = gpu_or_skip("rem gather") else { return };
+    let c = Device::cpu();
+    let mut rng = Rng::fresh("rem gather gpu/cpu");
+    let mut cases = 0;
+    for n in [4096usize, 4100, 77] {
+        for lo in [0i32, 16, 3] {
+            for h in [768i32, 100, 13] {
+                for shift in [0i32, 32, 5] {
+                    let x = f16s(&rng.vec(n, 2.0));
+                    let bias = f16s(&rng.vec(h as usize, 2.0));
+                    let mut outs = Vec::new();
+                    for d in [&g, &c] {
+                        let mut out = d.upload(&vec![f16::NAN; n]).unwrap();
+                        let (xb, bb) = (d.upload(&x).unwrap(), d.upload(&bias).unwrap());
+                        paths::rem_gather::launch::<1024>(d, n.div_ceil(1024) as u32, &xb, &bb, &mut out, n as i32, lo, h, shift).unwrap();
+                        outs.push(out.to_vec().unwrap());
+                    }
+                    for i in 0..n {
+                        let (gv, cv) = (outs[0][i], outs[1][i]);
+                        assert_eq!(gv.to_bits(), cv.to_bits(), "n={n} lo={lo} h={h} shift={shift} i={i}: gpu {gv} cpu {cv}");
+                        let masked = (i as i32) < lo;
+                        assert_eq!(gv.is_nan(), masked, "n={n} lo={lo} h={h} shift={shift} i={i}: {gv}");
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    println!("rem gather: {cases} cases bit-identical on GPU and CPU");
+}

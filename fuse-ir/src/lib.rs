@@ -309,6 +309,19 @@ pub enum Expr {
     Rand { seed: VarId, offset: VarId },
 }
 
+impl Expr {
+    /// The vars this expression reads.
+    pub fn operands(&self) -> Vec<VarId> {
+        match *self {
+            Expr::Lit(_) | Expr::Param(_) | Expr::ConstGeneric(_) | Expr::ProgramId(_) | Expr::NumPrograms(_) | Expr::Arange { .. } => Vec::new(),
+            Expr::Copy(v) | Expr::Splat(v) | Expr::Unary(_, v) | Expr::Cast(v) | Expr::Reduce(_, v) => vec![v],
+            Expr::Binary(_, a, b) | Expr::Rand { seed: a, offset: b } => vec![a, b],
+            Expr::Where(c, a, b) => vec![c, a, b],
+            Expr::Load { offset, mask, other, .. } => std::iter::once(offset).chain(mask).chain(other).collect(),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Literal {
     Bool(bool),

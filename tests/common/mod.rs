@@ -21,7 +21,25 @@ pub mod softmax;
 
 use fuse::KernelSpec;
 
-/// Every example kernel with the const-generic values it is compiled for in tests.
+/// Kernels that exercise emitter paths the examples do not.
+pub mod paths {
+    use fuse::fused_kernel;
+
+    /// A rem-indexed gather (`(offs - shift) % h`, negative for the first lanes when `shift > 0`) and
+    /// a two-sided mask: the vector paths the emitter licenses by chunk-uniform masks and
+    /// chunk-consecutive remainders, against the CPU interpreter bit for bit, over shapes that take
+    /// both the specialised (multiples of 16) and the per-lane paths.
+    #[fused_kernel]
+    pub fn rem_gather<const BLOCK: usize>(x: *const f16, bias: *const f16, out: *mut f16, n: i32, lo: i32, h: i32, shift: i32) {
+        let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+        let m = (offs < n) & (offs >= lo);
+        let r = (offs - shift) % h;
+        let b = load(bias + r, m & (r >= 0), 0.5);
+        store(out + offs, load(x + offs, m, 0.0) * 2.0 + b, m);
+    }
+}
+
+/// Every example kernel (and the [`paths`] kernels) with the const-generic values it is compiled for in tests.
 pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
     vec![
         (&add_mul::add_mul::SPEC, vec![1024]),
@@ -37,6 +55,7 @@ pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
         (&silu_and_mul::silu_and_mul::SPEC, vec![1024]),
         (&layernorm_quant::layernorm_quant::SPEC, vec![4096]),
         (&l2norm::l2norm::SPEC, vec![1024]),
+        (&paths::rem_gather::SPEC, vec![1024]),
     ]
 }
 

@@ -157,6 +157,15 @@ pub enum Fact {
     Uniform(Div),
     /// An integer tile with `t[e] = s + e` (element index e), `s` divisible by the bound.
     Contig(Div),
+    /// `a % b` of a [`Fact::Contig`] `a` by a uniform `b`: along the element index every step is
+    /// +1 or a jump down (where `a` crosses a multiple of `b`), and every VEC-aligned chunk starts
+    /// at a multiple of VEC when VEC divides the bound. So a chunk whose last value is its first
+    /// plus VEC - 1 is consecutive: one subtraction licenses a vector access (the bias `offs % h`).
+    ContigRem(Div),
+    /// A bool tile that is constant on every VEC-aligned chunk when VEC divides every listed
+    /// bound (none: always), e.g. `cols < n` for a contiguous `cols` and `n` a multiple of VEC.
+    /// Its lanes may then be read at the chunk's first slot, so one predicate serves the chunk.
+    ChunkUniform(Vec<Div>),
     Unknown,
 }
 
@@ -167,6 +176,11 @@ impl Fact {
             (Fact::Int(a), Fact::Int(b)) => Fact::Int(a.min(b)),
             (Fact::Uniform(a), Fact::Uniform(b)) => Fact::Uniform(a.min(b)),
             (Fact::Contig(a), Fact::Contig(b)) => Fact::Contig(a.min(b)),
+            (Fact::ContigRem(a) | Fact::Contig(a), Fact::ContigRem(b) | Fact::Contig(b)) => Fact::ContigRem(a.min(b)),
+            (Fact::ChunkUniform(a), Fact::ChunkUniform(b)) => match union(a, b) {
+                u if u.len() <= MAX_TERMS => Fact::ChunkUniform(u),
+                _ => Fact::Unknown,
+            },
             _ => Fact::Unknown,
         }
     }
@@ -251,6 +265,9 @@ impl Facts {
 
     fn transfer_expr(&self, k: &Kernel, dst: VarId, e: &Expr) -> Fact {
         let ty = k.ty(dst);
+        if ty.dtype == DType::Bool && !ty.shape.is_scalar() {
+            return self.transfer_mask(k, e);
+        }
         if !is_int(ty.dtype) {
             return Fact::Unknown;
         }
@@ -287,6 +304,39 @@ impl Facts {
         }
     }
 
+    /// Chunk-uniformity of a bool tile.
+    fn transfer_mask(&self, k: &Kernel, e: &Expr) -> Fact {
+        let always = Fact::ChunkUniform(Vec::new());
+        // A scalar operand is the same in every lane.
+        let of = |v: &VarId| if k.ty(*v).shape.is_scalar() { always.clone() } else { self.get(*v).clone() };
+        let all = |vs: &[&VarId]| vs.iter().fold(Fact::Top, |acc, v| acc.meet(&of(v)));
+        match e {
+            Expr::Lit(_) | Expr::Splat(_) => always,
+            Expr::Copy(v) | Expr::Unary(UnaryOp::Not, v) if k.ty(*v).dtype == DType::Bool => of(v),
+            Expr::Binary(BinaryOp::And | BinaryOp::Or | BinaryOp::Xor, a, b) if k.ty(*a).dtype == DType::Bool => all(&[a, b]),
+            Expr::Where(c, a, b) => all(&[c, a, b]),
+            Expr::Binary(op, a, b) if op.is_comparison() && is_int(k.ty(*a).dtype) => {
+                let (fa, fb) = (self.get(*a), self.get(*b));
+                if matches!(fa, Fact::Top) || matches!(fb, Fact::Top) {
+                    return Fact::Top;
+                }
+                match (fa, fb, op) {
+                    (x, y, _) if x.uniform_div().is_some() && y.uniform_div().is_some() => always,
+                    // An aligned block of consecutive values [cV, cV + V) lies wholly below or
+                    // wholly at-or-above a multiple of V; `<=` and `>` split at `u + 1`.
+                    (Fact::Contig(s), u, BinaryOp::Lt | BinaryOp::Ge) | (u, Fact::Contig(s), BinaryOp::Gt | BinaryOp::Le) => {
+                        match u.uniform_div() {
+                            Some(d) => Fact::ChunkUniform(union(&[s.clone()], &[d])),
+                            None => Fact::Unknown,
+                        }
+                    }
+                    _ => Fact::Unknown,
+                }
+            }
+            _ => Fact::Unknown,
+        }
+    }
+
     fn binary(&self, op: BinaryOp, a: &Fact, b: &Fact, scalar: bool) -> Fact {
         if matches!(a, Fact::Top) || matches!(b, Fact::Top) {
             return Fact::Top;
@@ -303,6 +353,14 @@ impl Facts {
                     _ => Fact::Unknown,
                 },
             },
+            BinaryOp::Rem if !scalar => match (a, b.uniform_div()) {
+                (Fact::Contig(s), Some(d)) => Fact::ContigRem(s.min(&d)),
+                (x, Some(d)) => match x.uniform_div() {
+                    Some(p) => Fact::Uniform(p.min(&d)),
+                    None => Fact::Unknown,
+                },
+                _ => Fact::Unknown,
+            },
             BinaryOp::Mul => match (a.uniform_div(), b.uniform_div()) {
                 (Some(p), Some(q)) => lift(p.mul(&q)),
                 _ => Fact::Unknown,
@@ -315,6 +373,12 @@ impl Facts {
             _ => Fact::Unknown,
         }
     }
+}
+
+fn union(a: &[Div], b: &[Div]) -> Vec<Div> {
+    let mut v = a.to_vec();
+    v.extend(b.iter().filter(|d| !a.contains(d)).cloned());
+    v
 }
 
 fn is_int(d: DType) -> bool {

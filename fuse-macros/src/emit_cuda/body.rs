@@ -64,6 +64,13 @@ impl Ctx<'_> {
                 self.rem_contig(dst, *a, *b)
             }
             _ => match self.tile(dst) {
+                Some(k) if self.chunk_uniform[dst.0 as usize].is_some() && expr.operands().contains(&dst) => {
+                    // Lanes of `dst` are read at their chunk's first slot: write that slot last.
+                    let e = self.elem(dst, expr, "fuse_i");
+                    let d = self.name(dst).to_string();
+                    self.w.pp("#pragma unroll");
+                    self.w.line(format!("for (int fuse_i = FUSE_EPT{k} - 1; fuse_i >= 0; --fuse_i) {d}[fuse_i] = {e};"));
+                }
                 Some(k) => {
                     let e = self.elem(dst, expr, "fuse_i");
                     let d = self.name(dst).to_string();

@@ -41,7 +41,7 @@ impl Ctx<'_> {
 
     /// The `#if` condition for the vector path of tile length `k`, if the offsets allow one.
     fn vector_cond(&mut self, a: &Access, k: usize) -> Option<String> {
-        let Fact::Contig(div) = self.facts.get(a.offset).clone() else { return None };
+        let (Fact::Contig(div) | Fact::ContigRem(div)) = self.facts.get(a.offset).clone() else { return None };
         if a.elem == DType::Bool {
             return None;
         }
@@ -140,6 +140,10 @@ impl Ctx<'_> {
             "bool fuse_all = FUSE_OK{k}(fuse_j) && fuse_c >= 0 && fuse_c <= {} - FUSE_VEC{k};",
             a.len
         ));
+        if let Fact::ContigRem(_) = self.facts.get(a.offset) {
+            let last = self.at(a.offset, &format!("fuse_b + FUSE_VEC{k} - 1"));
+            self.w.line(format!("fuse_all = fuse_all && (long long){last} - fuse_c == FUSE_VEC{k} - 1;  // consecutive: no wrap in the chunk"));
+        }
         if let Some(m) = a.mask {
             match self.tile(m) {
                 Some(_) => {

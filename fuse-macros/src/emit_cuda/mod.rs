@@ -48,10 +48,12 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         facts: Facts::analyse(kernel),
         needs: Needs::default(),
         specs: Vec::new(),
+        chunk_uniform: Vec::new(),
         reduce_types: Vec::new(),
         loops: 0,
         w: Writer::new(1),
     };
+    cx.chunk_uniform = (0..kernel.vars.len()).map(|v| cx.chunk_uniform_cond(VarId(v as u32))).collect();
     cx.body(&kernel.body);
     cx.finish()
 }
@@ -64,6 +66,9 @@ struct Ctx<'k> {
     facts: Facts,
     needs: Needs,
     specs: Vec<Specialization>,
+    /// Per var: the preprocessor condition under which the (bool) tile is constant on each chunk
+    /// (see [`affine::Fact::ChunkUniform`]); its lanes are then read at the chunk's first slot.
+    chunk_uniform: Vec<Option<String>>,
     /// Accumulator dtypes of the reductions (one shared-memory buffer each).
     reduce_types: Vec<DType>,
     /// Counter for the per-loop bound names.
@@ -88,10 +93,25 @@ impl Ctx<'_> {
 
     /// The value of `v` in slot `i` (a tile) or its value (a scalar, broadcast).
     fn at(&self, v: VarId, i: &str) -> String {
-        match self.tile(v) {
-            Some(_) => format!("{}[{i}]", self.name(v)),
-            None => self.name(v).to_string(),
+        match (self.tile(v), &self.chunk_uniform[v.0 as usize]) {
+            (Some(k), Some(c)) if c == "1" => format!("{}[({i}) - ({i}) % FUSE_VEC{k}]", self.name(v)),
+            (Some(k), Some(c)) => format!("{}[{c} ? ({i}) - ({i}) % FUSE_VEC{k} : ({i})]", self.name(v)),
+            (Some(_), None) => format!("{}[{i}]", self.name(v)),
+            (None, _) => self.name(v).to_string(),
         }
+    }
+
+    /// The condition of [`Ctx::chunk_uniform`] for `v`, recording the facts it reads.
+    fn chunk_uniform_cond(&mut self, v: VarId) -> Option<String> {
+        let affine::Fact::ChunkUniform(bounds) = self.facts.get(v).clone() else { return None };
+        let k = self.tile(v)?;
+        let max_log2 = self.layout.veck.trailing_zeros() as u8;
+        let conds: Vec<String> = bounds
+            .iter()
+            .map(|d| self.divisible(d, &format!("FUSE_VEC{k}"), max_log2))
+            .filter(|c| c != "1")
+            .collect();
+        Some(if conds.is_empty() { "1".into() } else { format!("({})", conds.join(" && ")) })
     }
 
     /// As [`Ctx::at`], converted to dtype `to`.

@@ -57,9 +57,20 @@ fn emit_add_mul_signature_and_specializations() {
     assert!(src.contains("  float x_2[FUSE_EPT0];"), "{src}");
     assert_eq!(
         out.specializations,
-        vec![Specialization::Align16(0), Specialization::Align16(1), Specialization::Align16(2), Specialization::Align16(3)]
+        vec![
+            Specialization::Align16(0),
+            Specialization::Align16(1),
+            Specialization::Align16(2),
+            Specialization::Align16(3),
+            Specialization::Div16(4)
+        ]
     );
     assert!(src.contains("#if FUSE_ALIGN16_x && (BLOCK % FUSE_VEC0 == 0) && FUSE_VEC0 >= 2"), "{src}");
+    // `offs < n` is constant on each chunk when n is a multiple of VEC: read at the chunk's first slot.
+    assert!(
+        src.contains("&& mask[((BLOCK % FUSE_VEC0 == 0) && ((FUSE_DIV16_n ? 16 : 1) % FUSE_VEC0 == 0)) ? (fuse_b + fuse_v) - (fuse_b + fuse_v) % FUSE_VEC0 : (fuse_b + fuse_v)];"),
+        "{src}"
+    );
     assert!(src.contains("fuse_ldg_words<FUSE_VEC0 * 4 / 4>(fuse_w, x + fuse_c);"), "{src}");
     assert!(src.contains("fuse_st_words<FUSE_VEC0 * 4 / 4>(out + fuse_c, fuse_w);"), "{src}");
     // f16: storage as unsigned short, 8 elements per 16 bytes.
@@ -74,7 +85,13 @@ fn emit_softmax_reads_stride_divisibility() {
     let out = emit_cuda(&softmax());
     assert_eq!(
         out.specializations,
-        vec![Specialization::Align16(0), Specialization::Align16(1), Specialization::Div16(2), Specialization::Div16(3)]
+        vec![
+            Specialization::Align16(0),
+            Specialization::Align16(1),
+            Specialization::Div16(2),
+            Specialization::Div16(3),
+            Specialization::Div16(4)
+        ]
     );
     let src = &out.source;
     assert!(src.contains("(FUSE_DIV16_in_stride ? 16 : 1) % FUSE_VEC0 == 0"), "{src}");
@@ -103,9 +120,11 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
     // offs % h: one division per chunk, then the remainder steps.
     assert!(src.contains("t7 = offs % t6, stepping the remainder"), "{src}");
     assert!(src.contains("if (fuse_a >= 0 && fuse_a <= 2147483647 - (FUSE_VEC0 - 1) && t6 > 0) {"), "{src}");
-    // The bias offsets (offs % h) are not contiguous: per lane only.
+    // The bias offsets (offs % h) are consecutive in a chunk unless it wraps: a vector load
+    // after a one-subtraction check, with the per-lane load as fallback.
+    assert!(src.contains("#if FUSE_ALIGN16_bias && "), "{src}");
+    assert!(src.contains("fuse_all = fuse_all && (long long)t7[fuse_b + FUSE_VEC0 - 1] - fuse_c == FUSE_VEC0 - 1;"), "{src}");
     assert!(src.contains("__ldg(&bias[fuse_o])"), "{src}");
-    assert!(!src.contains("#if FUSE_ALIGN16_bias"), "{src}");
 }
 
 #[test]
