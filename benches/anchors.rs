@@ -28,6 +28,13 @@ fn warps_override() -> Option<u32> {
     *W.get_or_init(|| std::env::var("FUSE_BENCH_WARPS").ok().and_then(|v| v.parse().ok()))
 }
 
+/// `FUSE_BENCH_ONLY=pattern/shape/dtype` (a substring, e.g. `layernorm/8192x8192/float16`) times
+/// only the fused kernel of the matching cases: for profiling one kernel under Nsight Compute.
+fn only() -> Option<&'static str> {
+    static O: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    O.get_or_init(|| std::env::var("FUSE_BENCH_ONLY").ok()).as_deref()
+}
+
 fn cfg(grid: u32) -> LaunchConfig {
     let c = LaunchConfig::new(grid);
     match warps_override() {
@@ -134,6 +141,32 @@ struct Row {
     gbs: f64,
 }
 
+/// The driver's own cost: `cuLaunchKernel` through cudarc on hand-written PTX (no fuse code on the
+/// path), timed like fuse's launches: an empty kernel, and one with ten 8-byte parameters.
+fn raw_launch_us() -> std::result::Result<(f64, f64), String> {
+    use cudarc::driver::{result::launch_kernel, CudaContext};
+    let ctx = CudaContext::new(0).map_err(|e| e.to_string())?;
+    let stream = ctx.default_stream();
+    let params: Vec<String> = (0..10).map(|i| format!(".param .u64 p{i}")).collect();
+    let ptx = format!(
+        ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry fuse_raw0() {{ ret; }}\n.visible .entry fuse_raw10({}) {{ ret; }}\n",
+        params.join(", ")
+    );
+    let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| e.to_string())?;
+    let time = |name: &str, nparams: usize| -> std::result::Result<f64, String> {
+        let f = module.load_function(name).map_err(|e| e.to_string())?;
+        let mut words = [0u64; 10];
+        let mut ptrs: Vec<*mut std::ffi::c_void> = words.iter_mut().take(nparams).map(|w| (w as *mut u64).cast()).collect();
+        let mut launch = || {
+            ctx.bind_to_thread()?;
+            // SAFETY: the kernels take `nparams` u64 parameters and touch no memory.
+            unsafe { launch_kernel(f.cu_function(), (1, 1, 1), (128, 1, 1), 0, stream.cu_stream(), &mut ptrs) }
+        };
+        host_time::host_us_per_launch(50, 200, &mut launch, &mut || stream.synchronize()).map_err(|e| e.to_string())
+    };
+    Ok((time("fuse_raw0", 0)?, time("fuse_raw10", 10)?))
+}
+
 struct Bench {
     dev: Device,
     flush: Buffer<f32>,
@@ -147,7 +180,10 @@ fn grid(n: usize, b: usize) -> u32 {
 impl Bench {
     /// Times `f` like do_bench and records a row.
     fn time(&mut self, pattern: &'static str, shape: &str, dtype: &'static str, imp: &'static str, bytes: usize, mut f: impl FnMut() -> Result<()>) {
-        if warps_override().is_some() && imp != "fuse" {
+        if (warps_override().is_some() || only().is_some()) && imp != "fuse" {
+            return;
+        }
+        if only().is_some_and(|o| !format!("{pattern}/{shape}/{dtype}").contains(o)) {
             return;
         }
         let (dev, flush) = (&self.dev, &mut self.flush);
@@ -160,7 +196,7 @@ impl Bench {
     }
 
     fn copy<T: Element>(&mut self, pattern: &'static str, shape: &str, dtype: &'static str, src: &Buffer<T>, bytes: usize) -> Result<()> {
-        if warps_override().is_some() {
+        if warps_override().is_some() || only().is_some() {
             return Ok(());
         }
         let mut dst = self.dev.zeros::<T>(src.len())?;
@@ -219,7 +255,7 @@ fn run() -> Result<()> {
     // Host launch overhead: a tiny kernel, cache hot. Two measures: batches of 200 launches on an
     // idle stream (the host's own cost; see `host_time`), and Triton's method, 5000 launches back
     // to back (bounded below by the GPU's rate for tiny kernels once the queue fills).
-    {
+    if only().is_none() {
         let n = 1024;
         let x = dev.upload(&randn(n, 2))?;
         let mut o = dev.zeros::<f32>(n)?;
@@ -237,6 +273,12 @@ fn run() -> Result<()> {
         dev.synchronize()?;
         println!("fuse host launch overhead: {batched:.2} us/launch (tiny add_mul, median of 50 batches of 200 launches on an idle stream)");
         println!("fuse back-to-back launch loop: {loop_us:.2} us/launch ({k} launches, Triton's method)");
+        match raw_launch_us() {
+            Ok((empty, ten)) => println!(
+                "driver floor, same method: raw cuLaunchKernel {empty:.2} us (empty kernel), {ten:.2} us (ten 8-byte parameters, like add_mul's)"
+            ),
+            Err(e) => println!("driver floor: not measured ({e})"),
+        }
     }
 
     for n in [1usize << 20, 64 << 20] {

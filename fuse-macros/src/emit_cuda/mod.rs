@@ -199,6 +199,11 @@ impl Ctx<'_> {
             out.line(format!("    {p}{}", if i + 1 == params.len() { ") {" } else { "," }));
         }
         out.line("  const int fuse_tid = (int)threadIdx.x;");
+        if self.needs.oob {
+            out.line("  // The thread's first out-of-bounds access (parameter index + 1, offset), reported at the end.");
+            out.line("  unsigned int fuse_bad = 0u;");
+            out.line("  long long fuse_bad_at = 0;");
+        }
         if !self.reduce_types.is_empty() {
             out.pp("#if FUSE_NUM_WARPS > 1");
             out.line("  // Cross-warp reduction buffers, double-buffered so one barrier per reduction suffices.");
@@ -217,6 +222,9 @@ impl Ctx<'_> {
         }
         let mut source = out.finish();
         source.push_str(&self.w.finish());
+        if self.needs.oob {
+            source.push_str("  if (fuse_bad != 0u) fuse_oob(fuse_err, fuse_bad - 1u, fuse_bad_at);\n");
+        }
         source.push_str("}\n");
         CudaSource { source, specializations: specs }
     }

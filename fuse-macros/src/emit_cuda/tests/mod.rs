@@ -71,8 +71,13 @@ fn emit_add_mul_signature_and_specializations() {
         src.contains("&& mask[((BLOCK % FUSE_VEC0 == 0) && ((FUSE_DIV16_n ? 16 : 1) % FUSE_VEC0 == 0)) ? (fuse_b + fuse_v) - (fuse_b + fuse_v) % FUSE_VEC0 : (fuse_b + fuse_v)];"),
         "{src}"
     );
-    assert!(src.contains("fuse_ldg_words<FUSE_VEC0 * 4 / 4>(fuse_w, x + fuse_c);"), "{src}");
-    assert!(src.contains("fuse_st_words<FUSE_VEC0 * 4 / 4>(out + fuse_c, fuse_w);"), "{src}");
+    assert!(src.contains("fuse_ldg_words<FUSE_VEC0 * 4 / 4>(fuse_wd + fuse_j * (FUSE_VEC0 * 4 / 4), x + (long long)offs[fuse_b]);"), "{src}");
+    assert!(src.contains("fuse_st_words<FUSE_VEC0 * 4 / 4>(out + (long long)offs[fuse_b], fuse_w);"), "{src}");
+    // One fast path (every chunk vector or off) and one per-lane path per access; an
+    // out-of-bounds lane is noted, and reported once at the end without a call on the lane path.
+    assert!(src.contains("fuse_fast = fuse_fast && (fuse_vec[fuse_j] || !fuse_any);"), "{src}");
+    assert!(src.contains("else if (fuse_bad == 0u) { fuse_bad = 4u; fuse_bad_at = fuse_o; }"), "{src}");
+    assert!(src.ends_with("  if (fuse_bad != 0u) fuse_oob(fuse_err, fuse_bad - 1u, fuse_bad_at);\n}\n"), "{src}");
     // f16: storage as unsigned short, 8 elements per 16 bytes.
     let h = emit_cuda(&add_mul(DType::F16)).source;
     assert!(h.contains("const unsigned short* __restrict__ x,"), "{h}");
@@ -123,7 +128,7 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
     // The bias offsets (offs % h) are consecutive in a chunk unless it wraps: a vector load
     // after a one-subtraction check, with the per-lane load as fallback.
     assert!(src.contains("#if FUSE_ALIGN16_bias && "), "{src}");
-    assert!(src.contains("fuse_all = fuse_all && (long long)t7[fuse_b + FUSE_VEC0 - 1] - fuse_c == FUSE_VEC0 - 1;"), "{src}");
+    assert!(src.contains("&& (long long)t7[fuse_b + FUSE_VEC0 - 1] - fuse_c == FUSE_VEC0 - 1;"), "{src}");
     assert!(src.contains("__ldg(&bias[fuse_o])"), "{src}");
 }
 
