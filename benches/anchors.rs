@@ -28,11 +28,19 @@ fn warps_override() -> Option<u32> {
     *W.get_or_init(|| std::env::var("FUSE_BENCH_WARPS").ok().and_then(|v| v.parse().ok()))
 }
 
-/// `FUSE_BENCH_ONLY=pattern/shape/dtype` (a substring, e.g. `layernorm/8192x8192/float16`) times
-/// only the fused kernel of the matching cases: for profiling one kernel under Nsight Compute.
+/// `FUSE_BENCH_ONLY=pattern/shape/dtype` (substrings separated by commas, e.g.
+/// `layernorm/8192x8192/float16`) times only the fused kernel of the matching cases: for
+/// profiling one kernel under Nsight Compute, or a quick tuning sweep.
 fn only() -> Option<&'static str> {
     static O: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     O.get_or_init(|| std::env::var("FUSE_BENCH_ONLY").ok()).as_deref()
+}
+
+/// `FUSE_BENCH_EW_BLOCK=n`: the block (tile) size of the fused element-wise kernels (add_mul,
+/// bias+GELU+dropout) instead of 1024, for tuning sweeps.
+fn ew_block() -> usize {
+    static B: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *B.get_or_init(|| std::env::var("FUSE_BENCH_EW_BLOCK").ok().and_then(|v| v.parse().ok()).unwrap_or(1024))
 }
 
 fn cfg(grid: u32) -> LaunchConfig {
@@ -183,7 +191,8 @@ impl Bench {
         if (warps_override().is_some() || only().is_some()) && imp != "fuse" {
             return;
         }
-        if only().is_some_and(|o| !format!("{pattern}/{shape}/{dtype}").contains(o)) {
+        let case = format!("{pattern}/{shape}/{dtype}");
+        if only().is_some_and(|o| !o.split(',').any(|part| case.contains(part))) {
             return;
         }
         let (dev, flush) = (&self.dev, &mut self.flush);
@@ -231,7 +240,10 @@ macro_rules! add_mul_case {
         let (mut o, mut t) = (d.zeros::<$T>(n)?, d.zeros::<$T>(n)?);
         let bytes = 4 * n * std::mem::size_of::<$T>();
         let (g, len, shape) = (grid(n, 1024), n as i32, n.to_string());
-        $b.time("add_mul", &shape, $dt, "fuse", bytes, || $fm::$fk::launch::<1024>(&d, cfg(g), &x, &y, &z, &mut o, len));
+        let eb = ew_block();
+        $b.time("add_mul", &shape, $dt, "fuse", bytes, || {
+            fuse::with_block!(eb, B => $fm::$fk::launch::<B>(&d, cfg(grid(n, B)), &x, &y, &z, &mut o, len))
+        });
         $b.time("add_mul", &shape, $dt, "fuse unfused chain", bytes, || {
             $k::add::launch::<EW>(&d, g, &x, &y, &mut t, len)?;
             $k::mul::launch::<EW>(&d, g, &t, &z, &mut o, len)
@@ -374,7 +386,10 @@ fn run() -> Result<()> {
             let bytes = (2 * n + h) * es;
             let shape = format!("{rows}x{h}");
             let (g, nn, hh) = (grid(n, 1024), n as i32, h as i32);
-            b.time("bias_gelu_dropout", &shape, $dt, "fuse", bytes, || $fm::$fk::launch::<1024>(&d, cfg(g), &x, &bias, &mut o, 1234, 0.1, nn, hh));
+            let eb = ew_block();
+            b.time("bias_gelu_dropout", &shape, $dt, "fuse", bytes, || {
+                fuse::with_block!(eb, B => $fm::$fk::launch::<B>(&d, cfg(grid(n, B)), &x, &bias, &mut o, 1234, 0.1, nn, hh))
+            });
             b.time("bias_gelu_dropout", &shape, $dt, "fuse unfused chain", bytes, || {
                 $k::add_bias::launch::<EW>(&d, g, &x, &bias, &mut t, nn, hh)?;
                 $k::gelu::launch::<EW>(&d, g, &t, &mut u, nn)?;

@@ -246,10 +246,9 @@ pub(crate) fn full_source_for(
 /// * a reduction over one streamed tile (softmax-like): Triton's softmax rule, 4 warps up to
 ///   `L = 2048`, 8 up to 4096, 16 above;
 /// * a reduction with several tile loads (layernorm-like: x, w, b), whose tiles stay live across
-///   the reductions: 4-byte elements `min(max(L / 256, 1), 8)` (Triton's layernorm rule); 2-byte
-///   elements `clamp(L / 256, 1, 32)`, i.e. 8 elements per thread, which keeps registers low
-///   enough for two or more programs per SM (f16 LayerNorm 8192 wide: 8 warps 1429 GB/s, 32
-///   warps 1993 GB/s).
+///   the reductions: `min(max(L / 256, 1), 8)` (Triton's layernorm rule). Since loads keep f16
+///   packed two per register this holds for 2-byte elements too (f16 LayerNorm 4096 wide: 8 warps
+///   2270 GB/s, 16 warps 2100, 32 warps 1363; an earlier emitter needed 32 warps here).
 ///
 /// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
@@ -261,18 +260,14 @@ pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
 pub(crate) struct WarpShape {
     reduces: bool,
     tile_loads: usize,
-    narrowest_load_bytes: usize,
 }
 
 impl WarpShape {
     fn of(kernel: &Kernel) -> WarpShape {
-        let mut shape = WarpShape { reduces: false, tile_loads: 0, narrowest_load_bytes: 8 };
+        let mut shape = WarpShape { reduces: false, tile_loads: 0 };
         kernel.visit_stmts(&mut |s| match s {
             Stmt::Assign { expr: Expr::Reduce(..), .. } => shape.reduces = true,
-            Stmt::Assign { dst, expr: Expr::Load { .. } } if !kernel.ty(*dst).shape.is_scalar() => {
-                shape.tile_loads += 1;
-                shape.narrowest_load_bytes = shape.narrowest_load_bytes.min(kernel.ty(*dst).dtype.size_bytes());
-            }
+            Stmt::Assign { dst, expr: Expr::Load { .. } } if !kernel.ty(*dst).shape.is_scalar() => shape.tile_loads += 1,
             _ => {}
         });
         shape
@@ -288,7 +283,6 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
             2049..=4096 => 8,
             _ => 16,
         },
-        WarpShape { narrowest_load_bytes: 0..=2, .. } => (l / 256).clamp(1, 32),
         _ => (l / 256).clamp(1, 8),
     };
     w.min((l / 32).max(1)) as u32
@@ -298,10 +292,9 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
 mod tests {
     use super::{num_warps_for, WarpShape};
 
-    const ELEMENTWISE: WarpShape = WarpShape { reduces: false, tile_loads: 3, narrowest_load_bytes: 4 };
-    const SOFTMAX: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrowest_load_bytes: 2 };
-    const LAYERNORM_F32: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrowest_load_bytes: 4 };
-    const LAYERNORM_F16: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrowest_load_bytes: 2 };
+    const ELEMENTWISE: WarpShape = WarpShape { reduces: false, tile_loads: 3 };
+    const SOFTMAX: WarpShape = WarpShape { reduces: true, tile_loads: 1 };
+    const LAYERNORM: WarpShape = WarpShape { reduces: true, tile_loads: 3 };
 
     #[test]
     fn num_warps_elementwise() {
@@ -320,17 +313,16 @@ mod tests {
     }
 
     #[test]
-    fn num_warps_several_streams_depend_on_element_size() {
-        for (l, w32, w16) in [(256, 1, 1), (1024, 4, 4), (2048, 8, 8), (4096, 8, 16), (8192, 8, 32), (65536, 8, 32)] {
-            assert_eq!(num_warps_for(Some(l), LAYERNORM_F32), w32, "f32 L = {l}");
-            assert_eq!(num_warps_for(Some(l), LAYERNORM_F16), w16, "f16 L = {l}");
+    fn num_warps_several_streams_follow_triton_layernorm() {
+        for (l, w) in [(256, 1), (1024, 4), (2048, 8), (4096, 8), (8192, 8), (65536, 8)] {
+            assert_eq!(num_warps_for(Some(l), LAYERNORM), w, "L = {l}");
         }
     }
 
     #[test]
     fn num_warps_is_always_a_power_of_two_in_range() {
         for l in (0..20).map(|i| 1u64 << i) {
-            for shape in [ELEMENTWISE, SOFTMAX, LAYERNORM_F32, LAYERNORM_F16] {
+            for shape in [ELEMENTWISE, SOFTMAX, LAYERNORM] {
                 let w = num_warps_for(Some(l), shape);
                 assert!(w.is_power_of_two() && (1..=32).contains(&w) && u64::from(w) * 32 <= l.max(32), "{l} {shape:?}");
             }

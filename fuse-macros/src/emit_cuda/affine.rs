@@ -186,7 +186,7 @@ impl Fact {
     }
 
     /// The divisibility of a uniform value (scalar or splat tile), if it is one.
-    fn uniform_div(&self) -> Option<Div> {
+    pub fn uniform_div(&self) -> Option<Div> {
         match self {
             Fact::Int(d) | Fact::Uniform(d) => Some(d.clone()),
             _ => None,

@@ -113,11 +113,27 @@ impl Ctx<'_> {
             "if ({lo}fuse_a <= {} - (FUSE_VEC{k} - 1) && {bn} > {zero})",
             ctype::int_lit(max, d)
         ));
+        // With VEC dividing both the chunk's start and `b`, `r` is a multiple of VEC and at most
+        // `b - VEC`: the chunk never wraps.
+        let no_wrap = match (self.facts.get(a), self.facts.get(b)) {
+            (Fact::Contig(da), fb) => fb.uniform_div().map(|db| da.min(&db)),
+            _ => None,
+        };
+        let max_log2 = self.layout.veck.trailing_zeros() as u8;
+        let no_wrap = no_wrap.map(|d| self.divisible(&d, &format!("FUSE_VEC{k}"), max_log2));
+        if let Some(c) = &no_wrap {
+            self.w.pp(format!("#if {c}"));
+            self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), format!("{dn}[fuse_b + fuse_v] = fuse_r + fuse_v;"));
+            self.w.pp("#else");
+        }
         self.w.pp("#pragma unroll");
         self.w.open(format!("for (int fuse_v = 1; fuse_v < FUSE_VEC{k}; ++fuse_v)"));
         self.w.line(format!("fuse_r = fuse_r + 1 == {bn} ? {zero} : fuse_r + 1;"));
         self.w.line(format!("{dn}[fuse_b + fuse_v] = fuse_r;"));
         self.w.close();
+        if no_wrap.is_some() {
+            self.w.pp("#endif");
+        }
         self.w.reopen("} else {");
         self.w.pp("#pragma unroll");
         self.w.line(format!(
