@@ -189,7 +189,11 @@ impl Ctx<'_> {
             self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), format!("{{ {all} {any} }}"));
             self.w.line("fuse_any = fuse_any && fuse_on;");
         }
-        let mut in_bounds = format!("fuse_c >= 0 && fuse_c <= {} - FUSE_VEC{k}", a.len);
+        // 0 <= c <= len - VEC as one unsigned compare against a uniform limit (0 when len < VEC).
+        let mut in_bounds = format!(
+            "(unsigned long long)fuse_c < (unsigned long long)({len} >= FUSE_VEC{k} ? {len} - (FUSE_VEC{k} - 1) : 0)",
+            len = a.len
+        );
         if let Fact::ContigRem(_) = self.facts.get(a.offset) {
             // Consecutive: the remainder did not wrap inside the chunk.
             let last = self.at(a.offset, &format!("fuse_b + FUSE_VEC{k} - 1"));
