@@ -246,9 +246,10 @@ pub(crate) fn full_source_for(
 /// * a reduction over one streamed tile (softmax-like): Triton's softmax rule, 4 warps up to
 ///   `L = 2048`, 8 up to 4096, 16 above;
 /// * a reduction with several tile loads (layernorm-like: x, w, b), whose tiles stay live across
-///   the reductions: `min(max(L / 256, 1), 8)` (Triton's layernorm rule). Since loads keep f16
-///   packed two per register this holds for 2-byte elements too (f16 LayerNorm 4096 wide: 8 warps
-///   2270 GB/s, 16 warps 2100, 32 warps 1363; an earlier emitter needed 32 warps here).
+///   the reductions: `min(max(L / 256, 1), 8)` up to `L = 4096` (Triton's layernorm rule), 16
+///   from 8192 (f32/f16 LayerNorm 8192 wide: 16 warps 2912/2800 GB/s, 8 warps 2894/2762). Loads
+///   keep f16 packed two per register, so 2-byte elements follow the same rule (f16 LayerNorm
+///   4096 wide: 8 warps 2283 GB/s, 16 warps 2106, 32 warps 1363).
 ///
 /// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
@@ -283,6 +284,7 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
             2049..=4096 => 8,
             _ => 16,
         },
+        _ if l >= 8192 => 16,
         _ => (l / 256).clamp(1, 8),
     };
     w.min((l / 32).max(1)) as u32
@@ -313,8 +315,8 @@ mod tests {
     }
 
     #[test]
-    fn num_warps_several_streams_follow_triton_layernorm() {
-        for (l, w) in [(256, 1), (1024, 4), (2048, 8), (4096, 8), (8192, 8), (65536, 8)] {
+    fn num_warps_several_streams_follow_triton_layernorm_up_to_4096() {
+        for (l, w) in [(256, 1), (1024, 4), (2048, 8), (4096, 8), (8192, 16), (65536, 16)] {
             assert_eq!(num_warps_for(Some(l), LAYERNORM), w, "L = {l}");
         }
     }
