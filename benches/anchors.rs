@@ -149,32 +149,6 @@ struct Row {
     gbs: f64,
 }
 
-/// The driver's own cost: `cuLaunchKernel` through cudarc on hand-written PTX (no fuse code on the
-/// path), timed like fuse's launches: an empty kernel, and one with ten 8-byte parameters.
-fn raw_launch_us() -> std::result::Result<(f64, f64), String> {
-    use cudarc::driver::{result::launch_kernel, CudaContext};
-    let ctx = CudaContext::new(0).map_err(|e| e.to_string())?;
-    let stream = ctx.default_stream();
-    let params: Vec<String> = (0..10).map(|i| format!(".param .u64 p{i}")).collect();
-    let ptx = format!(
-        ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry fuse_raw0() {{ ret; }}\n.visible .entry fuse_raw10({}) {{ ret; }}\n",
-        params.join(", ")
-    );
-    let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| e.to_string())?;
-    let time = |name: &str, nparams: usize| -> std::result::Result<f64, String> {
-        let f = module.load_function(name).map_err(|e| e.to_string())?;
-        let mut words = [0u64; 10];
-        let mut ptrs: Vec<*mut std::ffi::c_void> = words.iter_mut().take(nparams).map(|w| (w as *mut u64).cast()).collect();
-        let mut launch = || {
-            ctx.bind_to_thread()?;
-            // SAFETY: the kernels take `nparams` u64 parameters and touch no memory.
-            unsafe { launch_kernel(f.cu_function(), (1, 1, 1), (128, 1, 1), 0, stream.cu_stream(), &mut ptrs) }
-        };
-        host_time::host_us_per_launch(50, 200, &mut launch, &mut || stream.synchronize()).map_err(|e| e.to_string())
-    };
-    Ok((time("fuse_raw0", 0)?, time("fuse_raw10", 10)?))
-}
-
 struct Bench {
     dev: Device,
     flush: Buffer<f32>,
@@ -285,7 +259,7 @@ fn run() -> Result<()> {
         dev.synchronize()?;
         println!("fuse host launch overhead: {batched:.2} us/launch (tiny add_mul, median of 50 batches of 200 launches on an idle stream)");
         println!("fuse back-to-back launch loop: {loop_us:.2} us/launch ({k} launches, Triton's method)");
-        match raw_launch_us() {
+        match host_time::raw_launch_us() {
             Ok((empty, ten)) => println!(
                 "driver floor, same method: raw cuLaunchKernel {empty:.2} us (empty kernel), {ten:.2} us (ten 8-byte parameters, like add_mul's)"
             ),

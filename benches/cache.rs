@@ -85,6 +85,13 @@ fn main() {
         let mut launch = || scale_add::launch::<1024>(&dev, 4, &x, &mut out, 2.0, 4096);
         let us = host_time::host_us_per_launch(100, 200, &mut launch, &mut || dev.synchronize())?;
         println!("{:<44} {us:>9.3} us per launch (host time; median of 100 batches of 200 on an idle stream)", "in-memory hit + launch");
+        match host_time::raw_launch_us() {
+            Ok((empty, ten)) => println!(
+                "{:<44} {empty:>9.3} us (empty kernel), {ten:.3} us (ten 8-byte parameters)",
+                "driver floor: raw cuLaunchKernel, same method"
+            ),
+            Err(e) => println!("driver floor: not measured ({e})"),
+        }
         Ok(())
     };
     if let Err(e) = run() {

@@ -26,3 +26,29 @@ pub fn host_us_per_launch<E>(
     per_launch.sort_by(f64::total_cmp);
     Ok(per_launch[per_launch.len() / 2])
 }
+
+/// The driver's own cost: `cuLaunchKernel` through cudarc on hand-written PTX (no fuse code on the
+/// path), timed like fuse's launches: an empty kernel, and one with ten 8-byte parameters.
+pub fn raw_launch_us() -> std::result::Result<(f64, f64), String> {
+    use cudarc::driver::{result::launch_kernel, CudaContext};
+    let ctx = CudaContext::new(0).map_err(|e| e.to_string())?;
+    let stream = ctx.default_stream();
+    let params: Vec<String> = (0..10).map(|i| format!(".param .u64 p{i}")).collect();
+    let ptx = format!(
+        ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry fuse_raw0() {{ ret; }}\n.visible .entry fuse_raw10({}) {{ ret; }}\n",
+        params.join(", ")
+    );
+    let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| e.to_string())?;
+    let time = |name: &str, nparams: usize| -> std::result::Result<f64, String> {
+        let f = module.load_function(name).map_err(|e| e.to_string())?;
+        let mut words = [0u64; 10];
+        let mut ptrs: Vec<*mut std::ffi::c_void> = words.iter_mut().take(nparams).map(|w| (w as *mut u64).cast()).collect();
+        let mut launch = || {
+            ctx.bind_to_thread()?;
+            // SAFETY: the kernels take `nparams` u64 parameters and touch no memory.
+            unsafe { launch_kernel(f.cu_function(), (1, 1, 1), (128, 1, 1), 0, stream.cu_stream(), &mut ptrs) }
+        };
+        host_us_per_launch(50, 200, &mut launch, &mut || stream.synchronize()).map_err(|e| e.to_string())
+    };
+    Ok((time("fuse_raw0", 0)?, time("fuse_raw10", 10)?))
+}

@@ -9,9 +9,10 @@ pub fn layernorm<const BLOCK: usize>(x: *const f32, y: *mut f32, w: *const f32, 
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;
     let xs = load(x + row * stride + cols, mask, 0.0);
-    let mean = sum(xs) / n_cols as f32;
+    let inv_n = 1.0 / n_cols as f32; // one division per row, a multiply per reduction
+    let mean = sum(xs) * inv_n;
     let xc = where_(mask, xs - mean, 0.0);
-    let rstd = rsqrt(sum(xc * xc) / n_cols as f32 + eps);
+    let rstd = rsqrt(sum(xc * xc) * inv_n + eps);
     let out = xc * rstd * load(w + cols, mask) + load(b + cols, mask);
     store(y + row * stride + cols, out, mask);
 }
@@ -22,9 +23,10 @@ pub fn layernorm_f16<const BLOCK: usize>(x: *const f16, y: *mut f16, w: *const f
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;
     let xs = load(x + row * stride + cols, mask, 0.0);
-    let mean = sum(xs) / n_cols as f32;
+    let inv_n = 1.0 / n_cols as f32;
+    let mean = sum(xs) * inv_n;
     let xc = where_(mask, xs - mean, 0.0);
-    let rstd = rsqrt(sum(xc * xc) / n_cols as f32 + eps);
+    let rstd = rsqrt(sum(xc * xc) * inv_n + eps);
     store(y + row * stride + cols, xc * rstd * load(w + cols, mask) + load(b + cols, mask), mask);
 }
 
