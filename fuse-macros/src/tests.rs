@@ -24,7 +24,7 @@ fn compile(src: &str) -> Result<Kernel, syn::Error> {
     }
 }
 
-fn ok(src: &str) -> Kernel {
+pub(crate) fn ok(src: &str) -> Kernel {
     let k = compile(src).unwrap_or_else(|e| {
         let msgs: Vec<String> = e.into_iter().map(|e| e.to_string()).collect();
         panic!("expected the kernel to check, got:\n{}", msgs.join("\n"))
@@ -57,7 +57,7 @@ fn var<'k>(k: &'k Kernel, name: &str) -> &'k Var {
     })
 }
 
-fn var_id(k: &Kernel, name: &str) -> VarId {
+pub(crate) fn var_id(k: &Kernel, name: &str) -> VarId {
     VarId(k.vars.iter().position(|v| v.name == name).unwrap_or_else(|| panic!("no var {name}")) as u32)
 }
 

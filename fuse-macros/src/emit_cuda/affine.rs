@@ -384,3 +384,53 @@ fn union(a: &[Div], b: &[Div]) -> Vec<Div> {
 fn is_int(d: DType) -> bool {
     d.is_int()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Fact, Facts};
+    use crate::tests::{ok, var_id};
+
+    fn facts(src: &str) -> (fuse_ir::Kernel, Facts) {
+        let k = ok(src);
+        let f = Facts::analyse(&k);
+        (k, f)
+    }
+
+    #[test]
+    fn masks_split_at_a_multiple_of_vec_are_chunk_uniform() {
+        let (k, f) = facts(
+            "fn k<const B: usize>(x: *const f32, y: *mut f32, n: i32, lo: i32) {
+                let offs = program_id(0) * B + arange(0, B);
+                let lt = offs < n;
+                let ge = offs >= lo;
+                let rev = n > offs;
+                let both = lt & ge;
+                let le = offs <= n;
+                let gt = offs > lo;
+                let eq = offs == n;
+                store(y + offs, load(x + offs, both), both & le & gt & eq & rev);
+            }",
+        );
+        for name in ["lt", "ge", "rev", "both"] {
+            assert!(matches!(f.get(var_id(&k, name)), Fact::ChunkUniform(_)), "{name}: {:?}", f.get(var_id(&k, name)));
+        }
+        // `<=` and `>` split a chunk at n + 1; `==` picks one lane.
+        for name in ["le", "gt", "eq"] {
+            assert_eq!(f.get(var_id(&k, name)), &Fact::Unknown, "{name}");
+        }
+    }
+
+    #[test]
+    fn remainders_of_contiguous_offsets_are_chunk_consecutive_only_from_contig() {
+        let (k, f) = facts(
+            "fn k<const B: usize>(x: *const f32, y: *mut f32, h: i32, s: i32) {
+                let offs = program_id(0) * B + arange(0, B);
+                let r = (offs - s) % h;
+                let twice = (offs * 2) % h;
+                store(y + offs, load(x + r) + load(x + twice));
+            }",
+        );
+        assert!(matches!(f.get(var_id(&k, "r")), Fact::ContigRem(_)), "{:?}", f.get(var_id(&k, "r")));
+        assert_eq!(f.get(var_id(&k, "twice")), &Fact::Unknown);
+    }
+}
