@@ -128,20 +128,14 @@ impl Ctx<'_> {
                 let first = self.at(a.offset, "fuse_b");
                 self.w.line(format!("{f}<{nw}>(fuse_wd + fuse_j * ({nw}), {} + (long long){first});", a.ptr));
                 self.w.reopen("} else {");
-                let init = match other {
-                    Some(o) => self.at_as(o, "fuse_b + fuse_v", a.elem),
-                    None => zero(a.elem),
-                };
+                let init = self.other_or_zero(&a, other, "fuse_b + fuse_v");
                 let put = pack(a.elem, "fuse_wd", "(fuse_b + fuse_v)", &init);
                 self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), put);
                 self.w.close();
                 self.w.close();
                 self.w.reopen("} else {");
                 self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
-                let init = match other {
-                    Some(o) => self.at_as(o, "fuse_i", a.elem),
-                    None => zero(a.elem),
-                };
+                let init = self.other_or_zero(&a, other, "fuse_i");
                 self.w.line(format!("{} fuse_x = {init};", c_type(a.elem)));
                 let read = self.read(&a, "fuse_o");
                 self.checked_lane(&a, "fuse_i", Some(&ok), &format!("fuse_x = {read};"));
@@ -205,13 +199,18 @@ impl Ctx<'_> {
         self.w.open("if (fuse_fast)");
     }
 
+    /// A masked-off lane's value in slot `i`, in the pointee's dtype: `other`, else zero.
+    fn other_or_zero(&mut self, a: &Access, other: Option<VarId>, i: &str) -> String {
+        match other {
+            Some(o) => self.at_as(o, i, a.elem),
+            None => zero(a.elem),
+        }
+    }
+
     /// One lane's load into slot `i`, as a block opened by `head` (a loop header or nothing).
     fn load_lane(&mut self, a: &Access, dst: VarId, other: Option<VarId>, i: &str, ok: Option<&str>, head: &str) {
         let to = self.dtype(dst);
-        let init = match other {
-            Some(o) => self.at_as(o, i, a.elem),
-            None => zero(a.elem),
-        };
+        let init = self.other_or_zero(a, other, i);
         let slot = if self.tile(dst).is_some() { format!("{}[{i}]", self.name(dst)) } else { self.name(dst).to_string() };
         let read = self.read(a, "fuse_o");
         let read = ctype::convert(&read, a.elem, to, &mut self.needs);
