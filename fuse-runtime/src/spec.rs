@@ -249,7 +249,10 @@ pub(crate) fn full_source_for(
 ///   the reductions: `min(max(L / 256, 1), 8)` up to `L = 4096` (Triton's layernorm rule), 16
 ///   from 8192 (f32/f16 LayerNorm 8192 wide: 16 warps 2912/2800 GB/s, 8 warps 2894/2762). Loads
 ///   keep f16 packed two per register, so 2-byte elements follow the same rule (f16 LayerNorm
-///   4096 wide: 8 warps 2283 GB/s, 16 warps 2106, 32 warps 1363).
+///   4096 wide: 8 warps 2283 GB/s, 16 warps 2106, 32 warps 1363), except up to 1024 wide, where
+///   2-byte rows are short enough that the SM's limit of 32 programs, not its 64 warps, bounds
+///   the bytes in flight: half the warps hold twice the rows (f16 LayerNorm 32768x768: 2 warps
+///   2501 GB/s, 4 warps 2296; 4096x1024, a single wave of programs: 1387 against 1417).
 ///
 /// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
@@ -261,14 +264,19 @@ pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
 pub(crate) struct WarpShape {
     reduces: bool,
     tile_loads: usize,
+    /// Some tile load has 1- or 2-byte elements.
+    narrow: bool,
 }
 
 impl WarpShape {
     fn of(kernel: &Kernel) -> WarpShape {
-        let mut shape = WarpShape { reduces: false, tile_loads: 0 };
+        let mut shape = WarpShape { reduces: false, tile_loads: 0, narrow: false };
         kernel.visit_stmts(&mut |s| match s {
             Stmt::Assign { expr: Expr::Reduce(..), .. } => shape.reduces = true,
-            Stmt::Assign { dst, expr: Expr::Load { .. } } if !kernel.ty(*dst).shape.is_scalar() => shape.tile_loads += 1,
+            Stmt::Assign { dst, expr: Expr::Load { .. } } if !kernel.ty(*dst).shape.is_scalar() => {
+                shape.tile_loads += 1;
+                shape.narrow |= kernel.ty(*dst).dtype.size_bytes() <= 2;
+            }
             _ => {}
         });
         shape
@@ -285,6 +293,7 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
             _ => 16,
         },
         _ if l >= 8192 => 16,
+        WarpShape { narrow: true, .. } if l <= 1024 => (l / 512).max(1),
         _ => (l / 256).clamp(1, 8),
     };
     w.min((l / 32).max(1)) as u32
@@ -294,9 +303,10 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
 mod tests {
     use super::{num_warps_for, WarpShape};
 
-    const ELEMENTWISE: WarpShape = WarpShape { reduces: false, tile_loads: 3 };
-    const SOFTMAX: WarpShape = WarpShape { reduces: true, tile_loads: 1 };
-    const LAYERNORM: WarpShape = WarpShape { reduces: true, tile_loads: 3 };
+    const ELEMENTWISE: WarpShape = WarpShape { reduces: false, tile_loads: 3, narrow: false };
+    const SOFTMAX: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrow: true };
+    const LAYERNORM: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrow: false };
+    const LAYERNORM_F16: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrow: true };
 
     #[test]
     fn num_warps_elementwise() {
@@ -316,15 +326,16 @@ mod tests {
 
     #[test]
     fn num_warps_several_streams_follow_triton_layernorm_up_to_4096() {
-        for (l, w) in [(256, 1), (1024, 4), (2048, 8), (4096, 8), (8192, 16), (65536, 16)] {
+        for (l, w, w16) in [(256, 1, 1), (1024, 4, 2), (2048, 8, 8), (4096, 8, 8), (8192, 16, 16), (65536, 16, 16)] {
             assert_eq!(num_warps_for(Some(l), LAYERNORM), w, "L = {l}");
+            assert_eq!(num_warps_for(Some(l), LAYERNORM_F16), w16, "f16 L = {l}");
         }
     }
 
     #[test]
     fn num_warps_is_always_a_power_of_two_in_range() {
         for l in (0..20).map(|i| 1u64 << i) {
-            for shape in [ELEMENTWISE, SOFTMAX, LAYERNORM] {
+            for shape in [ELEMENTWISE, SOFTMAX, LAYERNORM, LAYERNORM_F16] {
                 let w = num_warps_for(Some(l), shape);
                 assert!(w.is_power_of_two() && (1..=32).contains(&w) && u64::from(w) * 32 <= l.max(32), "{l} {shape:?}");
             }
