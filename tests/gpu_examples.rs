@@ -153,8 +153,7 @@ fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit() {
                         paths::rem_gather::launch::<1024>(d, n.div_ceil(1024) as u32, &xb, &bb, &mut out, n as i32, lo, h, shift).unwrap();
                         outs.push(out.to_vec().unwrap());
                     }
-                    for i in 0..n {
-                        let (gv, cv) = (outs[0][i], outs[1][i]);
+                    for (i, (&gv, &cv)) in outs[0].iter().zip(&outs[1]).enumerate() {
                         assert_eq!(gv.to_bits(), cv.to_bits(), "n={n} lo={lo} h={h} shift={shift} i={i}: gpu {gv} cpu {cv}");
                         let masked = (i as i32) < lo;
                         assert_eq!(gv.is_nan(), masked, "n={n} lo={lo} h={h} shift={shift} i={i}: {gv}");

@@ -158,12 +158,8 @@ impl Len {
 
     /// A C expression for this length, naming const generics by their (`#define`d) names.
     pub fn c_expr(&self, const_names: &[String]) -> String {
-        let mut factors: Vec<String> = self.consts.iter().map(|&c| const_names[c as usize].clone()).collect();
-        let mut expr = if factors.is_empty() {
-            "1".to_string()
-        } else {
-            factors.drain(..).collect::<Vec<_>>().join(" * ")
-        };
+        let factors: Vec<String> = self.consts.iter().map(|&c| const_names[c as usize].clone()).collect();
+        let mut expr = if factors.is_empty() { "1".to_string() } else { factors.join(" * ") };
         match self.log2.cmp(&0) {
             std::cmp::Ordering::Greater if self.consts.is_empty() => expr = format!("{}", 1u64 << self.log2),
             std::cmp::Ordering::Greater => expr = format!("({expr} * {})", 1u64 << self.log2),
@@ -177,10 +173,8 @@ impl Len {
     /// How users would write it, for diagnostics.
     pub fn display(&self, const_names: &[String]) -> String {
         let mut parts: Vec<String> = Vec::new();
-        if self.log2 > 0 || self.consts.is_empty() {
-            if self.log2 >= 0 {
-                parts.push(format!("{}", 1u64 << self.log2.min(62)));
-            }
+        if (self.log2 > 0 || self.consts.is_empty()) && self.log2 >= 0 {
+            parts.push(format!("{}", 1u64 << self.log2.min(62)));
         }
         parts.extend(self.consts.iter().map(|&c| const_names[c as usize].clone()));
         let mut s = parts.join(" * ");

@@ -326,7 +326,7 @@ impl Facts {
                     // wholly at-or-above a multiple of V; `<=` and `>` split at `u + 1`.
                     (Fact::Contig(s), u, BinaryOp::Lt | BinaryOp::Ge) | (u, Fact::Contig(s), BinaryOp::Gt | BinaryOp::Le) => {
                         match u.uniform_div() {
-                            Some(d) => Fact::ChunkUniform(union(&[s.clone()], &[d])),
+                            Some(d) => Fact::ChunkUniform(union(std::slice::from_ref(s), &[d])),
                             None => Fact::Unknown,
                         }
                     }

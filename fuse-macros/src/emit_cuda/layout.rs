@@ -57,9 +57,9 @@ impl Layout {
             out.push(format!("#define FUSE_NCH{k} ((FUSE_L{k} + FUSE_THREADS * FUSE_VEC{k} - 1) / (FUSE_THREADS * FUSE_VEC{k}))"));
             out.push(format!("#define FUSE_EPT{k} (FUSE_NCH{k} * FUSE_VEC{k})"));
             out.push(format!("#define FUSE_FULL{k} (FUSE_NCH{k} * FUSE_THREADS * FUSE_VEC{k} == FUSE_L{k})"));
-            out.push(format!("// chunk j of this thread is inside the tile"));
+            out.push("// chunk j of this thread is inside the tile".to_string());
             out.push(format!("#define FUSE_OK{k}(j) (FUSE_FULL{k} || ((j) * FUSE_THREADS + fuse_tid) * FUSE_VEC{k} < FUSE_L{k})"));
-            out.push(format!("// the tile element held in slot i of this thread"));
+            out.push("// the tile element held in slot i of this thread".to_string());
             out.push(format!(
                 "#define FUSE_IDX{k}(i) ((((i) / FUSE_VEC{k}) * FUSE_THREADS + fuse_tid) * FUSE_VEC{k} + (i) % FUSE_VEC{k})"
             ));

@@ -99,7 +99,6 @@ impl Ctx<'_> {
 
     pub(super) fn load(&mut self, dst: VarId, param: u32, offset: VarId, mask: Option<VarId>, other: Option<VarId>) {
         let a = self.access(param, offset, mask);
-        let to = self.dtype(dst);
         let d = self.name(dst).to_string();
         self.w.line(format!("// {d} = load({}[{}]{})", a.ptr, self.name(offset), mask_note(self, mask)));
         let Some(k) = self.tile(offset) else {
@@ -113,45 +112,53 @@ impl Ctx<'_> {
                 self.load_lane(&a, dst, other, "fuse_i", Some(&ok), &each(&format!("FUSE_EPT{k}"), "fuse_i"));
             }
             Some(cond) => {
-                // Both paths fill the access's words; the lanes are unpacked once after them, so
-                // narrow elements stay packed in registers (two f16 per word) on either path.
-                self.needs.words = true;
                 self.w.pp(format!("#if {cond}"));
-                let sz = a.elem.size_bytes();
-                let nw = format!("FUSE_VEC{k} * {sz} / 4");
-                let zeroed = if sz < 4 { " = {}" } else { "" };
-                self.sort_chunks(&a, k, &format!("unsigned int fuse_wd[FUSE_EPT{k} * {sz} / 4]{zeroed};"));
-                self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
-                self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
-                self.w.open("if (fuse_vec[fuse_j])");
-                let f = if a.mutable { "fuse_ld_words" } else { "fuse_ldg_words" };
-                let first = self.at(a.offset, "fuse_b");
-                self.w.line(format!("{f}<{nw}>(fuse_wd + fuse_j * ({nw}), {} + (long long){first});", a.ptr));
-                self.w.reopen("} else {");
-                let init = self.other_or_zero(&a, other, "fuse_b + fuse_v");
-                let put = pack(a.elem, "fuse_wd", "(fuse_b + fuse_v)", &init);
-                self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), put);
-                self.w.close();
-                self.w.close();
-                self.w.reopen("} else {");
-                self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
-                let init = self.other_or_zero(&a, other, "fuse_i");
-                self.w.line(format!("{} fuse_x = {init};", c_type(a.elem)));
-                let read = self.read(&a, "fuse_o");
-                self.checked_lane(&a, "fuse_i", Some(&ok), &format!("fuse_x = {read};"));
-                self.w.line(pack(a.elem, "fuse_wd", "fuse_i", "fuse_x"));
-                self.w.close();
-                self.w.close();
-                let v = unpack(a.elem, "fuse_wd", "fuse_i");
-                let v = ctype::convert(&v, a.elem, to, &mut self.needs);
-                self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{d}[fuse_i] = {v};"));
-                self.w.close();
+                self.vector_load(&a, dst, other, k, &ok);
                 self.w.pp("#else");
                 self.w.pp("#pragma unroll");
                 self.load_lane(&a, dst, other, "fuse_i", Some(&ok), &each(&format!("FUSE_EPT{k}"), "fuse_i"));
                 self.w.pp("#endif");
             }
         }
+    }
+
+    /// The vector path of a load (inside its `#if`): the fast path (one vector access per vector
+    /// chunk, `other` for chunks that are off) or the per-lane path. Both fill the access's 32-bit
+    /// words and the lanes are unpacked once after them, so narrow elements stay packed in
+    /// registers (two f16 per word) on either path.
+    fn vector_load(&mut self, a: &Access, dst: VarId, other: Option<VarId>, k: usize, ok: &str) {
+        self.needs.words = true;
+        let (to, d) = (self.dtype(dst), self.name(dst).to_string());
+        let sz = a.elem.size_bytes();
+        let nw = format!("FUSE_VEC{k} * {sz} / 4");
+        let zeroed = if sz < 4 { " = {}" } else { "" };
+        self.sort_chunks(a, k, &format!("unsigned int fuse_wd[FUSE_EPT{k} * {sz} / 4]{zeroed};"));
+        // Fast path.
+        self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
+        self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
+        self.w.open("if (fuse_vec[fuse_j])");
+        let f = if a.mutable { "fuse_ld_words" } else { "fuse_ldg_words" };
+        let first = self.at(a.offset, "fuse_b");
+        self.w.line(format!("{f}<{nw}>(fuse_wd + fuse_j * ({nw}), {} + (long long){first});", a.ptr));
+        self.w.reopen("} else {");
+        let init = self.other_or_zero(a, other, "fuse_b + fuse_v");
+        self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), pack(a.elem, "fuse_wd", "(fuse_b + fuse_v)", &init));
+        self.w.close();
+        self.w.close();
+        // Per-lane path.
+        self.w.reopen("} else {");
+        self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
+        let init = self.other_or_zero(a, other, "fuse_i");
+        self.w.line(format!("{} fuse_x = {init};", c_type(a.elem)));
+        let read = self.read(a, "fuse_o");
+        self.checked_lane(a, "fuse_i", Some(ok), &format!("fuse_x = {read};"));
+        self.w.line(pack(a.elem, "fuse_wd", "fuse_i", "fuse_x"));
+        self.w.close();
+        self.w.close();
+        let v = unpack(a.elem, "fuse_wd", "fuse_i");
+        let v = ctype::convert(&v, a.elem, to, &mut self.needs);
+        self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{d}[fuse_i] = {v};"));
+        self.w.close();
     }
 
     /// Sorts the thread's chunks for a vector path: `fuse_vec[j]` (every lane on and the chunk in
