@@ -1761,15 +1761,25 @@ fn len_of(ce: &ConstExpr) -> Result<Len, String> {
             }
         }
         ConstExpr::Generic(i) => Ok(Len::of_const(*i)),
-        ConstExpr::Bin(BinaryOp::Mul, a, b) => Ok(len_of(a)?.mul(&len_of(b)?)),
+        ConstExpr::Bin(BinaryOp::Mul, a, b) => in_range(len_of(a)?.mul(&len_of(b)?)),
         ConstExpr::Bin(BinaryOp::Div, a, b) => {
             let (num, den) = (len_of(a)?, len_of(b)?);
             if !den.consts.is_empty() {
                 return Err("only division by a power-of-two literal is supported in a tile length".into());
             }
-            Ok(Len { log2: num.log2 - den.log2, consts: num.consts })
+            in_range(Len { log2: num.log2 - den.log2, consts: num.consts })
         }
         _ => Err("not a product of power-of-two literals and const generics".into()),
+    }
+}
+
+/// The literal factor of a tile length must stay a 64-bit power of two (or its reciprocal):
+/// the emitter prints it as `1 << log2`.
+fn in_range(len: Len) -> Result<Len, String> {
+    if (-62..=62).contains(&len.log2) {
+        Ok(len)
+    } else {
+        Err("this tile length is out of range (its literal factor is beyond 2^62 or below 2^-62)".into())
     }
 }
 

@@ -1025,3 +1025,12 @@ fn parameters_shadowed_and_reused() {
     assert_eq!(var(&k, "x_1").ty, Ty::tile(DType::F32, block()));
     assert_eq!(loads(&k)[0].1, 0);
 }
+
+#[test]
+fn tile_length_out_of_range_is_an_error_not_a_panic() {
+    for len in ["B * 1073741824 * 1073741824 * 16", "B / 1073741824 / 1073741824 / 1073741824"] {
+        let src = format!("fn k<const B: usize>(y: *mut f32) {{ let t = zeros({len}); store(y + arange(0, B), t); }}");
+        let errs = errors(&src);
+        assert!(errs.iter().any(|(m, _)| m.contains("out of range")), "{len}: {errs:#?}");
+    }
+}
