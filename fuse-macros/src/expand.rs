@@ -198,7 +198,8 @@ fn kernel_module(f: &KernelFn, kernel: &Kernel) -> TokenStream2 {
 }
 
 fn stub_module(f: &KernelFn) -> TokenStream2 {
-    let params = &f.generics.params;
-    let generics = if params.is_empty() { TokenStream2::new() } else { quote! { <#params> } };
-    module(f, "", "", &[], generics, quote! { ::core::unreachable!() })
+    // `ImplGenerics` drops defaults (`const B: usize = 4`), which rustc would reject on a fn with
+    // an error of its own, and prints nothing when there are no parameters.
+    let (generics, _, _) = f.generics.split_for_impl();
+    module(f, "", "", &[], quote! { #generics }, quote! { ::core::unreachable!() })
 }
