@@ -44,13 +44,14 @@ impl Term {
         self.log2 <= o.log2 && sub_multiset(&self.consts, &o.consts) && sub_multiset(&self.div16, &o.div16)
     }
 
-    fn c_expr(&self, const_names: &[String], param_names: &[String]) -> String {
+    /// `div16_macros[p]`: the `FUSE_DIV16_` macro of integer param `p` (the name the runtime defines).
+    fn c_expr(&self, const_names: &[String], div16_macros: &[String]) -> String {
         let mut f: Vec<String> = Vec::new();
         if self.log2 > 0 || (self.consts.is_empty() && self.div16.is_empty()) {
             f.push(format!("{}", 1u64 << self.log2));
         }
         f.extend(self.consts.iter().map(|&c| const_names[c as usize].clone()));
-        f.extend(self.div16.iter().map(|&p| format!("(FUSE_DIV16_{} ? 16 : 1)", param_names[p as usize])));
+        f.extend(self.div16.iter().map(|&p| format!("({} ? 16 : 1)", div16_macros[p as usize])));
         if f.len() == 1 {
             f.pop().unwrap()
         } else {
@@ -120,29 +121,19 @@ impl Div {
         Div::normalise(self.terms.iter().flat_map(|a| o.terms.iter().map(move |b| a.mul(b))).collect())
     }
 
-    /// The integer scalar parameters whose `FUSE_DIV16_` fact this bound reads.
-    pub fn div16_params(&self) -> Vec<u32> {
-        let mut v: Vec<u32> = self.terms.iter().flat_map(|t| t.div16.iter().copied()).collect();
-        v.sort_unstable();
-        v.dedup();
-        v
-    }
-
     /// A preprocessor condition for "the value is a multiple of `m`", a power-of-two macro or
-    /// number known to be at most `2^max_log2`. The min of powers of two is a multiple of `m`
-    /// exactly when every term is, and terms of at least `2^max_log2` always are.
-    pub fn multiple_of(&self, m: &str, max_log2: u8, const_names: &[String], param_names: &[String]) -> String {
-        let conds: Vec<String> = self
-            .terms
-            .iter()
-            .filter(|t| t.log2 < max_log2)
-            .map(|t| format!("{} % {m} == 0", t.c_expr(const_names, param_names)))
-            .collect();
-        if conds.is_empty() {
-            "1".into()
-        } else {
-            format!("({})", conds.join(" && "))
-        }
+    /// number known to be at most `2^max_log2`, and the integer params whose `FUSE_DIV16_` fact it
+    /// reads. The min of powers of two is a multiple of `m` exactly when every term is, and terms of
+    /// at least `2^max_log2` always are.
+    pub fn multiple_of(&self, m: &str, max_log2: u8, const_names: &[String], div16_macros: &[String]) -> (String, Vec<u32>) {
+        let kept: Vec<&Term> = self.terms.iter().filter(|t| t.log2 < max_log2).collect();
+        let mut read: Vec<u32> = kept.iter().flat_map(|t| t.div16.iter().copied()).collect();
+        read.sort_unstable();
+        read.dedup();
+        let conds: Vec<String> =
+            kept.iter().map(|t| format!("{} % {m} == 0", t.c_expr(const_names, div16_macros))).collect();
+        let cond = if conds.is_empty() { "1".into() } else { format!("({})", conds.join(" && ")) };
+        (cond, read)
     }
 }
 
@@ -432,5 +423,21 @@ mod tests {
         );
         assert!(matches!(f.get(var_id(&k, "r")), Fact::ContigRem(_)), "{:?}", f.get(var_id(&k, "r")));
         assert_eq!(f.get(var_id(&k, "twice")), &Fact::Unknown);
+    }
+
+    #[test]
+    fn divisibility_macros_use_the_names_the_runtime_defines() {
+        // `max` is renamed in C (`max_`); the runtime #defines FUSE_DIV16_max from the IR's name.
+        let k = ok("fn k<const B: usize>(x: *const f32, y: *mut f32, max: i32) {
+            let offs = program_id(0) * B + arange(0, B);
+            let m = offs < max;
+            store(y + offs, load(x + offs, m), m);
+        }");
+        let out = crate::emit_cuda::emit_cuda(&k);
+        assert!(out.specializations.contains(&fuse_ir::Specialization::Div16(2)), "{:?}", out.specializations);
+        let name = fuse_ir::Specialization::Div16(2).macro_name(&k.params);
+        assert!(out.source.contains(&format!("({name} ? 16 : 1)")), "{}", out.source);
+        assert!(out.source.contains(&format!("#ifndef {name}\n")), "{}", out.source);
+        assert!(!out.source.contains(&format!("({name}_ ? 16")), "{}", out.source);
     }
 }

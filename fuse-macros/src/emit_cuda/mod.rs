@@ -129,11 +129,12 @@ impl Ctx<'_> {
     /// A preprocessor condition for "`div` is a multiple of `m`" (a power of two ≤ 2^max_log2),
     /// recording the `FUSE_DIV16_` facts it reads.
     fn divisible(&mut self, div: &Div, m: &str, max_log2: u8) -> String {
-        let cond = div.multiple_of(m, max_log2, &self.k.consts, &self.names.params);
-        for p in div.div16_params() {
-            if cond.contains(&format!("FUSE_DIV16_{} ", self.names.params[p as usize])) {
-                self.spec(Specialization::Div16(p));
-            }
+        // Spelled as the runtime defines them (the user's param names, not the C names).
+        let macros: Vec<String> =
+            (0..self.k.params.len() as u32).map(|p| Specialization::Div16(p).macro_name(&self.k.params)).collect();
+        let (cond, read) = div.multiple_of(m, max_log2, &self.k.consts, &macros);
+        for p in read {
+            self.spec(Specialization::Div16(p));
         }
         cond
     }
