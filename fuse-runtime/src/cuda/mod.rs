@@ -279,7 +279,6 @@ impl CudaDevice {
         for (p, w) in params.iter_mut().zip(words.iter_mut()) {
             *p = (w as *mut u64).cast();
         }
-        self.launched.store(true, Ordering::Release);
         self.ctx.bind_to_thread().map_err(|e| Error::Cuda(format!("binding the context: {}", drv(e))))?;
         // SAFETY: `launch::launch` checked the arguments against the kernel's parameters (the C
         // signature the emitter writes from them), `words` outlives the call, the buffers are live
@@ -294,10 +293,16 @@ impl CudaDevice {
                 params,
             )
         }
-        .map_err(|e| Error::Cuda(format!("launching: {}", drv(e))))
+        .map_err(|e| Error::Cuda(format!("launching: {}", drv(e))))?;
+        // Set only once the kernel is queued: a `synchronize` on another thread that clears the
+        // flag before this point has not read the error words this kernel may write.
+        self.launched.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// Waits for all work and reports the first out-of-bounds access recorded since the last check.
+    /// The error words are per device: with several threads launching on one device, whichever
+    /// synchronises first reports (and clears) what any of their kernels recorded.
     pub(crate) fn synchronize(&self) -> Result<()> {
         let dirty = self.launched.swap(false, Ordering::AcqRel);
         self.stream.synchronize().map_err(|e| {
