@@ -171,7 +171,7 @@ impl DiskCache {
         }
         h.update(nvrtc_version.0.to_le_bytes());
         h.update(nvrtc_version.1.to_le_bytes());
-        hex(&h.finalize())
+        format!("{:x}", h.finalize())
     }
 
     /// The path of the entry for `key` (a key is 64 lowercase hex digits; anything else has no path, so
@@ -341,16 +341,6 @@ fn parse_entry(bytes: &[u8], key: &str) -> Result<usize, Invalid> {
 
 fn is_valid_key(key: &str) -> bool {
     key.len() == KEY_LEN && key.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
 }
 
 /// Whether `path` still names the file `opened` was opened from (unix: same device and inode).

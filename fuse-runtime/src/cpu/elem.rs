@@ -133,9 +133,6 @@ macro_rules! dispatch {
         dispatch!(@arms $dt, $T, $body, $else; I8 => i8, U8 => u8, I32 => i32, U32 => u32,
             I64 => i64, U64 => u64)
     };
-    (offset $dt:expr, $T:ident => $body:expr, else $else:expr) => {
-        dispatch!(@arms $dt, $T, $body, $else; I32 => i32, U32 => u32, I64 => i64, U64 => u64)
-    };
 }
 pub(crate) use dispatch;
 

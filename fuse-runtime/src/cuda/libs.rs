@@ -97,7 +97,7 @@ pub(crate) fn ensure(lib: Lib) -> Result<()> {
     };
     cell.get_or_init(|| {
         let overrides = std::env::var_os(lib.env_var()).map(|v| v.to_string_lossy().into_owned());
-        locate(lib, overrides.as_deref(), &candidate_dirs(lib))
+        locate(lib, overrides.as_deref(), || candidate_dirs(lib))
     })
     .clone()
 }
@@ -108,8 +108,9 @@ fn keep(lib: libloading::Library) {
     KEPT.lock().unwrap_or_else(|p| p.into_inner()).push(lib);
 }
 
-/// The search itself. `overrides` (the env var) replaces everything else when set.
-pub(crate) fn locate(lib: Lib, overrides: Option<&str>, dirs: &[PathBuf]) -> Result<()> {
+/// The search itself. `overrides` (the env var) replaces everything else when set; `dirs` (the
+/// candidate folders, which takes directory listings to build) is only called when needed.
+pub(crate) fn locate(lib: Lib, overrides: Option<&str>, dirs: impl FnOnce() -> Vec<PathBuf>) -> Result<()> {
     let mut searched: Vec<String> = Vec::new();
     let places: Vec<PathBuf> = match overrides {
         Some(list) => {
@@ -128,7 +129,7 @@ pub(crate) fn locate(lib: Lib, overrides: Option<&str>, dirs: &[PathBuf]) -> Res
                 "the OS loader path (LD_LIBRARY_PATH, ldconfig cache) by the names cudarc loads, e.g. {}",
                 lib.file_names().join(", ")
             ));
-            dirs.to_vec()
+            dirs()
         }
     };
     for place in places {
@@ -312,20 +313,20 @@ mod tests {
 
     #[test]
     fn override_to_nothing_lists_the_places_and_the_hint() {
-        let err = locate(Lib::Nvrtc, Some("/nonexistent/fuse-a:/nonexistent/fuse-b"), &[]).unwrap_err();
+        let err = locate(Lib::Nvrtc, Some("/nonexistent/fuse-a:/nonexistent/fuse-b"), Vec::new).unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, Error::LibraryNotFound { .. }));
         assert!(msg.contains("/nonexistent/fuse-a (from FUSE_NVRTC_PATH; does not exist)"), "{msg}");
         assert!(msg.contains("/nonexistent/fuse-b"), "{msg}");
         assert!(msg.contains("pip install nvidia-cuda-nvrtc"), "{msg}");
-        let err = locate(Lib::Driver, Some("/nonexistent/x"), &[]).unwrap_err().to_string();
+        let err = locate(Lib::Driver, Some("/nonexistent/x"), Vec::new).unwrap_err().to_string();
         assert!(err.contains("NVIDIA driver") && err.contains("FUSE_LIBCUDA_PATH"), "{err}");
     }
 
     #[test]
     fn a_folder_without_the_library_is_reported() {
         let dir = tempfile::tempdir().unwrap();
-        let msg = locate(Lib::Nvrtc, Some(dir.path().to_str().unwrap()), &[]).unwrap_err().to_string();
+        let msg = locate(Lib::Nvrtc, Some(dir.path().to_str().unwrap()), Vec::new).unwrap_err().to_string();
         assert!(msg.contains("no library in it"), "{msg}");
     }
 
@@ -334,7 +335,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("libnvrtc.so.13");
         std::fs::write(&f, b"not an ELF file").unwrap();
-        let msg = locate(Lib::Nvrtc, Some(dir.path().to_str().unwrap()), &[]).unwrap_err().to_string();
+        let msg = locate(Lib::Nvrtc, Some(dir.path().to_str().unwrap()), Vec::new).unwrap_err().to_string();
         assert!(msg.contains("failed to load"), "{msg}");
     }
 }
