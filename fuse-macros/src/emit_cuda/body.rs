@@ -87,20 +87,16 @@ impl Ctx<'_> {
 
     /// `dst = a % b` where `a` is consecutive within each chunk (`s + element index`) and `b` a
     /// scalar (e.g. the bias column `offs % h`): one division per chunk, then the remainder is
-    /// stepped (`r + 1`, wrapping to 0 at `b`). Taken only where that is exact: `a` non-negative
-    /// and far enough from its type's maximum that the chunk does not wrap, `b > 0`.
+    /// stepped (`r + 1`, wrapping to 0 at `b`). Taken only where that is exact: `a` non-negative,
+    /// `b > 0`, and the chunk's values consecutive — its last is its first plus VEC - 1 and not
+    /// below it. (`a` is `s + index` modulo its type, or modulo a type it was cast from; every wrap
+    /// is a step down, so this one test excludes all of them.)
     fn rem_contig(&mut self, dst: VarId, a: VarId, b: VarId) {
         self.needs.int_div = true;
         let k = self.tile(dst).expect("tile");
         let d = self.dtype(a);
         let t = c_type(d);
         let (dn, an, bn) = (self.name(dst).to_string(), self.name(a).to_string(), self.at_as(b, "", d));
-        let max = match d {
-            DType::I32 => i128::from(i32::MAX),
-            DType::U32 => i128::from(u32::MAX),
-            DType::I64 => i128::from(i64::MAX),
-            _ => i128::from(u64::MAX),
-        };
         let lo = if d.is_signed_int() { "fuse_a >= 0 && ".to_string() } else { String::new() };
         let zero = ctype::int_lit(0, d);
         self.w.line(format!("// {dn} = {an} % {bn}, stepping the remainder along each chunk of consecutive values"));
@@ -109,10 +105,8 @@ impl Ctx<'_> {
         self.w.line(format!("const {t} fuse_a = {an}[fuse_b];"));
         self.w.line(format!("{t} fuse_r = fuse_rem(fuse_a, {bn});"));
         self.w.line(format!("{dn}[fuse_b] = fuse_r;"));
-        self.w.open(format!(
-            "if ({lo}fuse_a <= {} - (FUSE_VEC{k} - 1) && {bn} > {zero})",
-            ctype::int_lit(max, d)
-        ));
+        self.w.line(format!("const {t} fuse_z = {an}[fuse_b + FUSE_VEC{k} - 1];"));
+        self.w.open(format!("if ({lo}fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC{k} - 1 && {bn} > {zero})"));
         // With VEC dividing both the chunk's start and `b`, `r` is a multiple of VEC and at most
         // `b - VEC`: the chunk never wraps.
         let no_wrap = match (self.facts.get(a), self.facts.get(b)) {

@@ -124,7 +124,7 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
     assert!(src.contains("fuse_rand(fuse_seed, "), "per-element fallback\n{src}");
     // offs % h: one division per chunk, then the remainder steps.
     assert!(src.contains("t7 = offs % t6, stepping the remainder"), "{src}");
-    assert!(src.contains("if (fuse_a >= 0 && fuse_a <= 2147483647 - (FUSE_VEC0 - 1) && t6 > 0) {"), "{src}");
+    assert!(src.contains("if (fuse_a >= 0 && fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC0 - 1 && t6 > 0) {"), "{src}");
     // The bias offsets (offs % h) are consecutive in a chunk unless it wraps: a vector load
     // after a one-subtraction check, with the per-lane load as fallback.
     assert!(src.contains("#if FUSE_ALIGN16_bias && "), "{src}");
