@@ -113,8 +113,7 @@ impl Ctx<'_> {
             (Fact::Contig(da), fb) => fb.uniform_div().map(|db| da.min(&db)),
             _ => None,
         };
-        let max_log2 = self.layout.veck.trailing_zeros() as u8;
-        let no_wrap = no_wrap.map(|d| self.divisible(&d, &format!("FUSE_VEC{k}"), max_log2));
+        let no_wrap = no_wrap.map(|d| self.vec_divides(&d, k));
         if let Some(c) = &no_wrap {
             self.w.pp(format!("#if {c}"));
             self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), format!("{dn}[fuse_b + fuse_v] = fuse_r + fuse_v;"));

@@ -53,8 +53,7 @@ impl Ctx<'_> {
         }
         self.spec(Specialization::Align16(a.param));
         let aligned = Specialization::Align16(a.param).macro_name(&self.k.params);
-        let max_log2 = self.layout.veck.trailing_zeros() as u8;
-        let divisible = self.divisible(&div, &format!("FUSE_VEC{k}"), max_log2);
+        let divisible = self.vec_divides(&div, k);
         // Whole 32-bit words per chunk: bytes need VEC >= 4, wider types VEC >= 2.
         let min_vec = if a.elem.size_bytes() == 1 { 4 } else { 2 };
         Some(format!("{aligned} && {divisible} && FUSE_VEC{k} >= {min_vec}"))

@@ -105,10 +105,9 @@ impl Ctx<'_> {
     fn chunk_uniform_cond(&mut self, v: VarId) -> Option<String> {
         let affine::Fact::ChunkUniform(bounds) = self.facts.get(v).clone() else { return None };
         let k = self.tile(v)?;
-        let max_log2 = self.layout.veck.trailing_zeros() as u8;
         let conds: Vec<String> = bounds
             .iter()
-            .map(|d| self.divisible(d, &format!("FUSE_VEC{k}"), max_log2))
+            .map(|d| self.vec_divides(d, k))
             .filter(|c| c != "1")
             .collect();
         Some(if conds.is_empty() { "1".into() } else { format!("({})", conds.join(" && ")) })
@@ -124,6 +123,13 @@ impl Ctx<'_> {
         if !self.specs.contains(&s) {
             self.specs.push(s);
         }
+    }
+
+    /// A preprocessor condition for "`FUSE_VEC{k}` divides `div`" (VEC is at most the widest
+    /// vector, `layout.veck`).
+    fn vec_divides(&mut self, div: &Div, k: usize) -> String {
+        let max_log2 = self.layout.veck.trailing_zeros() as u8;
+        self.divisible(div, &format!("FUSE_VEC{k}"), max_log2)
     }
 
     /// A preprocessor condition for "`div` is a multiple of `m`" (a power of two ≤ 2^max_log2),
