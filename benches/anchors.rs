@@ -213,7 +213,7 @@ macro_rules! add_mul_case {
         let (x, y, z) = (d.upload(&host)?, d.upload(&host)?, d.upload(&host)?);
         let (mut o, mut t) = (d.zeros::<$T>(n)?, d.zeros::<$T>(n)?);
         let bytes = 4 * n * std::mem::size_of::<$T>();
-        let (g, len, shape) = (grid(n, 1024), n as i32, n.to_string());
+        let (g, len, shape) = (grid(n, EW), n as i32, n.to_string());
         let eb = ew_block();
         $b.time("add_mul", &shape, $dt, "fuse", bytes, || {
             fuse::with_block!(eb, B => $fm::$fk::launch::<B>(&d, cfg(grid(n, B)), &x, &y, &z, &mut o, len))
@@ -289,7 +289,6 @@ fn run() -> Result<()> {
             let blk = cols.next_power_of_two();
             let (gr, c) = (rows as u32, cols as i32);
             #[allow(unused_variables)]
-            let _ = (&w, &bb, &mut t, &mut r1, &mut r2);
             b.time($pat, &shape, $dt, "fuse", bytes, || $fused(&d, blk, gr, c, &x, &w, &bb, &mut y));
             b.time($pat, &shape, $dt, "fuse unfused chain", bytes, || $chain(&d, blk, gr, c, &x, &w, &bb, &mut y, &mut t, &mut r1, &mut r2));
             b.copy($pat, &shape, $dt, &x, 2 * rows * cols * es)?;
@@ -359,7 +358,7 @@ fn run() -> Result<()> {
             let es = std::mem::size_of::<$T>();
             let bytes = (2 * n + h) * es;
             let shape = format!("{rows}x{h}");
-            let (g, nn, hh) = (grid(n, 1024), n as i32, h as i32);
+            let (g, nn, hh) = (grid(n, EW), n as i32, h as i32);
             let eb = ew_block();
             b.time("bias_gelu_dropout", &shape, $dt, "fuse", bytes, || {
                 fuse::with_block!(eb, B => $fm::$fk::launch::<B>(&d, cfg(grid(n, B)), &x, &bias, &mut o, 1234, 0.1, nn, hh))

@@ -12,8 +12,15 @@ summary=()
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 date -u | tee -a "$OUT/device.txt"
 has() { [[ " $want " == *" $1 "* ]]; }
+# One test binary, its log under $OUT, a summary line.
+run_test() {
+  local name; name=$(basename "$1")
+  if "$1" --include-ignored --test-threads 1 >"$OUT/$name.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
+  summary+=("$name: $r $(grep -E '^test result' "$OUT/$name.log" | tail -1)")
+}
 if has examples; then
-  for ex in add_mul softmax layernorm bias_gelu_dropout add_rmsnorm silu_and_mul layernorm_quant l2norm; do
+  for bin in .gpu/example-*; do
+    ex=${bin#.gpu/example-}
     if .gpu/example-$ex >"$OUT/example-$ex.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
     summary+=("example $ex: $r")
     grep -E "device:|GB/s|FAIL|err" "$OUT/example-$ex.log" | head -40
@@ -22,17 +29,11 @@ fi
 if has tests; then
   for t in .gpu/test-*; do
     case "$t" in *test-ui|*test-fuse_macros|*-anchors|*-patterns|*-cache) continue;; esac  # cargo-only or benches
-    name=$(basename "$t")
-    if "$t" --include-ignored --test-threads 1 >"$OUT/$name.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
-    summary+=("$name: $r $(grep -E '^test result' "$OUT/$name.log" | tail -1)")
+    run_test "$t"
   done
 fi
 if has gputests; then
-  for t in .gpu/test-gpu .gpu/test-gpu_examples; do
-    name=$(basename "$t")
-    if "$t" --include-ignored --test-threads 1 >"$OUT/$name.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
-    summary+=("$name: $r $(grep -E '^test result' "$OUT/$name.log" | tail -1)")
-  done
+  for t in .gpu/test-gpu .gpu/test-gpu_examples; do run_test "$t"; done
 fi
 if has cache; then
   .gpu/test-cache >"$OUT/cache.log" 2>&1; summary+=("cache bench: exit $?")

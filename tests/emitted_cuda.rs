@@ -16,7 +16,7 @@ fn emitted_source_is_self_contained() {
     for (spec, _) in example_specs() {
         let src = spec.source();
         assert!(!src.contains("#include"), "{}: must not include headers", spec.name());
-        assert!(src.contains(&format!("extern \"C\" __global__")), "{}", spec.name());
+        assert!(src.contains("extern \"C\" __global__"), "{}", spec.name());
         assert!(src.contains(spec.name()), "{}: entry point named after the kernel", spec.name());
     }
 }

@@ -3,7 +3,6 @@ mod common;
 
 use common::*;
 use fuse_runtime::{launch, Device, Error, KernelArg, LaunchConfig};
-use std::time::Instant;
 
 fn run_add_one(d: &Device, n: usize, block: u64) -> Vec<f32> {
     let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.25 - 7.0).collect();
@@ -115,25 +114,23 @@ fn cuda_launch_validation() {
 }
 
 #[test]
-fn aot_compile_then_launch_and_timing() {
-    let Some(d) = gpu_or_skip("aot_compile_then_launch_and_timing") else { return };
+fn aot_compile_then_launch_and_time_ms() {
+    // Correctness of compile() then launch, and that time_ms returns a positive time; how fast
+    // these are is measured by `cargo bench --bench cache` / `--bench anchors`.
+    let Some(d) = gpu_or_skip("aot_compile_then_launch_and_time_ms") else { return };
     let spec = add_one_spec();
-    let t = Instant::now();
     spec.compile(&d, &[512], None).unwrap();
-    println!("compile (or cache) on device: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
     let n = 1 << 20;
     let xb = d.upload(&vec![1.0f32; n]).unwrap();
-    let mut out = d.zeros::<f32>(n).unwrap();
+    let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
     let grid = (n / 512) as u32;
-    let t = Instant::now();
     launch(spec, &d, grid.into(), &[512], &mut [(&xb).into(), (&mut out).into(), (n as i32).into()]).unwrap();
-    println!("first launch after compile(): {:.3} ms host", t.elapsed().as_secs_f64() * 1e3);
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == 2.0));
     let ms = d
         .time_ms(20, || {
             launch(spec, &d, grid.into(), &[512], &mut [(&xb).into(), (&mut out).into(), (n as i32).into()])
         })
         .unwrap();
-    println!("add_one n=2^20: {ms:.4} ms/launch, {:.0} GB/s", 8.0 * n as f64 / ms / 1e6);
     assert!(ms > 0.0);
     assert_eq!(out.to_vec().unwrap()[n - 1], 2.0);
 }
