@@ -11,12 +11,12 @@
 mod add_mul;
 #[path = "../examples/kernels/bias_gelu_dropout.rs"]
 mod bias_gelu_dropout;
+#[path = "common/host_time.rs"]
+mod host_time;
 #[path = "../examples/kernels/layernorm.rs"]
 mod layernorm;
 #[path = "../examples/kernels/softmax.rs"]
 mod softmax;
-#[path = "common/host_time.rs"]
-mod host_time;
 
 use fuse::half::f16;
 use fuse::{fused_kernel, Buffer, Device, Element, LaunchConfig, Result};
@@ -94,11 +94,23 @@ macro_rules! unfused_kernels {
         #[fused_kernel]
         pub fn row_rstd<const B: usize>(x: *const $T, mean: *const $T, out: *mut $T, cols: i32, eps: f32) {
             let c = arange(0, B);
-            let d = where_(c < cols, load(x + program_id(0) * cols + c, c < cols) - load(mean + program_id(0)), 0.0);
+            let d = where_(
+                c < cols,
+                load(x + program_id(0) * cols + c, c < cols) - load(mean + program_id(0)),
+                0.0,
+            );
             store(out + program_id(0), rsqrt(sum(d * d) / cols as f32 + eps));
         }
         #[fused_kernel]
-        pub fn normalize<const B: usize>(x: *const $T, mean: *const $T, rstd: *const $T, w: *const $T, b: *const $T, out: *mut $T, cols: i32) {
+        pub fn normalize<const B: usize>(
+            x: *const $T,
+            mean: *const $T,
+            rstd: *const $T,
+            w: *const $T,
+            b: *const $T,
+            out: *mut $T,
+            cols: i32,
+        ) {
             let c = arange(0, B);
             let at = program_id(0) * cols + c;
             let v = (load(x + at, c < cols) - load(mean + program_id(0))) * load(rstd + program_id(0));
@@ -161,7 +173,15 @@ fn grid(n: usize, b: usize) -> u32 {
 
 impl Bench {
     /// Times `f` like do_bench and records a row.
-    fn time(&mut self, pattern: &'static str, shape: &str, dtype: &'static str, imp: &'static str, bytes: usize, mut f: impl FnMut() -> Result<()>) {
+    fn time(
+        &mut self,
+        pattern: &'static str,
+        shape: &str,
+        dtype: &'static str,
+        imp: &'static str,
+        bytes: usize,
+        mut f: impl FnMut() -> Result<()>,
+    ) {
         if (warps_override().is_some() || only().is_some()) && imp != "fuse" {
             return;
         }
@@ -173,12 +193,26 @@ impl Bench {
         let n = flush.len();
         let res = dev.median_ms(REPS, || k32::fill::launch::<EW>(dev, grid(n, EW), flush, n as i32), &mut f);
         match res {
-            Ok(ms) => self.rows.push(Row { pattern, shape: shape.into(), dtype, imp, ms, gbs: bytes as f64 / (ms * 1e-3) / 1e9 }),
+            Ok(ms) => self.rows.push(Row {
+                pattern,
+                shape: shape.into(),
+                dtype,
+                imp,
+                ms,
+                gbs: bytes as f64 / (ms * 1e-3) / 1e9,
+            }),
             Err(e) => println!("{pattern} {shape} {dtype} {imp}: ERROR {e}"),
         }
     }
 
-    fn copy<T: Element>(&mut self, pattern: &'static str, shape: &str, dtype: &'static str, src: &Buffer<T>, bytes: usize) -> Result<()> {
+    fn copy<T: Element>(
+        &mut self,
+        pattern: &'static str,
+        shape: &str,
+        dtype: &'static str,
+        src: &Buffer<T>,
+        bytes: usize,
+    ) -> Result<()> {
         if warps_override().is_some() || only().is_some() {
             return Ok(());
         }
@@ -284,67 +318,170 @@ fn run() -> Result<()> {
             let mut t = d.zeros::<$T>(rows * cols)?;
             let (mut r1, mut r2) = (d.zeros::<$T>(rows)?, d.zeros::<$T>(rows)?);
             let es = std::mem::size_of::<$T>();
-            let bytes = if $pat == "layernorm" { (2 * rows * cols + 2 * cols) * es } else { 2 * rows * cols * es };
+            let bytes =
+                if $pat == "layernorm" { (2 * rows * cols + 2 * cols) * es } else { 2 * rows * cols * es };
             let shape = format!("{rows}x{cols}");
             let blk = cols.next_power_of_two();
             let (gr, c) = (rows as u32, cols as i32);
             #[allow(unused_variables)]
             b.time($pat, &shape, $dt, "fuse", bytes, || $fused(&d, blk, gr, c, &x, &w, &bb, &mut y));
-            b.time($pat, &shape, $dt, "fuse unfused chain", bytes, || $chain(&d, blk, gr, c, &x, &w, &bb, &mut y, &mut t, &mut r1, &mut r2));
+            b.time($pat, &shape, $dt, "fuse unfused chain", bytes, || {
+                $chain(&d, blk, gr, c, &x, &w, &bb, &mut y, &mut t, &mut r1, &mut r2)
+            });
             b.copy($pat, &shape, $dt, &x, 2 * rows * cols * es)?;
         }};
     }
 
     for (rows, cols) in [(1024usize, 512usize), (4096, 4096), (32768, 1024), (8192, 8192)] {
-        row_case!("softmax", rows, cols, f32, "float32", k32, |v: &[f32]| v.to_vec(),
-            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, _w: &Buffer<f32>, _b: &Buffer<f32>, y: &mut Buffer<f32>| {
+        row_case!(
+            "softmax",
+            rows,
+            cols,
+            f32,
+            "float32",
+            k32,
+            |v: &[f32]| v.to_vec(),
+            |d: &Device,
+             blk: usize,
+             gr: u32,
+             c: i32,
+             x: &Buffer<f32>,
+             _w: &Buffer<f32>,
+             _b: &Buffer<f32>,
+             y: &mut Buffer<f32>| {
                 fuse::with_block!(blk, B => softmax::softmax::launch::<B>(d, cfg(gr), y, x, c, c, c))
             },
-            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, _w: &Buffer<f32>, _b: &Buffer<f32>, y: &mut Buffer<f32>, t: &mut Buffer<f32>, m: &mut Buffer<f32>, s: &mut Buffer<f32>| {
+            |d: &Device,
+             blk: usize,
+             gr: u32,
+             c: i32,
+             x: &Buffer<f32>,
+             _w: &Buffer<f32>,
+             _b: &Buffer<f32>,
+             y: &mut Buffer<f32>,
+             t: &mut Buffer<f32>,
+             m: &mut Buffer<f32>,
+             s: &mut Buffer<f32>| {
                 fuse::with_block!(blk, B => {
                     k32::row_max::launch::<B>(d, gr, x, m, c)?;
                     k32::sub_exp::launch::<B>(d, gr, x, m, t, c)?;
                     k32::row_sum::launch::<B>(d, gr, t, s, c)?;
                     k32::div_row::launch::<B>(d, gr, t, s, y, c)
                 })
-            });
-        row_case!("softmax", rows, cols, f16, "float16", k16, as_f16,
-            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, _w: &Buffer<f16>, _b: &Buffer<f16>, y: &mut Buffer<f16>| {
+            }
+        );
+        row_case!(
+            "softmax",
+            rows,
+            cols,
+            f16,
+            "float16",
+            k16,
+            as_f16,
+            |d: &Device,
+             blk: usize,
+             gr: u32,
+             c: i32,
+             x: &Buffer<f16>,
+             _w: &Buffer<f16>,
+             _b: &Buffer<f16>,
+             y: &mut Buffer<f16>| {
                 fuse::with_block!(blk, B => softmax::softmax_f16::launch::<B>(d, cfg(gr), y, x, c, c, c))
             },
-            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, _w: &Buffer<f16>, _b: &Buffer<f16>, y: &mut Buffer<f16>, t: &mut Buffer<f16>, m: &mut Buffer<f16>, s: &mut Buffer<f16>| {
+            |d: &Device,
+             blk: usize,
+             gr: u32,
+             c: i32,
+             x: &Buffer<f16>,
+             _w: &Buffer<f16>,
+             _b: &Buffer<f16>,
+             y: &mut Buffer<f16>,
+             t: &mut Buffer<f16>,
+             m: &mut Buffer<f16>,
+             s: &mut Buffer<f16>| {
                 fuse::with_block!(blk, B => {
                     k16::row_max::launch::<B>(d, gr, x, m, c)?;
                     k16::sub_exp::launch::<B>(d, gr, x, m, t, c)?;
                     k16::row_sum::launch::<B>(d, gr, t, s, c)?;
                     k16::div_row::launch::<B>(d, gr, t, s, y, c)
                 })
-            });
+            }
+        );
     }
 
     for (rows, cols) in [(4096usize, 1024usize), (4096, 4096), (8192, 8192), (32768, 768)] {
-        row_case!("layernorm", rows, cols, f32, "float32", k32, |v: &[f32]| v.to_vec(),
-            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, w: &Buffer<f32>, bb: &Buffer<f32>, y: &mut Buffer<f32>| {
+        row_case!(
+            "layernorm",
+            rows,
+            cols,
+            f32,
+            "float32",
+            k32,
+            |v: &[f32]| v.to_vec(),
+            |d: &Device,
+             blk: usize,
+             gr: u32,
+             c: i32,
+             x: &Buffer<f32>,
+             w: &Buffer<f32>,
+             bb: &Buffer<f32>,
+             y: &mut Buffer<f32>| {
                 fuse::with_block!(blk, B => layernorm::layernorm::launch::<B>(d, cfg(gr), x, y, w, bb, c, c, 1e-5))
             },
-            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f32>, w: &Buffer<f32>, bb: &Buffer<f32>, y: &mut Buffer<f32>, _t: &mut Buffer<f32>, m: &mut Buffer<f32>, r: &mut Buffer<f32>| {
+            |d: &Device,
+             blk: usize,
+             gr: u32,
+             c: i32,
+             x: &Buffer<f32>,
+             w: &Buffer<f32>,
+             bb: &Buffer<f32>,
+             y: &mut Buffer<f32>,
+             _t: &mut Buffer<f32>,
+             m: &mut Buffer<f32>,
+             r: &mut Buffer<f32>| {
                 fuse::with_block!(blk, B => {
                     k32::row_mean::launch::<B>(d, gr, x, m, c)?;
                     k32::row_rstd::launch::<B>(d, gr, x, m, r, c, 1e-5)?;
                     k32::normalize::launch::<B>(d, gr, x, m, r, w, bb, y, c)
                 })
-            });
-        row_case!("layernorm", rows, cols, f16, "float16", k16, as_f16,
-            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, w: &Buffer<f16>, bb: &Buffer<f16>, y: &mut Buffer<f16>| {
+            }
+        );
+        row_case!(
+            "layernorm",
+            rows,
+            cols,
+            f16,
+            "float16",
+            k16,
+            as_f16,
+            |d: &Device,
+             blk: usize,
+             gr: u32,
+             c: i32,
+             x: &Buffer<f16>,
+             w: &Buffer<f16>,
+             bb: &Buffer<f16>,
+             y: &mut Buffer<f16>| {
                 fuse::with_block!(blk, B => layernorm::layernorm_f16::launch::<B>(d, cfg(gr), x, y, w, bb, c, c, 1e-5))
             },
-            |d: &Device, blk: usize, gr: u32, c: i32, x: &Buffer<f16>, w: &Buffer<f16>, bb: &Buffer<f16>, y: &mut Buffer<f16>, _t: &mut Buffer<f16>, m: &mut Buffer<f16>, r: &mut Buffer<f16>| {
+            |d: &Device,
+             blk: usize,
+             gr: u32,
+             c: i32,
+             x: &Buffer<f16>,
+             w: &Buffer<f16>,
+             bb: &Buffer<f16>,
+             y: &mut Buffer<f16>,
+             _t: &mut Buffer<f16>,
+             m: &mut Buffer<f16>,
+             r: &mut Buffer<f16>| {
                 fuse::with_block!(blk, B => {
                     k16::row_mean::launch::<B>(d, gr, x, m, c)?;
                     k16::row_rstd::launch::<B>(d, gr, x, m, r, c, 1e-5)?;
                     k16::normalize::launch::<B>(d, gr, x, m, r, w, bb, y, c)
                 })
-            });
+            }
+        );
     }
 
     macro_rules! bgd_case {
@@ -378,7 +515,10 @@ fn run() -> Result<()> {
 
     println!("{:<18} {:<11} {:<8} {:<20} {:>9} {:>7}", "pattern", "shape", "dtype", "impl", "ms", "GB/s");
     for r in &b.rows {
-        println!("{:<18} {:<11} {:<8} {:<20} {:>9.4} {:>7.0}", r.pattern, r.shape, r.dtype, r.imp, r.ms, r.gbs);
+        println!(
+            "{:<18} {:<11} {:<8} {:<20} {:>9.4} {:>7.0}",
+            r.pattern, r.shape, r.dtype, r.imp, r.ms, r.gbs
+        );
     }
     if let Ok(path) = std::env::var("FUSE_BENCH_JSON") {
         let json: Vec<String> = b

@@ -43,7 +43,10 @@ fn child(dir: &std::path::Path) -> Result<(f64, f64), String> {
         .output()
         .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().find(|l| l.starts_with("child:")).ok_or_else(|| format!("child failed: {text} {}", String::from_utf8_lossy(&out.stderr)))?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("child:"))
+        .ok_or_else(|| format!("child failed: {text} {}", String::from_utf8_lossy(&out.stderr)))?;
     let mut it = line.split_whitespace().skip(1).map(|v| v.parse::<f64>());
     match (it.next(), it.next()) {
         (Some(Ok(a)), Some(Ok(b))) => Ok((a, b)),
@@ -70,7 +73,9 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("fuse-cache-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let report = |what: &str, r: Result<(f64, f64), String>| match r {
-        Ok((setup, first)) => println!("{what:<44} {first:>9.3} ms   (context + buffers before it: {setup:.1} ms)"),
+        Ok((setup, first)) => {
+            println!("{what:<44} {first:>9.3} ms   (context + buffers before it: {setup:.1} ms)")
+        }
         Err(e) => println!("{what}: ERROR {e}"),
     };
     report("cold: new process, empty disk cache", child(&dir));
@@ -84,7 +89,10 @@ fn main() {
         scale_add::launch::<1024>(&dev, 4, &x, &mut out, 2.0, 4096)?;
         let mut launch = || scale_add::launch::<1024>(&dev, 4, &x, &mut out, 2.0, 4096);
         let us = host_time::host_us_per_launch(100, 200, &mut launch, &mut || dev.synchronize())?;
-        println!("{:<44} {us:>9.3} us per launch (host time; median of 100 batches of 200 on an idle stream)", "in-memory hit + launch");
+        println!(
+            "{:<44} {us:>9.3} us per launch (host time; median of 100 batches of 200 on an idle stream)",
+            "in-memory hit + launch"
+        );
         match host_time::raw_launch_us() {
             Ok((empty, ten)) => println!(
                 "{:<44} {empty:>9.3} us (empty kernel), {ten:.3} us (ten 8-byte parameters)",

@@ -32,7 +32,8 @@ fn patterns(c: &mut Criterion) {
     g.throughput(Throughput::Bytes((16 * n) as u64));
     g.bench_function("add_mul 16M f32", |b| {
         b.iter(|| {
-            add_mul::add_mul::launch::<1024>(&dev, (n / 1024) as u32, &x, &x, &x, &mut out, n as i32).unwrap();
+            add_mul::add_mul::launch::<1024>(&dev, (n / 1024) as u32, &x, &x, &x, &mut out, n as i32)
+                .unwrap();
             dev.synchronize().unwrap();
         })
     });
@@ -44,14 +45,34 @@ fn patterns(c: &mut Criterion) {
     g.throughput(Throughput::Bytes((4 * (2 * rows * cols + 2 * cols)) as u64));
     g.bench_function("layernorm 4096x1024 f32", |b| {
         b.iter(|| {
-            layernorm::layernorm::launch::<1024>(&dev, rows as u32, &xs, &mut y, &w, &w, cols as i32, cols as i32, 1e-5).unwrap();
+            layernorm::layernorm::launch::<1024>(
+                &dev,
+                rows as u32,
+                &xs,
+                &mut y,
+                &w,
+                &w,
+                cols as i32,
+                cols as i32,
+                1e-5,
+            )
+            .unwrap();
             dev.synchronize().unwrap();
         })
     });
     g.throughput(Throughput::Bytes((8 * rows * cols) as u64));
     g.bench_function("softmax 4096x1024 f32", |b| {
         b.iter(|| {
-            softmax::softmax::launch::<1024>(&dev, rows as u32, &mut y, &xs, cols as i32, cols as i32, cols as i32).unwrap();
+            softmax::softmax::launch::<1024>(
+                &dev,
+                rows as u32,
+                &mut y,
+                &xs,
+                cols as i32,
+                cols as i32,
+                cols as i32,
+            )
+            .unwrap();
             dev.synchronize().unwrap();
         })
     });
@@ -59,7 +80,18 @@ fn patterns(c: &mut Criterion) {
     g.bench_function("bias_gelu_dropout 4096x1024 f32", |b| {
         b.iter(|| {
             let n = rows * cols;
-            bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(&dev, (n / 1024) as u32, &xs, &w, &mut y, 7, 0.1, n as i32, cols as i32).unwrap();
+            bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(
+                &dev,
+                (n / 1024) as u32,
+                &xs,
+                &w,
+                &mut y,
+                7,
+                0.1,
+                n as i32,
+                cols as i32,
+            )
+            .unwrap();
             dev.synchronize().unwrap();
         })
     });

@@ -29,7 +29,9 @@ fn run_f32(device: &Device, rng: &mut rand::rngs::StdRng, n: usize, time_it: boo
 }
 
 fn run_f16(device: &Device, rng: &mut rand::rngs::StdRng, n: usize, time_it: bool) -> fuse::Result<bool> {
-    let gen = |rng: &mut rand::rngs::StdRng| -> Vec<f16> { normal_f32(rng, n).into_iter().map(f16::from_f32).collect() };
+    let gen = |rng: &mut rand::rngs::StdRng| -> Vec<f16> {
+        normal_f32(rng, n).into_iter().map(f16::from_f32).collect()
+    };
     let (x, y, z) = (gen(rng), gen(rng), gen(rng));
     let (xb, yb, zb) = (device.upload(&x)?, device.upload(&y)?, device.upload(&z)?);
     let mut out = poisoned::<f16>(device, n);

@@ -7,7 +7,13 @@ mod kernels;
 use common::*;
 use fuse::half::f16;
 
-fn run(device: &fuse::Device, rng: &mut rand::rngs::StdRng, rows: usize, cols: usize, time_it: bool) -> fuse::Result<bool> {
+fn run(
+    device: &fuse::Device,
+    rng: &mut rand::rngs::StdRng,
+    rows: usize,
+    cols: usize,
+    time_it: bool,
+) -> fuse::Result<bool> {
     let gen = |rng: &mut rand::rngs::StdRng, n| -> Vec<f16> { from_f64(&to_f64(&normal_f32(rng, n))) };
     let (x, res, w) = (gen(rng, rows * cols), gen(rng, rows * cols), gen(rng, cols));
     let (xb, wb) = (device.upload(&x)?, device.upload(&w)?);
@@ -22,9 +28,13 @@ fn run(device: &fuse::Device, rng: &mut rand::rngs::StdRng, rows: usize, cols: u
     if time_it {
         // Reads x, residual, w; writes residual and out.
         let bytes = (4 * rows * cols + cols) * 2;
-        report_speed(device, &what, bytes, 50, || {
-            fuse::with_block!(block, B => kernels::add_rmsnorm::launch::<B>(device, g, &xb, &mut resb, &wb, &mut out, c, 1e-6))
-        });
+        report_speed(
+            device,
+            &what,
+            bytes,
+            50,
+            || fuse::with_block!(block, B => kernels::add_rmsnorm::launch::<B>(device, g, &xb, &mut resb, &wb, &mut out, c, 1e-6)),
+        );
     }
     Ok(ok)
 }

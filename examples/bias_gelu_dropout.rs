@@ -14,15 +14,38 @@ const P: f32 = 0.1;
 
 type Launch<T> = fn(&Device, &Buffer<T>, &Buffer<T>, &mut Buffer<T>, u64, i32, i32) -> fuse::Result<()>;
 
-fn launch_f32(d: &Device, x: &Buffer<f32>, b: &Buffer<f32>, o: &mut Buffer<f32>, seed: u64, n: i32, h: i32) -> fuse::Result<()> {
+fn launch_f32(
+    d: &Device,
+    x: &Buffer<f32>,
+    b: &Buffer<f32>,
+    o: &mut Buffer<f32>,
+    seed: u64,
+    n: i32,
+    h: i32,
+) -> fuse::Result<()> {
     kernels::bias_gelu_dropout::launch::<BLOCK>(d, grid_1d(n as usize, BLOCK), x, b, o, seed, P, n, h)
 }
 
-fn launch_f16(d: &Device, x: &Buffer<f16>, b: &Buffer<f16>, o: &mut Buffer<f16>, seed: u64, n: i32, h: i32) -> fuse::Result<()> {
+fn launch_f16(
+    d: &Device,
+    x: &Buffer<f16>,
+    b: &Buffer<f16>,
+    o: &mut Buffer<f16>,
+    seed: u64,
+    n: i32,
+    h: i32,
+) -> fuse::Result<()> {
     kernels::bias_gelu_dropout_f16::launch::<BLOCK>(d, grid_1d(n as usize, BLOCK), x, b, o, seed, P, n, h)
 }
 
-fn run<T: ToF64>(device: &Device, rng: &mut rand::rngs::StdRng, launch: Launch<T>, rows: usize, h: usize, time_it: bool) -> fuse::Result<bool> {
+fn run<T: ToF64>(
+    device: &Device,
+    rng: &mut rand::rngs::StdRng,
+    launch: Launch<T>,
+    rows: usize,
+    h: usize,
+    time_it: bool,
+) -> fuse::Result<bool> {
     use rand::Rng;
     let n = rows * h;
     let x: Vec<T> = from_f64(&normal_f32(rng, n).iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
@@ -70,17 +93,26 @@ fn run<T: ToF64>(device: &Device, rng: &mut rand::rngs::StdRng, launch: Launch<T
         }
     }
     let (atol, rtol) = if half { (2e-3, 2e-3) } else { (1e-5, 1e-5) };
-    let values_ok = check(&format!("{what} kept values"), &got_kept, &want_kept, atol, rtol) && bad_dropped == 0;
+    let values_ok =
+        check(&format!("{what} kept values"), &got_kept, &want_kept, atol, rtol) && bad_dropped == 0;
     let frac = kept as f64 / decided.max(1) as f64;
     let sigma = (f64::from(P) * (1.0 - f64::from(P)) / decided.max(1) as f64).sqrt();
     let frac_ok = (frac - (1.0 - f64::from(P))).abs() <= 4.0 * sigma;
-    println!("{what}: kept fraction {frac:.5} (expected {:.5} ± {:.5}) {}", 1.0 - f64::from(P), 4.0 * sigma, if frac_ok { "PASS" } else { "FAIL" });
+    println!(
+        "{what}: kept fraction {frac:.5} (expected {:.5} ± {:.5}) {}",
+        1.0 - f64::from(P),
+        4.0 * sigma,
+        if frac_ok { "PASS" } else { "FAIL" }
+    );
     let same_ok = out.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits());
     let differs = out.iter().zip(&other).filter(|(a, b)| (**a == 0.0) != (**b == 0.0)).count();
     // Two independent masks disagree on about 2p(1-p) of the elements.
     let other_ok = differs as f64 > 0.5 * 2.0 * f64::from(P) * (1.0 - f64::from(P)) * n as f64;
-    println!("{what}: same seed gives the same output {}; another seed changes {differs} mask bits {}",
-        if same_ok { "PASS" } else { "FAIL" }, if other_ok { "PASS" } else { "FAIL" });
+    println!(
+        "{what}: same seed gives the same output {}; another seed changes {differs} mask bits {}",
+        if same_ok { "PASS" } else { "FAIL" },
+        if other_ok { "PASS" } else { "FAIL" }
+    );
     if time_it {
         let mut out = poisoned::<T>(device, n);
         let bytes = (2 * n + h) * std::mem::size_of::<T>();
@@ -90,9 +122,14 @@ fn run<T: ToF64>(device: &Device, rng: &mut rand::rngs::StdRng, launch: Launch<T
 }
 
 fn main() {
-    run_shapes("bias_gelu_dropout", &[(333, 1000)], &[(8192, 4096), (16384, 8192)], |device, rng, rows, cols, time_it| {
-        let f32_ok = run::<f32>(device, rng, launch_f32, rows, cols, time_it)?;
-        let f16_ok = run::<f16>(device, rng, launch_f16, rows, cols, time_it)?;
-        Ok(f32_ok && f16_ok)
-    })
+    run_shapes(
+        "bias_gelu_dropout",
+        &[(333, 1000)],
+        &[(8192, 4096), (16384, 8192)],
+        |device, rng, rows, cols, time_it| {
+            let f32_ok = run::<f32>(device, rng, launch_f32, rows, cols, time_it)?;
+            let f16_ok = run::<f16>(device, rng, launch_f16, rows, cols, time_it)?;
+            Ok(f32_ok && f16_ok)
+        },
+    )
 }

@@ -6,7 +6,13 @@ mod kernels;
 
 use common::*;
 
-fn run(device: &fuse::Device, rng: &mut rand::rngs::StdRng, rows: usize, cols: usize, time_it: bool) -> fuse::Result<bool> {
+fn run(
+    device: &fuse::Device,
+    rng: &mut rand::rngs::StdRng,
+    rows: usize,
+    cols: usize,
+    time_it: bool,
+) -> fuse::Result<bool> {
     let mut x = normal_f32(rng, rows * cols);
     x[..cols].iter_mut().for_each(|v| *v = 0.0); // an all-zero row exercises eps
     let xb = device.upload(&x)?;
@@ -15,7 +21,13 @@ fn run(device: &fuse::Device, rng: &mut rand::rngs::StdRng, rows: usize, cols: u
     let launch = |out: &mut fuse::Buffer<f32>| fuse::with_block!(block, B => kernels::l2norm::launch::<B>(device, g, &xb, out, c, 1e-12));
     launch(&mut out)?;
     let what = format!("l2norm f32 {rows}x{cols}");
-    let ok = check(&what, &to_f64(&out.to_vec()?), &kernels::reference(&to_f64(&x), rows, cols, 1e-12), 1e-7, 1e-5);
+    let ok = check(
+        &what,
+        &to_f64(&out.to_vec()?),
+        &kernels::reference(&to_f64(&x), rows, cols, 1e-12),
+        1e-7,
+        1e-5,
+    );
     if time_it {
         report_speed(device, &what, 2 * rows * cols * 4, 50, || launch(&mut out));
     }

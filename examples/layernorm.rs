@@ -34,16 +34,42 @@ fn one_tile_f16(d: &Device, a: &Args<'_, f16>, y: &mut Buffer<f16>) -> fuse::Res
 
 /// Rows of any width: three passes over column blocks of 1024, 4 warps.
 fn looped_f32(d: &Device, a: &Args<'_, f32>, y: &mut Buffer<f32>) -> fuse::Result<()> {
-    kernels::layernorm_wide::launch::<1024>(d, LaunchConfig::new(a.rows).num_warps(4), a.x, y, a.w, a.b, a.cols, a.cols, EPS)
+    kernels::layernorm_wide::launch::<1024>(
+        d,
+        LaunchConfig::new(a.rows).num_warps(4),
+        a.x,
+        y,
+        a.w,
+        a.b,
+        a.cols,
+        a.cols,
+        EPS,
+    )
 }
 
-fn run<T: ToF64>(device: &Device, rng: &mut rand::rngs::StdRng, name: &str, launch: Launch<T>, rows: usize, cols: usize, time_it: bool) -> fuse::Result<bool> {
-    let x: Vec<T> = from_f64(&normal_f32(rng, rows * cols).iter().map(|&v| f64::from(v) * 2.0 + 0.5).collect::<Vec<_>>());
-    let w: Vec<T> = from_f64(&uniform_f32(rng, cols, 0.0, 1.0).iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+fn run<T: ToF64>(
+    device: &Device,
+    rng: &mut rand::rngs::StdRng,
+    name: &str,
+    launch: Launch<T>,
+    rows: usize,
+    cols: usize,
+    time_it: bool,
+) -> fuse::Result<bool> {
+    let x: Vec<T> =
+        from_f64(&normal_f32(rng, rows * cols).iter().map(|&v| f64::from(v) * 2.0 + 0.5).collect::<Vec<_>>());
+    let w: Vec<T> =
+        from_f64(&uniform_f32(rng, cols, 0.0, 1.0).iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
     let b: Vec<T> = from_f64(&normal_f32(rng, cols).iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
     let (xb, wb, bb) = (device.upload(&x)?, device.upload(&w)?, device.upload(&b)?);
     let mut y = poisoned::<T>(device, rows * cols);
-    let args = Args { x: &xb, w: &wb, b: &bb, rows: u32::try_from(rows).expect("fits"), cols: i32::try_from(cols).expect("fits") };
+    let args = Args {
+        x: &xb,
+        w: &wb,
+        b: &bb,
+        rows: u32::try_from(rows).expect("fits"),
+        cols: i32::try_from(cols).expect("fits"),
+    };
     launch(device, &args, &mut y)?;
     let want = kernels::reference(&to_f64(&x), &to_f64(&w), &to_f64(&b), rows, cols, f64::from(EPS));
     let half = std::mem::size_of::<T>() == 2;
@@ -70,10 +96,19 @@ fn main() {
         Err(e) => fail(&format!("{what}: {e}")),
     };
     for (rows, cols, time_it) in shapes {
-        record(run::<f32>(&device, &mut rng, "layernorm f32", one_tile_f32, rows, cols, time_it), "layernorm f32");
-        record(run::<f16>(&device, &mut rng, "layernorm f16", one_tile_f16, rows, cols, time_it), "layernorm f16");
+        record(
+            run::<f32>(&device, &mut rng, "layernorm f32", one_tile_f32, rows, cols, time_it),
+            "layernorm f32",
+        );
+        record(
+            run::<f16>(&device, &mut rng, "layernorm f16", one_tile_f16, rows, cols, time_it),
+            "layernorm f16",
+        );
     }
     // A row wider than any tile goes through the looped kernel.
-    record(run::<f32>(&device, &mut rng, "layernorm_wide f32", looped_f32, 64, 20_000, false), "layernorm_wide f32");
+    record(
+        run::<f32>(&device, &mut rng, "layernorm_wide f32", looped_f32, 64, 20_000, false),
+        "layernorm_wide f32",
+    );
     finish(all)
 }

@@ -8,15 +8,19 @@ mod kernels;
 
 use common::*;
 
-fn run(device: &fuse::Device, rng: &mut rand::rngs::StdRng, rows: usize, cols: usize, time_it: bool) -> fuse::Result<bool> {
+fn run(
+    device: &fuse::Device,
+    rng: &mut rand::rngs::StdRng,
+    rows: usize,
+    cols: usize,
+    time_it: bool,
+) -> fuse::Result<bool> {
     let (x, w, b) = (normal_f32(rng, rows * cols), uniform_f32(rng, cols, 0.5, 1.5), normal_f32(rng, cols));
     let (xb, wb, bb) = (device.upload(&x)?, device.upload(&w)?, device.upload(&b)?);
     let mut q = device.upload(&vec![i8::MIN; rows * cols])?; // -128 is never a valid code: poison
     let mut scales = poisoned::<f32>(device, rows);
     let (g, c, block) = (rows as u32, cols as i32, cols.next_power_of_two());
-    let launch = |q: &mut fuse::Buffer<i8>, scales: &mut fuse::Buffer<f32>| {
-        fuse::with_block!(block, B => kernels::layernorm_quant::launch::<B>(device, g, &xb, &wb, &bb, q, scales, c, 1e-5))
-    };
+    let launch = |q: &mut fuse::Buffer<i8>, scales: &mut fuse::Buffer<f32>| fuse::with_block!(block, B => kernels::layernorm_quant::launch::<B>(device, g, &xb, &wb, &bb, q, scales, c, 1e-5));
     launch(&mut q, &mut scales)?;
     let (y, want_scales) = kernels::reference(&to_f64(&x), &to_f64(&w), &to_f64(&b), rows, cols, 1e-5);
     let what = format!("layernorm_quant {rows}x{cols}");
@@ -33,7 +37,11 @@ fn run(device: &fuse::Device, rng: &mut rand::rngs::StdRng, rows: usize, cols: u
         }
     }
     let codes_ok = bad == 0 && off_by_one * 1000 <= codes.len();
-    println!("{what} codes: {bad} wrong, {off_by_one} off by one at a rounding boundary (of {}) {}", codes.len(), if codes_ok { "PASS" } else { "FAIL" });
+    println!(
+        "{what} codes: {bad} wrong, {off_by_one} off by one at a rounding boundary (of {}) {}",
+        codes.len(),
+        if codes_ok { "PASS" } else { "FAIL" }
+    );
     ok &= codes_ok;
     if time_it {
         let bytes = rows * cols * 4 + 2 * cols * 4 + rows * cols + rows * 4;

@@ -9,7 +9,13 @@ use fuse::half::bf16;
 
 const BLOCK: usize = 1024;
 
-fn run(device: &fuse::Device, rng: &mut rand::rngs::StdRng, rows: usize, d: usize, time_it: bool) -> fuse::Result<bool> {
+fn run(
+    device: &fuse::Device,
+    rng: &mut rand::rngs::StdRng,
+    rows: usize,
+    d: usize,
+    time_it: bool,
+) -> fuse::Result<bool> {
     let x: Vec<bf16> = from_f64(&to_f64(&normal_f32(rng, rows * 2 * d)));
     let xb = device.upload(&x)?;
     let mut out = poisoned::<bf16>(device, rows * d);
@@ -19,7 +25,9 @@ fn run(device: &fuse::Device, rng: &mut rand::rngs::StdRng, rows: usize, d: usiz
     // One bf16 rounding at the store: 2^-8 relative.
     let ok = check(&what, &to_f64(&out.to_vec()?), &kernels::reference(&to_f64(&x), rows, d), 1e-3, 8e-3);
     if time_it {
-        report_speed(device, &what, 3 * rows * d * 2, 50, || kernels::silu_and_mul::launch::<BLOCK>(device, grid, &xb, &mut out, d as i32));
+        report_speed(device, &what, 3 * rows * d * 2, 50, || {
+            kernels::silu_and_mul::launch::<BLOCK>(device, grid, &xb, &mut out, d as i32)
+        });
     }
     Ok(ok)
 }

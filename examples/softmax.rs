@@ -12,34 +12,64 @@ use fuse::{Buffer, Device};
 type Launch<T> = fn(&Device, u32, &mut Buffer<T>, &Buffer<T>, usize, i32) -> fuse::Result<()>;
 
 /// Launches the f32 kernel with BLOCK = the next power of two of the row length.
-fn launch_f32(device: &Device, rows: u32, out: &mut Buffer<f32>, x: &Buffer<f32>, block: usize, cols: i32) -> fuse::Result<()> {
+fn launch_f32(
+    device: &Device,
+    rows: u32,
+    out: &mut Buffer<f32>,
+    x: &Buffer<f32>,
+    block: usize,
+    cols: i32,
+) -> fuse::Result<()> {
     fuse::with_block!(block, B => kernels::softmax::launch::<B>(device, rows, out, x, cols, cols, cols))
 }
 
-fn launch_f16(device: &Device, rows: u32, out: &mut Buffer<f16>, x: &Buffer<f16>, block: usize, cols: i32) -> fuse::Result<()> {
+fn launch_f16(
+    device: &Device,
+    rows: u32,
+    out: &mut Buffer<f16>,
+    x: &Buffer<f16>,
+    block: usize,
+    cols: i32,
+) -> fuse::Result<()> {
     fuse::with_block!(block, B => kernels::softmax_f16::launch::<B>(device, rows, out, x, cols, cols, cols))
 }
 
-fn run<T: ToF64>(device: &Device, rng: &mut rand::rngs::StdRng, launch: Launch<T>, rows: usize, cols: usize, time_it: bool) -> fuse::Result<bool> {
-    let x: Vec<T> = from_f64(&normal_f32(rng, rows * cols).iter().map(|&v| f64::from(v) * 3.0).collect::<Vec<_>>());
+fn run<T: ToF64>(
+    device: &Device,
+    rng: &mut rand::rngs::StdRng,
+    launch: Launch<T>,
+    rows: usize,
+    cols: usize,
+    time_it: bool,
+) -> fuse::Result<bool> {
+    let x: Vec<T> =
+        from_f64(&normal_f32(rng, rows * cols).iter().map(|&v| f64::from(v) * 3.0).collect::<Vec<_>>());
     let xb = device.upload(&x)?;
     let mut out = poisoned::<T>(device, rows * cols);
-    let (grid, ncols, block) = (u32::try_from(rows).expect("fits"), i32::try_from(cols).expect("fits"), cols.next_power_of_two());
+    let (grid, ncols, block) =
+        (u32::try_from(rows).expect("fits"), i32::try_from(cols).expect("fits"), cols.next_power_of_two());
     launch(device, grid, &mut out, &xb, block, ncols)?;
     let half = std::mem::size_of::<T>() == 2;
     let (atol, rtol) = if half { (1e-3, 2e-3) } else { (1e-6, 1e-5) };
     let what = format!("softmax {} {rows}x{cols}", if half { "f16" } else { "f32" });
     let ok = check(&what, &to_f64(&out.to_vec()?), &kernels::reference(&to_f64(&x), rows, cols), atol, rtol);
     if time_it {
-        report_speed(device, &what, 2 * rows * cols * std::mem::size_of::<T>(), 50, || launch(device, grid, &mut out, &xb, block, ncols));
+        report_speed(device, &what, 2 * rows * cols * std::mem::size_of::<T>(), 50, || {
+            launch(device, grid, &mut out, &xb, block, ncols)
+        });
     }
     Ok(ok)
 }
 
 fn main() {
-    run_shapes("softmax", &[(257, 1000)], &[(1024, 512), (4096, 4096), (32768, 1024), (8192, 8192)], |device, rng, rows, cols, time_it| {
-        let f32_ok = run::<f32>(device, rng, launch_f32, rows, cols, time_it)?;
-        let f16_ok = run::<f16>(device, rng, launch_f16, rows, cols, time_it)?;
-        Ok(f32_ok && f16_ok)
-    })
+    run_shapes(
+        "softmax",
+        &[(257, 1000)],
+        &[(1024, 512), (4096, 4096), (32768, 1024), (8192, 8192)],
+        |device, rng, rows, cols, time_it| {
+            let f32_ok = run::<f32>(device, rng, launch_f32, rows, cols, time_it)?;
+            let f16_ok = run::<f16>(device, rng, launch_f16, rows, cols, time_it)?;
+            Ok(f32_ok && f16_ok)
+        },
+    )
 }

@@ -36,7 +36,9 @@ fn every_example_kernel_compiles_with_nvrtc_for_sm80_and_sm90() {
                         println!("skipped: NVRTC not found (install with `pip install nvidia-cuda-nvrtc`); CI=true makes this a failure");
                         return;
                     }
-                    Err(e) => panic!("{} for {arch} with {num_warps} warps failed to compile:\n{e}", spec.name()),
+                    Err(e) => {
+                        panic!("{} for {arch} with {num_warps} warps failed to compile:\n{e}", spec.name())
+                    }
                 }
             }
         }

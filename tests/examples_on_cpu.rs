@@ -19,13 +19,31 @@ fn add_mul_f32_and_f16() {
     let want = add_mul::reference(&f64s(&x), &f64s(&y), &f64s(&z));
     let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
     let grid = n.div_ceil(1024) as u32;
-    add_mul::add_mul::launch::<1024>(&d, grid, &d.upload(&x).unwrap(), &d.upload(&y).unwrap(), &d.upload(&z).unwrap(), &mut out, n as i32).unwrap();
+    add_mul::add_mul::launch::<1024>(
+        &d,
+        grid,
+        &d.upload(&x).unwrap(),
+        &d.upload(&y).unwrap(),
+        &d.upload(&z).unwrap(),
+        &mut out,
+        n as i32,
+    )
+    .unwrap();
     assert_close("add_mul f32", &f64s(&out.to_vec().unwrap()), &want, 1e-6, 1e-6);
 
     let (xh, yh, zh) = (f16s(&x), f16s(&y), f16s(&z));
     let want = add_mul::reference(&f16_to_f64(&xh), &f16_to_f64(&yh), &f16_to_f64(&zh));
     let mut out = d.upload(&vec![f16::NAN; n]).unwrap();
-    add_mul::add_mul_f16::launch::<1024>(&d, grid, &d.upload(&xh).unwrap(), &d.upload(&yh).unwrap(), &d.upload(&zh).unwrap(), &mut out, n as i32).unwrap();
+    add_mul::add_mul_f16::launch::<1024>(
+        &d,
+        grid,
+        &d.upload(&xh).unwrap(),
+        &d.upload(&yh).unwrap(),
+        &d.upload(&zh).unwrap(),
+        &mut out,
+        n as i32,
+    )
+    .unwrap();
     assert_close("add_mul f16", &f16_to_f64(&out.to_vec().unwrap()), &want, 1e-3, 1e-3);
 }
 
@@ -37,13 +55,31 @@ fn softmax_f32_and_f16() {
     let x = rng.vec(rows * cols, 5.0);
     let want = softmax::reference(&f64s(&x), rows, cols);
     let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-    softmax::softmax::launch::<1024>(&d, rows as u32, &mut out, &d.upload(&x).unwrap(), cols as i32, cols as i32, cols as i32).unwrap();
+    softmax::softmax::launch::<1024>(
+        &d,
+        rows as u32,
+        &mut out,
+        &d.upload(&x).unwrap(),
+        cols as i32,
+        cols as i32,
+        cols as i32,
+    )
+    .unwrap();
     assert_close("softmax f32", &f64s(&out.to_vec().unwrap()), &want, 1e-7, 1e-5);
 
     let xh = f16s(&x);
     let want = softmax::reference(&f16_to_f64(&xh), rows, cols);
     let mut out = d.upload(&vec![f16::NAN; rows * cols]).unwrap();
-    softmax::softmax_f16::launch::<1024>(&d, rows as u32, &mut out, &d.upload(&xh).unwrap(), cols as i32, cols as i32, cols as i32).unwrap();
+    softmax::softmax_f16::launch::<1024>(
+        &d,
+        rows as u32,
+        &mut out,
+        &d.upload(&xh).unwrap(),
+        cols as i32,
+        cols as i32,
+        cols as i32,
+    )
+    .unwrap();
     assert_close("softmax f16", &f16_to_f64(&out.to_vec().unwrap()), &want, 1e-4, 2e-3);
 }
 
@@ -58,17 +94,50 @@ fn layernorm_one_tile_and_looped() {
     let (xb, wb, bb) = (d.upload(&x).unwrap(), d.upload(&w).unwrap(), d.upload(&b).unwrap());
 
     let mut y = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-    layernorm::layernorm::launch::<2048>(&d, rows as u32, &xb, &mut y, &wb, &bb, cols as i32, cols as i32, 1e-5).unwrap();
+    layernorm::layernorm::launch::<2048>(
+        &d,
+        rows as u32,
+        &xb,
+        &mut y,
+        &wb,
+        &bb,
+        cols as i32,
+        cols as i32,
+        1e-5,
+    )
+    .unwrap();
     assert_close("layernorm f32", &f64s(&y.to_vec().unwrap()), &want, 2e-5, 1e-5);
 
     let mut y = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-    layernorm::layernorm_wide::launch::<256>(&d, LaunchConfig::new(rows as u32).num_warps(2), &xb, &mut y, &wb, &bb, cols as i32, cols as i32, 1e-5).unwrap();
+    layernorm::layernorm_wide::launch::<256>(
+        &d,
+        LaunchConfig::new(rows as u32).num_warps(2),
+        &xb,
+        &mut y,
+        &wb,
+        &bb,
+        cols as i32,
+        cols as i32,
+        1e-5,
+    )
+    .unwrap();
     assert_close("layernorm_wide f32", &f64s(&y.to_vec().unwrap()), &want, 2e-5, 1e-5);
 
     let (xh, wh, bh) = (f16s(&x), f16s(&w), f16s(&b));
     let want = layernorm::reference(&f16_to_f64(&xh), &f16_to_f64(&wh), &f16_to_f64(&bh), rows, cols, 1e-5);
     let mut y = d.upload(&vec![f16::NAN; rows * cols]).unwrap();
-    layernorm::layernorm_f16::launch::<2048>(&d, rows as u32, &d.upload(&xh).unwrap(), &mut y, &d.upload(&wh).unwrap(), &d.upload(&bh).unwrap(), cols as i32, cols as i32, 1e-5).unwrap();
+    layernorm::layernorm_f16::launch::<2048>(
+        &d,
+        rows as u32,
+        &d.upload(&xh).unwrap(),
+        &mut y,
+        &d.upload(&wh).unwrap(),
+        &d.upload(&bh).unwrap(),
+        cols as i32,
+        cols as i32,
+        1e-5,
+    )
+    .unwrap();
     assert_close("layernorm f16", &f16_to_f64(&y.to_vec().unwrap()), &want, 4e-3, 4e-3);
 }
 
@@ -84,7 +153,18 @@ fn bias_gelu_dropout_matches_reference_and_statistics() {
     let (xb, bb) = (d.upload(&x).unwrap(), d.upload(&bias).unwrap());
     let run = |seed: u64| {
         let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
-        bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(&d, n.div_ceil(1024) as u32, &xb, &bb, &mut out, seed, p, n as i32, h as i32).unwrap();
+        bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(
+            &d,
+            n.div_ceil(1024) as u32,
+            &xb,
+            &bb,
+            &mut out,
+            seed,
+            p,
+            n as i32,
+            h as i32,
+        )
+        .unwrap();
         out.to_vec().unwrap()
     };
     let seed = rng.next_u64();
@@ -97,7 +177,11 @@ fn bias_gelu_dropout_matches_reference_and_statistics() {
         if keep {
             kept += 1;
             let want = gelu[i] / (1.0 - f64::from(p));
-            assert!((f64::from(out[i]) - want).abs() <= 1e-5 + 1e-5 * want.abs(), "kept {i}: {} vs {want}", out[i]);
+            assert!(
+                (f64::from(out[i]) - want).abs() <= 1e-5 + 1e-5 * want.abs(),
+                "kept {i}: {} vs {want}",
+                out[i]
+            );
         } else {
             assert_eq!(out[i], 0.0, "dropped element {i} must be exactly 0");
         }
@@ -129,11 +213,23 @@ fn add_rmsnorm_updates_the_residual_and_normalises() {
     let mut rng = Rng::fresh("add_rmsnorm");
     let d = cpu();
     let (rows, cols) = (31, 700);
-    let (x, res, w) = (f16s(&rng.vec(rows * cols, 2.0)), f16s(&rng.vec(rows * cols, 2.0)), f16s(&rng.vec(cols, 1.0)));
+    let (x, res, w) =
+        (f16s(&rng.vec(rows * cols, 2.0)), f16s(&rng.vec(rows * cols, 2.0)), f16s(&rng.vec(cols, 1.0)));
     let mut resb = d.upload(&res).unwrap();
     let mut out = d.upload(&vec![f16::NAN; rows * cols]).unwrap();
-    add_rmsnorm::add_rmsnorm::launch::<1024>(&d, rows as u32, &d.upload(&x).unwrap(), &mut resb, &d.upload(&w).unwrap(), &mut out, cols as i32, 1e-6).unwrap();
-    let (want_res, want) = add_rmsnorm::reference(&f16_to_f64(&x), &f16_to_f64(&res), &f16_to_f64(&w), rows, cols, 1e-6);
+    add_rmsnorm::add_rmsnorm::launch::<1024>(
+        &d,
+        rows as u32,
+        &d.upload(&x).unwrap(),
+        &mut resb,
+        &d.upload(&w).unwrap(),
+        &mut out,
+        cols as i32,
+        1e-6,
+    )
+    .unwrap();
+    let (want_res, want) =
+        add_rmsnorm::reference(&f16_to_f64(&x), &f16_to_f64(&res), &f16_to_f64(&w), rows, cols, 1e-6);
     assert_close("residual", &f16_to_f64(&resb.to_vec().unwrap()), &want_res, 2e-3, 1e-3);
     assert_close("output", &f16_to_f64(&out.to_vec().unwrap()), &want, 4e-3, 4e-3);
 }
@@ -145,8 +241,21 @@ fn silu_and_mul_on_a_2d_grid() {
     let (rows, dd) = (19, 1500);
     let x = bf16s(&rng.vec(rows * 2 * dd, 3.0));
     let mut out = d.upload(&vec![fuse::half::bf16::NAN; rows * dd]).unwrap();
-    silu_and_mul::silu_and_mul::launch::<512>(&d, (rows as u32, dd.div_ceil(512) as u32), &d.upload(&x).unwrap(), &mut out, dd as i32).unwrap();
-    assert_close("silu_and_mul", &bf16_to_f64(&out.to_vec().unwrap()), &silu_and_mul::reference(&bf16_to_f64(&x), rows, dd), 1e-3, 8e-3);
+    silu_and_mul::silu_and_mul::launch::<512>(
+        &d,
+        (rows as u32, dd.div_ceil(512) as u32),
+        &d.upload(&x).unwrap(),
+        &mut out,
+        dd as i32,
+    )
+    .unwrap();
+    assert_close(
+        "silu_and_mul",
+        &bf16_to_f64(&out.to_vec().unwrap()),
+        &silu_and_mul::reference(&bf16_to_f64(&x), rows, dd),
+        1e-3,
+        8e-3,
+    );
 }
 
 #[test]
@@ -157,16 +266,31 @@ fn layernorm_quant_codes_and_scales() {
     let (x, w, b) = (rng.vec(rows * cols, 3.0), rng.vec(cols, 1.0), rng.vec(cols, 1.0));
     let mut q = d.upload(&vec![i8::MIN; rows * cols]).unwrap();
     let mut scales = d.upload(&vec![f32::NAN; rows]).unwrap();
-    layernorm_quant::layernorm_quant::launch::<1024>(&d, rows as u32, &d.upload(&x).unwrap(), &d.upload(&w).unwrap(), &d.upload(&b).unwrap(), &mut q, &mut scales, cols as i32, 1e-5).unwrap();
+    layernorm_quant::layernorm_quant::launch::<1024>(
+        &d,
+        rows as u32,
+        &d.upload(&x).unwrap(),
+        &d.upload(&w).unwrap(),
+        &d.upload(&b).unwrap(),
+        &mut q,
+        &mut scales,
+        cols as i32,
+        1e-5,
+    )
+    .unwrap();
     let (y, want_scales) = layernorm_quant::reference(&f64s(&x), &f64s(&w), &f64s(&b), rows, cols, 1e-5);
     assert_close("scales", &f64s(&scales.to_vec().unwrap()), &want_scales, 1e-9, 1e-5);
     let codes = q.to_vec().unwrap();
-    let off_by_one = codes.iter().enumerate().filter(|&(i, &c)| {
-        let want = (y[i] / want_scales[i / cols]).round();
-        let diff = (f64::from(c) - want).abs();
-        assert!(diff <= 1.0, "code {i}: {c} vs {want}");
-        diff == 1.0
-    }).count();
+    let off_by_one = codes
+        .iter()
+        .enumerate()
+        .filter(|&(i, &c)| {
+            let want = (y[i] / want_scales[i / cols]).round();
+            let diff = (f64::from(c) - want).abs();
+            assert!(diff <= 1.0, "code {i}: {c} vs {want}");
+            diff == 1.0
+        })
+        .count();
     assert!(off_by_one * 1000 <= codes.len(), "{off_by_one} codes off by one");
     assert!(codes.iter().any(|&c| c == 127 || c == -127), "the row maximum maps to ±127");
 }
@@ -179,6 +303,13 @@ fn l2norm_including_a_zero_row() {
     let mut x = rng.vec(rows * cols, 2.0);
     x[..cols].iter_mut().for_each(|v| *v = 0.0);
     let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-    l2norm::l2norm::launch::<1024>(&d, rows as u32, &d.upload(&x).unwrap(), &mut out, cols as i32, 1e-12).unwrap();
-    assert_close("l2norm", &f64s(&out.to_vec().unwrap()), &l2norm::reference(&f64s(&x), rows, cols, 1e-12), 1e-7, 1e-5);
+    l2norm::l2norm::launch::<1024>(&d, rows as u32, &d.upload(&x).unwrap(), &mut out, cols as i32, 1e-12)
+        .unwrap();
+    assert_close(
+        "l2norm",
+        &f64s(&out.to_vec().unwrap()),
+        &l2norm::reference(&f64s(&x), rows, cols, 1e-12),
+        1e-7,
+        1e-5,
+    );
 }

@@ -28,7 +28,16 @@ fn add_mul_on_gpu_matches_float64_and_cpu() {
         let mut outs = Vec::new();
         for d in [&g, &c] {
             let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
-            add_mul::add_mul::launch::<1024>(d, n.div_ceil(1024) as u32, &d.upload(&x).unwrap(), &d.upload(&y).unwrap(), &d.upload(&z).unwrap(), &mut out, n as i32).unwrap();
+            add_mul::add_mul::launch::<1024>(
+                d,
+                n.div_ceil(1024) as u32,
+                &d.upload(&x).unwrap(),
+                &d.upload(&y).unwrap(),
+                &d.upload(&z).unwrap(),
+                &mut out,
+                n as i32,
+            )
+            .unwrap();
             let v = out.to_vec().unwrap();
             assert_close(&format!("add_mul n={n} on {}", d.description()), &f64s(&v), &want, 1e-5, 1e-5);
             outs.push(v);
@@ -45,7 +54,16 @@ fn add_mul_f16_unaligned_views_and_odd_sizes() {
         let (x, y, z) = (f16s(&rng.vec(n, 2.0)), f16s(&rng.vec(n, 2.0)), f16s(&rng.vec(n, 2.0)));
         let want = add_mul::reference(&f16_to_f64(&x), &f16_to_f64(&y), &f16_to_f64(&z));
         let mut out = g.upload(&vec![f16::NAN; n]).unwrap();
-        add_mul::add_mul_f16::launch::<256>(&g, LaunchConfig::new(n.div_ceil(256) as u32).num_warps(2), &g.upload(&x).unwrap(), &g.upload(&y).unwrap(), &g.upload(&z).unwrap(), &mut out, n as i32).unwrap();
+        add_mul::add_mul_f16::launch::<256>(
+            &g,
+            LaunchConfig::new(n.div_ceil(256) as u32).num_warps(2),
+            &g.upload(&x).unwrap(),
+            &g.upload(&y).unwrap(),
+            &g.upload(&z).unwrap(),
+            &mut out,
+            n as i32,
+        )
+        .unwrap();
         assert_close(&format!("add_mul_f16 n={n}"), &f16_to_f64(&out.to_vec().unwrap()), &want, 1e-3, 1e-3);
     }
 }
@@ -65,17 +83,60 @@ fn softmax_and_layernorm_on_gpu_match_cpu() {
         for d in [&g, &c] {
             let (xb, wb, bb) = (d.upload(&x).unwrap(), d.upload(&w).unwrap(), d.upload(&b).unwrap());
             let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-            softmax::softmax::launch::<4096>(d, rows as u32, &mut out, &xb, cols as i32, cols as i32, cols as i32).unwrap();
+            softmax::softmax::launch::<4096>(
+                d,
+                rows as u32,
+                &mut out,
+                &xb,
+                cols as i32,
+                cols as i32,
+                cols as i32,
+            )
+            .unwrap();
             let v = out.to_vec().unwrap();
-            assert_close(&format!("softmax {rows}x{cols} on {}", d.description()), &f64s(&v), &sm_want, 1e-7, 1e-5);
+            assert_close(
+                &format!("softmax {rows}x{cols} on {}", d.description()),
+                &f64s(&v),
+                &sm_want,
+                1e-7,
+                1e-5,
+            );
             sm.push(v);
             let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-            layernorm::layernorm::launch::<4096>(d, rows as u32, &xb, &mut out, &wb, &bb, cols as i32, cols as i32, 1e-5).unwrap();
+            layernorm::layernorm::launch::<4096>(
+                d,
+                rows as u32,
+                &xb,
+                &mut out,
+                &wb,
+                &bb,
+                cols as i32,
+                cols as i32,
+                1e-5,
+            )
+            .unwrap();
             let v = out.to_vec().unwrap();
-            assert_close(&format!("layernorm {rows}x{cols} on {}", d.description()), &f64s(&v), &ln_want, 3e-5, 2e-5);
+            assert_close(
+                &format!("layernorm {rows}x{cols} on {}", d.description()),
+                &f64s(&v),
+                &ln_want,
+                3e-5,
+                2e-5,
+            );
             ln.push(v);
             let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-            layernorm::layernorm_wide::launch::<512>(d, LaunchConfig::new(rows as u32).num_warps(4), &xb, &mut out, &wb, &bb, cols as i32, cols as i32, 1e-5).unwrap();
+            layernorm::layernorm_wide::launch::<512>(
+                d,
+                LaunchConfig::new(rows as u32).num_warps(4),
+                &xb,
+                &mut out,
+                &wb,
+                &bb,
+                cols as i32,
+                cols as i32,
+                1e-5,
+            )
+            .unwrap();
             assert_close("layernorm_wide", &f64s(&out.to_vec().unwrap()), &ln_want, 3e-5, 2e-5);
         }
         assert_close("softmax gpu vs cpu", &f64s(&sm[0]), &f64s(&sm[1]), 1e-7, 1e-5);
@@ -95,7 +156,18 @@ fn dropout_masks_are_bit_identical_on_gpu_and_cpu() {
     let mut outs = Vec::new();
     for d in [&g, &c] {
         let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
-        bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(d, n.div_ceil(1024) as u32, &d.upload(&x).unwrap(), &d.upload(&bias).unwrap(), &mut out, seed, 0.1, n as i32, h as i32).unwrap();
+        bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(
+            d,
+            n.div_ceil(1024) as u32,
+            &d.upload(&x).unwrap(),
+            &d.upload(&bias).unwrap(),
+            &mut out,
+            seed,
+            0.1,
+            n as i32,
+            h as i32,
+        )
+        .unwrap();
         outs.push(out.to_vec().unwrap());
     }
     let gelu = bias_gelu_dropout::reference_gelu(&f64s(&x), &f64s(&bias), h);
@@ -105,7 +177,11 @@ fn dropout_masks_are_bit_identical_on_gpu_and_cpu() {
         for (o, who) in outs.iter().zip(["gpu", "cpu"]) {
             if keep {
                 let want = gelu[i] / 0.9;
-                assert!((f64::from(o[i]) - want).abs() <= 1e-5 + 1e-5 * want.abs(), "{who} kept {i}: {} vs {want}", o[i]);
+                assert!(
+                    (f64::from(o[i]) - want).abs() <= 1e-5 + 1e-5 * want.abs(),
+                    "{who} kept {i}: {} vs {want}",
+                    o[i]
+                );
             } else {
                 assert_eq!(o[i], 0.0, "{who} dropped {i}");
             }
@@ -150,11 +226,26 @@ fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit() {
                     for d in [&g, &c] {
                         let mut out = d.upload(&vec![f16::NAN; n]).unwrap();
                         let (xb, bb) = (d.upload(&x).unwrap(), d.upload(&bias).unwrap());
-                        paths::rem_gather::launch::<1024>(d, n.div_ceil(1024) as u32, &xb, &bb, &mut out, n as i32, lo, h, shift).unwrap();
+                        paths::rem_gather::launch::<1024>(
+                            d,
+                            n.div_ceil(1024) as u32,
+                            &xb,
+                            &bb,
+                            &mut out,
+                            n as i32,
+                            lo,
+                            h,
+                            shift,
+                        )
+                        .unwrap();
                         outs.push(out.to_vec().unwrap());
                     }
                     for (i, (&gv, &cv)) in outs[0].iter().zip(&outs[1]).enumerate() {
-                        assert_eq!(gv.to_bits(), cv.to_bits(), "n={n} lo={lo} h={h} shift={shift} i={i}: gpu {gv} cpu {cv}");
+                        assert_eq!(
+                            gv.to_bits(),
+                            cv.to_bits(),
+                            "n={n} lo={lo} h={h} shift={shift} i={i}: gpu {gv} cpu {cv}"
+                        );
                         let masked = (i as i32) < lo;
                         assert_eq!(gv.is_nan(), masked, "n={n} lo={lo} h={h} shift={shift} i={i}: {gv}");
                     }

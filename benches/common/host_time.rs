@@ -42,11 +42,14 @@ pub fn raw_launch_us() -> std::result::Result<(f64, f64), String> {
     let time = |name: &str, nparams: usize| -> std::result::Result<f64, String> {
         let f = module.load_function(name).map_err(|e| e.to_string())?;
         let mut words = [0u64; 10];
-        let mut ptrs: Vec<*mut std::ffi::c_void> = words.iter_mut().take(nparams).map(|w| (w as *mut u64).cast()).collect();
+        let mut ptrs: Vec<*mut std::ffi::c_void> =
+            words.iter_mut().take(nparams).map(|w| (w as *mut u64).cast()).collect();
         let mut launch = || {
             ctx.bind_to_thread()?;
             // SAFETY: the kernels take `nparams` u64 parameters and touch no memory.
-            unsafe { launch_kernel(f.cu_function(), (1, 1, 1), (128, 1, 1), 0, stream.cu_stream(), &mut ptrs) }
+            unsafe {
+                launch_kernel(f.cu_function(), (1, 1, 1), (128, 1, 1), 0, stream.cu_stream(), &mut ptrs)
+            }
         };
         host_us_per_launch(50, 200, &mut launch, &mut || stream.synchronize()).map_err(|e| e.to_string())
     };

@@ -18,10 +18,12 @@ pub fn pick_device() -> Device {
 /// A generator seeded from the clock, so every run checks fresh inputs; the seed is printed so a
 /// failure can be replayed with `FUSE_EXAMPLE_SEED`.
 pub fn rng() -> StdRng {
-    let seed = std::env::var("FUSE_EXAMPLE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
+    let seed = std::env::var("FUSE_EXAMPLE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
     println!("inputs: random, seed {seed}");
     StdRng::seed_from_u64(seed)
 }
@@ -127,10 +129,19 @@ pub fn check(what: &str, got: &[f64], want: &[f64], atol: f64, rtol: f64) -> boo
 
 /// Times `f` on the device (mean of `iters` after a warm-up) and prints GB/s of compulsory bytes.
 /// Only meaningful on a GPU; on the CPU the time is printed without a bandwidth claim.
-pub fn report_speed(device: &Device, what: &str, bytes: usize, iters: usize, f: impl FnMut() -> fuse::Result<()>) {
+pub fn report_speed(
+    device: &Device,
+    what: &str,
+    bytes: usize,
+    iters: usize,
+    f: impl FnMut() -> fuse::Result<()>,
+) {
     match device.time_ms(iters, f) {
         Ok(ms) if device.is_cuda() => {
-            println!("{what}: {ms:.4} ms, {:.0} GB/s ({bytes} compulsory bytes)", bytes as f64 / (ms * 1e-3) / 1e9)
+            println!(
+                "{what}: {ms:.4} ms, {:.0} GB/s ({bytes} compulsory bytes)",
+                bytes as f64 / (ms * 1e-3) / 1e9
+            )
         }
         Ok(ms) => println!("{what}: {ms:.3} ms on the CPU interpreter"),
         Err(e) => fail(&format!("timing {what}: {e}")),

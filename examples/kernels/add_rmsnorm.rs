@@ -3,7 +3,14 @@
 use fuse::fused_kernel;
 
 #[fused_kernel]
-pub fn add_rmsnorm<const BLOCK: usize>(x: *const f16, residual: *mut f16, w: *const f16, out: *mut f16, n_cols: i32, eps: f32) {
+pub fn add_rmsnorm<const BLOCK: usize>(
+    x: *const f16,
+    residual: *mut f16,
+    w: *const f16,
+    out: *mut f16,
+    n_cols: i32,
+    eps: f32,
+) {
     let row = program_id(0);
     let cols = arange(0, BLOCK);
     let m = cols < n_cols;
@@ -16,7 +23,14 @@ pub fn add_rmsnorm<const BLOCK: usize>(x: *const f16, residual: *mut f16, w: *co
 
 /// Float64 reference: (new residual, output). The residual is rounded to f16 as the kernel stores it,
 /// but the norm uses the unrounded sum, as the kernel does.
-pub fn reference(x: &[f64], res: &[f64], w: &[f64], rows: usize, cols: usize, eps: f64) -> (Vec<f64>, Vec<f64>) {
+pub fn reference(
+    x: &[f64],
+    res: &[f64],
+    w: &[f64],
+    rows: usize,
+    cols: usize,
+    eps: f64,
+) -> (Vec<f64>, Vec<f64>) {
     let h: Vec<f64> = x.iter().zip(res).map(|(a, b)| a + b).collect();
     let mut out = vec![0.0; rows * cols];
     for r in 0..rows {

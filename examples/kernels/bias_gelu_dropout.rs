@@ -3,7 +3,15 @@
 use fuse::fused_kernel;
 
 #[fused_kernel]
-pub fn bias_gelu_dropout<const BLOCK: usize>(x: *const f32, bias: *const f32, out: *mut f32, seed: u64, p: f32, n: i32, h: i32) {
+pub fn bias_gelu_dropout<const BLOCK: usize>(
+    x: *const f32,
+    bias: *const f32,
+    out: *mut f32,
+    seed: u64,
+    p: f32,
+    n: i32,
+    h: i32,
+) {
     let offs = program_id(0) * BLOCK + arange(0, BLOCK);
     let m = offs < n;
     let v = load(x + offs, m) + load(bias + offs % h, m);
@@ -14,7 +22,15 @@ pub fn bias_gelu_dropout<const BLOCK: usize>(x: *const f32, bias: *const f32, ou
 }
 
 #[fused_kernel]
-pub fn bias_gelu_dropout_f16<const BLOCK: usize>(x: *const f16, bias: *const f16, out: *mut f16, seed: u64, p: f32, n: i32, h: i32) {
+pub fn bias_gelu_dropout_f16<const BLOCK: usize>(
+    x: *const f16,
+    bias: *const f16,
+    out: *mut f16,
+    seed: u64,
+    p: f32,
+    n: i32,
+    h: i32,
+) {
     let offs = program_id(0) * BLOCK + arange(0, BLOCK);
     let m = offs < n;
     let v = load(x + offs, m) + load(bias + offs % h, m);
@@ -24,10 +40,13 @@ pub fn bias_gelu_dropout_f16<const BLOCK: usize>(x: *const f16, bias: *const f16
 
 /// Float64 GELU(x + bias) before dropout; `h` is the row length.
 pub fn reference_gelu(x: &[f64], bias: &[f64], h: usize) -> Vec<f64> {
-    x.iter().enumerate().map(|(i, &v)| {
-        let v = v + bias[i % h];
-        0.5 * v * (1.0 + erf64(v / std::f64::consts::SQRT_2))
-    }).collect()
+    x.iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let v = v + bias[i % h];
+            0.5 * v * (1.0 + erf64(v / std::f64::consts::SQRT_2))
+        })
+        .collect()
 }
 
 /// erf in float64 (std has none): the Taylor series below 3 (cancellation costs ~4 digits, leaving

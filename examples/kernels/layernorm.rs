@@ -4,7 +4,15 @@
 use fuse::fused_kernel;
 
 #[fused_kernel]
-pub fn layernorm<const BLOCK: usize>(x: *const f32, y: *mut f32, w: *const f32, b: *const f32, stride: i32, n_cols: i32, eps: f32) {
+pub fn layernorm<const BLOCK: usize>(
+    x: *const f32,
+    y: *mut f32,
+    w: *const f32,
+    b: *const f32,
+    stride: i32,
+    n_cols: i32,
+    eps: f32,
+) {
     let row = program_id(0);
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;
@@ -18,7 +26,15 @@ pub fn layernorm<const BLOCK: usize>(x: *const f32, y: *mut f32, w: *const f32, 
 }
 
 #[fused_kernel]
-pub fn layernorm_f16<const BLOCK: usize>(x: *const f16, y: *mut f16, w: *const f16, b: *const f16, stride: i32, n_cols: i32, eps: f32) {
+pub fn layernorm_f16<const BLOCK: usize>(
+    x: *const f16,
+    y: *mut f16,
+    w: *const f16,
+    b: *const f16,
+    stride: i32,
+    n_cols: i32,
+    eps: f32,
+) {
     let row = program_id(0);
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;
@@ -31,7 +47,15 @@ pub fn layernorm_f16<const BLOCK: usize>(x: *const f16, y: *mut f16, w: *const f
 }
 
 #[fused_kernel]
-pub fn layernorm_wide<const BLOCK: usize>(x: *const f32, y: *mut f32, w: *const f32, b: *const f32, stride: i32, n_cols: i32, eps: f32) {
+pub fn layernorm_wide<const BLOCK: usize>(
+    x: *const f32,
+    y: *mut f32,
+    w: *const f32,
+    b: *const f32,
+    stride: i32,
+    n_cols: i32,
+    eps: f32,
+) {
     let row = program_id(0);
     let x = x + row * stride;
     let y = y + row * stride;

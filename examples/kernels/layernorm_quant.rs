@@ -3,7 +3,15 @@
 use fuse::fused_kernel;
 
 #[fused_kernel]
-pub fn layernorm_quant<const BLOCK: usize>(x: *const f32, w: *const f32, b: *const f32, q: *mut i8, scales: *mut f32, n_cols: i32, eps: f32) {
+pub fn layernorm_quant<const BLOCK: usize>(
+    x: *const f32,
+    w: *const f32,
+    b: *const f32,
+    q: *mut i8,
+    scales: *mut f32,
+    n_cols: i32,
+    eps: f32,
+) {
     let row = program_id(0);
     let cols = arange(0, BLOCK);
     let m = cols < n_cols;
@@ -21,7 +29,14 @@ pub fn layernorm_quant<const BLOCK: usize>(x: *const f32, w: *const f32, b: *con
 }
 
 /// Float64 reference: (normalised rows, per-row scales).
-pub fn reference(x: &[f64], w: &[f64], b: &[f64], rows: usize, cols: usize, eps: f64) -> (Vec<f64>, Vec<f64>) {
+pub fn reference(
+    x: &[f64],
+    w: &[f64],
+    b: &[f64],
+    rows: usize,
+    cols: usize,
+    eps: f64,
+) -> (Vec<f64>, Vec<f64>) {
     let mut y = vec![0.0; rows * cols];
     let mut scales = vec![0.0; rows];
     for r in 0..rows {

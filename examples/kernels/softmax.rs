@@ -3,7 +3,13 @@
 use fuse::fused_kernel;
 
 #[fused_kernel]
-pub fn softmax<const BLOCK: usize>(out: *mut f32, inp: *const f32, in_stride: i32, out_stride: i32, n_cols: i32) {
+pub fn softmax<const BLOCK: usize>(
+    out: *mut f32,
+    inp: *const f32,
+    in_stride: i32,
+    out_stride: i32,
+    n_cols: i32,
+) {
     let row = program_id(0);
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;
@@ -15,7 +21,13 @@ pub fn softmax<const BLOCK: usize>(out: *mut f32, inp: *const f32, in_stride: i3
 }
 
 #[fused_kernel]
-pub fn softmax_f16<const BLOCK: usize>(out: *mut f16, inp: *const f16, in_stride: i32, out_stride: i32, n_cols: i32) {
+pub fn softmax_f16<const BLOCK: usize>(
+    out: *mut f16,
+    inp: *const f16,
+    in_stride: i32,
+    out_stride: i32,
+    n_cols: i32,
+) {
     let row = program_id(0);
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;

@@ -307,11 +307,20 @@ impl Expr {
     /// The vars this expression reads.
     pub fn operands(&self) -> Vec<VarId> {
         match *self {
-            Expr::Lit(_) | Expr::Param(_) | Expr::ConstGeneric(_) | Expr::ProgramId(_) | Expr::NumPrograms(_) | Expr::Arange { .. } => Vec::new(),
-            Expr::Copy(v) | Expr::Splat(v) | Expr::Unary(_, v) | Expr::Cast(v) | Expr::Reduce(_, v) => vec![v],
+            Expr::Lit(_)
+            | Expr::Param(_)
+            | Expr::ConstGeneric(_)
+            | Expr::ProgramId(_)
+            | Expr::NumPrograms(_)
+            | Expr::Arange { .. } => Vec::new(),
+            Expr::Copy(v) | Expr::Splat(v) | Expr::Unary(_, v) | Expr::Cast(v) | Expr::Reduce(_, v) => {
+                vec![v]
+            }
             Expr::Binary(_, a, b) | Expr::Rand { seed: a, offset: b } => vec![a, b],
             Expr::Where(c, a, b) => vec![c, a, b],
-            Expr::Load { offset, mask, other, .. } => std::iter::once(offset).chain(mask).chain(other).collect(),
+            Expr::Load { offset, mask, other, .. } => {
+                std::iter::once(offset).chain(mask).chain(other).collect()
+            }
         }
     }
 }
@@ -432,7 +441,10 @@ pub enum BinaryOp {
 
 impl BinaryOp {
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge | BinaryOp::Eq | BinaryOp::Ne)
+        matches!(
+            self,
+            BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge | BinaryOp::Eq | BinaryOp::Ne
+        )
     }
     pub fn is_bitwise(self) -> bool {
         matches!(self, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
@@ -488,6 +500,20 @@ impl Kernel {
         out
     }
 
+    /// Every load and store, in program order (the order of [`Kernel::visit_stmts`]); the index
+    /// in this list names the access in [`Specialization::InBounds`].
+    pub fn accesses(&self) -> Vec<Access> {
+        let mut out = Vec::new();
+        self.visit_stmts(&mut |s| match s {
+            Stmt::Assign { expr: Expr::Load { param, offset, mask, .. }, .. }
+            | Stmt::Store { param, offset, mask, .. } => {
+                out.push(Access { param: *param, offset: *offset, mask: *mask })
+            }
+            _ => {}
+        });
+        out
+    }
+
     /// Walks every statement, nested bodies included, in program order.
     pub fn visit_stmts<'a>(&'a self, f: &mut dyn FnMut(&'a Stmt)) {
         fn walk<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
@@ -507,6 +533,14 @@ impl Kernel {
     }
 }
 
+/// One load or store: `param[offset]` on the lanes where `mask` (if any) is true.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub param: u32,
+    pub offset: VarId,
+    pub mask: Option<VarId>,
+}
+
 /// A launch-time fact the CUDA source may specialise on (like Triton's 16-byte divisibility
 /// specialisation). The emitter lists the ones its source reads; before compiling, the runtime
 /// prepends `#define FUSE_ALIGN16_<param name> 0|1` (the buffer's device address is a multiple of
@@ -518,6 +552,10 @@ pub enum Specialization {
     Align16(u32),
     /// Index of an integer scalar parameter.
     Div16(u32),
+    /// Index of a memory access in [`Kernel::accesses`] order: `FUSE_INB_<k>` is 1 when the
+    /// runtime proved, before the launch, that every lane of every program that this access
+    /// touches (mask true) has its offset inside the buffer, so the source may skip the check.
+    InBounds(u32),
 }
 
 impl Specialization {
@@ -526,6 +564,7 @@ impl Specialization {
         match self {
             Specialization::Align16(p) => format!("FUSE_ALIGN16_{}", kernel_params[p as usize].name),
             Specialization::Div16(p) => format!("FUSE_DIV16_{}", kernel_params[p as usize].name),
+            Specialization::InBounds(k) => format!("FUSE_INB_{k}"),
         }
     }
 }
@@ -575,7 +614,8 @@ pub mod philox {
     /// `rand(seed, offset)` for one lane.
     pub fn rand(seed: u64, offset: u64) -> f32 {
         let block = offset >> 2;
-        let out = philox4x32_10([block as u32, (block >> 32) as u32, 0, 0], [seed as u32, (seed >> 32) as u32]);
+        let out =
+            philox4x32_10([block as u32, (block >> 32) as u32, 0, 0], [seed as u32, (seed >> 32) as u32]);
         uniform(out[(offset & 3) as usize])
     }
 
@@ -620,7 +660,10 @@ mod tests {
         let k = Kernel {
             name: "k".into(),
             consts: vec!["BLOCK".into()],
-            params: vec![Param { name: "x".into(), kind: ParamKind::Ptr { elem: DType::F16, mutable: false } }],
+            params: vec![Param {
+                name: "x".into(),
+                kind: ParamKind::Ptr { elem: DType::F16, mutable: false },
+            }],
             vars: vec![Var { name: "offs".into(), ty: Ty::tile(DType::I32, Len::of_const(0)) }],
             body: vec![
                 Stmt::Assign { dst: VarId(0), expr: Expr::Arange { start: 0 } },

@@ -25,7 +25,10 @@ pub struct ParamDecl {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ParamTy {
-    Ptr { elem: DType, mutable: bool },
+    Ptr {
+        elem: DType,
+        mutable: bool,
+    },
     Scalar(DType),
     /// Rejected by the parser (already reported).
     Invalid,
@@ -36,13 +39,32 @@ pub struct Block {
 }
 
 pub enum Stmt {
-    Let { name: Ident, mutable: bool, init: Expr },
+    Let {
+        name: Ident,
+        mutable: bool,
+        init: Expr,
+    },
     /// `target = value` (`op` is `None`) or `target op= value`.
-    Assign { target: Ident, op: Option<(BinaryOp, Sp)>, value: Expr, sp: Sp },
+    Assign {
+        target: Ident,
+        op: Option<(BinaryOp, Sp)>,
+        value: Expr,
+        sp: Sp,
+    },
     /// An expression statement; `semi` is false for a block's tail expression.
-    Expr { expr: Expr, semi: bool },
+    Expr {
+        expr: Expr,
+        semi: bool,
+    },
     If(If),
-    For { var: Ident, start: Expr, end: Expr, step: Option<Expr>, body: Block, sp: Sp },
+    For {
+        var: Ident,
+        start: Expr,
+        end: Expr,
+        step: Option<Expr>,
+        body: Block,
+        sp: Sp,
+    },
 }
 
 pub struct If {
@@ -63,17 +85,38 @@ pub struct Expr {
 
 pub enum ExprKind {
     /// An integer literal; a suffix (`4u64`) makes it strongly typed.
-    Int { value: u64, suffix: Option<DType> },
-    Float { value: f64, suffix: Option<DType> },
+    Int {
+        value: u64,
+        suffix: Option<DType>,
+    },
+    Float {
+        value: f64,
+        suffix: Option<DType>,
+    },
     Bool(bool),
     /// A name: local, parameter or const generic.
     Name(Ident),
     /// `f(args)`, and method sugar `a.f(b)` as `f(a, b)` (`method` is true).
-    Call { func: Ident, args: Vec<Expr>, method: bool },
+    Call {
+        func: Ident,
+        args: Vec<Expr>,
+        method: bool,
+    },
     /// `x as T` and `x.to(T)`.
-    Cast { expr: Box<Expr>, to: DType },
-    Unary { op: UnaryKind, expr: Box<Expr> },
-    Binary { op: BinaryKind, op_sp: Sp, lhs: Box<Expr>, rhs: Box<Expr> },
+    Cast {
+        expr: Box<Expr>,
+        to: DType,
+    },
+    Unary {
+        op: UnaryKind,
+        expr: Box<Expr>,
+    },
+    Binary {
+        op: BinaryKind,
+        op_sp: Sp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
     /// Something the parser rejected (already reported): checks on it are skipped.
     Error,
 }

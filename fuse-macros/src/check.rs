@@ -14,7 +14,8 @@
 use crate::ast::{self, BinaryKind, ExprKind, UnaryKind};
 use crate::diag::{closest, Diags, Sp};
 use fuse_ir::{
-    BinaryOp, DType, Expr, Kernel, Len, Literal, Param, ParamKind, ReduceOp, Shape, Stmt, Ty, UnaryOp, Var, VarId,
+    BinaryOp, DType, Expr, Kernel, Len, Literal, Param, ParamKind, ReduceOp, Shape, Stmt, Ty, UnaryOp, Var,
+    VarId,
 };
 use proc_macro2::Ident;
 use std::collections::{HashMap, HashSet};
@@ -48,10 +49,16 @@ enum Val {
     Err,
     /// What `store` returns.
     Unit,
-    Var { id: VarId, fresh: bool },
+    Var {
+        id: VarId,
+        fresh: bool,
+    },
     Weak(Weak),
     /// `param + offset` (no offset: the start of the buffer). The offset is an integer `Var` or `Weak`.
-    Ptr { param: u32, offset: Option<Box<Val>> },
+    Ptr {
+        param: u32,
+        offset: Option<Box<Val>>,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -66,7 +73,10 @@ enum Origin {
 enum Bound {
     Var(VarId),
     /// A mutable pointer's offset is always `Some(Val::Var)`: its own var.
-    Ptr { param: u32, offset: Option<Val> },
+    Ptr {
+        param: u32,
+        offset: Option<Val>,
+    },
     Weak(Weak),
     ScalarParam(u32),
     Err,
@@ -118,19 +128,147 @@ const METHODLESS: &[&str] = &["program_id", "num_programs", "arange", "zeros", "
 /// Words a C var name must avoid: C/C++/CUDA keywords and builtins, and the math functions the
 /// emitted source may call.
 pub const C_RESERVED: &[&str] = &[
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
-    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
-    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool",
-    "true", "false", "class", "new", "delete", "this", "template", "typename", "namespace", "using", "operator",
-    "private", "public", "protected", "virtual", "friend", "try", "catch", "throw", "explicit", "mutable",
-    "export", "nullptr", "asm", "constexpr", "decltype", "noexcept", "static_assert", "thread_local",
-    "alignas", "alignof", "char16_t", "char32_t", "wchar_t", "const_cast", "dynamic_cast", "reinterpret_cast",
-    "static_cast", "typeid", "and", "or", "not", "xor", "bitand", "bitor", "compl", "and_eq", "or_eq",
-    "xor_eq", "not_eq", "NULL", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "dim3", "half",
-    "uint", "exp", "expf", "exp2", "exp2f", "log", "logf", "log2", "log2f", "sqrt", "sqrtf", "rsqrt",
-    "rsqrtf", "erf", "erff", "tanh", "tanhf", "floor", "floorf", "ceil", "ceilf", "sin", "sinf", "cos", "cosf",
-    "abs", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "fmod", "fmodf", "max", "min", "llabs", "labs",
-    "INFINITY", "NAN", "main", "printf", "assert", "isnan", "isinf", "signbit", "copysign", "copysignf",
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "bool",
+    "true",
+    "false",
+    "class",
+    "new",
+    "delete",
+    "this",
+    "template",
+    "typename",
+    "namespace",
+    "using",
+    "operator",
+    "private",
+    "public",
+    "protected",
+    "virtual",
+    "friend",
+    "try",
+    "catch",
+    "throw",
+    "explicit",
+    "mutable",
+    "export",
+    "nullptr",
+    "asm",
+    "constexpr",
+    "decltype",
+    "noexcept",
+    "static_assert",
+    "thread_local",
+    "alignas",
+    "alignof",
+    "char16_t",
+    "char32_t",
+    "wchar_t",
+    "const_cast",
+    "dynamic_cast",
+    "reinterpret_cast",
+    "static_cast",
+    "typeid",
+    "and",
+    "or",
+    "not",
+    "xor",
+    "bitand",
+    "bitor",
+    "compl",
+    "and_eq",
+    "or_eq",
+    "xor_eq",
+    "not_eq",
+    "NULL",
+    "threadIdx",
+    "blockIdx",
+    "blockDim",
+    "gridDim",
+    "warpSize",
+    "dim3",
+    "half",
+    "uint",
+    "exp",
+    "expf",
+    "exp2",
+    "exp2f",
+    "log",
+    "logf",
+    "log2",
+    "log2f",
+    "sqrt",
+    "sqrtf",
+    "rsqrt",
+    "rsqrtf",
+    "erf",
+    "erff",
+    "tanh",
+    "tanhf",
+    "floor",
+    "floorf",
+    "ceil",
+    "ceilf",
+    "sin",
+    "sinf",
+    "cos",
+    "cosf",
+    "abs",
+    "fabs",
+    "fabsf",
+    "fmax",
+    "fmaxf",
+    "fmin",
+    "fminf",
+    "fmod",
+    "fmodf",
+    "max",
+    "min",
+    "llabs",
+    "labs",
+    "INFINITY",
+    "NAN",
+    "main",
+    "printf",
+    "assert",
+    "isnan",
+    "isinf",
+    "signbit",
+    "copysign",
+    "copysignf",
 ];
 
 /// Names the generated Rust module defines; parameters and const generics may not take them.
@@ -194,11 +332,22 @@ impl<'d> Checker<'d> {
                 );
             }
             if s.starts_with("FUSE_") {
-                self.diags.error_help(sp, format!("`{s}` cannot name a const generic: `FUSE_` names are reserved"), "rename it");
+                self.diags.error_help(
+                    sp,
+                    format!("`{s}` cannot name a const generic: `FUSE_` names are reserved"),
+                    "rename it",
+                );
             }
             self.used_names.insert(s.clone());
             self.consts.push(s.clone());
-            self.bind(s, Binding { bound: Bound::Weak(Weak::Int(ConstExpr::Generic(index as u32))), mutable: false, origin: Origin::Const });
+            self.bind(
+                s,
+                Binding {
+                    bound: Bound::Weak(Weak::Int(ConstExpr::Generic(index as u32))),
+                    mutable: false,
+                    origin: Origin::Const,
+                },
+            );
         }
         for p in &f.params {
             let s = p.name.to_string();
@@ -223,7 +372,8 @@ impl<'d> Checker<'d> {
 
     fn check_signature_name(&mut self, s: &str, sp: Sp, what: &str, seen: &mut HashSet<String>) {
         if !seen.insert(s.to_string()) {
-            self.diags.error(sp, format!("the name `{s}` is declared more than once in the kernel signature"));
+            self.diags
+                .error(sp, format!("the name `{s}` is declared more than once in the kernel signature"));
         } else if RUST_RESERVED.contains(&s) {
             self.diags.error_help(
                 sp,
@@ -256,18 +406,28 @@ impl<'d> Checker<'d> {
         let name = id.to_string();
         let sp = Sp::single(id.span());
         if is_builtin(&name) {
-            self.diags.error_help(sp, format!("`{name}` is a function, not a value"), format!("call it: `{name}(..)`"));
+            self.diags.error_help(
+                sp,
+                format!("`{name}` is a function, not a value"),
+                format!("call it: `{name}(..)`"),
+            );
             return;
         }
         if DType::from_name(&name).is_some() {
-            self.diags.error_help(sp, format!("`{name}` is a type, not a value"), format!("convert with `x.to({name})`"));
+            self.diags.error_help(
+                sp,
+                format!("`{name}` is a type, not a value"),
+                format!("convert with `x.to({name})`"),
+            );
             return;
         }
         let names = self.visible_names();
         match closest(&name, names.iter().map(String::as_str)) {
-            Some(close) => {
-                self.diags.error_help(sp, format!("undefined variable `{name}`"), format!("did you mean `{close}`?"))
-            }
+            Some(close) => self.diags.error_help(
+                sp,
+                format!("undefined variable `{name}`"),
+                format!("did you mean `{close}`?"),
+            ),
             None => self.diags.error(sp, format!("undefined variable `{name}`")),
         }
     }
@@ -424,7 +584,11 @@ impl<'d> Checker<'d> {
                 None
             }
             Weak::Int(_) if dtype == DType::Bool => {
-                self.diags.error_help(sp, "mismatched types: expected bool, found an integer constant", "write `true`/`false` or a comparison");
+                self.diags.error_help(
+                    sp,
+                    "mismatched types: expected bool, found an integer constant",
+                    "write `true`/`false` or a comparison",
+                );
                 None
             }
             Weak::Int(ce) => self.const_into(ce, dtype, sp),
@@ -552,7 +716,11 @@ impl<'d> Checker<'d> {
             ast::Stmt::Expr { expr, semi } => {
                 let v = self.expr(expr);
                 if !semi && !matches!(v, Val::Unit | Val::Err) {
-                    self.diags.error_help(expr.sp, "a kernel returns nothing, but this block ends in a value", "add `;` or bind it with `let`");
+                    self.diags.error_help(
+                        expr.sp,
+                        "a kernel returns nothing, but this block ends in a value",
+                        "add `;` or bind it with `let`",
+                    );
                 }
             }
             ast::Stmt::If(i) => {
@@ -561,7 +729,9 @@ impl<'d> Checker<'d> {
                     self.out.push(stmt);
                 }
             }
-            ast::Stmt::For { var, start, end, step, body, sp } => self.for_loop(var, start, end, step.as_ref(), body, *sp),
+            ast::Stmt::For { var, start, end, step, body, sp } => {
+                self.for_loop(var, start, end, step.as_ref(), body, *sp)
+            }
         }
     }
 
@@ -647,7 +817,9 @@ impl<'d> Checker<'d> {
                     format!("cannot assign to the parameter `{name}`"),
                     format!("shadow it with a mutable copy: `let mut {name} = {name};`"),
                 ),
-                Origin::Const => self.diags.error(tsp, format!("cannot assign to the const generic `{name}`")),
+                Origin::Const => {
+                    self.diags.error(tsp, format!("cannot assign to the const generic `{name}`"))
+                }
                 Origin::LoopVar => self.diags.error_help(
                     tsp,
                     format!("cannot assign to the loop variable `{name}`"),
@@ -718,12 +890,20 @@ impl<'d> Checker<'d> {
             }
         };
         let vty = self.ty(id);
-        let (id, fresh) = if vty.dtype != ty.dtype && vty.dtype.compute() == ty.dtype { (self.widen(id), true) } else { (id, fresh) };
+        let (id, fresh) = if vty.dtype != ty.dtype && vty.dtype.compute() == ty.dtype {
+            (self.widen(id), true)
+        } else {
+            (id, fresh)
+        };
         let vty = self.ty(id);
         if vty.dtype != ty.dtype {
             self.diags.error_help(
                 sp,
-                format!("mismatched types: `{name}` is {}, the value is {}", self.describe_ty(&ty), self.describe_ty(&vty)),
+                format!(
+                    "mismatched types: `{name}` is {}, the value is {}",
+                    self.describe_ty(&ty),
+                    self.describe_ty(&vty)
+                ),
                 format!("convert the value: `(..).to({})`", ty.dtype),
             );
             return;
@@ -734,12 +914,20 @@ impl<'d> Checker<'d> {
             }
             (Shape::Scalar, Shape::Tile(_)) => self.diags.error_help(
                 sp,
-                format!("cannot assign {} to `{name}`, which is {}", self.describe_ty(&vty), self.describe_ty(&ty)),
+                format!(
+                    "cannot assign {} to `{name}`, which is {}",
+                    self.describe_ty(&vty),
+                    self.describe_ty(&ty)
+                ),
                 "reduce the tile first, e.g. `sum(..)`, or declare the variable as a tile (`zeros(BLOCK)`)",
             ),
             (Shape::Tile(a), Shape::Tile(b)) if a != b => self.diags.error(
                 sp,
-                format!("tile lengths differ: `{name}` has length {}, the value {}", self.len_text(a), self.len_text(b)),
+                format!(
+                    "tile lengths differ: `{name}` has length {}, the value {}",
+                    self.len_text(a),
+                    self.len_text(b)
+                ),
             ),
             _ => self.assign_into(dst, id, fresh),
         }
@@ -777,13 +965,25 @@ impl<'d> Checker<'d> {
                 None
             }
             _ => {
-                self.diags.error_help(sp, format!("{what} must be a bool, found {}", self.describe_ty(&ty)), "compare it: `x != 0`");
+                self.diags.error_help(
+                    sp,
+                    format!("{what} must be a bool, found {}", self.describe_ty(&ty)),
+                    "compare it: `x != 0`",
+                );
                 None
             }
         }
     }
 
-    fn for_loop(&mut self, var: &Ident, start: &ast::Expr, end: &ast::Expr, step: Option<&ast::Expr>, body: &ast::Block, sp: Sp) {
+    fn for_loop(
+        &mut self,
+        var: &Ident,
+        start: &ast::Expr,
+        end: &ast::Expr,
+        step: Option<&ast::Expr>,
+        body: &ast::Block,
+        sp: Sp,
+    ) {
         let s = self.expr(start);
         let e = self.expr(end);
         let (st, st_sp) = match step {
@@ -796,7 +996,8 @@ impl<'d> Checker<'d> {
             }
         }
         // The bounds share one integer type: the first strongly typed one, else i32.
-        let parts = [(&s, start.sp, "the loop start"), (&e, end.sp, "the loop end"), (&st, st_sp, "the loop step")];
+        let parts =
+            [(&s, start.sp, "the loop start"), (&e, end.sp, "the loop end"), (&st, st_sp, "the loop step")];
         let mut dtype = None;
         let mut ok = true;
         for (v, vsp, what) in parts {
@@ -825,7 +1026,9 @@ impl<'d> Checker<'d> {
         }
         let dtype = dtype.unwrap_or(DType::I32);
         let mut ids = Vec::new();
-        for (v, vsp, what) in [(s, start.sp, "the loop start"), (e, end.sp, "the loop end"), (st, st_sp, "the loop step")] {
+        for (v, vsp, what) in
+            [(s, start.sp, "the loop start"), (e, end.sp, "the loop end"), (st, st_sp, "the loop step")]
+        {
             if !ok {
                 break;
             }
@@ -850,7 +1053,10 @@ impl<'d> Checker<'d> {
         }
         let loop_var = self.new_named(&var.to_string(), Ty::scalar(dtype));
         self.scopes.push(HashMap::new());
-        self.bind(var.to_string(), Binding { bound: Bound::Var(loop_var), mutable: false, origin: Origin::LoopVar });
+        self.bind(
+            var.to_string(),
+            Binding { bound: Bound::Var(loop_var), mutable: false, origin: Origin::LoopVar },
+        );
         let saved = std::mem::take(&mut self.out);
         for s in &body.stmts {
             self.stmt(s);
@@ -888,9 +1094,9 @@ impl<'d> Checker<'d> {
                 .materialize(&Weak::Int(ConstExpr::Lit(i128::from(*value))), *d, e.sp)
                 .map_or(Val::Err, |id| Val::Var { id, fresh: true }),
             ExprKind::Float { value, suffix: None } => Val::Weak(Weak::Float(*value)),
-            ExprKind::Float { value, suffix: Some(d) } => {
-                self.materialize(&Weak::Float(*value), *d, e.sp).map_or(Val::Err, |id| Val::Var { id, fresh: true })
-            }
+            ExprKind::Float { value, suffix: Some(d) } => self
+                .materialize(&Weak::Float(*value), *d, e.sp)
+                .map_or(Val::Err, |id| Val::Var { id, fresh: true }),
             ExprKind::Bool(b) => self.fresh(Ty::scalar(DType::Bool), Expr::Lit(Literal::Bool(*b))),
             ExprKind::Name(id) => match self.lookup(&id.to_string()).cloned() {
                 Some(b) => self.read(&b),
@@ -951,7 +1157,9 @@ impl<'d> Checker<'d> {
         match (op, v) {
             (_, Val::Err) => Val::Err,
             (UnaryKind::Neg, Val::Weak(Weak::Float(f))) => Val::Weak(Weak::Float(-f)),
-            (UnaryKind::Neg, Val::Weak(Weak::Int(ConstExpr::Lit(v)))) => Val::Weak(Weak::Int(ConstExpr::Lit(-v))),
+            (UnaryKind::Neg, Val::Weak(Weak::Int(ConstExpr::Lit(v)))) => {
+                Val::Weak(Weak::Int(ConstExpr::Lit(-v)))
+            }
             (UnaryKind::Neg, Val::Weak(Weak::Int(ce))) => Val::Weak(Weak::Int(ConstExpr::Neg(Box::new(ce)))),
             (op, v) => {
                 let what = if op == UnaryKind::Neg { "`-`" } else { "`!`" };
@@ -963,8 +1171,16 @@ impl<'d> Checker<'d> {
                     UnaryKind::Not => !ty.dtype.is_float(),
                 };
                 if !ok {
-                    let help = if op == UnaryKind::Neg { "negate numbers; for bools use `!`" } else { "`!` is logical not on bools and bitwise not on integers" };
-                    self.diags.error_help(sp, format!("{what} cannot be applied to {}", self.describe_ty(&ty)), help);
+                    let help = if op == UnaryKind::Neg {
+                        "negate numbers; for bools use `!`"
+                    } else {
+                        "`!` is logical not on bools and bitwise not on integers"
+                    };
+                    self.diags.error_help(
+                        sp,
+                        format!("{what} cannot be applied to {}", self.describe_ty(&ty)),
+                        help,
+                    );
                     return Val::Err;
                 }
                 let uop = if op == UnaryKind::Neg { UnaryOp::Neg } else { UnaryOp::Not };
@@ -979,7 +1195,11 @@ impl<'d> Checker<'d> {
         let (a, b) = match (a, b) {
             (Val::Err, _) | (_, Val::Err) => return None,
             (Val::Weak(wa), Val::Weak(wb)) => {
-                let d = if matches!(wa, Weak::Float(_)) || matches!(wb, Weak::Float(_)) { DType::F32 } else { DType::I32 };
+                let d = if matches!(wa, Weak::Float(_)) || matches!(wb, Weak::Float(_)) {
+                    DType::F32
+                } else {
+                    DType::I32
+                };
                 (self.materialize(&wa, d, asp)?, self.materialize(&wb, d, bsp)?)
             }
             (Val::Weak(wa), b) => {
@@ -1006,7 +1226,11 @@ impl<'d> Checker<'d> {
             let target = if tb.dtype.is_float() { tb.dtype } else { ta.dtype };
             self.diags.error_help(
                 op_sp,
-                format!("mismatched types in {what}: {} and {}", self.describe_ty(&ta), self.describe_ty(&tb)),
+                format!(
+                    "mismatched types in {what}: {} and {}",
+                    self.describe_ty(&ta),
+                    self.describe_ty(&tb)
+                ),
                 format!("convert one operand explicitly, e.g. `(..).to({target})`"),
             );
             return None;
@@ -1089,12 +1313,19 @@ impl<'d> Checker<'d> {
         } else if bop.is_bitwise() && dtype.is_float() {
             Some(("bitwise operators take bools or integers", "compare first, e.g. `x > 0.0`"))
         } else if !bop.is_bitwise() && !matches!(bop, BinaryOp::Eq | BinaryOp::Ne) && dtype == DType::Bool {
-            Some(("arithmetic and ordering are not defined on bools", "use `&`, `|`, `^`, `!` for logic, or `.to(i32)`"))
+            Some((
+                "arithmetic and ordering are not defined on bools",
+                "use `&`, `|`, `^`, `!` for logic, or `.to(i32)`",
+            ))
         } else {
             None
         };
         if let Some((msg, help)) = problem {
-            self.diags.error_help(op_sp, format!("`{sym}` cannot be applied to {}: {msg}", self.describe_ty(&self.ty(x))), help);
+            self.diags.error_help(
+                op_sp,
+                format!("`{sym}` cannot be applied to {}: {msg}", self.describe_ty(&self.ty(x))),
+                help,
+            );
             return Val::Err;
         }
         let Some(shape) = self.join_shapes(&[x, y], op_sp) else { return Val::Err };
@@ -1125,14 +1356,21 @@ impl<'d> Checker<'d> {
                     _ => return None,
                 };
                 match r {
-                    Some(v) if v.unsigned_abs() <= u128::from(u64::MAX) => Some(Val::Weak(Weak::Int(ConstExpr::Lit(v)))),
+                    Some(v) if v.unsigned_abs() <= u128::from(u64::MAX) => {
+                        Some(Val::Weak(Weak::Int(ConstExpr::Lit(v))))
+                    }
                     _ => {
                         self.diags.error(sp, "overflow in a constant expression");
                         Some(Val::Err)
                     }
                 }
             }
-            (Weak::Int(x), Weak::Int(y)) if matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem) => {
+            (Weak::Int(x), Weak::Int(y))
+                if matches!(
+                    op,
+                    BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem
+                ) =>
+            {
                 Some(Val::Weak(Weak::Int(ConstExpr::Bin(op, Box::new(x.clone()), Box::new(y.clone())))))
             }
             (Weak::Int(_), Weak::Int(_)) => None,
@@ -1163,12 +1401,19 @@ impl<'d> Checker<'d> {
     fn pointer_arith(&mut self, op: BinaryOp, a: Val, b: Val, op_sp: Sp, asp: Sp, bsp: Sp) -> Val {
         let (param, offset, delta, dsp, negate) = match (op, a, b) {
             (BinaryOp::Add, Val::Ptr { param, offset }, d) => (param, offset, d, bsp, false),
-            (BinaryOp::Add, d, Val::Ptr { param, offset }) if !matches!(d, Val::Ptr { .. }) => (param, offset, d, asp, false),
-            (BinaryOp::Sub, Val::Ptr { param, offset }, d) if !matches!(d, Val::Ptr { .. }) => (param, offset, d, bsp, true),
+            (BinaryOp::Add, d, Val::Ptr { param, offset }) if !matches!(d, Val::Ptr { .. }) => {
+                (param, offset, d, asp, false)
+            }
+            (BinaryOp::Sub, Val::Ptr { param, offset }, d) if !matches!(d, Val::Ptr { .. }) => {
+                (param, offset, d, bsp, true)
+            }
             (op, a, b) => {
                 let both = matches!(a, Val::Ptr { .. }) && matches!(b, Val::Ptr { .. });
                 let (msg, help) = if both {
-                    ("two pointers cannot be combined".to_string(), "add an integer offset to one pointer: `x + offs`".to_string())
+                    (
+                        "two pointers cannot be combined".to_string(),
+                        "add an integer offset to one pointer: `x + offs`".to_string(),
+                    )
                 } else {
                     (
                         format!("`{}` is not defined on pointers", op_symbol(BinaryKind::Op(op))),
@@ -1282,7 +1527,11 @@ impl<'d> Checker<'d> {
                     Val::Err => return Val::Err,
                     Val::Weak(Weak::Int(ConstExpr::Lit(a))) if (0..=2).contains(&a) => a as u8,
                     _ => {
-                        self.diags.error_help(asp(0), format!("the axis of `{name}` must be the literal 0, 1 or 2"), "grids have up to three axes");
+                        self.diags.error_help(
+                            asp(0),
+                            format!("the axis of `{name}` must be the literal 0, 1 or 2"),
+                            "grids have up to three axes",
+                        );
                         return Val::Err;
                     }
                 };
@@ -1291,7 +1540,9 @@ impl<'d> Checker<'d> {
             }
             "arange" => self.arange(arg(), arg(), asp(0), asp(1), sp),
             "zeros" => {
-                let Some(len) = self.const_len(&arg(), asp(0), "the length of `zeros`") else { return Val::Err };
+                let Some(len) = self.const_len(&arg(), asp(0), "the length of `zeros`") else {
+                    return Val::Err;
+                };
                 let zero = self.emit(Ty::scalar(DType::F32), Expr::Lit(Literal::Float(0.0)));
                 self.fresh(Ty::tile(DType::F32, len), Expr::Splat(zero))
             }
@@ -1302,7 +1553,10 @@ impl<'d> Checker<'d> {
                 let v = self.widen(v);
                 let ty = self.ty(v);
                 if !ty.shape.is_scalar() {
-                    self.diags.error(asp(1), format!("the value of `full` must be a scalar, found {}", self.describe_ty(&ty)));
+                    self.diags.error(
+                        asp(1),
+                        format!("the value of `full` must be a scalar, found {}", self.describe_ty(&ty)),
+                    );
                     return Val::Err;
                 }
                 self.fresh(Ty::tile(ty.dtype, len), Expr::Splat(v))
@@ -1327,7 +1581,11 @@ impl<'d> Checker<'d> {
                 let (Some(cond), Some((a, b))) = (cond, ab) else { return Val::Err };
                 let cty = self.ty(cond);
                 if cty.dtype != DType::Bool {
-                    self.diags.error_help(asp(0), format!("the condition of `where_` must be bool, found {}", self.describe_ty(&cty)), "compare it: `x > 0`");
+                    self.diags.error_help(
+                        asp(0),
+                        format!("the condition of `where_` must be bool, found {}", self.describe_ty(&cty)),
+                        "compare it: `x > 0`",
+                    );
                     return Val::Err;
                 }
                 let Some(shape) = self.join_shapes(&[cond, a, b], sp) else { return Val::Err };
@@ -1342,7 +1600,9 @@ impl<'d> Checker<'d> {
                         return v;
                     }
                 }
-                let Some((x, y)) = self.unify(a, b, fsp, asp(0), asp(1), &format!("`{name}`")) else { return Val::Err };
+                let Some((x, y)) = self.unify(a, b, fsp, asp(0), asp(1), &format!("`{name}`")) else {
+                    return Val::Err;
+                };
                 let dtype = self.ty(x).dtype;
                 if dtype == DType::Bool {
                     self.diags.error(fsp, format!("`{name}` takes numbers, found bools"));
@@ -1369,7 +1629,11 @@ impl<'d> Checker<'d> {
                     };
                     if !is_int {
                         let d = self.describe(v);
-                        self.diags.error_help(asp(i), format!("`cdiv` takes integers, found {d}"), "for floats use `ceil(a / b)`");
+                        self.diags.error_help(
+                            asp(i),
+                            format!("`cdiv` takes integers, found {d}"),
+                            "for floats use `ceil(a / b)`",
+                        );
                         return Val::Err;
                     }
                 }
@@ -1409,7 +1673,10 @@ impl<'d> Checker<'d> {
             Val::Weak(Weak::Int(ConstExpr::Lit(e))) => {
                 let n = e - s;
                 if n <= 0 {
-                    self.diags.error(sp, format!("`arange({s}, {e})` is empty: the end must be greater than the start"));
+                    self.diags.error(
+                        sp,
+                        format!("`arange({s}, {e})` is empty: the end must be greater than the start"),
+                    );
                     return Val::Err;
                 }
                 if !(n as u128).is_power_of_two() || n > 1 << 30 {
@@ -1423,7 +1690,11 @@ impl<'d> Checker<'d> {
                         ),
                         None => "tile lengths are powers of two up to 2^30".to_string(),
                     };
-                    self.diags.error_help(at, format!("the length of `arange({s}, {e})` is {n}, which is not a power of two"), help);
+                    self.diags.error_help(
+                        at,
+                        format!("the length of `arange({s}, {e})` is {n}, which is not a power of two"),
+                        help,
+                    );
                     return Val::Err;
                 }
                 self.const_len(&Val::Weak(Weak::Int(ConstExpr::Lit(n))), sp, "the length of `arange`")
@@ -1500,7 +1771,13 @@ impl<'d> Checker<'d> {
     }
 
     /// A mask: bool, scalar or a tile of the offset's length.
-    fn mask(&mut self, m: Option<(Val, Sp)>, param: u32, offset: VarId, func: &str) -> Result<Option<VarId>, ()> {
+    fn mask(
+        &mut self,
+        m: Option<(Val, Sp)>,
+        param: u32,
+        offset: VarId,
+        func: &str,
+    ) -> Result<Option<VarId>, ()> {
         let Some((id, sp)) = self.bool_mask(m, func)? else { return Ok(None) };
         self.fits_offset(id, param, offset, sp, &format!("the mask of `{func}`"))?;
         Ok(Some(id))
@@ -1530,7 +1807,11 @@ impl<'d> Checker<'d> {
             (Shape::Tile(a), Shape::Tile(b)) if a != b => {
                 self.diags.error(
                     sp,
-                    format!("tile lengths differ: {what} has length {}, the offsets {}", self.len_text(a), self.len_text(b)),
+                    format!(
+                        "tile lengths differ: {what} has length {}, the offsets {}",
+                        self.len_text(a),
+                        self.len_text(b)
+                    ),
                 );
                 Err(())
             }
@@ -1570,7 +1851,9 @@ impl<'d> Checker<'d> {
         let other = match other {
             None => Ok(None),
             Some((v, sp)) => match self.element_value(v, elem, sp, "the `other` value of `load`") {
-                Some(id) => self.fits_offset(id, param, offset, sp, "the `other` value of `load`").map(|()| Some(id)),
+                Some(id) => {
+                    self.fits_offset(id, param, offset, sp, "the `other` value of `load`").map(|()| Some(id))
+                }
                 None => Err(()),
             },
         };
@@ -1614,14 +1897,22 @@ impl<'d> Checker<'d> {
             Val::Var { id, .. } if !self.ty(id).shape.is_scalar() => id,
             other => {
                 let d = self.describe(&other);
-                self.diags.error_help(sp, format!("`{name}` reduces a tile, found {d}"), "a scalar needs no reduction");
+                self.diags.error_help(
+                    sp,
+                    format!("`{name}` reduces a tile, found {d}"),
+                    "a scalar needs no reduction",
+                );
                 return Val::Err;
             }
         };
         let id = self.widen(id);
         let dtype = self.ty(id).dtype;
         if dtype == DType::Bool {
-            self.diags.error_help(sp, format!("`{name}` cannot reduce a bool tile"), "convert it first: `(..).to(i32)`");
+            self.diags.error_help(
+                sp,
+                format!("`{name}` cannot reduce a bool tile"),
+                "convert it first: `(..).to(i32)`",
+            );
             return Val::Err;
         }
         self.fresh(Ty::scalar(dtype), Expr::Reduce(op, id))
@@ -1649,7 +1940,11 @@ impl<'d> Checker<'d> {
             } else {
                 "convert it first: `x.to(f32)`"
             };
-            self.diags.error_help(sp, format!("`{name}` takes {takes}, found {}", self.describe_ty(&ty)), help);
+            self.diags.error_help(
+                sp,
+                format!("`{name}` takes {takes}, found {}", self.describe_ty(&ty)),
+                help,
+            );
             return Val::Err;
         }
         self.fresh(ty, Expr::Unary(op, id))
@@ -1673,7 +1968,10 @@ impl<'d> Checker<'d> {
                     } else {
                         self.diags.error_help(
                             ssp,
-                            format!("the seed of `rand` must be an integer scalar, found {}", self.describe_ty(&ty)),
+                            format!(
+                                "the seed of `rand` must be an integer scalar, found {}",
+                                self.describe_ty(&ty)
+                            ),
                             "pass the seed as an integer parameter, like `seed: u64`",
                         );
                         None
@@ -1794,7 +2092,8 @@ fn c_safe(name: &str) -> String {
             out.push_str(&format!("u{:x}", ch as u32));
         }
     }
-    if out.is_empty() || out == "_" || out.starts_with("__") || out.starts_with(|c: char| c.is_ascii_digit()) {
+    if out.is_empty() || out == "_" || out.starts_with("__") || out.starts_with(|c: char| c.is_ascii_digit())
+    {
         out = format!("v{out}");
     }
     if out.starts_with("fuse_") || out.starts_with("FUSE_") {

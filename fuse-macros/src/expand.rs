@@ -85,7 +85,8 @@ fn item_head(item: &TokenStream2) -> Sp {
                 tokens.next();
             }
             TokenTree::Ident(i) if i == "pub" => {
-                if matches!(tokens.peek(), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis) {
+                if matches!(tokens.peek(), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis)
+                {
                     tokens.next();
                 }
             }
@@ -134,7 +135,14 @@ fn rust_elem(d: DType) -> TokenStream2 {
 }
 
 /// The module around `launch`, shared by the real item and the stub.
-fn module(f: &KernelFn, source: &str, ir_json: &str, specs: &[Specialization], generics: TokenStream2, body: TokenStream2) -> TokenStream2 {
+fn module(
+    f: &KernelFn,
+    source: &str,
+    ir_json: &str,
+    specs: &[Specialization],
+    generics: TokenStream2,
+    body: TokenStream2,
+) -> TokenStream2 {
     let attrs = &f.attrs;
     let vis = &f.vis;
     let name = &f.name;
@@ -147,6 +155,7 @@ fn module(f: &KernelFn, source: &str, ir_json: &str, specs: &[Specialization], g
     let specs = specs.iter().map(|s| match s {
         Specialization::Align16(i) => quote! { ::fuse::fuse_ir::Specialization::Align16(#i) },
         Specialization::Div16(i) => quote! { ::fuse::fuse_ir::Specialization::Div16(#i) },
+        Specialization::InBounds(i) => quote! { ::fuse::fuse_ir::Specialization::InBounds(#i) },
     });
     let where_clause = &f.generics.where_clause;
     quote! {

@@ -36,7 +36,8 @@ fn seeds() -> &'static [&'static str] {
     SEEDS.get_or_init(|| {
         let mut seeds: Vec<&'static str> = Vec::new();
         for file in EXAMPLE_FILES {
-            let parsed = syn::parse_file(file).unwrap_or_else(|e| panic!("example kernel file does not parse: {e}"));
+            let parsed =
+                syn::parse_file(file).unwrap_or_else(|e| panic!("example kernel file does not parse: {e}"));
             for item in parsed.items {
                 if let syn::Item::Fn(mut f) = item {
                     if f.attrs.iter().any(|a| a.path().is_ident("fused_kernel")) {

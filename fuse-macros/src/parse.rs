@@ -110,7 +110,8 @@ impl Parser<'_> {
         for param in &generics.params {
             match param {
                 syn::GenericParam::Const(c) => {
-                    let is_usize = matches!(&c.ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("usize"));
+                    let is_usize =
+                        matches!(&c.ty, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("usize"));
                     if !is_usize {
                         self.diags.error_help(
                             Sp::of(&c.ty),
@@ -161,7 +162,11 @@ impl Parser<'_> {
                 pi.ident.clone()
             }
             other => {
-                self.unsupported_help(other, "a pattern in parameter position", "name each parameter: `x: *const f32`");
+                self.unsupported_help(
+                    other,
+                    "a pattern in parameter position",
+                    "name each parameter: `x: *const f32`",
+                );
                 return None;
             }
         };
@@ -181,7 +186,11 @@ impl Parser<'_> {
                 }
                 match DType::from_name(&elem.to_string()) {
                     Some(DType::Bool) => {
-                        self.diags.error_help(Sp::of(&p.elem), "bool buffers are not supported", "store flags as `u8`");
+                        self.diags.error_help(
+                            Sp::of(&p.elem),
+                            "bool buffers are not supported",
+                            "store flags as `u8`",
+                        );
                         ParamTy::Invalid
                     }
                     Some(dtype) => ParamTy::Ptr { elem: dtype, mutable: p.mutability.is_some() },
@@ -191,7 +200,11 @@ impl Parser<'_> {
                         } else {
                             "pointers point at f32 f16 bf16 i32 i64 u32 u64 u8 or i8"
                         };
-                        self.diags.error_help(Sp::of(&elem), format!("unsupported pointer element type `{elem}`"), help);
+                        self.diags.error_help(
+                            Sp::of(&elem),
+                            format!("unsupported pointer element type `{elem}`"),
+                            help,
+                        );
                         ParamTy::Invalid
                     }
                 }
@@ -202,7 +215,9 @@ impl Parser<'_> {
                     return ParamTy::Invalid;
                 }
                 match DType::from_name(&ident.to_string()) {
-                    Some(d @ (DType::I32 | DType::I64 | DType::U32 | DType::U64 | DType::F32)) => ParamTy::Scalar(d),
+                    Some(d @ (DType::I32 | DType::I64 | DType::U32 | DType::U64 | DType::F32)) => {
+                        ParamTy::Scalar(d)
+                    }
                     Some(d) => {
                         self.diags.error_help(
                             Sp::of(ident),
@@ -212,11 +227,19 @@ impl Parser<'_> {
                         ParamTy::Invalid
                     }
                     None if ident == "f64" => {
-                        self.diags.error_help(Sp::of(ident), "unsupported parameter type `f64`", "f64 is not supported: use f32");
+                        self.diags.error_help(
+                            Sp::of(ident),
+                            "unsupported parameter type `f64`",
+                            "f64 is not supported: use f32",
+                        );
                         ParamTy::Invalid
                     }
                     None => {
-                        self.diags.error_help(Sp::of(ty), format!("unsupported parameter type `{ident}`"), HELP);
+                        self.diags.error_help(
+                            Sp::of(ty),
+                            format!("unsupported parameter type `{ident}`"),
+                            HELP,
+                        );
                         ParamTy::Invalid
                     }
                 }
@@ -290,7 +313,11 @@ impl Parser<'_> {
             }
             syn::Stmt::Macro(m) => {
                 let sp = Sp::of(&m.mac.path).to(Sp::of(&m.mac.bang_token));
-                self.diags.error_help(sp, unsupported("a macro invocation"), "kernels cannot print or call macros");
+                self.diags.error_help(
+                    sp,
+                    unsupported("a macro invocation"),
+                    "kernels cannot print or call macros",
+                );
                 None
             }
             // A stray `;` (syn keeps it as an empty expression statement): Rust allows it.
@@ -302,7 +329,9 @@ impl Parser<'_> {
     fn local(&mut self, local: &syn::Local) -> Option<Stmt> {
         let sp = Sp::of(local);
         let (name, mutable) = match &local.pat {
-            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), pi.mutability.is_some()),
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                (pi.ident.clone(), pi.mutability.is_some())
+            }
             syn::Pat::Type(pt) => {
                 self.unsupported_help(
                     &pt.ty,
@@ -321,7 +350,11 @@ impl Parser<'_> {
         };
         let init = match &local.init {
             None => {
-                self.diags.error_help(sp, format!("`let {name}` needs an initial value"), format!("write `let {name} = ...;`"));
+                self.diags.error_help(
+                    sp,
+                    format!("`let {name}` needs an initial value"),
+                    format!("write `let {name} = ...;`"),
+                );
                 Expr { kind: ExprKind::Error, sp }
             }
             Some(init) => {
@@ -354,17 +387,31 @@ impl Parser<'_> {
 
     fn assign_target(&mut self, e: &syn::Expr) -> Option<Ident> {
         match e {
-            syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => p.path.get_ident().cloned(),
+            syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+                p.path.get_ident().cloned()
+            }
             syn::Expr::Index(_) => {
-                self.unsupported_help(e, "assignment through an index", "write memory with `store(ptr + offs, value, mask)`");
+                self.unsupported_help(
+                    e,
+                    "assignment through an index",
+                    "write memory with `store(ptr + offs, value, mask)`",
+                );
                 None
             }
             syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => {
-                self.unsupported_help(e, "assignment through `*`", "write memory with `store(ptr + offs, value, mask)`");
+                self.unsupported_help(
+                    e,
+                    "assignment through `*`",
+                    "write memory with `store(ptr + offs, value, mask)`",
+                );
                 None
             }
             _ => {
-                self.unsupported_help(e, "this assignment target", "assign to a variable declared with `let mut`");
+                self.unsupported_help(
+                    e,
+                    "this assignment target",
+                    "assign to a variable declared with `let mut`",
+                );
                 None
             }
         }
@@ -397,7 +444,9 @@ impl Parser<'_> {
             self.unsupported(label, "a loop label");
         }
         let var = match &*f.pat {
-            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() && pi.mutability.is_none() => pi.ident.clone(),
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() && pi.mutability.is_none() => {
+                pi.ident.clone()
+            }
             syn::Pat::Ident(pi) if pi.mutability.is_some() => {
                 self.diags.error_help(
                     Sp::of(&pi.mutability),
@@ -423,7 +472,9 @@ impl Parser<'_> {
         match e {
             syn::Expr::Range(r) => self.range(r).map(|(a, b)| (a, b, None)),
             syn::Expr::Paren(p) => self.loop_range(&p.expr),
-            syn::Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 && m.turbofish.is_none() => {
+            syn::Expr::MethodCall(m)
+                if m.method == "step_by" && m.args.len() == 1 && m.turbofish.is_none() =>
+            {
                 let (a, b, inner_step) = self.loop_range(&m.receiver)?;
                 if inner_step.is_some() {
                     self.diags.error_help(Sp::of(&m.method), "`step_by` applied twice", HELP);
@@ -473,7 +524,11 @@ impl Parser<'_> {
                     syn::UnOp::Neg(_) => UnaryKind::Neg,
                     syn::UnOp::Not(_) => UnaryKind::Not,
                     _ => {
-                        self.unsupported_help(&u.op, "dereferencing with `*`", "read memory with `load(ptr + offs, mask)`");
+                        self.unsupported_help(
+                            &u.op,
+                            "dereferencing with `*`",
+                            "read memory with `load(ptr + offs, mask)`",
+                        );
                         return ExprKind::Error;
                     }
                 };
@@ -490,7 +545,9 @@ impl Parser<'_> {
             }
             E::Call(c) => {
                 let func = match &*c.func {
-                    E::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => p.path.get_ident().cloned(),
+                    E::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+                        p.path.get_ident().cloned()
+                    }
                     E::Path(p) => {
                         let last = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
                         self.diags.error_help(
@@ -518,7 +575,11 @@ impl Parser<'_> {
                 }
                 if m.method == "to" {
                     if m.args.len() != 1 {
-                        self.diags.error_help(Sp::of(&m.method), "`.to(..)` takes one type", "write `x.to(f32)`");
+                        self.diags.error_help(
+                            Sp::of(&m.method),
+                            "`.to(..)` takes one type",
+                            "write `x.to(f32)`",
+                        );
                         return ExprKind::Error;
                     }
                     let Some(to) = m.args.first().and_then(|t| self.cast_target_expr(t)) else {
@@ -527,7 +588,11 @@ impl Parser<'_> {
                     return ExprKind::Cast { expr: Box::new(self.expr(&m.receiver)), to };
                 }
                 if m.method == "step_by" {
-                    self.unsupported_help(&m.method, "`step_by` outside a `for` header", "write `for i in (a..b).step_by(s)`");
+                    self.unsupported_help(
+                        &m.method,
+                        "`step_by` outside a `for` header",
+                        "write `for i in (a..b).step_by(s)`",
+                    );
                     return ExprKind::Error;
                 }
                 let mut args = vec![self.expr(&m.receiver)];
@@ -550,7 +615,11 @@ impl Parser<'_> {
             }
             E::Index(i) => {
                 let brackets = Sp::single(i.bracket_token.span.join());
-                self.diags.error_help(brackets, unsupported("indexing `a[i]`"), "read memory with `load(ptr + offs, mask)`");
+                self.diags.error_help(
+                    brackets,
+                    unsupported("indexing `a[i]`"),
+                    "read memory with `load(ptr + offs, mask)`",
+                );
                 ExprKind::Error
             }
             E::Reference(r) => {
@@ -558,12 +627,28 @@ impl Parser<'_> {
                     Some(m) => Sp::of(&r.and_token).to(Sp::of(m)),
                     None => Sp::of(&r.and_token),
                 };
-                self.diags.error_help(sp, unsupported("a reference `&x`"), "pointer arithmetic is `ptr + offs`; values are used directly");
+                self.diags.error_help(
+                    sp,
+                    unsupported("a reference `&x`"),
+                    "pointer arithmetic is `ptr + offs`; values are used directly",
+                );
                 ExprKind::Error
             }
-            E::Closure(c) => self.reject_at(Sp::of(&c.or1_token).to(Sp::of(&c.or2_token)), "a closure", Some("compute inline, or bind the value with `let`")),
-            E::Match(m) => self.reject_at(Sp::of(&m.match_token), "`match`", Some("use `if`/`else` or `where_(cond, a, b)`")),
-            E::Struct(st) => self.reject_at(Sp::of(&st.path), "a struct literal", Some("kernels work on scalars and tiles; pass each field as its own parameter")),
+            E::Closure(c) => self.reject_at(
+                Sp::of(&c.or1_token).to(Sp::of(&c.or2_token)),
+                "a closure",
+                Some("compute inline, or bind the value with `let`"),
+            ),
+            E::Match(m) => self.reject_at(
+                Sp::of(&m.match_token),
+                "`match`",
+                Some("use `if`/`else` or `where_(cond, a, b)`"),
+            ),
+            E::Struct(st) => self.reject_at(
+                Sp::of(&st.path),
+                "a struct literal",
+                Some("kernels work on scalars and tiles; pass each field as its own parameter"),
+            ),
             E::Async(a) => self.reject_at(Sp::of(&a.async_token), "an `async` block", None),
             E::Await(a) => self.reject_at(Sp::of(&a.await_token), "`.await`", None),
             E::Return(r) if r.expr.is_some() => {
@@ -579,18 +664,44 @@ impl Parser<'_> {
                     None => ExprKind::Error,
                 }
             }
-            E::Return(r) => self.reject_at(Sp::of(&r.return_token), "`return`", Some("a kernel runs to the end of its body; guard work with `if` or masks")),
-            E::Break(b) => self.reject_at(Sp::of(&b.break_token), "`break`", Some("loops run their whole range; guard work with `if`")),
-            E::Continue(c) => self.reject_at(Sp::of(&c.continue_token), "`continue`", Some("guard the rest of the body with `if`")),
-            E::While(w) => self.reject_at(Sp::of(&w.while_token), "a `while` loop", Some("write `for i in a..b` or `for i in (a..b).step_by(s)`")),
+            E::Return(r) => self.reject_at(
+                Sp::of(&r.return_token),
+                "`return`",
+                Some("a kernel runs to the end of its body; guard work with `if` or masks"),
+            ),
+            E::Break(b) => self.reject_at(
+                Sp::of(&b.break_token),
+                "`break`",
+                Some("loops run their whole range; guard work with `if`"),
+            ),
+            E::Continue(c) => self.reject_at(
+                Sp::of(&c.continue_token),
+                "`continue`",
+                Some("guard the rest of the body with `if`"),
+            ),
+            E::While(w) => self.reject_at(
+                Sp::of(&w.while_token),
+                "a `while` loop",
+                Some("write `for i in a..b` or `for i in (a..b).step_by(s)`"),
+            ),
             E::Loop(l) => self.reject_at(Sp::of(&l.loop_token), "`loop`", Some("write `for i in a..b`")),
             E::ForLoop(f) => self.reject_at(Sp::of(&f.for_token), "a `for` loop used as a value", None),
-            E::Macro(m) => self.reject_at(Sp::of(&m.mac.path).to(Sp::of(&m.mac.bang_token)), "a macro invocation", Some("kernels cannot print or call macros")),
+            E::Macro(m) => self.reject_at(
+                Sp::of(&m.mac.path).to(Sp::of(&m.mac.bang_token)),
+                "a macro invocation",
+                Some("kernels cannot print or call macros"),
+            ),
             E::Tuple(_) => self.reject(e, "a tuple"),
-            E::Array(_) | E::Repeat(_) => self.reject_help(e, "an array", "make tiles with `arange`, `zeros` or `full`"),
+            E::Array(_) | E::Repeat(_) => {
+                self.reject_help(e, "an array", "make tiles with `arange`, `zeros` or `full`")
+            }
             E::Field(f) => self.reject_at(Sp::of(&f.dot_token).to(Sp::of(&f.member)), "field access", None),
             E::Block(_) => self.reject(e, "a block expression"),
-            E::Unsafe(u) => self.reject_at(Sp::of(&u.unsafe_token), "an `unsafe` block", Some("kernels are checked; remove `unsafe`")),
+            E::Unsafe(u) => self.reject_at(
+                Sp::of(&u.unsafe_token),
+                "an `unsafe` block",
+                Some("kernels are checked; remove `unsafe`"),
+            ),
             E::Try(t) => self.reject_at(Sp::of(&t.question_token), "the `?` operator", None),
             E::TryBlock(t) => self.reject_at(Sp::of(&t.try_token), "a `try` block", None),
             E::Let(l) => self.reject_at(Sp::of(&l.let_token), "`let` in an expression", None),
@@ -599,7 +710,11 @@ impl Parser<'_> {
                 "a range outside a `for` header",
                 Some("ranges only appear in `for i in a..b`; for a tile use `arange(a, b)`"),
             ),
-            E::Assign(a) => self.reject_at(Sp::of(&a.eq_token), "an assignment used as a value", Some("assign in its own statement")),
+            E::Assign(a) => self.reject_at(
+                Sp::of(&a.eq_token),
+                "an assignment used as a value",
+                Some("assign in its own statement"),
+            ),
             E::Yield(y) => self.reject_at(Sp::of(&y.yield_token), "`yield`", None),
             E::Const(c) => self.reject_at(Sp::of(&c.const_token), "a `const` block", None),
             E::Infer(_) => self.reject(e, "`_`"),
@@ -695,7 +810,9 @@ impl Parser<'_> {
             if p.path.leading_colon.is_none() && p.path.segments.iter().all(|s| s.arguments.is_none()) {
                 match segs.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
                     ["f32", "INFINITY"] => return ExprKind::Float { value: f64::INFINITY, suffix: None },
-                    ["f32", "NEG_INFINITY"] => return ExprKind::Float { value: f64::NEG_INFINITY, suffix: None },
+                    ["f32", "NEG_INFINITY"] => {
+                        return ExprKind::Float { value: f64::NEG_INFINITY, suffix: None }
+                    }
                     _ => {}
                 }
             }
@@ -734,7 +851,11 @@ impl Parser<'_> {
                 return None;
             }
             _ => {
-                self.unsupported_help(op, "a compound assignment inside an expression", "assign in its own statement: `x += y;`");
+                self.unsupported_help(
+                    op,
+                    "a compound assignment inside an expression",
+                    "assign in its own statement: `x += y;`",
+                );
                 return None;
             }
         }))
@@ -761,7 +882,11 @@ impl Parser<'_> {
                 self.dtype_name(id)
             }
             other => {
-                self.diags.error_help(Sp::of(other), "unsupported cast target", "cast to a type name: `x as f32`");
+                self.diags.error_help(
+                    Sp::of(other),
+                    "unsupported cast target",
+                    "cast to a type name: `x as f32`",
+                );
                 None
             }
         }
@@ -785,7 +910,16 @@ impl Parser<'_> {
 /// Tokens as users write them: `Vec<f32>`, not `Vec < f32 >`.
 fn compact(node: &impl ToTokens) -> String {
     let mut s = node.to_token_stream().to_string();
-    for (from, to) in [(" < ", "<"), ("< ", "<"), (" <", "<"), (" >", ">"), (" :: ", "::"), (" ,", ","), ("& ", "&"), ("* ", "*")] {
+    for (from, to) in [
+        (" < ", "<"),
+        ("< ", "<"),
+        (" <", "<"),
+        (" >", ">"),
+        (" :: ", "::"),
+        (" ,", ","),
+        ("& ", "&"),
+        ("* ", "*"),
+    ] {
         s = s.replace(from, to);
     }
     s

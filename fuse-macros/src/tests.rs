@@ -14,7 +14,8 @@ fn tokens(src: &str) -> TokenStream {
 }
 
 fn compile(src: &str) -> Result<Kernel, syn::Error> {
-    let item: syn::ItemFn = syn::parse2(tokens(src)).unwrap_or_else(|e| panic!("test source is not a fn: {e}"));
+    let item: syn::ItemFn =
+        syn::parse2(tokens(src)).unwrap_or_else(|e| panic!("test source is not a fn: {e}"));
     let mut diags = Diags::default();
     let f = parse::parse_kernel(&item, &mut diags);
     let k = check::check_kernel(&f, &mut diags);
@@ -37,7 +38,9 @@ pub(crate) fn ok(src: &str) -> Kernel {
 fn errors(src: &str) -> Vec<(String, String)> {
     match compile(src) {
         Ok(_) => panic!("expected errors, the kernel checked"),
-        Err(e) => e.into_iter().map(|e| (e.to_string(), e.span().source_text().unwrap_or_default())).collect(),
+        Err(e) => {
+            e.into_iter().map(|e| (e.to_string(), e.span().source_text().unwrap_or_default())).collect()
+        }
     }
 }
 
@@ -78,7 +81,11 @@ fn assigns(k: &Kernel) -> Vec<(VarId, Expr)> {
 
 fn expr_of(k: &Kernel, name: &str) -> Expr {
     let id = var_id(k, name);
-    assigns(k).into_iter().find(|(d, _)| *d == id).map(|(_, e)| e).unwrap_or_else(|| panic!("{name} never assigned"))
+    assigns(k)
+        .into_iter()
+        .find(|(d, _)| *d == id)
+        .map(|(_, e)| e)
+        .unwrap_or_else(|| panic!("{name} never assigned"))
 }
 
 fn stores(k: &Kernel) -> Vec<(u32, VarId, VarId, Option<VarId>)> {
@@ -110,7 +117,8 @@ fn validate(k: &Kernel) {
     for v in &k.vars {
         assert!(names.insert(v.name.clone()), "duplicate var name {}", v.name);
         assert!(
-            v.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !v.name.starts_with(|c: char| c.is_ascii_digit()),
+            v.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !v.name.starts_with(|c: char| c.is_ascii_digit()),
             "not a C identifier: {}",
             v.name
         );
@@ -132,11 +140,17 @@ fn validate(k: &Kernel) {
             let t = ty(*dst);
             match expr {
                 Expr::Copy(a) => assert_eq!(ty(*a), t),
-                Expr::Lit(_) | Expr::Param(_) | Expr::ConstGeneric(_) | Expr::ProgramId(_) | Expr::NumPrograms(_) => {
+                Expr::Lit(_)
+                | Expr::Param(_)
+                | Expr::ConstGeneric(_)
+                | Expr::ProgramId(_)
+                | Expr::NumPrograms(_) => {
                     assert!(t.shape.is_scalar())
                 }
                 Expr::Arange { .. } => assert!(t.dtype == DType::I32 && !t.shape.is_scalar()),
-                Expr::Splat(a) => assert!(ty(*a).shape.is_scalar() && ty(*a).dtype == t.dtype && !t.shape.is_scalar()),
+                Expr::Splat(a) => {
+                    assert!(ty(*a).shape.is_scalar() && ty(*a).dtype == t.dtype && !t.shape.is_scalar())
+                }
                 Expr::Unary(_, a) => {
                     assert!(t.dtype.is_compute());
                     assert_eq!(ty(*a), t);
@@ -281,7 +295,8 @@ pub fn bias_gelu_dropout<const BLOCK: usize>(x: *const f32, bias: *const f32, ou
 }"#;
 
 fn with_dtype(src: &str, from: &str, to: &str) -> String {
-    src.replace(&format!("*const {from}"), &format!("*const {to}")).replace(&format!("*mut {from}"), &format!("*mut {to}"))
+    src.replace(&format!("*const {from}"), &format!("*const {to}"))
+        .replace(&format!("*mut {from}"), &format!("*mut {to}"))
 }
 
 #[test]
@@ -307,7 +322,9 @@ fn add_mul_checks() {
     assert_eq!(st.len(), 1);
     assert_eq!((st[0].0, st[0].1, st[0].3), (3, offs, Some(mask)));
     // BLOCK is used in i32 arithmetic: a ConstGeneric of type i32.
-    assert!(assigns(&k).iter().any(|(d, e)| matches!(e, Expr::ConstGeneric(0)) && k.ty(*d) == &Ty::scalar(DType::I32)));
+    assert!(assigns(&k)
+        .iter()
+        .any(|(d, e)| matches!(e, Expr::ConstGeneric(0)) && k.ty(*d) == &Ty::scalar(DType::I32)));
 }
 
 #[test]
@@ -321,7 +338,9 @@ fn softmax_checks() {
     let other = other.expect("other");
     assert_eq!(k.ty(other), &Ty::scalar(DType::F32));
     // -inf is a plain float literal (the IR serialises floats by bit pattern).
-    assert!(matches!(expr_of(&k, &k.var(other).name), Expr::Lit(Literal::Float(f)) if f == f64::NEG_INFINITY));
+    assert!(
+        matches!(expr_of(&k, &k.var(other).name), Expr::Lit(Literal::Float(f)) if f == f64::NEG_INFINITY)
+    );
     assert!(assigns(&k).iter().any(|(_, e)| matches!(e, Expr::Reduce(ReduceOp::Max, _))));
     assert!(assigns(&k).iter().any(|(_, e)| matches!(e, Expr::Reduce(ReduceOp::Sum, _))));
     assert_eq!(var(&k, "y").ty, Ty::tile(DType::F32, block()));
@@ -364,12 +383,16 @@ fn layernorm_wide_tracks_pointers_and_loops() {
     for (_, param, offset, _, _) in loads(&k) {
         assert!(param <= 3);
         if param == 0 {
-            assert!(matches!(expr_of(&k, &k.var(offset).name), Expr::Binary(BinaryOp::Add, a, _) if a == x_off));
+            assert!(
+                matches!(expr_of(&k, &k.var(offset).name), Expr::Binary(BinaryOp::Add, a, _) if a == x_off)
+            );
         }
     }
     // `acc += load(..)` assigns acc directly.
     let acc = var_id(&k, "acc");
-    assert!(assigns(&k).iter().any(|(d, e)| *d == acc && matches!(e, Expr::Binary(BinaryOp::Add, a, _) if *a == acc)));
+    assert!(assigns(&k)
+        .iter()
+        .any(|(d, e)| *d == acc && matches!(e, Expr::Binary(BinaryOp::Add, a, _) if *a == acc)));
     // The loop counts in i32 with step BLOCK.
     if let Stmt::For { var, step, .. } = fors[0] {
         assert_eq!(k.var(*var).name, "start");
@@ -396,7 +419,13 @@ fn bias_gelu_dropout_checks() {
 
 #[test]
 fn seed_kernels_in_f16_and_bf16() {
-    for (src, from) in [(ADD_MUL, "f32"), (SOFTMAX, "f32"), (LAYERNORM_WIDE, "f32"), (BIAS_GELU_DROPOUT, "f32"), (LAYERNORM_F16, "f16")] {
+    for (src, from) in [
+        (ADD_MUL, "f32"),
+        (SOFTMAX, "f32"),
+        (LAYERNORM_WIDE, "f32"),
+        (BIAS_GELU_DROPOUT, "f32"),
+        (LAYERNORM_F16, "f16"),
+    ] {
         for to in ["f16", "bf16", "f32"] {
             let k = ok(&with_dtype(src, from, to));
             let d = DType::from_name(to).expect("dtype");
@@ -456,7 +485,9 @@ fn control_flow_and_mutable_pointers() {
     let p_off = var_id(&k, "p_off");
     assert_eq!(k.ty(p_off), &Ty::scalar(DType::I32));
     // `p += n_cols` updates the offset var inside the loop.
-    let Some(Stmt::For { body, .. }) = k.body.iter().find(|s| matches!(s, Stmt::For { .. })) else { panic!("for") };
+    let Some(Stmt::For { body, .. }) = k.body.iter().find(|s| matches!(s, Stmt::For { .. })) else {
+        panic!("for")
+    };
     assert!(body.iter().any(|s| matches!(s, Stmt::Assign { dst, expr: Expr::Binary(BinaryOp::Add, a, _) } if *dst == p_off && *a == p_off)));
     let ifs: Vec<_> = k.body.iter().filter(|s| matches!(s, Stmt::If { .. })).collect();
     assert_eq!(ifs.len(), 1);
@@ -513,7 +544,9 @@ fn method_sugar_and_casts() {
     assert_eq!(var(&k, "s").ty, Ty::scalar(DType::F32));
     assert_eq!(var(&k, "t").ty, Ty::tile(DType::F32, block()));
     assert!(assigns(&k).iter().any(|(_, e)| matches!(e, Expr::Unary(UnaryOp::Cos, _))));
-    assert!(assigns(&k).iter().any(|(_, e)| matches!(e, Expr::Unary(UnaryOp::Abs, a) if k.ty(*a).dtype == DType::I32)));
+    assert!(assigns(&k)
+        .iter()
+        .any(|(_, e)| matches!(e, Expr::Unary(UnaryOp::Abs, a) if k.ty(*a).dtype == DType::I32)));
 }
 
 #[test]
@@ -547,7 +580,11 @@ fn body(stmts: &str) -> String {
 
 #[test]
 fn error_mixed_int_float() {
-    one_error(&body("let o = arange(0, BLOCK); let v = o + s;"), "mismatched types in `+`: i32 tile of length BLOCK and f32 scalar", "+");
+    one_error(
+        &body("let o = arange(0, BLOCK); let v = o + s;"),
+        "mismatched types in `+`: i32 tile of length BLOCK and f32 scalar",
+        "+",
+    );
     let errs = errors(&body("let o = arange(0, BLOCK); let v = o + s;"));
     assert!(errs[0].0.contains("help: convert one operand explicitly, e.g. `(..).to(f32)`"), "{}", errs[0].0);
 }
@@ -559,7 +596,11 @@ fn error_float_literal_with_int() {
 
 #[test]
 fn error_store_through_const() {
-    one_error(&body("store(x + n, 1.0);"), "cannot store through `x`: it is a `*const f32` parameter", "x + n");
+    one_error(
+        &body("store(x + n, 1.0);"),
+        "cannot store through `x`: it is a `*const f32` parameter",
+        "x + n",
+    );
     assert!(errors(&body("store(x, 1.0);"))[0].0.contains("declare it writable: `x: *mut f32`"));
 }
 
@@ -575,7 +616,11 @@ fn error_float_offset() {
 
 #[test]
 fn error_mask_not_bool() {
-    one_error(&body("let o = arange(0, BLOCK); let v = load(x + o, o);"), "the mask of `load` must be bool", "o");
+    one_error(
+        &body("let o = arange(0, BLOCK); let v = load(x + o, o);"),
+        "the mask of `load` must be bool",
+        "o",
+    );
 }
 
 #[test]
@@ -583,7 +628,9 @@ fn error_where_branches_differ() {
     let src = body("let o = arange(0, BLOCK); let v = where_(o < n, o, s);");
     let errs = errors(&src);
     assert_eq!(errs.len(), 1, "{errs:?}");
-    assert!(errs[0].0.contains("mismatched types in the branches of `where_`: i32 tile of length BLOCK and f32 scalar"));
+    assert!(errs[0]
+        .0
+        .contains("mismatched types in the branches of `where_`: i32 tile of length BLOCK and f32 scalar"));
     assert_eq!(errs[0].1, "o, s");
 }
 
@@ -594,25 +641,41 @@ fn error_reduce_scalar() {
 
 #[test]
 fn error_arange_not_power_of_two() {
-    one_error(&body("let o = arange(0, 100);"), "the length of `arange(0, 100)` is 100, which is not a power of two", "100");
+    one_error(
+        &body("let o = arange(0, 100);"),
+        "the length of `arange(0, 100)` is 100, which is not a power of two",
+        "100",
+    );
     assert!(errors(&body("let o = arange(0, 100);"))[0].0.contains("use `arange(0, 128)`"));
     one_error(&body("let o = arange(4, 10);"), "the length of `arange(4, 10)` is 6", "arange(4, 10)");
 }
 
 #[test]
 fn error_arange_runtime_end() {
-    one_error(&body("let o = arange(0, n);"), "the end of `arange` must be a compile-time constant, found i32 scalar", "n");
+    one_error(
+        &body("let o = arange(0, n);"),
+        "the end of `arange` must be a compile-time constant, found i32 scalar",
+        "n",
+    );
 }
 
 #[test]
 fn error_program_id_axis() {
     one_error(&body("let p = program_id(3);"), "the axis of `program_id` must be the literal 0, 1 or 2", "3");
-    one_error(&body("let p = num_programs(n);"), "the axis of `num_programs` must be the literal 0, 1 or 2", "n");
+    one_error(
+        &body("let p = num_programs(n);"),
+        "the axis of `num_programs` must be the literal 0, 1 or 2",
+        "n",
+    );
 }
 
 #[test]
 fn error_rand_float_seed() {
-    one_error(&body("let o = arange(0, BLOCK); let r = rand(s, o);"), "the seed of `rand` must be an integer scalar, found f32 scalar", "s");
+    one_error(
+        &body("let o = arange(0, BLOCK); let r = rand(s, o);"),
+        "the seed of `rand` must be an integer scalar, found f32 scalar",
+        "s",
+    );
 }
 
 #[test]
@@ -636,18 +699,30 @@ fn error_assign_immutable() {
 fn error_unknown_function_with_hint() {
     let errs = errors(&body("let v = sqr(s);"));
     assert_eq!(errs.len(), 1);
-    assert!(errs[0].0.contains("unknown function `sqr`") && errs[0].0.contains("did you mean `sqrt`?"), "{}", errs[0].0);
+    assert!(
+        errs[0].0.contains("unknown function `sqr`") && errs[0].0.contains("did you mean `sqrt`?"),
+        "{}",
+        errs[0].0
+    );
     assert_eq!(errs[0].1, "sqr");
     one_error(&body("let v = s.powf(2.0);"), "unknown method `.powf()`", "powf");
     let errs = errors(&body("let v = s.sqr();"));
-    assert!(errs[0].0.contains("unknown method `.sqr()`") && errs[0].0.contains("did you mean `.sqrt()`?"), "{}", errs[0].0);
+    assert!(
+        errs[0].0.contains("unknown method `.sqr()`") && errs[0].0.contains("did you mean `.sqrt()`?"),
+        "{}",
+        errs[0].0
+    );
 }
 
 #[test]
 fn error_wrong_arity() {
     one_error(&body("let v = exp(s, s);"), "`exp` takes 1 argument (x), found 2", "exp");
     one_error(&body("let v = s.exp(s);"), "`.exp()` takes no arguments besides its receiver, found 1", "exp");
-    one_error(&body("let v = x.load(n < 0, 1.0, 2.0);"), "`.load(..)` takes 0 to 2 arguments (mask, other) besides its receiver (ptr), found 3", "load");
+    one_error(
+        &body("let v = x.load(n < 0, 1.0, 2.0);"),
+        "`.load(..)` takes 0 to 2 arguments (mask, other) besides its receiver (ptr), found 3",
+        "load",
+    );
     assert!(errors(&body("let v = s.max(s);"))[0].0.contains("use `a.maximum(b)`"));
     let errs = errors(&body("let v = max(s, s);"));
     assert!(errs[0].0.contains("use `maximum(a, b)`"), "{}", errs[0].0);
@@ -658,7 +733,11 @@ fn error_wrong_arity() {
 fn error_undefined_variable_did_you_mean() {
     let errs = errors(&body("let offsets = arange(0, BLOCK); let v = load(x + ofsets);"));
     assert_eq!(errs.len(), 1);
-    assert!(errs[0].0.contains("undefined variable `ofsets`") && errs[0].0.contains("did you mean `offsets`?"), "{}", errs[0].0);
+    assert!(
+        errs[0].0.contains("undefined variable `ofsets`") && errs[0].0.contains("did you mean `offsets`?"),
+        "{}",
+        errs[0].0
+    );
     assert_eq!(errs[0].1, "ofsets");
     one_error(&body("let v = zzz;"), "undefined variable `zzz`", "zzz");
 }
@@ -675,7 +754,11 @@ fn error_unsupported_param_types() {
 
 #[test]
 fn error_unsupported_syntax() {
-    one_error(&body("let f = |a| a;"), "unsupported syntax: a closure is not part of the fuse tile language", "|a|");
+    one_error(
+        &body("let f = |a| a;"),
+        "unsupported syntax: a closure is not part of the fuse tile language",
+        "|a|",
+    );
     one_error(&body("let v = match n { _ => 1 };"), "unsupported syntax: `match`", "match");
     one_error(&body("let r = &n;"), "unsupported syntax: a reference `&x`", "&");
     one_error(&body("let r = &mut n;"), "unsupported syntax: a reference `&x`", "&mut");
@@ -758,7 +841,11 @@ fn error_store_tile_through_scalar_pointer() {
 
 #[test]
 fn error_assign_type_mismatch() {
-    one_error(&body("let mut a = 0.0; a = n;"), "mismatched types: `a` is f32 scalar, the value is i32 scalar", "n");
+    one_error(
+        &body("let mut a = 0.0; a = n;"),
+        "mismatched types: `a` is f32 scalar, the value is i32 scalar",
+        "n",
+    );
     one_error(
         &body("let mut a = 0.0; a = arange(0, BLOCK).to(f32);"),
         "cannot assign f32 tile of length BLOCK to `a`, which is f32 scalar",
@@ -777,7 +864,11 @@ fn error_bool_arithmetic_and_logic() {
 fn error_pointer_misuse() {
     one_error(&body("let v = x * 2;"), "`*` is not defined on pointers", "*");
     one_error(&body("let v = exp(x);"), "expected a value, found a pointer into `x`", "x");
-    one_error(&body("let mut p = x; p = y;"), "`p` points into `x`; it cannot be made to point into `y`", "y");
+    one_error(
+        &body("let mut p = x; p = y;"),
+        "`p` points into `x`; it cannot be made to point into `y`",
+        "y",
+    );
 }
 
 #[test]
@@ -843,8 +934,10 @@ fn expand_src(attr: &str, src: &str) -> String {
 
 #[test]
 fn expands_to_module_with_launcher() {
-    let out = expand::fused_kernel(TokenStream::new(), tokens(&format!("/// Adds and multiplies.\n{ADD_MUL}")));
-    let module: syn::ItemMod = syn::parse2(out.clone()).unwrap_or_else(|e| panic!("not a module: {e}\n{out}"));
+    let out =
+        expand::fused_kernel(TokenStream::new(), tokens(&format!("/// Adds and multiplies.\n{ADD_MUL}")));
+    let module: syn::ItemMod =
+        syn::parse2(out.clone()).unwrap_or_else(|e| panic!("not a module: {e}\n{out}"));
     assert_eq!(module.ident, "add_mul");
     assert!(matches!(module.vis, syn::Visibility::Public(_)));
     assert!(module.attrs.iter().any(|a| a.path().is_ident("doc")));
@@ -867,6 +960,9 @@ fn expands_to_module_with_launcher() {
         let spelled = match s {
             Specialization::Align16(i) => format!(":: fuse :: fuse_ir :: Specialization :: Align16 ({i}u32)"),
             Specialization::Div16(i) => format!(":: fuse :: fuse_ir :: Specialization :: Div16 ({i}u32)"),
+            Specialization::InBounds(i) => {
+                format!(":: fuse :: fuse_ir :: Specialization :: InBounds ({i}u32)")
+            }
         };
         assert!(text.contains(&spelled), "missing {spelled}");
     }
@@ -998,17 +1094,45 @@ fn more_errors() {
     one_error(&body("let a = x.to(f64);"), "unsupported cast target `f64`", "f64");
     one_error(&body("let a = 1.5u32;"), "a float literal cannot have an integer suffix", "1.5u32");
     one_error(&body("let a = 1usize;"), "unsupported literal suffix `usize`", "1usize");
-    one_error(&body("let a = f64::MAX;"), "the path `f64::MAX` is not part of the fuse tile language", "f64::MAX");
+    one_error(
+        &body("let a = f64::MAX;"),
+        "the path `f64::MAX` is not part of the fuse tile language",
+        "f64::MAX",
+    );
     one_error(&body("let a = fuse::load(x);"), "a path call", "fuse::load");
     one_error(&body("for i in 0..n { } let j = i;"), "undefined variable `i`", "i");
-    one_error(&body("let b = n.to(i64); for i in b..n { }"), "the loop end is i32, but the loop counts in i64", "n");
-    one_error(&body("let a = arange(0, BLOCK); let b = zeros(n);"), "the length of `zeros` must be a compile-time constant, found i32 scalar", "n");
-    one_error(&body("let a = arange(0, BLOCK) + 1.0;"), "a float literal next to i32 tile of length BLOCK", "1.0");
-    one_error(&body("let a = sum(arange(0, BLOCK) < n);"), "`sum` cannot reduce a bool tile", "arange(0, BLOCK) < n");
-    one_error(&body("let a = abs(n.to(u32));"), "`abs` takes f32 or a signed integer, found u32 scalar", "n.to(u32)");
+    one_error(
+        &body("let b = n.to(i64); for i in b..n { }"),
+        "the loop end is i32, but the loop counts in i64",
+        "n",
+    );
+    one_error(
+        &body("let a = arange(0, BLOCK); let b = zeros(n);"),
+        "the length of `zeros` must be a compile-time constant, found i32 scalar",
+        "n",
+    );
+    one_error(
+        &body("let a = arange(0, BLOCK) + 1.0;"),
+        "a float literal next to i32 tile of length BLOCK",
+        "1.0",
+    );
+    one_error(
+        &body("let a = sum(arange(0, BLOCK) < n);"),
+        "`sum` cannot reduce a bool tile",
+        "arange(0, BLOCK) < n",
+    );
+    one_error(
+        &body("let a = abs(n.to(u32));"),
+        "`abs` takes f32 or a signed integer, found u32 scalar",
+        "n.to(u32)",
+    );
     one_error(&body("let a = -(n > 0);"), "`-` cannot be applied to bool scalar", "-(n > 0)");
     one_error(&body("let a = !s;"), "`!` cannot be applied to f32 scalar", "!s");
-    one_error(&body("let o = arange(0, BLOCK); let a = load(x + o, o < n, arange(0, 2 * BLOCK).to(f32));"), "tile lengths differ", "arange(0, 2 * BLOCK).to(f32)");
+    one_error(
+        &body("let o = arange(0, BLOCK); let a = load(x + o, o < n, arange(0, 2 * BLOCK).to(f32));"),
+        "tile lengths differ",
+        "arange(0, 2 * BLOCK).to(f32)",
+    );
 }
 
 #[test]
@@ -1029,7 +1153,9 @@ fn parameters_shadowed_and_reused() {
 #[test]
 fn tile_length_out_of_range_is_an_error_not_a_panic() {
     for len in ["B * 1073741824 * 1073741824 * 16", "B / 1073741824 / 1073741824 / 1073741824"] {
-        let src = format!("fn k<const B: usize>(y: *mut f32) {{ let t = zeros({len}); store(y + arange(0, B), t); }}");
+        let src = format!(
+            "fn k<const B: usize>(y: *mut f32) {{ let t = zeros({len}); store(y + arange(0, B), t); }}"
+        );
         let errs = errors(&src);
         assert!(errs.iter().any(|(m, _)| m.contains("out of range")), "{len}: {errs:#?}");
     }

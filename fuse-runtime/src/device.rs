@@ -324,9 +324,9 @@ impl<T: Element> Buffer<T> {
                     return Ok(());
                 }
                 let d = self.device.cuda_inner().expect("a CUDA buffer's device is CUDA");
-                d.stream.memcpy_dtod(&s.slice(0..self.len), &mut dst.slice_mut(0..self.len)).map_err(|e| {
-                    Error::Cuda(format!("copying {} elements on the GPU: {}", self.len, drv(e)))
-                })
+                d.stream
+                    .memcpy_dtod(&s.slice(0..self.len), &mut dst.slice_mut(0..self.len))
+                    .map_err(|e| Error::Cuda(format!("copying {} elements on the GPU: {}", self.len, drv(e))))
             }
             _ => Err(Error::WrongDevice("copy_from: buffers on different kinds of device".into())),
         }

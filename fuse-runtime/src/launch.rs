@@ -1,10 +1,11 @@
 //! [`launch`]: validation, then the CPU interpreter or a CUDA launch.
 
+use crate::bounds::LaunchFacts;
 use crate::cuda::HotKey;
 use crate::device::{Buffer, Device, Storage};
 use crate::element::{as_bytes, as_bytes_mut, Element};
 use crate::error::{Error, Result};
-use crate::spec::{full_source_for, KernelSpec};
+use crate::spec::{full_source_for, KernelInfo, KernelSpec};
 use fuse_ir::{DType, Kernel, Len, ParamKind, Specialization};
 use std::marker::PhantomData;
 
@@ -433,26 +434,7 @@ pub fn launch(
         None => run_cpu(k, consts, grid, args),
         Some(cuda) => {
             let specs = spec.specializations();
-            let mut bits = 0u64;
-            for (i, s) in specs.iter().enumerate().take(64) {
-                let on = match *s {
-                    Specialization::Align16(p) => match args.get(p as usize) {
-                        Some(KernelArg::Buffer(BufferArg { data: Data::Cuda(ptr), .. }))
-                        | Some(KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda(ptr, _), .. })) => {
-                            ptr % 16 == 0
-                        }
-                        _ => false,
-                    },
-                    Specialization::Div16(p) => match args.get(p as usize) {
-                        Some(KernelArg::I32(v)) => v % 16 == 0,
-                        Some(KernelArg::I64(v)) => v % 16 == 0,
-                        Some(KernelArg::U32(v)) => v % 16 == 0,
-                        Some(KernelArg::U64(v)) => v % 16 == 0,
-                        _ => false,
-                    },
-                };
-                bits |= u64::from(on) << i;
-            }
+            let bits = specialization_bits(specs, info, consts, grid, args);
             let key = (consts.len() <= 16 && specs.len() <= 64).then(|| {
                 let mut consts_log2 = [0u8; 16];
                 for (slot, c) in consts_log2.iter_mut().zip(consts) {
@@ -508,6 +490,119 @@ pub fn launch(
             cuda.launch(&loaded, grid, num_warps, words)
         }
     }
+}
+
+impl KernelSpec {
+    /// Per access (in [`fuse_ir::Kernel::accesses`] order: every load and store in program
+    /// order), whether a launch with these const generics, grid and arguments runs it without its
+    /// bounds check: whether the runtime proves, before launching, that every lane it touches lies
+    /// inside its buffer (see docs/DESIGN.md, "Launch-time bounds proof"). The arguments are
+    /// validated as [`launch`] validates them.
+    pub fn proven_in_bounds(
+        &self,
+        device: &Device,
+        config: LaunchConfig,
+        consts: &[u64],
+        args: &[KernelArg<'_>],
+    ) -> Result<Vec<bool>> {
+        let info = self.info()?;
+        let k = &info.kernel;
+        validate_consts_with(k, &info.tile_lens, consts)?;
+        let max_grid = device.cuda_inner().map_or(CPU_MAX_GRID, |d| d.max_grid);
+        validate_grid(config.grid, max_grid, device)?;
+        validate_args(k, &info.narrow_index, device, args)?;
+        let scalars: Vec<Option<i128>> = args.iter().map(|a| scalar_value(Some(a))).collect();
+        let lens: Vec<Option<u64>> = args.iter().map(buffer_len).collect();
+        let grid = [config.grid.x, config.grid.y, config.grid.z];
+        let bits = info.bounds.prove(&LaunchFacts { consts, grid, scalars: &scalars, lens: &lens });
+        Ok((0..k.accesses().len()).map(|a| a < 64 && bits & (1 << a) != 0).collect())
+    }
+}
+
+/// The value of each specialization for this launch (bit `i` for `specs[i]`, the first 64).
+fn specialization_bits(
+    specs: &[Specialization],
+    info: &KernelInfo,
+    consts: &[u64],
+    grid: [u32; 3],
+    args: &[KernelArg<'_>],
+) -> u64 {
+    let mut proof: Option<u64> = None;
+    let mut bits = 0u64;
+    for (i, s) in specs.iter().enumerate().take(64) {
+        let on = match *s {
+            Specialization::Align16(p) => match args.get(p as usize) {
+                Some(KernelArg::Buffer(BufferArg { data: Data::Cuda(ptr), .. }))
+                | Some(KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda(ptr, _), .. })) => {
+                    ptr % 16 == 0
+                }
+                _ => false,
+            },
+            Specialization::Div16(p) => scalar_value(args.get(p as usize)).is_some_and(|v| v % 16 == 0),
+            Specialization::InBounds(a) => {
+                let proof = *proof.get_or_insert_with(|| in_bounds_bits(info, consts, grid, args));
+                a < 64 && proof & (1 << a) != 0
+            }
+        };
+        bits |= u64::from(on) << i;
+    }
+    bits
+}
+
+fn scalar_value(a: Option<&KernelArg<'_>>) -> Option<i128> {
+    Some(match a? {
+        KernelArg::I32(v) => (*v).into(),
+        KernelArg::I64(v) => (*v).into(),
+        KernelArg::U32(v) => (*v).into(),
+        KernelArg::U64(v) => (*v).into(),
+        _ => return None,
+    })
+}
+
+fn buffer_len(a: &KernelArg<'_>) -> Option<u64> {
+    match a {
+        KernelArg::Buffer(b) => Some(b.len as u64),
+        KernelArg::BufferMut(b) => Some(b.len as u64),
+        _ => None,
+    }
+}
+
+/// [`BoundsPlan::prove`] for this launch, reusing the last launch's answer when its inputs (const
+/// generics, grid, integer scalars, buffer lengths) are the same.
+fn in_bounds_bits(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_>]) -> u64 {
+    const MAX_KEY: usize = 64;
+    let mut key = [0i128; MAX_KEY];
+    let inputs = consts.iter().map(|&c| i128::from(c)).chain(grid.iter().map(|&g| i128::from(g))).chain(
+        args.iter().map(|a| match (scalar_value(Some(a)), buffer_len(a)) {
+            (Some(v), _) => v,
+            (None, Some(l)) => i128::from(l),
+            (None, None) => -1,
+        }),
+    );
+    let mut n = 0;
+    for v in inputs {
+        if n == MAX_KEY {
+            n = usize::MAX;
+            break;
+        }
+        key[n] = v;
+        n += 1;
+    }
+    let memo = (n <= MAX_KEY).then(|| &key[..n]);
+    if let (Some(key), Ok(last)) = (memo, info.last_proof.lock()) {
+        if last.0 == key {
+            return last.1;
+        }
+    }
+    let scalars: Vec<Option<i128>> = args.iter().map(|a| scalar_value(Some(a))).collect();
+    let lens: Vec<Option<u64>> = args.iter().map(buffer_len).collect();
+    let bits = info.bounds.prove(&LaunchFacts { consts, grid, scalars: &scalars, lens: &lens });
+    if let (Some(key), Ok(mut last)) = (memo, info.last_proof.lock()) {
+        last.0.clear();
+        last.0.extend_from_slice(key);
+        last.1 = bits;
+    }
+    bits
 }
 
 fn run_cpu(k: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [KernelArg<'_>]) -> Result<()> {

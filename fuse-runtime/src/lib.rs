@@ -16,6 +16,7 @@ pub mod cpu;
 /// The on-disk cubin cache.
 pub mod disk_cache;
 
+mod bounds;
 mod cuda;
 mod device;
 mod element;

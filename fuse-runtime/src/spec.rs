@@ -1,10 +1,11 @@
 //! [`KernelSpec`]: what `#[fused_kernel]` generates for each kernel (name, CUDA source, IR, the
 //! launch-time specializations its source reads), and the compile-time entry points on it.
 
+use crate::bounds::BoundsPlan;
 use crate::error::{Error, Result};
 use fuse_ir::{DType, Expr, Kernel, Len, ParamKind, Specialization, Stmt};
 use std::fmt::Write as _;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// One kernel as the macro generated it. Constructible in a `static`.
 pub struct KernelSpec {
@@ -25,6 +26,11 @@ pub(crate) struct KernelInfo {
     pub(crate) tile_lens: Vec<Len>,
     /// What picks the [`default_num_warps`] rule.
     pub(crate) shape: WarpShape,
+    /// The launch-time in-bounds proof (`FUSE_INB_<k>`).
+    pub(crate) bounds: BoundsPlan,
+    /// The last launch's proof: its inputs ([`proof_key`]) and result bits. Launches repeat
+    /// their shapes, so the proof usually runs once per shape.
+    pub(crate) last_proof: Mutex<(Vec<i128>, u64)>,
 }
 
 impl KernelInfo {
@@ -93,12 +99,16 @@ impl KernelSpec {
         }
         let nvars = kernel.vars.len();
         let nparams = kernel.params.len();
+        let naccesses = kernel.accesses().len();
         for s in self.specializations {
-            let (Specialization::Align16(p) | Specialization::Div16(p)) = *s;
-            let ok = match (s, kernel.params.get(p as usize).map(|p| p.kind)) {
-                (Specialization::Align16(_), Some(ParamKind::Ptr { .. })) => true,
-                (Specialization::Div16(_), Some(ParamKind::Scalar(d))) => d.is_int(),
-                _ => false,
+            let ok = match *s {
+                Specialization::Align16(p) => {
+                    matches!(kernel.params.get(p as usize).map(|p| p.kind), Some(ParamKind::Ptr { .. }))
+                }
+                Specialization::Div16(p) => {
+                    matches!(kernel.params.get(p as usize).map(|p| p.kind), Some(ParamKind::Scalar(d)) if d.is_int())
+                }
+                Specialization::InBounds(a) => (a as usize) < naccesses,
             };
             if !ok {
                 return Err(format!(
@@ -138,7 +148,15 @@ impl KernelSpec {
         }
         let tile_lens = kernel.tile_lens();
         let shape = WarpShape::of(&kernel);
-        Ok(KernelInfo { kernel, narrow_index, tile_lens, shape })
+        let bounds = BoundsPlan::new(&kernel);
+        Ok(KernelInfo {
+            kernel,
+            narrow_index,
+            tile_lens,
+            shape,
+            bounds,
+            last_proof: Mutex::new((Vec::new(), 0)),
+        })
     }
 
     /// The source NVRTC compiles: `#define <CONST> <value>` per const generic,
@@ -222,8 +240,11 @@ pub(crate) fn full_source_for(
     }
     let _ = writeln!(s, "#define FUSE_NUM_WARPS {num_warps}");
     for (i, sp) in specs.iter().enumerate() {
-        let (Specialization::Align16(p) | Specialization::Div16(p)) = *sp;
-        if (p as usize) < k.params.len() {
+        let named = match *sp {
+            Specialization::Align16(p) | Specialization::Div16(p) => (p as usize) < k.params.len(),
+            Specialization::InBounds(_) => true,
+        };
+        if named {
             let _ = writeln!(
                 s,
                 "#define {} {}",
@@ -326,7 +347,9 @@ mod tests {
 
     #[test]
     fn num_warps_several_streams_follow_triton_layernorm_up_to_4096() {
-        for (l, w, w16) in [(256, 1, 1), (1024, 4, 2), (2048, 8, 8), (4096, 8, 8), (8192, 16, 16), (65536, 16, 16)] {
+        for (l, w, w16) in
+            [(256, 1, 1), (1024, 4, 2), (2048, 8, 8), (4096, 8, 8), (8192, 16, 16), (65536, 16, 16)]
+        {
             assert_eq!(num_warps_for(Some(l), LAYERNORM), w, "L = {l}");
             assert_eq!(num_warps_for(Some(l), LAYERNORM_F16), w16, "f16 L = {l}");
         }
@@ -337,7 +360,10 @@ mod tests {
         for l in (0..20).map(|i| 1u64 << i) {
             for shape in [ELEMENTWISE, SOFTMAX, LAYERNORM, LAYERNORM_F16] {
                 let w = num_warps_for(Some(l), shape);
-                assert!(w.is_power_of_two() && (1..=32).contains(&w) && u64::from(w) * 32 <= l.max(32), "{l} {shape:?}");
+                assert!(
+                    w.is_power_of_two() && (1..=32).contains(&w) && u64::from(w) * 32 <= l.max(32),
+                    "{l} {shape:?}"
+                );
             }
         }
     }

@@ -6,16 +6,16 @@
 pub mod add_mul;
 #[path = "../../examples/kernels/add_rmsnorm.rs"]
 pub mod add_rmsnorm;
+#[path = "../../examples/kernels/bias_gelu_dropout.rs"]
+pub mod bias_gelu_dropout;
 #[path = "../../examples/kernels/l2norm.rs"]
 pub mod l2norm;
+#[path = "../../examples/kernels/layernorm.rs"]
+pub mod layernorm;
 #[path = "../../examples/kernels/layernorm_quant.rs"]
 pub mod layernorm_quant;
 #[path = "../../examples/kernels/silu_and_mul.rs"]
 pub mod silu_and_mul;
-#[path = "../../examples/kernels/bias_gelu_dropout.rs"]
-pub mod bias_gelu_dropout;
-#[path = "../../examples/kernels/layernorm.rs"]
-pub mod layernorm;
 #[path = "../../examples/kernels/softmax.rs"]
 pub mod softmax;
 
@@ -30,7 +30,15 @@ pub mod paths {
     /// chunk-consecutive remainders, against the CPU interpreter bit for bit, over shapes that take
     /// both the specialised (multiples of 16) and the per-lane paths.
     #[fused_kernel]
-    pub fn rem_gather<const BLOCK: usize>(x: *const f16, bias: *const f16, out: *mut f16, n: i32, lo: i32, h: i32, shift: i32) {
+    pub fn rem_gather<const BLOCK: usize>(
+        x: *const f16,
+        bias: *const f16,
+        out: *mut f16,
+        n: i32,
+        lo: i32,
+        h: i32,
+        shift: i32,
+    ) {
         let offs = program_id(0) * BLOCK + arange(0, BLOCK);
         let m = (offs < n) & (offs >= lo);
         let r = (offs - shift) % h;
@@ -66,7 +74,10 @@ pub struct Rng(u64);
 impl Rng {
     pub fn fresh(test: &str) -> Rng {
         let seed = std::env::var("FUSE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7)
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(7)
         });
         println!("{test}: seed {seed} (replay with FUSE_TEST_SEED={seed})");
         Rng(seed | 1)

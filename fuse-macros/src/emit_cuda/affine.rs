@@ -125,7 +125,13 @@ impl Div {
     /// number known to be at most `2^max_log2`, and the integer params whose `FUSE_DIV16_` fact it
     /// reads. The min of powers of two is a multiple of `m` exactly when every term is, and terms of
     /// at least `2^max_log2` always are.
-    pub fn multiple_of(&self, m: &str, max_log2: u8, const_names: &[String], div16_macros: &[String]) -> (String, Vec<u32>) {
+    pub fn multiple_of(
+        &self,
+        m: &str,
+        max_log2: u8,
+        const_names: &[String],
+        div16_macros: &[String],
+    ) -> (String, Vec<u32>) {
         let kept: Vec<&Term> = self.terms.iter().filter(|t| t.log2 < max_log2).collect();
         let mut read: Vec<u32> = kept.iter().flat_map(|t| t.div16.iter().copied()).collect();
         read.sort_unstable();
@@ -167,7 +173,9 @@ impl Fact {
             (Fact::Int(a), Fact::Int(b)) => Fact::Int(a.min(b)),
             (Fact::Uniform(a), Fact::Uniform(b)) => Fact::Uniform(a.min(b)),
             (Fact::Contig(a), Fact::Contig(b)) => Fact::Contig(a.min(b)),
-            (Fact::ContigRem(a) | Fact::Contig(a), Fact::ContigRem(b) | Fact::Contig(b)) => Fact::ContigRem(a.min(b)),
+            (Fact::ContigRem(a) | Fact::Contig(a), Fact::ContigRem(b) | Fact::Contig(b)) => {
+                Fact::ContigRem(a.min(b))
+            }
             (Fact::ChunkUniform(a), Fact::ChunkUniform(b)) => match union(a, b) {
                 u if u.len() <= MAX_TERMS => Fact::ChunkUniform(u),
                 _ => Fact::Unknown,
@@ -304,7 +312,11 @@ impl Facts {
         match e {
             Expr::Lit(_) | Expr::Splat(_) => always,
             Expr::Copy(v) | Expr::Unary(UnaryOp::Not, v) if k.ty(*v).dtype == DType::Bool => of(v),
-            Expr::Binary(BinaryOp::And | BinaryOp::Or | BinaryOp::Xor, a, b) if k.ty(*a).dtype == DType::Bool => all(&[a, b]),
+            Expr::Binary(BinaryOp::And | BinaryOp::Or | BinaryOp::Xor, a, b)
+                if k.ty(*a).dtype == DType::Bool =>
+            {
+                all(&[a, b])
+            }
             Expr::Where(c, a, b) => all(&[c, a, b]),
             Expr::Binary(op, a, b) if op.is_comparison() && is_int(k.ty(*a).dtype) => {
                 let (fa, fb) = (self.get(*a), self.get(*b));
@@ -315,12 +327,11 @@ impl Facts {
                     (x, y, _) if x.uniform_div().is_some() && y.uniform_div().is_some() => always,
                     // An aligned block of consecutive values [cV, cV + V) lies wholly below or
                     // wholly at-or-above a multiple of V; `<=` and `>` split at `u + 1`.
-                    (Fact::Contig(s), u, BinaryOp::Lt | BinaryOp::Ge) | (u, Fact::Contig(s), BinaryOp::Gt | BinaryOp::Le) => {
-                        match u.uniform_div() {
-                            Some(d) => Fact::ChunkUniform(union(std::slice::from_ref(s), &[d])),
-                            None => Fact::Unknown,
-                        }
-                    }
+                    (Fact::Contig(s), u, BinaryOp::Lt | BinaryOp::Ge)
+                    | (u, Fact::Contig(s), BinaryOp::Gt | BinaryOp::Le) => match u.uniform_div() {
+                        Some(d) => Fact::ChunkUniform(union(std::slice::from_ref(s), &[d])),
+                        None => Fact::Unknown,
+                    },
                     _ => Fact::Unknown,
                 }
             }
@@ -335,7 +346,9 @@ impl Facts {
         let lift = |d: Div| if scalar { Fact::Int(d) } else { Fact::Uniform(d) };
         match op {
             BinaryOp::Add | BinaryOp::Sub => match (a, b) {
-                (Fact::Contig(s), u) if u.uniform_div().is_some() => Fact::Contig(s.min(&u.uniform_div().unwrap())),
+                (Fact::Contig(s), u) if u.uniform_div().is_some() => {
+                    Fact::Contig(s.min(&u.uniform_div().unwrap()))
+                }
                 (u, Fact::Contig(s)) if op == BinaryOp::Add && u.uniform_div().is_some() => {
                     Fact::Contig(s.min(&u.uniform_div().unwrap()))
                 }
@@ -403,7 +416,11 @@ mod tests {
             }",
         );
         for name in ["lt", "ge", "rev", "both"] {
-            assert!(matches!(f.get(var_id(&k, name)), Fact::ChunkUniform(_)), "{name}: {:?}", f.get(var_id(&k, name)));
+            assert!(
+                matches!(f.get(var_id(&k, name)), Fact::ChunkUniform(_)),
+                "{name}: {:?}",
+                f.get(var_id(&k, name))
+            );
         }
         // `<=` and `>` split a chunk at n + 1; `==` picks one lane.
         for name in ["le", "gt", "eq"] {
@@ -434,7 +451,11 @@ mod tests {
             store(y + offs, load(x + offs, m), m);
         }");
         let out = crate::emit_cuda::emit_cuda(&k);
-        assert!(out.specializations.contains(&fuse_ir::Specialization::Div16(2)), "{:?}", out.specializations);
+        assert!(
+            out.specializations.contains(&fuse_ir::Specialization::Div16(2)),
+            "{:?}",
+            out.specializations
+        );
         let name = fuse_ir::Specialization::Div16(2).macro_name(&k.params);
         assert!(out.source.contains(&format!("({name} ? 16 : 1)")), "{}", out.source);
         assert!(out.source.contains(&format!("#ifndef {name}\n")), "{}", out.source);

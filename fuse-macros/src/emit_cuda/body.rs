@@ -1,8 +1,8 @@
 //! Statements and element-wise expressions. A tile assignment is one `#pragma unroll` loop over
 //! the thread's EPT slots (all tiles of one operation share a length, hence a layout); a scalar
 //! assignment is one C statement executed redundantly by every thread.
-use super::ctype::{self, c_type, unsigned_of};
 use super::affine::Fact;
+use super::ctype::{self, c_type, unsigned_of};
 use super::Ctx;
 use fuse_ir::{BinaryOp, DType, Expr, Stmt, UnaryOp, VarId};
 
@@ -36,7 +36,12 @@ impl Ctx<'_> {
                 self.loops += 1;
                 let d = self.dtype(*var);
                 let t = c_type(d);
-                let (v, s, e, st) = (self.name(*var).to_string(), self.at_as(*start, "", d), self.at_as(*end, "", d), self.at_as(*step, "", d));
+                let (v, s, e, st) = (
+                    self.name(*var).to_string(),
+                    self.at_as(*start, "", d),
+                    self.at_as(*end, "", d),
+                    self.at_as(*step, "", d),
+                );
                 self.w.open("");
                 self.w.line(format!("const {t} fuse_end{n} = {e}, fuse_step{n} = {st};"));
                 let zero = ctype::int_lit(0, d);
@@ -69,7 +74,9 @@ impl Ctx<'_> {
                     let e = self.elem(dst, expr, "fuse_i");
                     let d = self.name(dst).to_string();
                     self.w.pp("#pragma unroll");
-                    self.w.line(format!("for (int fuse_i = FUSE_EPT{k} - 1; fuse_i >= 0; --fuse_i) {d}[fuse_i] = {e};"));
+                    self.w.line(format!(
+                        "for (int fuse_i = FUSE_EPT{k} - 1; fuse_i >= 0; --fuse_i) {d}[fuse_i] = {e};"
+                    ));
                 }
                 Some(k) => {
                     let e = self.elem(dst, expr, "fuse_i");
@@ -99,14 +106,18 @@ impl Ctx<'_> {
         let (dn, an, bn) = (self.name(dst).to_string(), self.name(a).to_string(), self.at_as(b, "", d));
         let lo = if d.is_signed_int() { "fuse_a >= 0 && ".to_string() } else { String::new() };
         let zero = ctype::int_lit(0, d);
-        self.w.line(format!("// {dn} = {an} % {bn}, stepping the remainder along each chunk of consecutive values"));
+        self.w.line(format!(
+            "// {dn} = {an} % {bn}, stepping the remainder along each chunk of consecutive values"
+        ));
         self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
         self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
         self.w.line(format!("const {t} fuse_a = {an}[fuse_b];"));
         self.w.line(format!("{t} fuse_r = fuse_rem(fuse_a, {bn});"));
         self.w.line(format!("{dn}[fuse_b] = fuse_r;"));
         self.w.line(format!("const {t} fuse_z = {an}[fuse_b + FUSE_VEC{k} - 1];"));
-        self.w.open(format!("if ({lo}fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC{k} - 1 && {bn} > {zero})"));
+        self.w.open(format!(
+            "if ({lo}fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC{k} - 1 && {bn} > {zero})"
+        ));
         // With VEC dividing both the chunk's start and `b`, `r` is a multiple of VEC and at most
         // `b - VEC`: the chunk never wraps.
         let no_wrap = match (self.facts.get(a), self.facts.get(b)) {
@@ -116,7 +127,11 @@ impl Ctx<'_> {
         let no_wrap = no_wrap.map(|d| self.vec_divides(&d, k));
         if let Some(c) = &no_wrap {
             self.w.pp(format!("#if {c}"));
-            self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), format!("{dn}[fuse_b + fuse_v] = fuse_r + fuse_v;"));
+            self.w.unrolled(
+                "fuse_v",
+                &format!("FUSE_VEC{k}"),
+                format!("{dn}[fuse_b + fuse_v] = fuse_r + fuse_v;"),
+            );
             self.w.pp("#else");
         }
         self.w.pp("#pragma unroll");
@@ -150,11 +165,19 @@ impl Ctx<'_> {
                 ctype::convert(&self.names.params[p as usize].clone(), from, to, &mut self.needs)
             }
             Expr::ConstGeneric(c) => format!("(({}){})", c_type(to), self.k.consts[c as usize]),
-            Expr::ProgramId(a) => ctype::convert(&format!("(int)blockIdx.{}", axis(a)), DType::I32, to, &mut self.needs),
-            Expr::NumPrograms(a) => ctype::convert(&format!("(int)gridDim.{}", axis(a)), DType::I32, to, &mut self.needs),
+            Expr::ProgramId(a) => {
+                ctype::convert(&format!("(int)blockIdx.{}", axis(a)), DType::I32, to, &mut self.needs)
+            }
+            Expr::NumPrograms(a) => {
+                ctype::convert(&format!("(int)gridDim.{}", axis(a)), DType::I32, to, &mut self.needs)
+            }
             Expr::Arange { start } => {
                 let k = self.tile(dst).expect("arange makes a tile");
-                let s = if start == 0 { String::new() } else { format!("{} + ", ctype::int_lit(i128::from(start), DType::I32)) };
+                let s = if start == 0 {
+                    String::new()
+                } else {
+                    format!("{} + ", ctype::int_lit(i128::from(start), DType::I32))
+                };
                 ctype::convert(&format!("({s}FUSE_IDX{k}({i}))"), DType::I32, to, &mut self.needs)
             }
             Expr::Unary(op, a) => {
@@ -239,7 +262,9 @@ impl Ctx<'_> {
                 let u = unsigned_of(d);
                 format!("(({})(({u}){x} {sym} ({u}){y}))", c_type(d))
             }
-            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor if d == DType::Bool => format!("((bool)({x} {sym} {y}))"),
+            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor if d == DType::Bool => {
+                format!("((bool)({x} {sym} {y}))")
+            }
             _ => format!("({x} {sym} {y})"),
         }
     }

@@ -26,15 +26,23 @@ struct Access {
     mutable: bool,
     offset: VarId,
     mask: Option<VarId>,
+    /// `FUSE_INB_<k>`: 1 when the runtime proved this access in bounds before the launch.
+    inb: String,
 }
 
 impl Ctx<'_> {
-    fn access(&self, param: u32, offset: VarId, mask: Option<VarId>) -> Access {
+    fn access(&mut self, param: u32, offset: VarId, mask: Option<VarId>) -> Access {
         let (elem, mutable) = match self.k.params[param as usize].kind {
             ParamKind::Ptr { elem, mutable } => (elem, mutable),
             ParamKind::Scalar(_) => unreachable!("the checker only loads through pointer params"),
         };
+        // Accesses are numbered in program order, as `Kernel::accesses` lists them.
+        let index = self.accesses;
+        self.accesses += 1;
+        let inb = Specialization::InBounds(index);
+        self.spec(inb);
         Access {
+            inb: inb.macro_name(&self.k.params),
             param,
             ptr: self.names.params[param as usize].clone(),
             len: self.names.lens[param as usize].clone(),
@@ -47,7 +55,9 @@ impl Ctx<'_> {
 
     /// The `#if` condition for the vector path of tile length `k`, if the offsets allow one.
     fn vector_cond(&mut self, a: &Access, k: usize) -> Option<String> {
-        let (Fact::Contig(div) | Fact::ContigRem(div)) = self.facts.get(a.offset).clone() else { return None };
+        let (Fact::Contig(div) | Fact::ContigRem(div)) = self.facts.get(a.offset).clone() else {
+            return None;
+        };
         if a.elem == DType::Bool {
             return None;
         }
@@ -59,9 +69,23 @@ impl Ctx<'_> {
         Some(format!("{aligned} && {divisible} && FUSE_VEC{k} >= {min_vec}"))
     }
 
+    /// The `#if` condition under which a vector access needs neither a bounds check nor a per-lane
+    /// path: proven in bounds, contiguous offsets (not a remainder, which may wrap inside a chunk),
+    /// and a mask that is constant on each chunk. `None` if the offsets or mask never allow it.
+    fn unchecked_cond(&self, a: &Access, vector_cond: &str) -> Option<String> {
+        let Fact::Contig(_) = self.facts.get(a.offset) else { return None };
+        let uniform = match a.mask {
+            Some(m) if self.tile(m).is_some() => self.chunk_uniform[m.0 as usize].clone()?,
+            _ => "1".to_string(),
+        };
+        let uniform = if uniform == "1" { String::new() } else { format!(" && {uniform}") };
+        Some(format!("{} && {vector_cond}{uniform}", a.inb))
+    }
+
     /// The lane condition: chunk inside the tile (`ok`) and mask true.
     fn lane_cond(&self, ok: Option<&str>, mask: Option<VarId>, i: &str) -> Option<String> {
-        let parts: Vec<String> = ok.map(str::to_string).into_iter().chain(mask.map(|m| self.at(m, i))).collect();
+        let parts: Vec<String> =
+            ok.map(str::to_string).into_iter().chain(mask.map(|m| self.at(m, i))).collect();
         (!parts.is_empty()).then(|| parts.join(" && "))
     }
 
@@ -70,7 +94,8 @@ impl Ctx<'_> {
         self.needs.oob = true;
         let off = self.at(a.offset, i);
         let check = format!(
-            "if ((unsigned long long)fuse_o < (unsigned long long){}) {body} else if (fuse_bad == 0u) {{ fuse_bad = {}u; fuse_bad_at = fuse_o; }}",
+            "if ({} || (unsigned long long)fuse_o < (unsigned long long){}) {body} else if (fuse_bad == 0u) {{ fuse_bad = {}u; fuse_bad_at = fuse_o; }}",
+            a.inb,
             a.len,
             a.param + 1
         );
@@ -96,7 +121,14 @@ impl Ctx<'_> {
         }
     }
 
-    pub(super) fn load(&mut self, dst: VarId, param: u32, offset: VarId, mask: Option<VarId>, other: Option<VarId>) {
+    pub(super) fn load(
+        &mut self,
+        dst: VarId,
+        param: u32,
+        offset: VarId,
+        mask: Option<VarId>,
+        other: Option<VarId>,
+    ) {
         let a = self.access(param, offset, mask);
         let d = self.name(dst).to_string();
         self.w.line(format!("// {d} = load({}[{}]{})", a.ptr, self.name(offset), mask_note(self, mask)));
@@ -111,8 +143,14 @@ impl Ctx<'_> {
                 self.load_lane(&a, dst, other, "fuse_i", Some(&ok), &each(&format!("FUSE_EPT{k}"), "fuse_i"));
             }
             Some(cond) => {
-                self.w.pp(format!("#if {cond}"));
-                self.vector_load(&a, dst, other, k, &ok);
+                if let Some(unchecked) = self.unchecked_cond(&a, &cond) {
+                    self.w.pp(format!("#if {unchecked}"));
+                    self.vector_load(&a, dst, other, k, &ok, true);
+                    self.w.pp(format!("#elif {cond}"));
+                } else {
+                    self.w.pp(format!("#if {cond}"));
+                }
+                self.vector_load(&a, dst, other, k, &ok, false);
                 self.w.pp("#else");
                 self.w.pp("#pragma unroll");
                 self.load_lane(&a, dst, other, "fuse_i", Some(&ok), &each(&format!("FUSE_EPT{k}"), "fuse_i"));
@@ -124,27 +162,67 @@ impl Ctx<'_> {
     /// The vector path of a load (inside its `#if`): the fast path (one vector access per vector
     /// chunk, `other` for chunks that are off) or the per-lane path. Both fill the access's 32-bit
     /// words and the lanes are unpacked once after them, so narrow elements stay packed in
-    /// registers (two f16 per word) on either path.
-    fn vector_load(&mut self, a: &Access, dst: VarId, other: Option<VarId>, k: usize, ok: &str) {
+    /// registers (two f16 per word) on either path. `unchecked` (under [`Ctx::unchecked_cond`]):
+    /// the fast path alone, a chunk being on when its first lane is.
+    fn vector_load(
+        &mut self,
+        a: &Access,
+        dst: VarId,
+        other: Option<VarId>,
+        k: usize,
+        ok: &str,
+        unchecked: bool,
+    ) {
         self.needs.words = true;
         let (to, d) = (self.dtype(dst), self.name(dst).to_string());
         let sz = a.elem.size_bytes();
         let nw = format!("FUSE_VEC{k} * {sz} / 4");
         let zeroed = if sz < 4 { " = {}" } else { "" };
-        self.sort_chunks(a, k, &format!("unsigned int fuse_wd[FUSE_EPT{k} * {sz} / 4]{zeroed};"));
+        let words = format!("unsigned int fuse_wd[FUSE_EPT{k} * {sz} / 4]{zeroed};");
+        let chunk_on = if unchecked {
+            self.w.open("");
+            self.w.line(words);
+            self.chunk_on(a, k)
+        } else {
+            self.sort_chunks(a, k, &words);
+            "fuse_vec[fuse_j]".to_string()
+        };
         // Fast path.
         self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
         self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
-        self.w.open("if (fuse_vec[fuse_j])");
+        self.w.open(format!("if ({chunk_on})"));
         let f = if a.mutable { "fuse_ld_words" } else { "fuse_ldg_words" };
         let first = self.at(a.offset, "fuse_b");
         self.w.line(format!("{f}<{nw}>(fuse_wd + fuse_j * ({nw}), {} + (long long){first});", a.ptr));
         self.w.reopen("} else {");
         let init = self.other_or_zero(a, other, "fuse_b + fuse_v");
-        self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), pack(a.elem, "fuse_wd", "(fuse_b + fuse_v)", &init));
+        self.w.unrolled(
+            "fuse_v",
+            &format!("FUSE_VEC{k}"),
+            pack(a.elem, "fuse_wd", "(fuse_b + fuse_v)", &init),
+        );
         self.w.close();
         self.w.close();
-        // Per-lane path.
+        if !unchecked {
+            self.per_lane_load(a, other, k, ok);
+        }
+        let v = unpack(a.elem, "fuse_wd", "fuse_i");
+        let v = ctype::convert(&v, a.elem, to, &mut self.needs);
+        self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{d}[fuse_i] = {v};"));
+        self.w.close();
+    }
+
+    /// "Chunk `fuse_j` is inside the tile and its lanes are on", for the unchecked path.
+    fn chunk_on(&self, a: &Access, k: usize) -> String {
+        let ok = format!("FUSE_OK{k}(fuse_j)");
+        match a.mask {
+            Some(m) => format!("{ok} && {}", self.at(m, "fuse_b")),
+            None => ok,
+        }
+    }
+
+    /// The per-lane path of a vector load's words (closes the fast path's `if (fuse_fast)`).
+    fn per_lane_load(&mut self, a: &Access, other: Option<VarId>, k: usize, ok: &str) {
         self.w.reopen("} else {");
         self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
         let init = self.other_or_zero(a, other, "fuse_i");
@@ -153,10 +231,6 @@ impl Ctx<'_> {
         self.checked_lane(a, "fuse_i", Some(ok), &format!("fuse_x = {read};"));
         self.w.line(pack(a.elem, "fuse_wd", "fuse_i", "fuse_x"));
         self.w.close();
-        self.w.close();
-        let v = unpack(a.elem, "fuse_wd", "fuse_i");
-        let v = ctype::convert(&v, a.elem, to, &mut self.needs);
-        self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{d}[fuse_i] = {v};"));
         self.w.close();
     }
 
@@ -172,7 +246,10 @@ impl Ctx<'_> {
         self.w.line("bool fuse_fast = true;");
         self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
         self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
-        self.w.line(format!("const long long fuse_c = (long long){};  // the chunk's first offset", self.at(a.offset, "fuse_b")));
+        self.w.line(format!(
+            "const long long fuse_c = (long long){};  // the chunk's first offset",
+            self.at(a.offset, "fuse_b")
+        ));
         self.w.line(format!("bool fuse_all = FUSE_OK{k}(fuse_j), fuse_any = FUSE_OK{k}(fuse_j);"));
         if let Some(m) = a.mask {
             let (all, any) = match self.tile(m) {
@@ -191,7 +268,8 @@ impl Ctx<'_> {
         }
         // 0 <= c <= len - VEC as one unsigned compare against a uniform limit (0 when len < VEC).
         let mut in_bounds = format!(
-            "(unsigned long long)fuse_c < (unsigned long long)({len} >= FUSE_VEC{k} ? {len} - (FUSE_VEC{k} - 1) : 0)",
+            "({inb} || (unsigned long long)fuse_c < (unsigned long long)({len} >= FUSE_VEC{k} ? {len} - (FUSE_VEC{k} - 1) : 0))",
+            inb = a.inb,
             len = a.len
         );
         if let Fact::ContigRem(_) = self.facts.get(a.offset) {
@@ -214,10 +292,22 @@ impl Ctx<'_> {
     }
 
     /// One lane's load into slot `i`, as a block opened by `head` (a loop header or nothing).
-    fn load_lane(&mut self, a: &Access, dst: VarId, other: Option<VarId>, i: &str, ok: Option<&str>, head: &str) {
+    fn load_lane(
+        &mut self,
+        a: &Access,
+        dst: VarId,
+        other: Option<VarId>,
+        i: &str,
+        ok: Option<&str>,
+        head: &str,
+    ) {
         let to = self.dtype(dst);
         let init = self.other_or_zero(a, other, i);
-        let slot = if self.tile(dst).is_some() { format!("{}[{i}]", self.name(dst)) } else { self.name(dst).to_string() };
+        let slot = if self.tile(dst).is_some() {
+            format!("{}[{i}]", self.name(dst))
+        } else {
+            self.name(dst).to_string()
+        };
         let read = self.read(a, "fuse_o");
         let read = ctype::convert(&read, a.elem, to, &mut self.needs);
         let init = ctype::convert(&init, a.elem, to, &mut self.needs);
@@ -231,7 +321,13 @@ impl Ctx<'_> {
 
     pub(super) fn store(&mut self, param: u32, offset: VarId, value: VarId, mask: Option<VarId>) {
         let a = self.access(param, offset, mask);
-        self.w.line(format!("// store({}[{}], {}{})", a.ptr, self.name(offset), self.name(value), mask_note(self, mask)));
+        self.w.line(format!(
+            "// store({}[{}], {}{})",
+            a.ptr,
+            self.name(offset),
+            self.name(value),
+            mask_note(self, mask)
+        ));
         let Some(k) = self.tile(offset) else {
             self.w.open("");
             self.store_lane(&a, value, "", None);
@@ -247,25 +343,18 @@ impl Ctx<'_> {
             }
             Some(cond) => {
                 self.needs.words = true;
-                self.w.pp(format!("#if {cond}"));
-                self.sort_chunks(&a, k, "");
-                self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
-                self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
-                self.w.open("if (fuse_vec[fuse_j])");
-                let sz = a.elem.size_bytes();
-                let nw = format!("FUSE_VEC{k} * {sz} / 4");
-                if sz < 4 {
-                    self.w.line(format!("unsigned int fuse_w[{nw}] = {{}};"));
+                if let Some(unchecked) = self.unchecked_cond(&a, &cond) {
+                    self.w.pp(format!("#if {unchecked}"));
+                    self.w.open("");
+                    let on = self.chunk_on(&a, k);
+                    self.vector_store(&a, value, k, &on);
+                    self.w.close();
+                    self.w.pp(format!("#elif {cond}"));
                 } else {
-                    self.w.line(format!("unsigned int fuse_w[{nw}];"));
+                    self.w.pp(format!("#if {cond}"));
                 }
-                let v = self.at_as(value, "fuse_b + fuse_v", a.elem);
-                let packed = pack(a.elem, "fuse_w", "fuse_v", &v);
-                self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), packed);
-                let first = self.at(a.offset, "fuse_b");
-                self.w.line(format!("fuse_st_words<{nw}>({} + (long long){first}, fuse_w);", a.ptr));
-                self.w.close();
-                self.w.close();
+                self.sort_chunks(&a, k, "");
+                self.vector_store(&a, value, k, "fuse_vec[fuse_j]");
                 self.w.reopen("} else {");
                 self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
                 self.store_lane(&a, value, "fuse_i", Some(&ok));
@@ -279,6 +368,27 @@ impl Ctx<'_> {
                 self.w.pp("#endif");
             }
         }
+    }
+
+    /// One vector store per chunk for which `chunk_on` holds.
+    fn vector_store(&mut self, a: &Access, value: VarId, k: usize, chunk_on: &str) {
+        self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
+        self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
+        self.w.open(format!("if ({chunk_on})"));
+        let sz = a.elem.size_bytes();
+        let nw = format!("FUSE_VEC{k} * {sz} / 4");
+        if sz < 4 {
+            self.w.line(format!("unsigned int fuse_w[{nw}] = {{}};"));
+        } else {
+            self.w.line(format!("unsigned int fuse_w[{nw}];"));
+        }
+        let v = self.at_as(value, "fuse_b + fuse_v", a.elem);
+        let packed = pack(a.elem, "fuse_w", "fuse_v", &v);
+        self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), packed);
+        let first = self.at(a.offset, "fuse_b");
+        self.w.line(format!("fuse_st_words<{nw}>({} + (long long){first}, fuse_w);", a.ptr));
+        self.w.close();
+        self.w.close();
     }
 
     fn store_lane(&mut self, a: &Access, value: VarId, i: &str, ok: Option<&str>) {

@@ -21,7 +21,11 @@ impl Ctx<'_> {
         };
         let per_element = |cx: &mut Self| {
             let o = cx.at_as(offset, "fuse_i", DType::U64);
-            cx.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{d}[fuse_i] = fuse_rand(fuse_seed, {o});"));
+            cx.w.unrolled(
+                "fuse_i",
+                &format!("FUSE_EPT{k}"),
+                format!("{d}[fuse_i] = fuse_rand(fuse_seed, {o});"),
+            );
         };
         match self.facts.get(offset).clone() {
             Fact::Contig(div) => {

@@ -35,7 +35,11 @@ impl Ctx<'_> {
         self.w.line(format!("{t} fuse_r = {id};"));
         let x = self.at_as(src, "fuse_i", acc);
         let fold = combine(op, acc, "fuse_r", &x);
-        self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k})) fuse_r = {fold};"));
+        self.w.unrolled(
+            "fuse_i",
+            &format!("FUSE_EPT{k}"),
+            format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k})) fuse_r = {fold};"),
+        );
         let shfl = format!(
             "{{ const {t} fuse_t = __shfl_xor_sync(0xffffffffu, fuse_r, fuse_s); fuse_r = {}; }}",
             combine(op, acc, "fuse_r", "fuse_t")

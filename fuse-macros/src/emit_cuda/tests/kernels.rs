@@ -82,7 +82,14 @@ impl Builder {
         self.like(name, a, d, Expr::Cast(a))
     }
 
-    pub fn load(&mut self, name: &str, param: u32, offset: VarId, mask: Option<VarId>, other: Option<VarId>) -> VarId {
+    pub fn load(
+        &mut self,
+        name: &str,
+        param: u32,
+        offset: VarId,
+        mask: Option<VarId>,
+        other: Option<VarId>,
+    ) -> VarId {
         let elem = match self.k.params[param as usize].kind {
             ParamKind::Ptr { elem, .. } => elem,
             _ => unreachable!(),
@@ -140,7 +147,13 @@ pub fn add_mul(d: DType) -> Kernel {
     let mut b = Builder::new(
         name,
         &["BLOCK"],
-        &[("x", ptr(d, false)), ("y", ptr(d, false)), ("z", ptr(d, false)), ("out", ptr(d, true)), ("n", ParamKind::Scalar(DType::I32))],
+        &[
+            ("x", ptr(d, false)),
+            ("y", ptr(d, false)),
+            ("z", ptr(d, false)),
+            ("out", ptr(d, true)),
+            ("n", ParamKind::Scalar(DType::I32)),
+        ],
     );
     let offs = b.block_offsets();
     let n = b.param("t4", 4);
@@ -162,7 +175,13 @@ pub fn softmax() -> Kernel {
     let mut b = Builder::new(
         "softmax",
         &["BLOCK"],
-        &[("out", ptr(DType::F32, true)), ("inp", ptr(DType::F32, false)), ("in_stride", i32s), ("out_stride", i32s), ("n_cols", i32s)],
+        &[
+            ("out", ptr(DType::F32, true)),
+            ("inp", ptr(DType::F32, false)),
+            ("in_stride", i32s),
+            ("out_stride", i32s),
+            ("n_cols", i32s),
+        ],
     );
     let row = b.scalar("row", DType::I32, Expr::ProgramId(0));
     let cols = b.tile_expr("cols", DType::I32, blk(), Expr::Arange { start: 0 });
@@ -356,8 +375,19 @@ pub fn bias_gelu_dropout(d: DType) -> Kernel {
 
 /// Every Expr, Stmt, op and dtype at least once; several tile lengths (BLOCK, 2*BLOCK, BLOCK/2, 64).
 pub fn everything() -> Kernel {
-    let ptr_types = [DType::I8, DType::U8, DType::I32, DType::U32, DType::I64, DType::U64, DType::F16, DType::BF16, DType::F32];
-    let mut params: Vec<(String, ParamKind)> = ptr_types.iter().map(|d| (format!("p_{}", d.name()), ptr(*d, true))).collect();
+    let ptr_types = [
+        DType::I8,
+        DType::U8,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+    ];
+    let mut params: Vec<(String, ParamKind)> =
+        ptr_types.iter().map(|d| (format!("p_{}", d.name()), ptr(*d, true))).collect();
     params.push(("src".into(), ptr(DType::F32, false)));
     for d in [DType::I32, DType::I64, DType::U32, DType::U64, DType::F32] {
         params.push((format!("s_{}", d.name()), ParamKind::Scalar(d)));
@@ -365,9 +395,21 @@ pub fn everything() -> Kernel {
     let pr: Vec<(&str, ParamKind)> = params.iter().map(|(n, k)| (n.as_str(), *k)).collect();
     let mut b = Builder::new("everything", &["BLOCK", "R"], &pr);
     let np = ptr_types.len() as u32;
-    let sidx = |d: DType| np + 1 + [DType::I32, DType::I64, DType::U32, DType::U64, DType::F32].iter().position(|x| *x == d).unwrap() as u32;
+    let sidx = |d: DType| {
+        np + 1
+            + [DType::I32, DType::I64, DType::U32, DType::U64, DType::F32]
+                .iter()
+                .position(|x| *x == d)
+                .unwrap() as u32
+    };
 
-    let lens = [blk(), blk().mul(&Len::literal_log2(1)), Len { log2: -1, consts: vec![0] }, Len::literal_log2(6), Len::of_const(1)];
+    let lens = [
+        blk(),
+        blk().mul(&Len::literal_log2(1)),
+        Len { log2: -1, consts: vec![0] },
+        Len::literal_log2(6),
+        Len::of_const(1),
+    ];
     let pid = b.scalar("pid", DType::I32, Expr::ProgramId(0));
     let _ = b.scalar("pid_y", DType::I32, Expr::ProgramId(1));
     let npz = b.scalar("np_z", DType::I32, Expr::NumPrograms(2));
@@ -416,7 +458,13 @@ pub fn everything() -> Kernel {
                 acc = b.un(&format!("u_{}", op.name()), *op, acc);
             }
             let bops = [
-                BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Rem, BinaryOp::Max, BinaryOp::Min,
+                BinaryOp::Add,
+                BinaryOp::Sub,
+                BinaryOp::Mul,
+                BinaryOp::Div,
+                BinaryOp::Rem,
+                BinaryOp::Max,
+                BinaryOp::Min,
             ];
             for op in bops {
                 acc = b.bin(&format!("fb_{op:?}"), op, acc, fsrc);
@@ -430,7 +478,8 @@ pub fn everything() -> Kernel {
                 for op in [UnaryOp::Neg, UnaryOp::Not, UnaryOp::Abs] {
                     x = b.un(&format!("iu_{}_{}", d.name(), op.name()), op, x);
                 }
-                for op in [BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge, BinaryOp::Eq, BinaryOp::Ne] {
+                for op in [BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge, BinaryOp::Eq, BinaryOp::Ne]
+                {
                     let c = b.bin(&format!("cmp_{}_{op:?}", d.name()), op, x, sp);
                     let _ = b.bin(&format!("bb_{}_{op:?}", d.name()), BinaryOp::And, c, mask);
                 }

@@ -30,7 +30,8 @@ fn emit_structure_of_every_kernel() {
         let src = emit_cuda(&k).source;
         assert!(!src.contains("#include"), "{}: self-contained", k.name);
         assert!(src.starts_with(&format!("// fuse: CUDA C for kernel `{}`", k.name)), "{}", k.name);
-        assert!(src.contains(&format!("extern \"C\" __global__ void __launch_bounds__(FUSE_THREADS) {}(", k.name)));
+        assert!(src
+            .contains(&format!("extern \"C\" __global__ void __launch_bounds__(FUSE_THREADS) {}(", k.name)));
         assert!(src.contains("    unsigned long long* fuse_err) {"), "{}", k.name);
         for c in &k.consts {
             assert!(src.contains(&format!("#ifndef {c}\n#error")), "{}: guard for {c}", k.name);
@@ -62,22 +63,41 @@ fn emit_add_mul_signature_and_specializations() {
             Specialization::Align16(1),
             Specialization::Align16(2),
             Specialization::Align16(3),
-            Specialization::Div16(4)
+            Specialization::Div16(4),
+            Specialization::InBounds(0),
+            Specialization::InBounds(1),
+            Specialization::InBounds(2),
+            Specialization::InBounds(3)
         ]
     );
-    assert!(src.contains("#if FUSE_ALIGN16_x && (BLOCK % FUSE_VEC0 == 0) && FUSE_VEC0 >= 2"), "{src}");
+    // Proven in bounds at launch, with a chunk-uniform mask: vector accesses, no check, no
+    // per-lane path; else the checked fast/per-lane paths.
+    assert!(src.contains("#if FUSE_INB_0 && FUSE_ALIGN16_x && (BLOCK % FUSE_VEC0 == 0) && FUSE_VEC0 >= 2 && ((BLOCK % FUSE_VEC0 == 0) && ((FUSE_DIV16_n ? 16 : 1) % FUSE_VEC0 == 0))"), "{src}");
+    assert!(src.contains("#elif FUSE_ALIGN16_x && (BLOCK % FUSE_VEC0 == 0) && FUSE_VEC0 >= 2"), "{src}");
+    assert!(
+        src.contains(
+            "if (FUSE_INB_3 || (unsigned long long)fuse_o < (unsigned long long)out_len) out[fuse_o] = "
+        ),
+        "{src}"
+    );
     // `offs < n` is constant on each chunk when n is a multiple of VEC: read at the chunk's first slot.
     assert!(
         src.contains("&& mask[((BLOCK % FUSE_VEC0 == 0) && ((FUSE_DIV16_n ? 16 : 1) % FUSE_VEC0 == 0)) ? (fuse_b + fuse_v) - (fuse_b + fuse_v) % FUSE_VEC0 : (fuse_b + fuse_v)];"),
         "{src}"
     );
     assert!(src.contains("fuse_ldg_words<FUSE_VEC0 * 4 / 4>(fuse_wd + fuse_j * (FUSE_VEC0 * 4 / 4), x + (long long)offs[fuse_b]);"), "{src}");
-    assert!(src.contains("fuse_st_words<FUSE_VEC0 * 4 / 4>(out + (long long)offs[fuse_b], fuse_w);"), "{src}");
+    assert!(
+        src.contains("fuse_st_words<FUSE_VEC0 * 4 / 4>(out + (long long)offs[fuse_b], fuse_w);"),
+        "{src}"
+    );
     // One fast path (every chunk vector or off) and one per-lane path per access; an
     // out-of-bounds lane is noted, and reported once at the end without a call on the lane path.
     assert!(src.contains("fuse_fast = fuse_fast && (fuse_vec[fuse_j] || !fuse_any);"), "{src}");
     assert!(src.contains("else if (fuse_bad == 0u) { fuse_bad = 4u; fuse_bad_at = fuse_o; }"), "{src}");
-    assert!(src.ends_with("  if (fuse_bad != 0u) fuse_oob(fuse_err, fuse_bad - 1u, fuse_bad_at);\n}\n"), "{src}");
+    assert!(
+        src.ends_with("  if (fuse_bad != 0u) fuse_oob(fuse_err, fuse_bad - 1u, fuse_bad_at);\n}\n"),
+        "{src}"
+    );
     // f16: storage as unsigned short, 8 elements per 16 bytes.
     let h = emit_cuda(&add_mul(DType::F16)).source;
     assert!(h.contains("const unsigned short* __restrict__ x,"), "{h}");
@@ -95,7 +115,9 @@ fn emit_softmax_reads_stride_divisibility() {
             Specialization::Align16(1),
             Specialization::Div16(2),
             Specialization::Div16(3),
-            Specialization::Div16(4)
+            Specialization::Div16(4),
+            Specialization::InBounds(0),
+            Specialization::InBounds(1)
         ]
     );
     let src = &out.source;
@@ -112,8 +134,8 @@ fn emit_wide_layernorm_loops_stay_contiguous() {
     let src = &out.source;
     assert_eq!(src.matches("fuse_next(").count(), 3 + 4, "three loops (+ 4 helper overloads)\n{src}");
     // The loop counter steps by BLOCK from 0, so cols = start + arange is BLOCK-aligned.
-    assert!(src.contains("#if FUSE_ALIGN16_x && ((FUSE_DIV16_stride ? 16 : 1) % FUSE_VEC0 == 0 && BLOCK % FUSE_VEC0 == 0)"), "{src}");
-    assert!(src.contains("#if FUSE_ALIGN16_w && (BLOCK % FUSE_VEC0 == 0) && FUSE_VEC0 >= 2"), "{src}");
+    assert!(src.contains("#elif FUSE_ALIGN16_x && ((FUSE_DIV16_stride ? 16 : 1) % FUSE_VEC0 == 0 && BLOCK % FUSE_VEC0 == 0)"), "{src}");
+    assert!(src.contains("#elif FUSE_ALIGN16_w && (BLOCK % FUSE_VEC0 == 0) && FUSE_VEC0 >= 2"), "{src}");
 }
 
 #[test]
@@ -124,7 +146,10 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
     assert!(src.contains("fuse_rand(fuse_seed, "), "per-element fallback\n{src}");
     // offs % h: one division per chunk, then the remainder steps.
     assert!(src.contains("t7 = offs % t6, stepping the remainder"), "{src}");
-    assert!(src.contains("if (fuse_a >= 0 && fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC0 - 1 && t6 > 0) {"), "{src}");
+    assert!(
+        src.contains("if (fuse_a >= 0 && fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC0 - 1 && t6 > 0) {"),
+        "{src}"
+    );
     // The bias offsets (offs % h) are consecutive in a chunk unless it wraps: a vector load
     // after a one-subtraction check, with the per-lane load as fallback.
     assert!(src.contains("#if FUSE_ALIGN16_bias && "), "{src}");
@@ -141,9 +166,18 @@ fn emit_philox_constant_matches_reference() {
 
 #[test]
 fn emit_renames_colliding_identifiers() {
-    let mut b = Builder::new("k", &["BLOCK"], &[("float", ptr(DType::F32, true)), ("n_len", ParamKind::Scalar(DType::I32)), ("n", ptr(DType::F32, false))]);
+    let mut b = Builder::new(
+        "k",
+        &["BLOCK"],
+        &[
+            ("float", ptr(DType::F32, true)),
+            ("n_len", ParamKind::Scalar(DType::I32)),
+            ("n", ptr(DType::F32, false)),
+        ],
+    );
     let offs = b.tile_expr("fuse_tid", DType::I32, blk(), Expr::Arange { start: 0 });
-    let v = b.tile_expr("int", DType::F32, blk(), Expr::Load { param: 2, offset: offs, mask: None, other: None });
+    let v =
+        b.tile_expr("int", DType::F32, blk(), Expr::Load { param: 2, offset: offs, mask: None, other: None });
     b.store(0, offs, v, None);
     let src = emit_cuda(&b.finish()).source;
     assert!(src.contains("    float* __restrict__ float_,\n    int n_len,\n    const float* __restrict__ n,\n    long long float__len,\n    long long n_len_2,"), "{src}");
@@ -165,7 +199,8 @@ fn emit_literals() {
 fn emit_affine_facts() {
     let k = layernorm_wide();
     let f = affine::Facts::analyse(&k);
-    let contig = k.vars.iter().enumerate().filter(|(i, _)| matches!(f.vars[*i], affine::Fact::Contig(_))).count();
+    let contig =
+        k.vars.iter().enumerate().filter(|(i, _)| matches!(f.vars[*i], affine::Fact::Contig(_))).count();
     assert!(contig >= 6, "cols and offsets of three loops: {contig}");
 }
 

@@ -4,8 +4,17 @@
 use super::*;
 
 /// (BLOCK, R, FUSE_NUM_WARPS): small and large tiles, power-of-two and odd warp counts.
-const CONFIGS: &[(u32, u32, u32)] =
-    &[(32, 64, 1), (128, 2, 4), (1024, 8, 4), (4096, 1024, 8), (256, 16, 16), (64, 4, 16), (2048, 32, 32), (512, 32, 3), (128, 4, 7)];
+const CONFIGS: &[(u32, u32, u32)] = &[
+    (32, 64, 1),
+    (128, 2, 4),
+    (1024, 8, 4),
+    (4096, 1024, 8),
+    (256, 16, 16),
+    (64, 4, 16),
+    (2048, 32, 32),
+    (512, 32, 3),
+    (128, 4, 7),
+];
 const ARCHS: &[&str] = &["sm_80", "sm_90"];
 
 fn nvrtc_present() -> bool {
@@ -35,7 +44,10 @@ fn defines(k: &Kernel, specs: &[Specialization], block: u32, r: u32, warps: u32,
 }
 
 fn compile(src: &str, arch: &str) -> Result<String, String> {
-    let opts = cudarc::nvrtc::CompileOptions { options: vec![format!("--gpu-architecture={arch}")], ..Default::default() };
+    let opts = cudarc::nvrtc::CompileOptions {
+        options: vec![format!("--gpu-architecture={arch}")],
+        ..Default::default()
+    };
     match cudarc::nvrtc::compile_ptx_with_opts(src, opts) {
         Ok(ptx) => Ok(ptx.to_src()),
         Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => Err(log.to_string_lossy().into_owned()),
@@ -87,7 +99,13 @@ fn emit_nvrtc_compiles_every_kernel() {
         }
     });
     let failures = failures.into_inner().unwrap();
-    assert!(failures.is_empty(), "{} of {} compiles failed; first:\n{}", failures.len(), jobs.len(), failures[0]);
+    assert!(
+        failures.is_empty(),
+        "{} of {} compiles failed; first:\n{}",
+        failures.len(),
+        jobs.len(),
+        failures[0]
+    );
     eprintln!("{} NVRTC compiles ok", jobs.len());
 }
 
@@ -103,7 +121,12 @@ fn emit_nvrtc_ptx_uses_vector_access() {
         compile(&src, "sm_90").unwrap_or_else(|log| panic!("{log}\n{}", numbered(&src)))
     };
     let v = ptx(1);
-    assert!(v.contains("ld.global.nc.v4.u32") || v.contains("ld.global.nc.v4.f32") || v.contains("ld.global.nc.v4.b32"), "{v}");
+    assert!(
+        v.contains("ld.global.nc.v4.u32")
+            || v.contains("ld.global.nc.v4.f32")
+            || v.contains("ld.global.nc.v4.b32"),
+        "{v}"
+    );
     assert!(v.contains("st.global.v4"), "{v}");
     let s = ptx(0);
     assert!(!s.contains(".v4"), "unaligned pointers: scalar accesses only\n{s}");

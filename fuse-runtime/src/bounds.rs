@@ -1,0 +1,435 @@
+//! The launch-time proof that accesses stay in bounds (`FUSE_INB_<k>`, see
+//! [`fuse_ir::Specialization::InBounds`]).
+//!
+//! Every load and store is bounds-checked on the GPU. Most kernels index with `program_id`,
+//! `arange`, the const generics and integer scalars only, and for those the launch already knows
+//! everything that decides the offsets: the grid, the const generics, the scalar arguments and
+//! the buffer lengths. [`BoundsPlan`] (built once per kernel from the IR) lists, per access, the
+//! integer computations its offset and mask come from; [`BoundsPlan::prove`] evaluates them with
+//! interval arithmetic at launch. Where the offset's interval — on the lanes whose mask is true —
+//! lies inside the buffer, the access compiles without its check.
+//!
+//! Soundness rules (a "no" keeps the check, never the reverse):
+//! * a value the analysis cannot bound (a loaded value, a float, a reduction, a possible integer
+//!   wrap-around, a division by a divisor that may be below 1) is unknown, and an access whose
+//!   offset depends on one is unproven;
+//! * a var is followed only if it is assigned once and that assignment *dominates* the reading
+//!   statement (it ran before it, in its block or an enclosing one, and cannot run again in
+//!   between), or if it is the counter of a `for` loop that encloses the reader; so every var
+//!   holds the same value at its readers as at the access;
+//! * a mask `a < b` (`<=`, `>`, `>=`, `==`, joined by `&`) narrows `a` and `b` to the values they
+//!   can have on the lanes where it is true; the offset is then re-evaluated on those lanes, through
+//!   element-wise operations only (a reduction is unknown, so it never sees a narrowed lane set).
+
+use fuse_ir::{BinaryOp, DType, Expr, Kernel, Literal, Shape, Stmt, UnaryOp, VarId};
+
+/// A closed interval of mathematical integers; empty when `lo > hi` (no value: the code that
+/// would produce one never runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Iv {
+    lo: i128,
+    hi: i128,
+}
+
+impl Iv {
+    fn new(lo: i128, hi: i128) -> Iv {
+        Iv { lo, hi }
+    }
+    fn point(v: i128) -> Iv {
+        Iv { lo: v, hi: v }
+    }
+    fn is_empty(self) -> bool {
+        self.lo > self.hi
+    }
+    fn hull(self, o: Iv) -> Iv {
+        match (self.is_empty(), o.is_empty()) {
+            (true, _) => o,
+            (_, true) => self,
+            _ => Iv::new(self.lo.min(o.lo), self.hi.max(o.hi)),
+        }
+    }
+    fn meet(self, o: Iv) -> Iv {
+        Iv::new(self.lo.max(o.lo), self.hi.min(o.hi))
+    }
+}
+
+/// The values of an integer (or bool) dtype; `None` for floats.
+fn range(d: DType) -> Option<Iv> {
+    Some(match d {
+        DType::Bool => Iv::new(0, 1),
+        DType::I8 => Iv::new(i8::MIN.into(), i8::MAX.into()),
+        DType::U8 => Iv::new(0, u8::MAX.into()),
+        DType::I32 => Iv::new(i32::MIN.into(), i32::MAX.into()),
+        DType::U32 => Iv::new(0, u32::MAX.into()),
+        DType::I64 => Iv::new(i64::MIN.into(), i64::MAX.into()),
+        DType::U64 => Iv::new(0, u64::MAX.into()),
+        DType::F16 | DType::BF16 | DType::F32 => return None,
+    })
+}
+
+/// `iv` if every value fits `d` (so the machine computed it without wrapping), else unknown.
+fn fit(d: DType, iv: Iv) -> Option<Iv> {
+    let r = range(d)?;
+    (iv.is_empty() || (r.lo <= iv.lo && iv.hi <= r.hi)).then_some(iv)
+}
+
+/// Where a statement is: the (statement index, body: 0 then/for, 1 else) pairs leading to its
+/// block, and its index there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Pos {
+    block: Vec<(u32, u8)>,
+    index: u32,
+}
+
+impl Pos {
+    /// Whenever `p` runs, the statement at `self` ran before it and has not run since: it sits in
+    /// `p`'s block or an enclosing one, before the statement that holds `p`.
+    fn dominates(&self, p: &Pos) -> bool {
+        if !p.block.starts_with(&self.block) {
+            return false;
+        }
+        let holder = if p.block.len() == self.block.len() { p.index } else { p.block[self.block.len()].0 };
+        self.index < holder
+    }
+
+    /// `p` is in the body of the `for` statement at `self`.
+    fn encloses(&self, p: &Pos) -> bool {
+        p.block.len() > self.block.len()
+            && p.block.starts_with(&self.block)
+            && p.block[self.block.len()] == (self.index, 0)
+    }
+}
+
+/// How a var gets its values.
+#[derive(Clone, Debug)]
+enum Def {
+    Unassigned,
+    Once(Pos, Expr),
+    /// The counter of the `for` statement at `Pos`: `start <= v < end`.
+    Counter(Pos, VarId, VarId),
+    Many,
+}
+
+/// One integer computation of the plan: `slot = expr` over earlier slots.
+#[derive(Clone, Debug)]
+struct Step {
+    var: VarId,
+    op: Op,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Expr(Expr),
+    Counter { start: VarId, end: VarId },
+}
+
+/// A narrowing that a true mask lane implies: `var <= bound - slack` (`upper`) or
+/// `var >= bound + slack`.
+#[derive(Clone, Copy, Debug)]
+struct Narrow {
+    var: VarId,
+    bound: VarId,
+    upper: bool,
+    slack: i128,
+}
+
+/// What decides one access's offsets.
+#[derive(Clone, Debug)]
+struct AccessPlan {
+    param: u32,
+    offset: VarId,
+    /// The vars the offset and the mask's comparisons read, each after its operands.
+    steps: Vec<Step>,
+    narrows: Vec<Narrow>,
+}
+
+/// Built once per kernel; see the module docs.
+#[derive(Debug)]
+pub(crate) struct BoundsPlan {
+    /// Per access in [`Kernel::accesses`] order; `None` when the offset depends on something the
+    /// analysis cannot follow (it is never proven).
+    accesses: Vec<Option<AccessPlan>>,
+    /// Per var: its dtype and, for tiles, its length in elements (const generics unresolved).
+    types: Vec<fuse_ir::Ty>,
+}
+
+/// The launch's values the proof reads.
+pub(crate) struct LaunchFacts<'a> {
+    pub(crate) consts: &'a [u64],
+    pub(crate) grid: [u32; 3],
+    /// Per parameter: an integer scalar's value.
+    pub(crate) scalars: &'a [Option<i128>],
+    /// Per parameter: a buffer's length in elements.
+    pub(crate) lens: &'a [Option<u64>],
+}
+
+impl BoundsPlan {
+    pub(crate) fn new(k: &Kernel) -> BoundsPlan {
+        let mut defs = vec![Def::Unassigned; k.vars.len()];
+        let mut access_pos = Vec::new();
+        collect(&k.body, &mut Vec::new(), &mut defs, &mut access_pos);
+        let accesses = k
+            .accesses()
+            .iter()
+            .zip(&access_pos)
+            .map(|(a, at)| {
+                let mut b = Builder { defs: &defs, steps: Vec::new(), seen: vec![false; k.vars.len()] };
+                if !b.follow(a.offset, at) {
+                    return None;
+                }
+                let mut narrows = Vec::new();
+                if let Some(m) = a.mask {
+                    b.mask(m, at, &mut narrows);
+                }
+                Some(AccessPlan { param: a.param, offset: a.offset, steps: b.steps, narrows })
+            })
+            .collect();
+        BoundsPlan { accesses, types: k.vars.iter().map(|v| v.ty.clone()).collect() }
+    }
+
+    /// One bit per access (bit `k` for access `k`, the first 64): 1 where every lane the access
+    /// touches is proven to lie inside its buffer.
+    pub(crate) fn prove(&self, f: &LaunchFacts<'_>) -> u64 {
+        let mut bits = 0u64;
+        let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
+        for (i, plan) in self.accesses.iter().enumerate().take(64) {
+            let Some(plan) = plan else { continue };
+            if self.proves(plan, f, &mut vals) {
+                bits |= 1 << i;
+            }
+        }
+        bits
+    }
+
+    fn proves(&self, plan: &AccessPlan, f: &LaunchFacts<'_>, vals: &mut [Option<Iv>]) -> bool {
+        let Some(Some(len)) = f.lens.get(plan.param as usize) else { return false };
+        // Every lane first, then again on the lanes where the mask is true.
+        for s in &plan.steps {
+            vals[s.var.0 as usize] = self.eval(s, f, vals);
+        }
+        let mut pinned: Vec<(VarId, Iv)> = Vec::new();
+        for n in &plan.narrows {
+            let (Some(v), Some(b)) = (vals[n.var.0 as usize], vals[n.bound.0 as usize]) else { continue };
+            let limit =
+                if n.upper { Iv::new(i128::MIN, b.hi - n.slack) } else { Iv::new(b.lo + n.slack, i128::MAX) };
+            let narrowed = match pinned.iter_mut().find(|(p, _)| *p == n.var) {
+                Some((_, iv)) => {
+                    *iv = iv.meet(limit);
+                    continue;
+                }
+                None => v.meet(limit),
+            };
+            pinned.push((n.var, narrowed));
+        }
+        if !pinned.is_empty() {
+            for &(v, iv) in &pinned {
+                vals[v.0 as usize] = Some(iv);
+            }
+            for s in &plan.steps {
+                if !pinned.iter().any(|(p, _)| *p == s.var) {
+                    vals[s.var.0 as usize] = self.eval(s, f, vals);
+                }
+            }
+        }
+        match vals[plan.offset.0 as usize] {
+            Some(iv) => iv.is_empty() || (iv.lo >= 0 && iv.hi < i128::from(*len)),
+            None => false,
+        }
+    }
+
+    fn eval(&self, s: &Step, f: &LaunchFacts<'_>, vals: &[Option<Iv>]) -> Option<Iv> {
+        let ty = &self.types[s.var.0 as usize];
+        let d = ty.dtype;
+        let get = |v: VarId| vals[v.0 as usize];
+        let iv = match &s.op {
+            Op::Counter { start, end } => {
+                let (a, b) = (get(*start)?, get(*end)?);
+                Iv::new(a.lo, b.hi - 1)
+            }
+            Op::Expr(e) => match e {
+                Expr::Copy(v) | Expr::Splat(v) => get(*v)?,
+                Expr::Lit(Literal::Int(i)) => Iv::point((*i).into()),
+                Expr::Lit(Literal::UInt(u)) => Iv::point((*u).into()),
+                Expr::Lit(Literal::Bool(b)) => Iv::point((*b).into()),
+                Expr::Lit(Literal::Float(_)) => return None,
+                Expr::Param(p) => Iv::point((*f.scalars.get(*p as usize)?)?),
+                Expr::ConstGeneric(c) => Iv::point((*f.consts.get(*c as usize)?).into()),
+                Expr::ProgramId(a) => Iv::new(0, i128::from(*f.grid.get(*a as usize)?) - 1),
+                Expr::NumPrograms(a) => Iv::point((*f.grid.get(*a as usize)?).into()),
+                Expr::Arange { start } => {
+                    let Shape::Tile(l) = &ty.shape else { return None };
+                    let n = l.eval(f.consts)?;
+                    Iv::new((*start).into(), i128::from(*start) + i128::from(n) - 1)
+                }
+                Expr::Unary(op, v) => unary(*op, get(*v)?)?,
+                Expr::Binary(op, a, b) if !op.is_comparison() => binary(*op, get(*a)?, get(*b)?, d)?,
+                Expr::Binary(..) => range(DType::Bool)?,
+                Expr::Cast(v) => {
+                    let from = self.types[v.0 as usize].dtype;
+                    if from.is_float() {
+                        return None;
+                    }
+                    get(*v)?
+                }
+                Expr::Where(_, a, b) => get(*a)?.hull(get(*b)?),
+                Expr::Load { .. } | Expr::Reduce(..) | Expr::Rand { .. } => return None,
+            },
+        };
+        fit(d, iv)
+    }
+}
+
+fn unary(op: UnaryOp, a: Iv) -> Option<Iv> {
+    if a.is_empty() {
+        return Some(a);
+    }
+    Some(match op {
+        UnaryOp::Neg => Iv::new(-a.hi, -a.lo),
+        UnaryOp::Abs if a.lo >= 0 => a,
+        UnaryOp::Abs if a.hi <= 0 => Iv::new(-a.hi, -a.lo),
+        UnaryOp::Abs => Iv::new(0, a.hi.max(-a.lo)),
+        _ => return None,
+    })
+}
+
+fn binary(op: BinaryOp, a: Iv, b: Iv, d: DType) -> Option<Iv> {
+    if a.is_empty() || b.is_empty() {
+        return Some(Iv::new(1, 0));
+    }
+    let corners = |f: &dyn Fn(i128, i128) -> Option<i128>| -> Option<Iv> {
+        let c = [f(a.lo, b.lo)?, f(a.lo, b.hi)?, f(a.hi, b.lo)?, f(a.hi, b.hi)?];
+        Some(Iv::new(*c.iter().min()?, *c.iter().max()?))
+    };
+    Some(match op {
+        BinaryOp::Add => Iv::new(a.lo.checked_add(b.lo)?, a.hi.checked_add(b.hi)?),
+        BinaryOp::Sub => Iv::new(a.lo.checked_sub(b.hi)?, a.hi.checked_sub(b.lo)?),
+        BinaryOp::Mul => corners(&|x, y| x.checked_mul(y))?,
+        // Truncating division by a positive divisor is monotone in each operand, so the
+        // corners bound it; a divisor that may be 0 (result 0) or negative is not followed.
+        BinaryOp::Div if b.lo >= 1 => corners(&|x, y| Some(x / y))?,
+        BinaryOp::Rem if b.lo >= 1 => {
+            let m = b.hi - 1; // |a % b| <= b - 1, with the dividend's sign, and |a % b| <= |a|
+            if a.lo >= 0 {
+                Iv::new(0, a.hi.min(m))
+            } else if a.hi <= 0 {
+                Iv::new(a.lo.max(-m), 0)
+            } else {
+                Iv::new(a.lo.max(-m), a.hi.min(m))
+            }
+        }
+        BinaryOp::Max => Iv::new(a.lo.max(b.lo), a.hi.max(b.hi)),
+        BinaryOp::Min => Iv::new(a.lo.min(b.lo), a.hi.min(b.hi)),
+        BinaryOp::And if d == DType::Bool => Iv::new(0, 1),
+        BinaryOp::And if a.lo >= 0 && b.lo >= 0 => Iv::new(0, a.hi.min(b.hi)),
+        _ => return None,
+    })
+}
+
+/// Records where each var is assigned and where each access is.
+fn collect(stmts: &[Stmt], block: &mut Vec<(u32, u8)>, defs: &mut [Def], accesses: &mut Vec<Pos>) {
+    for (i, s) in stmts.iter().enumerate() {
+        let pos = Pos { block: block.clone(), index: i as u32 };
+        let mut assign = |v: VarId, def: Def| {
+            let slot = &mut defs[v.0 as usize];
+            *slot = if matches!(slot, Def::Unassigned) { def } else { Def::Many };
+        };
+        match s {
+            Stmt::Assign { dst, expr } => {
+                if let Expr::Load { .. } = expr {
+                    accesses.push(pos.clone());
+                }
+                assign(*dst, Def::Once(pos, expr.clone()));
+            }
+            Stmt::Store { .. } => accesses.push(pos),
+            Stmt::If { then_body, else_body, .. } => {
+                block.push((i as u32, 0));
+                collect(then_body, block, defs, accesses);
+                block.pop();
+                block.push((i as u32, 1));
+                collect(else_body, block, defs, accesses);
+                block.pop();
+            }
+            Stmt::For { var, start, end, body, .. } => {
+                assign(*var, Def::Counter(pos, *start, *end));
+                block.push((i as u32, 0));
+                collect(body, block, defs, accesses);
+                block.pop();
+            }
+        }
+    }
+}
+
+/// Collects the steps of one access.
+struct Builder<'d> {
+    defs: &'d [Def],
+    steps: Vec<Step>,
+    seen: Vec<bool>,
+}
+
+impl Builder<'_> {
+    /// Adds `v` and what it reads as steps if `v` holds, at `at`, the value its one assignment
+    /// gave it (see the module docs); false otherwise.
+    fn follow(&mut self, v: VarId, at: &Pos) -> bool {
+        let (def_pos, op, reads): (&Pos, Op, Vec<VarId>) = match &self.defs[v.0 as usize] {
+            Def::Once(p, e) if p.dominates(at) => (p, Op::Expr(e.clone()), e.operands()),
+            Def::Counter(p, start, end) if p.encloses(at) => {
+                (p, Op::Counter { start: *start, end: *end }, vec![*start, *end])
+            }
+            _ => return false,
+        };
+        if self.seen[v.0 as usize] {
+            return true;
+        }
+        // Loaded values are never followed, so a load's offset and mask are not read.
+        let reads = match &op {
+            Op::Expr(Expr::Load { .. } | Expr::Reduce(..) | Expr::Rand { .. }) => Vec::new(),
+            _ => reads,
+        };
+        let def_pos = def_pos.clone();
+        for r in reads {
+            if !self.follow(r, &def_pos) {
+                return false;
+            }
+        }
+        self.seen[v.0 as usize] = true;
+        self.steps.push(Step { var: v, op });
+        true
+    }
+
+    /// The narrowings that mask `m` (read at `at`) implies on its true lanes.
+    fn mask(&mut self, m: VarId, at: &Pos, out: &mut Vec<Narrow>) {
+        let Def::Once(p, e) = &self.defs[m.0 as usize] else { return };
+        if !p.dominates(at) {
+            return;
+        }
+        let p = p.clone();
+        match *e {
+            Expr::Copy(v) | Expr::Splat(v) => self.mask(v, &p, out),
+            Expr::Binary(BinaryOp::And, a, b) => {
+                self.mask(a, &p, out);
+                self.mask(b, &p, out);
+            }
+            Expr::Binary(op, a, b) if op.is_comparison() => {
+                // Both sides must be followed where the comparison read them.
+                if !(self.follow(a, &p) && self.follow(b, &p)) {
+                    return;
+                }
+                let narrow = |var, bound, upper, slack| Narrow { var, bound, upper, slack };
+                match op {
+                    BinaryOp::Lt => out.extend([narrow(a, b, true, 1), narrow(b, a, false, 1)]),
+                    BinaryOp::Le => out.extend([narrow(a, b, true, 0), narrow(b, a, false, 0)]),
+                    BinaryOp::Gt => out.extend([narrow(a, b, false, 1), narrow(b, a, true, 1)]),
+                    BinaryOp::Ge => out.extend([narrow(a, b, false, 0), narrow(b, a, true, 0)]),
+                    BinaryOp::Eq => out.extend([
+                        narrow(a, b, true, 0),
+                        narrow(a, b, false, 0),
+                        narrow(b, a, true, 0),
+                        narrow(b, a, false, 0),
+                    ]),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! The launch-time in-bounds proof (`KernelSpec::proven_in_bounds`, which lets the GPU skip bounds
+//! checks) against the CPU interpreter, which checks every access: on random launches of every
+//! example kernel — random grids, scalars (negative ones included) and buffer lengths, so that
+//! many launches do go out of bounds — an access the proof calls in bounds must never be the
+//! one the interpreter catches. And the proof must hold for the launches the examples make.
+mod common;
+
+use common::*;
+use fuse::fuse_ir::{DType, ParamKind};
+use fuse::half::{bf16, f16};
+use fuse::{Buffer, Device, Error, KernelArg, KernelSpec, LaunchConfig};
+
+/// One buffer per dtype the examples use.
+enum AnyBuffer {
+    F32(Buffer<f32>),
+    F16(Buffer<f16>),
+    BF16(Buffer<bf16>),
+    I8(Buffer<i8>),
+}
+
+impl AnyBuffer {
+    fn new(d: &Device, dtype: DType, len: usize) -> AnyBuffer {
+        match dtype {
+            DType::F32 => AnyBuffer::F32(d.upload(&vec![0.5f32; len]).unwrap()),
+            DType::F16 => AnyBuffer::F16(d.upload(&vec![f16::from_f32(0.5); len]).unwrap()),
+            DType::BF16 => AnyBuffer::BF16(d.upload(&vec![bf16::from_f32(0.5); len]).unwrap()),
+            DType::I8 => AnyBuffer::I8(d.upload(&vec![1i8; len]).unwrap()),
+            other => panic!("no example uses {other} buffers"),
+        }
+    }
+    fn arg(&mut self) -> KernelArg<'_> {
+        match self {
+            AnyBuffer::F32(b) => b.into(),
+            AnyBuffer::F16(b) => b.into(),
+            AnyBuffer::BF16(b) => b.into(),
+            AnyBuffer::I8(b) => b.into(),
+        }
+    }
+}
+
+enum Value {
+    Buffer(AnyBuffer),
+    I32(i32),
+    U64(u64),
+    F32(f32),
+}
+
+/// Launches `spec` on the CPU with `values`; returns the proof and the interpreter's verdict.
+fn prove_and_run(
+    spec: &'static KernelSpec,
+    consts: &[u64],
+    grid: u32,
+    values: &mut [Value],
+) -> (Vec<bool>, Result<(), Error>) {
+    let d = Device::cpu();
+    let mut args: Vec<KernelArg<'_>> = values
+        .iter_mut()
+        .map(|v| match v {
+            Value::Buffer(b) => b.arg(),
+            Value::I32(x) => (*x).into(),
+            Value::U64(x) => (*x).into(),
+            Value::F32(x) => (*x).into(),
+        })
+        .collect();
+    let proof = spec.proven_in_bounds(&d, LaunchConfig::new(grid), consts, &args).unwrap();
+    let run = fuse::launch(spec, &d, LaunchConfig::new(grid), consts, &mut args);
+    (proof, run)
+}
+
+#[test]
+fn a_proven_access_is_never_the_one_that_goes_out_of_bounds() {
+    let mut rng = Rng::fresh("bounds proof");
+    let d = Device::cpu();
+    let (mut launches, mut caught, mut all_proven) = (0, 0, 0);
+    for (spec, consts) in example_specs() {
+        // Small tiles keep the interpreter quick; the proof does not depend on their size.
+        let block = 256u64;
+        let consts: Vec<u64> = consts.iter().map(|_| block).collect();
+        let k = spec.kernel().unwrap();
+        let accesses = k.accesses();
+        for _ in 0..150 {
+            let grid = 1 + (rng.next_u64() % 4) as u32;
+            let span = (u64::from(grid) * block) as i64;
+            let mut values: Vec<Value> = k
+                .params
+                .iter()
+                .map(|p| match p.kind {
+                    ParamKind::Ptr { elem, .. } => {
+                        let len = (rng.next_u64() % (2 * span as u64 + 2)) as usize;
+                        Value::Buffer(AnyBuffer::new(&d, elem, len))
+                    }
+                    // Mostly near the tile sizes, sometimes negative or far out.
+                    ParamKind::Scalar(DType::I32) => Value::I32(match rng.next_u64() % 8 {
+                        0 => -((rng.next_u64() % 300) as i32),
+                        1 => block as i32,
+                        2 => (span as i32) * 3,
+                        _ => (rng.next_u64() % (span as u64 + 1)) as i32,
+                    }),
+                    ParamKind::Scalar(DType::U64) => Value::U64(rng.next_u64()),
+                    ParamKind::Scalar(DType::F32) => Value::F32(0.25),
+                    ParamKind::Scalar(other) => panic!("no example takes {other} scalars"),
+                })
+                .collect();
+            let (proof, run) = prove_and_run(spec, &consts, grid, &mut values);
+            launches += 1;
+            if proof.iter().all(|&p| p) {
+                all_proven += 1;
+            }
+            match run {
+                Ok(()) => {}
+                Err(Error::OutOfBounds { param, index, .. }) => {
+                    caught += 1;
+                    let p = k.params.iter().position(|q| q.name == param).unwrap() as u32;
+                    let unproven = accesses.iter().zip(&proof).any(|(a, &ok)| a.param == p && !ok);
+                    assert!(
+                        unproven,
+                        "kernel `{}`: every access to `{param}` was proven in bounds, but the interpreter caught index {index} (grid {grid}, proof {proof:?})",
+                        k.name
+                    );
+                }
+                Err(e) => panic!("kernel `{}`: unexpected error {e}", k.name),
+            }
+        }
+    }
+    println!("{launches} launches: {caught} out of bounds (each with an unproven access), {all_proven} fully proven");
+    assert!(
+        caught > launches / 10 && all_proven > launches / 20,
+        "the random launches must exercise both verdicts"
+    );
+}
+
+fn f32s(d: &Device, n: usize) -> Value {
+    Value::Buffer(AnyBuffer::new(d, DType::F32, n))
+}
+
+fn f16s(d: &Device, n: usize) -> Value {
+    Value::Buffer(AnyBuffer::new(d, DType::F16, n))
+}
+
+#[test]
+fn the_launches_the_examples_make_are_proven() {
+    let d = Device::cpu();
+    let proven =
+        |what: &str, spec: &'static KernelSpec, consts: &[u64], grid: u32, mut values: Vec<Value>| {
+            let (proof, run) = prove_and_run(spec, consts, grid, &mut values);
+            run.unwrap();
+            assert!(proof.iter().all(|&p| p), "{what}: {proof:?}");
+        };
+    // Element-wise, exact and with a masked tail.
+    for n in [4096usize, 4000] {
+        let v = vec![f32s(&d, n), f32s(&d, n), f32s(&d, n), f32s(&d, n), Value::I32(n as i32)];
+        proven("add_mul", &add_mul::add_mul::SPEC, &[1024], n.div_ceil(1024) as u32, v);
+    }
+    // Rows of 1000 in tiles of 1024: the mask `cols < n_cols` bounds the offsets.
+    let (rows, cols) = (5usize, 1000usize);
+    let v = vec![
+        f16s(&d, rows * cols),
+        f16s(&d, rows * cols),
+        f16s(&d, cols),
+        f16s(&d, cols),
+        Value::I32(cols as i32),
+        Value::I32(cols as i32),
+        Value::F32(1e-5),
+    ];
+    proven("layernorm_f16", &layernorm::layernorm_f16::SPEC, &[1024], rows as u32, v);
+    // A loop over column blocks: the counter is bounded by the loop's range.
+    let (rows, cols) = (3usize, 3000usize);
+    let v = vec![
+        f32s(&d, rows * cols),
+        f32s(&d, rows * cols),
+        f32s(&d, cols),
+        f32s(&d, cols),
+        Value::I32(cols as i32),
+        Value::I32(cols as i32),
+        Value::F32(1e-5),
+    ];
+    proven("layernorm_wide", &layernorm::layernorm_wide::SPEC, &[1024], rows as u32, v);
+    let v = vec![
+        f32s(&d, rows * cols),
+        f32s(&d, rows * cols),
+        Value::I32(cols as i32),
+        Value::I32(cols as i32),
+        Value::I32(cols as i32),
+    ];
+    proven("softmax", &softmax::softmax::SPEC, &[4096], rows as u32, v);
+    // `offs % h` bounded by the divisor.
+    let (n, h) = (8192usize, 768usize);
+    let v = vec![
+        f16s(&d, n),
+        f16s(&d, h),
+        f16s(&d, n),
+        Value::U64(7),
+        Value::F32(0.1),
+        Value::I32(n as i32),
+        Value::I32(h as i32),
+    ];
+    proven(
+        "bias_gelu_dropout_f16",
+        &bias_gelu_dropout::bias_gelu_dropout_f16::SPEC,
+        &[1024],
+        (n / 1024) as u32,
+        v,
+    );
+    // A negative remainder masked off by `r >= 0`.
+    let (n, h) = (4100usize, 100usize);
+    let v = vec![
+        f16s(&d, n),
+        f16s(&d, h),
+        f16s(&d, n),
+        Value::I32(n as i32),
+        Value::I32(16),
+        Value::I32(h as i32),
+        Value::I32(5),
+    ];
+    proven("rem_gather", &paths::rem_gather::SPEC, &[1024], n.div_ceil(1024) as u32, v);
+}
+
+#[test]
+fn an_offset_the_proof_cannot_bound_is_not_proven() {
+    let d = Device::cpu();
+    // One element short of the grid's span, no mask that covers it: the store is not proven.
+    let n = 4096usize;
+    let mut v = vec![f32s(&d, n), f32s(&d, n), f32s(&d, n), f32s(&d, n - 1), Value::I32(n as i32)];
+    let (proof, run) = prove_and_run(&add_mul::add_mul::SPEC, &[1024], 4, &mut v);
+    assert!(matches!(run, Err(Error::OutOfBounds { .. })), "{run:?}");
+    assert_eq!(proof, vec![true, true, true, false]);
+    // A stride the rows overlap with: still in bounds, still proven; a negative one is not.
+    for (stride, want) in [(500, true), (-1000, false)] {
+        let (rows, cols) = (4usize, 1000usize);
+        let v = vec![
+            f32s(&d, rows * cols),
+            f32s(&d, rows * cols),
+            f32s(&d, cols),
+            f32s(&d, cols),
+            Value::I32(stride),
+            Value::I32(cols as i32),
+            Value::F32(1e-5),
+        ];
+        let mut v = v;
+        let (proof, _) = prove_and_run(&layernorm::layernorm::SPEC, &[1024], rows as u32, &mut v);
+        assert_eq!(proof[0], want, "stride {stride}: {proof:?}");
+    }
+}
