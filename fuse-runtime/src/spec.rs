@@ -3,7 +3,7 @@
 
 use crate::bounds::BoundsPlan;
 use crate::error::{Error, Result};
-use fuse_ir::{DType, Expr, Kernel, Len, ParamKind, Specialization, Stmt};
+use fuse_ir::{DType, Expr, Kernel, Len, ParamKind, Specialization, Stmt, UnaryOp};
 use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock};
 
@@ -261,19 +261,20 @@ pub(crate) fn full_source_for(
 }
 
 /// The default warps per program, from the largest tile length `L` (a power of two) and the
-/// kernel's [`WarpShape`]. Tuned on an H100 by sweeping 1..32 warps over the anchor shapes
-/// (docs/runs/sweep, docs/PERF.md):
-/// * element-wise kernels: `clamp(L / 256, 1, 16)` (4 warps for 1024-element tiles);
-/// * a reduction over one streamed tile (softmax-like): Triton's softmax rule, 4 warps up to
-///   `L = 2048`, 8 up to 4096, 16 above;
+/// kernel's [`WarpShape`], as elements per thread (`L / (32 * warps)`). Tuned on an H200 by
+/// sweeping 1..32 warps over the anchor shapes with Triton measured in the same session
+/// (docs/runs/2026-11-22-h200-s3-sweep, docs/PERF.md):
+/// * element-wise kernels: 8 elements per thread (`clamp(L / 256, 1, 16)`), 16 where the kernel
+///   does math (`erf`, `exp`, `rand`, ...): more independent lanes per thread to hide the long
+///   dependent chains, and per-thread setup (a division, say) spread over more of them
+///   (bias+GELU+dropout 1024-element tiles: 2 warps 3292 GB/s f32 / 1686 f16, 4 warps 3232 / 1647);
+/// * a reduction over one streamed tile (softmax-like): 2-byte elements 16 per thread
+///   (`clamp(L / 512, 1, 16)`; f16 softmax 32768x1024: 2 warps 3644, 4 warps 3380); 4-byte
+///   ones 4 warps up to `L = 4096`, 16 above (Triton's rule, but 4 warps also at 4096);
 /// * a reduction with several tile loads (layernorm-like: x, w, b), whose tiles stay live across
-///   the reductions: `min(max(L / 256, 1), 8)` up to `L = 4096` (Triton's layernorm rule), 16
-///   from 8192 (f32/f16 LayerNorm 8192 wide: 16 warps 2912/2800 GB/s, 8 warps 2894/2762). Loads
-///   keep f16 packed two per register, so 2-byte elements follow the same rule (f16 LayerNorm
-///   4096 wide: 8 warps 2283 GB/s, 16 warps 2106, 32 warps 1363), except up to 1024 wide, where
-///   2-byte rows are short enough that the SM's limit of 32 programs, not its 64 warps, bounds
-///   the bytes in flight: half the warps hold twice the rows (f16 LayerNorm 32768x768: 2 warps
-///   2501 GB/s, 4 warps 2296; 4096x1024, a single wave of programs: 1387 against 1417).
+///   the reductions: 2-byte elements 32 per thread (`clamp(L / 1024, 1, 16)`; f16 LayerNorm 8192
+///   wide: 8 warps 3788, 16 warps 3527; 768 wide: 1 warp 3287, 4 warps 2897), 4-byte ones
+///   `clamp(L / 256, 1, 8)` up to 2048 wide (Triton's rule) and 16 warps from 4096.
 ///
 /// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
@@ -287,16 +288,24 @@ pub(crate) struct WarpShape {
     tile_loads: usize,
     /// Some tile load has 1- or 2-byte elements.
     narrow: bool,
+    /// Math functions or `rand` on tiles.
+    math: bool,
 }
 
 impl WarpShape {
     fn of(kernel: &Kernel) -> WarpShape {
-        let mut shape = WarpShape { reduces: false, tile_loads: 0, narrow: false };
+        let mut shape = WarpShape { reduces: false, tile_loads: 0, narrow: false, math: false };
         kernel.visit_stmts(&mut |s| match s {
             Stmt::Assign { expr: Expr::Reduce(..), .. } => shape.reduces = true,
             Stmt::Assign { dst, expr: Expr::Load { .. } } if !kernel.ty(*dst).shape.is_scalar() => {
                 shape.tile_loads += 1;
                 shape.narrow |= kernel.ty(*dst).dtype.size_bytes() <= 2;
+            }
+            Stmt::Assign { dst, expr: Expr::Rand { .. } } if !kernel.ty(*dst).shape.is_scalar() => shape.math = true,
+            Stmt::Assign { dst, expr: Expr::Unary(op, _) }
+                if !kernel.ty(*dst).shape.is_scalar() && UnaryOp::MATH.contains(op) =>
+            {
+                shape.math = true
             }
             _ => {}
         });
@@ -307,14 +316,13 @@ impl WarpShape {
 fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
     let l = largest_tile.unwrap_or(1);
     let w = match shape {
-        WarpShape { reduces: false, .. } => (l / 256).clamp(1, 16),
-        WarpShape { tile_loads: 0..=1, .. } => match l {
-            0..=2048 => 4,
-            2049..=4096 => 8,
-            _ => 16,
-        },
-        _ if l >= 8192 => 16,
-        WarpShape { narrow: true, .. } if l <= 1024 => (l / 512).max(1),
+        WarpShape { reduces: false, math: false, .. } => (l / 256).clamp(1, 16),
+        WarpShape { reduces: false, math: true, .. } => (l / 512).clamp(1, 16),
+        WarpShape { tile_loads: 0..=1, narrow: true, .. } => (l / 512).clamp(1, 16),
+        WarpShape { tile_loads: 0..=1, narrow: false, .. } if l <= 4096 => 4,
+        WarpShape { tile_loads: 0..=1, narrow: false, .. } => 16,
+        WarpShape { narrow: true, .. } => (l / 1024).clamp(1, 16),
+        _ if l >= 4096 => 16,
         _ => (l / 256).clamp(1, 8),
     };
     w.min((l / 32).max(1)) as u32
@@ -324,32 +332,34 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
 mod tests {
     use super::{num_warps_for, WarpShape};
 
-    const ELEMENTWISE: WarpShape = WarpShape { reduces: false, tile_loads: 3, narrow: false };
-    const SOFTMAX: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrow: true };
-    const LAYERNORM: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrow: false };
-    const LAYERNORM_F16: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrow: true };
+    const ELEMENTWISE: WarpShape = WarpShape { reduces: false, tile_loads: 3, narrow: false, math: false };
+    const DROPOUT: WarpShape = WarpShape { reduces: false, tile_loads: 2, narrow: true, math: true };
+    const SOFTMAX: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrow: false, math: true };
+    const SOFTMAX_F16: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrow: true, math: true };
+    const LAYERNORM: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrow: false, math: false };
+    const LAYERNORM_F16: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrow: true, math: false };
 
     #[test]
     fn num_warps_elementwise() {
         assert_eq!(num_warps_for(None, ELEMENTWISE), 1);
         assert_eq!(num_warps_for(Some(64), ELEMENTWISE), 1);
         assert_eq!(num_warps_for(Some(1024), ELEMENTWISE), 4);
+        assert_eq!(num_warps_for(Some(1024), DROPOUT), 2);
         assert_eq!(num_warps_for(Some(4096), ELEMENTWISE), 16);
         assert_eq!(num_warps_for(Some(1 << 20), ELEMENTWISE), 16);
     }
 
     #[test]
-    fn num_warps_one_stream_reduction_follows_triton_softmax() {
-        for (l, w) in [(32, 1), (64, 2), (512, 4), (1024, 4), (2048, 4), (4096, 8), (8192, 16), (16384, 16)] {
+    fn num_warps_one_stream_reduction() {
+        for (l, w, w16) in [(32, 1, 1), (64, 2, 1), (512, 4, 1), (1024, 4, 2), (2048, 4, 4), (4096, 4, 8), (8192, 16, 16), (16384, 16, 16)] {
             assert_eq!(num_warps_for(Some(l), SOFTMAX), w, "L = {l}");
+            assert_eq!(num_warps_for(Some(l), SOFTMAX_F16), w16, "f16 L = {l}");
         }
     }
 
     #[test]
-    fn num_warps_several_streams_follow_triton_layernorm_up_to_4096() {
-        for (l, w, w16) in
-            [(256, 1, 1), (1024, 4, 2), (2048, 8, 8), (4096, 8, 8), (8192, 16, 16), (65536, 16, 16)]
-        {
+    fn num_warps_several_streams() {
+        for (l, w, w16) in [(256, 1, 1), (1024, 4, 1), (2048, 8, 2), (4096, 16, 4), (8192, 16, 8), (65536, 16, 16)] {
             assert_eq!(num_warps_for(Some(l), LAYERNORM), w, "L = {l}");
             assert_eq!(num_warps_for(Some(l), LAYERNORM_F16), w16, "f16 L = {l}");
         }
@@ -358,7 +368,7 @@ mod tests {
     #[test]
     fn num_warps_is_always_a_power_of_two_in_range() {
         for l in (0..20).map(|i| 1u64 << i) {
-            for shape in [ELEMENTWISE, SOFTMAX, LAYERNORM, LAYERNORM_F16] {
+            for shape in [ELEMENTWISE, DROPOUT, SOFTMAX, SOFTMAX_F16, LAYERNORM, LAYERNORM_F16] {
                 let w = num_warps_for(Some(l), shape);
                 assert!(
                     w.is_power_of_two() && (1..=32).contains(&w) && u64::from(w) * 32 <= l.max(32),

@@ -93,31 +93,38 @@ impl Ctx<'_> {
     }
 
     /// `dst = a % b` where `a` is consecutive within each chunk (`s + element index`) and `b` a
-    /// scalar (e.g. the bias column `offs % h`): one division per chunk, then the remainder is
-    /// stepped (`r + 1`, wrapping to 0 at `b`). Taken only where that is exact: `a` non-negative,
-    /// `b > 0`, and the chunk's values consecutive — its last is its first plus VEC - 1 and not
-    /// below it. (`a` is `s + index` modulo its type, or modulo a type it was cast from; every wrap
-    /// is a step down, so this one test excludes all of them.)
+    /// scalar (e.g. the bias column `offs % h`): one division per thread. Chunk `j` of a thread
+    /// starts `j * D` after its first (`D = FUSE_THREADS * VEC`), so its remainder is the previous
+    /// chunk's plus `D`, less `b` at most once when `D < b`; inside a chunk the remainder steps by 1
+    /// (wrapping to 0 at `b`). The thread takes that path only where it is exact — `b > 0`, the
+    /// first value non-negative, every chunk start exactly `j * D` above it and every chunk's last
+    /// value its first plus VEC - 1 (`a` is `s + index` modulo its type or a type it was cast
+    /// from; every wrap is a step down, so these tests exclude all of them) — and else divides
+    /// every lane.
     fn rem_contig(&mut self, dst: VarId, a: VarId, b: VarId) {
         self.needs.int_div = true;
         let k = self.tile(dst).expect("tile");
         let d = self.dtype(a);
         let t = c_type(d);
         let (dn, an, bn) = (self.name(dst).to_string(), self.name(a).to_string(), self.at_as(b, "", d));
-        let lo = if d.is_signed_int() { "fuse_a >= 0 && ".to_string() } else { String::new() };
         let zero = ctype::int_lit(0, d);
+        let lo = if d.is_signed_int() { format!("{an}[0] >= {zero} && ") } else { String::new() };
+        self.w.line(format!("// {dn} = {an} % {bn}: one division per thread, the rest stepped"));
+        self.w.open("");
+        self.w.line(format!("const {t} fuse_a0 = {an}[0], fuse_d = ({t})(FUSE_THREADS * FUSE_VEC{k});"));
+        self.w.line(format!("bool fuse_step = {lo}{bn} > {zero} && (FUSE_NCH{k} == 1 || fuse_d < {bn});"));
+        self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
+        self.w.line(format!("const {t} fuse_a = {an}[fuse_j * FUSE_VEC{k}], fuse_z = {an}[fuse_j * FUSE_VEC{k} + FUSE_VEC{k} - 1];"));
         self.w.line(format!(
-            "// {dn} = {an} % {bn}, stepping the remainder along each chunk of consecutive values"
+            "fuse_step = fuse_step && fuse_a >= fuse_a0 && fuse_a - fuse_a0 == ({t})fuse_j * fuse_d && fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC{k} - 1;"
         ));
+        self.w.close();
+        self.w.open("if (fuse_step)");
+        self.w.line(format!("{t} fuse_r = fuse_rem(fuse_a0, {bn});"));
         self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
         self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
-        self.w.line(format!("const {t} fuse_a = {an}[fuse_b];"));
-        self.w.line(format!("{t} fuse_r = fuse_rem(fuse_a, {bn});"));
-        self.w.line(format!("{dn}[fuse_b] = fuse_r;"));
-        self.w.line(format!("const {t} fuse_z = {an}[fuse_b + FUSE_VEC{k} - 1];"));
-        self.w.open(format!(
-            "if ({lo}fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC{k} - 1 && {bn} > {zero})"
-        ));
+        // r + D - b without overflow: r < b and D < b.
+        self.w.line(format!("if (fuse_j > 0) fuse_r = fuse_r >= {bn} - fuse_d ? fuse_r - ({bn} - fuse_d) : fuse_r + fuse_d;"));
         // With VEC dividing both the chunk's start and `b`, `r` is a multiple of VEC and at most
         // `b - VEC`: the chunk never wraps.
         let no_wrap = match (self.facts.get(a), self.facts.get(b)) {
@@ -127,26 +134,22 @@ impl Ctx<'_> {
         let no_wrap = no_wrap.map(|d| self.vec_divides(&d, k));
         if let Some(c) = &no_wrap {
             self.w.pp(format!("#if {c}"));
-            self.w.unrolled(
-                "fuse_v",
-                &format!("FUSE_VEC{k}"),
-                format!("{dn}[fuse_b + fuse_v] = fuse_r + fuse_v;"),
-            );
+            self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), format!("{dn}[fuse_b + fuse_v] = fuse_r + fuse_v;"));
             self.w.pp("#else");
         }
+        self.w.line(format!("{t} fuse_q = fuse_r;"));
+        self.w.line(format!("{dn}[fuse_b] = fuse_q;"));
         self.w.pp("#pragma unroll");
         self.w.open(format!("for (int fuse_v = 1; fuse_v < FUSE_VEC{k}; ++fuse_v)"));
-        self.w.line(format!("fuse_r = fuse_r + 1 == {bn} ? {zero} : fuse_r + 1;"));
-        self.w.line(format!("{dn}[fuse_b + fuse_v] = fuse_r;"));
+        self.w.line(format!("fuse_q = fuse_q + 1 == {bn} ? {zero} : fuse_q + 1;"));
+        self.w.line(format!("{dn}[fuse_b + fuse_v] = fuse_q;"));
         self.w.close();
         if no_wrap.is_some() {
             self.w.pp("#endif");
         }
+        self.w.close();
         self.w.reopen("} else {");
-        self.w.pp("#pragma unroll");
-        self.w.line(format!(
-            "for (int fuse_v = 1; fuse_v < FUSE_VEC{k}; ++fuse_v) {dn}[fuse_b + fuse_v] = fuse_rem({an}[fuse_b + fuse_v], {bn});"
-        ));
+        self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{dn}[fuse_i] = fuse_rem({an}[fuse_i], {bn});"));
         self.w.close();
         self.w.close();
     }
