@@ -195,6 +195,54 @@ fn dropout_masks_are_bit_identical_on_gpu_and_cpu() {
 }
 
 #[test]
+fn rand_thresholds_match_cpu_for_every_kind_of_p() {
+    let Some(g) = gpu_or_skip("rand threshold") else { return };
+    let c = Device::cpu();
+    let mut rng = Rng::fresh("rand threshold gpu/cpu");
+    let n = 1 << 16;
+    // Every branch of the integer bound: NaN, negative, -0, 0, tiny, below and above 2^-7 (where
+    // p * 2^31 passes 2^24), odd and even significands, just below 1, 1 and above.
+    let mut ps = vec![
+        f32::NAN,
+        -1.0,
+        -0.0,
+        0.0,
+        1e-30,
+        1e-9,
+        0.001,
+        0.0078125,
+        0.1,
+        0.5,
+        0.75,
+        0.9,
+        0.99999994,
+        1.0,
+        2.0,
+        f32::INFINITY,
+    ];
+    ps.extend((0..8).map(|_| (rng.next_u64() % 1_000_000) as f32 / 1_000_000.0));
+    ps.extend([0.1f32, 0.5, 0.75].iter().map(|p| f32::from_bits(p.to_bits() + 1)));
+    for p in ps {
+        let seed = rng.next_u64();
+        let mut outs = Vec::new();
+        for d in [&g, &c] {
+            let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+            paths::rand_threshold::launch::<1024>(d, (n / 1024) as u32, &mut out, seed, p, n as i32).unwrap();
+            outs.push(out.to_vec().unwrap());
+        }
+        for i in 0..n {
+            let r = fuse::fuse_ir::philox::rand(seed, i as u64);
+            let want = f32::from(u8::from(r > p))
+                + 2.0 * f32::from(u8::from(p < r))
+                + 4.0 * f32::from(u8::from(r >= p));
+            assert_eq!(outs[0][i].to_bits(), want.to_bits(), "gpu p={p} i={i} r={r}");
+            assert_eq!(outs[1][i].to_bits(), want.to_bits(), "cpu p={p} i={i} r={r}");
+        }
+    }
+    println!("rand threshold: GPU and CPU agree lane for lane");
+}
+
+#[test]
 fn gpu_out_of_bounds_is_reported_not_performed() {
     let Some(g) = gpu_or_skip("gpu oob") else { return };
     let x = g.upload(&vec![1.0f32; 1000]).unwrap();

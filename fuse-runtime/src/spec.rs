@@ -301,7 +301,9 @@ impl WarpShape {
                 shape.tile_loads += 1;
                 shape.narrow |= kernel.ty(*dst).dtype.size_bytes() <= 2;
             }
-            Stmt::Assign { dst, expr: Expr::Rand { .. } } if !kernel.ty(*dst).shape.is_scalar() => shape.math = true,
+            Stmt::Assign { dst, expr: Expr::Rand { .. } } if !kernel.ty(*dst).shape.is_scalar() => {
+                shape.math = true
+            }
             Stmt::Assign { dst, expr: Expr::Unary(op, _) }
                 if !kernel.ty(*dst).shape.is_scalar() && UnaryOp::MATH.contains(op) =>
             {
@@ -351,7 +353,16 @@ mod tests {
 
     #[test]
     fn num_warps_one_stream_reduction() {
-        for (l, w, w16) in [(32, 1, 1), (64, 2, 1), (512, 4, 1), (1024, 4, 2), (2048, 4, 4), (4096, 4, 8), (8192, 16, 16), (16384, 16, 16)] {
+        for (l, w, w16) in [
+            (32, 1, 1),
+            (64, 2, 1),
+            (512, 4, 1),
+            (1024, 4, 2),
+            (2048, 4, 4),
+            (4096, 4, 8),
+            (8192, 16, 16),
+            (16384, 16, 16),
+        ] {
             assert_eq!(num_warps_for(Some(l), SOFTMAX), w, "L = {l}");
             assert_eq!(num_warps_for(Some(l), SOFTMAX_F16), w16, "f16 L = {l}");
         }
@@ -359,7 +370,9 @@ mod tests {
 
     #[test]
     fn num_warps_several_streams() {
-        for (l, w, w16) in [(256, 1, 1), (1024, 4, 1), (2048, 8, 2), (4096, 16, 4), (8192, 16, 8), (65536, 16, 16)] {
+        for (l, w, w16) in
+            [(256, 1, 1), (1024, 4, 1), (2048, 8, 2), (4096, 16, 4), (8192, 16, 8), (65536, 16, 16)]
+        {
             assert_eq!(num_warps_for(Some(l), LAYERNORM), w, "L = {l}");
             assert_eq!(num_warps_for(Some(l), LAYERNORM_F16), w16, "f16 L = {l}");
         }

@@ -45,6 +45,17 @@ pub mod paths {
         let b = load(bias + r, m & (r >= 0), 0.5);
         store(out + offs, load(x + offs, m, 0.0) * 2.0 + b, m);
     }
+
+    /// `rand(seed, offs) > p` and `p < rand(seed, offs)` (the GPU tests them on the Philox words
+    /// with integer bounds) next to `rand(seed, offs) >= p` (tested on the floats).
+    #[fused_kernel]
+    pub fn rand_threshold<const BLOCK: usize>(out: *mut f32, seed: u64, p: f32, n: i32) {
+        let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+        let m = offs < n;
+        let r = rand(seed, offs);
+        let v = where_(r > p, 1.0, 0.0) + where_(p < r, 2.0, 0.0) + where_(r >= p, 4.0, 0.0);
+        store(out + offs, v, m);
+    }
 }
 
 /// Every example kernel (and the [`paths`] kernels) with the const-generic values it is compiled for in tests.
@@ -64,6 +75,7 @@ pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
         (&layernorm_quant::layernorm_quant::SPEC, vec![4096]),
         (&l2norm::l2norm::SPEC, vec![1024]),
         (&paths::rem_gather::SPEC, vec![1024]),
+        (&paths::rand_threshold::SPEC, vec![1024]),
     ]
 }
 

@@ -124,7 +124,9 @@ impl Ctx<'_> {
         self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
         self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
         // r + D - b without overflow: r < b and D < b.
-        self.w.line(format!("if (fuse_j > 0) fuse_r = fuse_r >= {bn} - fuse_d ? fuse_r - ({bn} - fuse_d) : fuse_r + fuse_d;"));
+        self.w.line(format!(
+            "if (fuse_j > 0) fuse_r = fuse_r >= {bn} - fuse_d ? fuse_r - ({bn} - fuse_d) : fuse_r + fuse_d;"
+        ));
         // With VEC dividing both the chunk's start and `b`, `r` is a multiple of VEC and at most
         // `b - VEC`: the chunk never wraps.
         let no_wrap = match (self.facts.get(a), self.facts.get(b)) {
@@ -134,7 +136,11 @@ impl Ctx<'_> {
         let no_wrap = no_wrap.map(|d| self.vec_divides(&d, k));
         if let Some(c) = &no_wrap {
             self.w.pp(format!("#if {c}"));
-            self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), format!("{dn}[fuse_b + fuse_v] = fuse_r + fuse_v;"));
+            self.w.unrolled(
+                "fuse_v",
+                &format!("FUSE_VEC{k}"),
+                format!("{dn}[fuse_b + fuse_v] = fuse_r + fuse_v;"),
+            );
             self.w.pp("#else");
         }
         self.w.line(format!("{t} fuse_q = fuse_r;"));
@@ -149,7 +155,11 @@ impl Ctx<'_> {
         }
         self.w.close();
         self.w.reopen("} else {");
-        self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{dn}[fuse_i] = fuse_rem({an}[fuse_i], {bn});"));
+        self.w.unrolled(
+            "fuse_i",
+            &format!("FUSE_EPT{k}"),
+            format!("{dn}[fuse_i] = fuse_rem({an}[fuse_i], {bn});"),
+        );
         self.w.close();
         self.w.close();
     }
@@ -190,13 +200,10 @@ impl Ctx<'_> {
                 let rd = if op == UnaryOp::Not && d == DType::Bool { DType::Bool } else { d };
                 ctype::convert(&e, rd, to, &mut self.needs)
             }
-            Expr::Binary(op, a, b) => {
-                let d = self.dtype(a).compute();
-                let (x, y) = (self.at_as(a, i, d), self.at_as(b, i, d));
-                let e = self.binary(op, d, &x, &y);
-                let rd = if op.is_comparison() { DType::Bool } else { d };
-                ctype::convert(&e, rd, to, &mut self.needs)
-            }
+            Expr::Binary(op, a, b) => match self.rand_gt(op, a, b, i) {
+                Some(e) => ctype::convert(&e, DType::Bool, to, &mut self.needs),
+                None => self.binary_elem(op, a, b, i, to),
+            },
             Expr::Where(c, a, b) => {
                 let c = self.at_as(c, i, DType::Bool);
                 let (x, y) = (self.at_as(a, i, to), self.at_as(b, i, to));
@@ -204,6 +211,14 @@ impl Ctx<'_> {
             }
             Expr::Load { .. } | Expr::Reduce(..) | Expr::Rand { .. } => unreachable!("handled by assign"),
         }
+    }
+
+    fn binary_elem(&mut self, op: BinaryOp, a: VarId, b: VarId, i: &str, to: DType) -> String {
+        let d = self.dtype(a).compute();
+        let (x, y) = (self.at_as(a, i, d), self.at_as(b, i, d));
+        let e = self.binary(op, d, &x, &y);
+        let rd = if op.is_comparison() { DType::Bool } else { d };
+        ctype::convert(&e, rd, to, &mut self.needs)
     }
 
     fn unary(&mut self, op: UnaryOp, d: DType, x: &str) -> String {

@@ -52,12 +52,24 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         reduce_types: Vec::new(),
         loops: 0,
         accesses: 0,
+        rand_words: Vec::new(),
+        rand_bounds: 0,
+        assignments: assignment_counts(kernel),
         w: Writer::new(1),
     };
     cx.chunk_uniform = (0..kernel.vars.len()).map(|v| cx.chunk_uniform_cond(VarId(v as u32))).collect();
     cx.body(&kernel.body);
     debug_assert_eq!(cx.accesses as usize, kernel.accesses().len(), "accesses are numbered in program order");
     cx.finish()
+}
+
+fn assignment_counts(k: &Kernel) -> Vec<u32> {
+    let mut n = vec![0u32; k.vars.len()];
+    k.visit_stmts(&mut |s| match s {
+        fuse_ir::Stmt::Assign { dst: v, .. } | fuse_ir::Stmt::For { var: v, .. } => n[v.0 as usize] += 1,
+        _ => {}
+    });
+    n
 }
 
 /// Emission state for one kernel.
@@ -77,6 +89,12 @@ struct Ctx<'k> {
     loops: usize,
     /// Loads and stores emitted so far (the next one's index in `Kernel::accesses`).
     accesses: u32,
+    /// Tile vars assigned by `rand` whose Philox words are kept in `fuse_bits_<name>`.
+    rand_words: Vec<VarId>,
+    /// Counter for the `rand > p` bound names.
+    rand_bounds: usize,
+    /// Per var: how many statements assign it (`for` counters included).
+    assignments: Vec<u32>,
     /// The kernel body; the rest of the file is assembled around it in [`Ctx::finish`].
     w: Writer,
 }
@@ -246,6 +264,10 @@ impl Ctx<'_> {
                 }
                 None => out.line(format!("  {} {n};", c_type(v.ty.dtype))),
             }
+        }
+        for v in &self.rand_words {
+            let k = self.tile(*v).expect("rand words are kept for tiles only");
+            out.line(format!("  unsigned int fuse_bits_{}[FUSE_EPT{k}];", self.name(*v)));
         }
         let mut source = out.finish();
         source.push_str(&self.w.finish());

@@ -155,12 +155,32 @@ __device__ __forceinline__ float fuse_uniform(unsigned int x) {
   if (i < 0) i = ~i;
   return __fmul_rn((float)i, 4.6566127342e-10f);  // __fmul_rn: never contracted into an FMA
 }
-// rand(seed, offset) for one offset: counter (o >> 2, o >> 34, 0, 0), output lane o & 3.
-__device__ __forceinline__ float fuse_rand(unsigned long long seed, unsigned long long o) {
+// rand(seed, offset)'s Philox word for one offset: counter (o >> 2, o >> 34, 0, 0), output lane o & 3.
+__device__ __forceinline__ unsigned int fuse_rand_bits(unsigned long long seed, unsigned long long o) {
   const unsigned long long b = o >> 2;
   const uint4 r = fuse_philox((unsigned int)b, (unsigned int)(b >> 32), (unsigned int)seed, (unsigned int)(seed >> 32));
   const unsigned int s = (unsigned int)o & 3u;
-  return fuse_uniform(s == 0u ? r.x : (s == 1u ? r.y : (s == 2u ? r.z : r.w)));
+  return s == 0u ? r.x : (s == 1u ? r.y : (s == 2u ? r.z : r.w));
+}
+__device__ __forceinline__ float fuse_rand(unsigned long long seed, unsigned long long o) {
+  return fuse_uniform(fuse_rand_bits(seed, o));
+}
+// `fuse_uniform(x) > p` as `x >= L && x <= ~L` with L = fuse_rand_gt_bound(p). The constant is
+// 2^-31 * (1 - 2^-24), and multiplying a positive float y by it rounds to the float just below y,
+// so with i = x ^ sign(x) in [0, 2^31): fuse_uniform(x) > p  <=>  float(i) > Q, Q the float just
+// above p * 2^31 (exact); L is one past the largest i with float(i) <= Q.
+__device__ __forceinline__ unsigned int fuse_rand_gt_bound(float p) {
+  if (!(p < 1.0f)) return 0x80000000u;  // NaN, or at least every value's 1 - 2^-24: none
+  if (p < 0.0f) return 0u;  // every lane
+  if (p == 0.0f) return 1u;  // every lane but i = 0
+  const float Q = __uint_as_float(__float_as_uint(p * 2147483648.0f) + 1u);
+  if (Q >= 2147483648.0f) return 0x80000000u;
+  if (Q < 16777216.0f) return (unsigned int)floorf(Q) + 1u;  // every i <= 2^24 is exact
+  // Q is a whole number in [2^e, 2^(e+1)), e >= 24: i in (Q, Q + ulp/2) rounds down to Q, and
+  // Q + ulp/2 too when Q's significand is even (ties to even).
+  const unsigned int b = __float_as_uint(Q);
+  const unsigned int half_ulp = 1u << (((b >> 23) - 127u) - 24u);
+  return (unsigned int)Q + half_ulp - (b & 1u) + 1u;
 }
 "#;
 

@@ -1,9 +1,11 @@
 //! `rand(seed, offset)`: Philox4x32-10 exactly as `fuse_ir::philox`. Per element in general;
 //! where the offsets are `s + element_index` with 4 | s and 4 | VEC, each group of four slots
 //! holds offsets 4b..4b+3, which share one Philox counter: one call gives all four values.
+//! `rand(..) > p` (the dropout test) compares the Philox words with integer bounds (see
+//! [`Ctx::rand_gt`]) instead of converting them to floats.
 use super::affine::Fact;
 use super::Ctx;
-use fuse_ir::{DType, VarId};
+use fuse_ir::{BinaryOp, DType, VarId};
 
 impl Ctx<'_> {
     pub(super) fn rand(&mut self, dst: VarId, seed: VarId, offset: VarId) {
@@ -19,12 +21,18 @@ impl Ctx<'_> {
             self.w.close();
             return;
         };
+        // Tiles keep the Philox words too (`fuse_bits_<d>`), for integer `rand > p` tests;
+        // whichever of words and floats is not read is dead code to NVRTC.
+        let bits = format!("fuse_bits_{d}");
+        if !self.rand_words.contains(&dst) {
+            self.rand_words.push(dst);
+        }
         let per_element = |cx: &mut Self| {
             let o = cx.at_as(offset, "fuse_i", DType::U64);
             cx.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{k}"),
-                format!("{d}[fuse_i] = fuse_rand(fuse_seed, {o});"),
+                format!("{{ {bits}[fuse_i] = fuse_rand_bits(fuse_seed, {o}); {d}[fuse_i] = fuse_uniform({bits}[fuse_i]); }}"),
             );
         };
         match self.facts.get(offset).clone() {
@@ -38,10 +46,11 @@ impl Ctx<'_> {
                 self.w.line(
                     "const uint4 fuse_p = fuse_philox((unsigned int)fuse_c, (unsigned int)(fuse_c >> 32), (unsigned int)fuse_seed, (unsigned int)(fuse_seed >> 32));",
                 );
-                self.w.line(format!("{d}[fuse_q] = fuse_uniform(fuse_p.x);"));
-                self.w.line(format!("{d}[fuse_q + 1] = fuse_uniform(fuse_p.y);"));
-                self.w.line(format!("{d}[fuse_q + 2] = fuse_uniform(fuse_p.z);"));
-                self.w.line(format!("{d}[fuse_q + 3] = fuse_uniform(fuse_p.w);"));
+                for (j, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+                    let q = if j == 0 { "fuse_q".to_string() } else { format!("fuse_q + {j}") };
+                    self.w.line(format!("{bits}[{q}] = fuse_p.{lane};"));
+                    self.w.line(format!("{d}[{q}] = fuse_uniform(fuse_p.{lane});"));
+                }
                 self.w.close();
                 self.w.pp("#else");
                 per_element(self);
@@ -50,5 +59,28 @@ impl Ctx<'_> {
             _ => per_element(self),
         }
         self.w.close();
+    }
+
+    /// `r > p` (or `p < r`) for a tile `r` assigned once by `rand` and a scalar f32 `p`, on the
+    /// Philox words: exact (see `fuse_rand_gt_bound`), two integer compares instead of a
+    /// conversion, a multiply and a float compare. `None` if the operands are not of that form.
+    pub(super) fn rand_gt(&mut self, op: BinaryOp, a: VarId, b: VarId, i: &str) -> Option<String> {
+        let (r, p) = match op {
+            BinaryOp::Gt => (a, b),
+            BinaryOp::Lt => (b, a),
+            _ => return None,
+        };
+        if !self.rand_words.contains(&r)
+            || self.assignments[r.0 as usize] != 1
+            || self.tile(p).is_some()
+            || self.dtype(p) != DType::F32
+        {
+            return None;
+        }
+        let n = self.rand_bounds;
+        self.rand_bounds += 1;
+        self.w.line(format!("const unsigned int fuse_lb{n} = fuse_rand_gt_bound({});", self.name(p)));
+        let x = format!("fuse_bits_{}[{i}]", self.name(r));
+        Some(format!("({x} >= fuse_lb{n} && {x} <= ~fuse_lb{n})"))
     }
 }

@@ -143,11 +143,24 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
     let src = emit_cuda(&bias_gelu_dropout(DType::F32)).source;
     assert!(src.contains("#if FUSE_VEC0 % 4 == 0 && (BLOCK % 4 == 0)"), "{src}");
     assert!(src.contains("fuse_uniform(fuse_p.w)"), "{src}");
-    assert!(src.contains("fuse_rand(fuse_seed, "), "per-element fallback\n{src}");
-    // offs % h: one division per chunk, then the remainder steps.
-    assert!(src.contains("t7 = offs % t6, stepping the remainder"), "{src}");
+    assert!(src.contains("fuse_rand_bits(fuse_seed, "), "per-element fallback\n{src}");
+    // `r > p` on the Philox words.
+    assert!(src.contains("const unsigned int fuse_lb0 = fuse_rand_gt_bound(t17);"), "{src}");
+    assert!(src.contains("(fuse_bits_r[fuse_i] >= fuse_lb0 && fuse_bits_r[fuse_i] <= ~fuse_lb0)"), "{src}");
+    // offs % h: one division per thread, then the remainder steps, where that is exact.
+    assert!(src.contains("t7 = offs % t6: one division per thread, the rest stepped"), "{src}");
     assert!(
-        src.contains("if (fuse_a >= 0 && fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC0 - 1 && t6 > 0) {"),
+        src.contains("bool fuse_step = offs[0] >= 0 && t6 > 0 && (FUSE_NCH0 == 1 || fuse_d < t6);"),
+        "{src}"
+    );
+    assert!(
+        src.contains("fuse_step = fuse_step && fuse_a >= fuse_a0 && fuse_a - fuse_a0 == (int)fuse_j * fuse_d && fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC0 - 1;"),
+        "{src}"
+    );
+    assert!(
+        src.contains(
+            "if (fuse_j > 0) fuse_r = fuse_r >= t6 - fuse_d ? fuse_r - (t6 - fuse_d) : fuse_r + fuse_d;"
+        ),
         "{src}"
     );
     // The bias offsets (offs % h) are consecutive in a chunk unless it wraps: a vector load
@@ -210,6 +223,72 @@ fn emit_dump() {
     if let Ok(dir) = std::env::var("FUSE_DUMP") {
         for k in all_kernels() {
             std::fs::write(format!("{dir}/{}.cu", k.name), emit_cuda(&k).source).unwrap();
+        }
+    }
+}
+
+/// `fuse_rand_gt_bound` (prelude.rs) mirrored in Rust, checked against the float test it replaces
+/// (`fuse_ir::philox::uniform(x) > p`) at and around the bound it returns, for every branch.
+#[test]
+fn rand_gt_bound_is_exact() {
+    fn bound(p: f32) -> u32 {
+        if !(p < 1.0) {
+            return 0x8000_0000;
+        }
+        if p < 0.0 {
+            return 0;
+        }
+        if p == 0.0 {
+            return 1;
+        }
+        let q = f32::from_bits((p * 2_147_483_648.0).to_bits() + 1);
+        if q >= 2_147_483_648.0 {
+            return 0x8000_0000;
+        }
+        if q < 16_777_216.0 {
+            return q.floor() as u32 + 1;
+        }
+        let b = q.to_bits();
+        let half_ulp = 1u32 << (((b >> 23) - 127) - 24);
+        q as u32 + half_ulp - (b & 1) + 1
+    }
+    let keep = |x: u32, l: u32| x >= l && x <= !l;
+    let mut ps: Vec<f32> = vec![
+        f32::NAN,
+        f32::INFINITY,
+        -1.0,
+        -0.0,
+        0.0,
+        1e-45,
+        1e-30,
+        1e-9,
+        0.0078125,
+        0.1,
+        0.5,
+        0.9,
+        0.999_999_9,
+        0.999_999_94,
+        1.0,
+        3.0,
+    ];
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..2000 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ps.push((s >> 40) as f32 / (1u64 << 24) as f32);
+        ps.push(f32::from_bits(((s >> 32) as u32) % 0x3f80_0000));
+    }
+    for p in ps {
+        let l = bound(p);
+        let mut xs = vec![0u32, 1, 0x7fff_ffff, 0x8000_0000, u32::MAX];
+        for c in [l, !l] {
+            for d in 0..3u32 {
+                xs.extend([c.wrapping_add(d), c.wrapping_sub(d)]);
+            }
+        }
+        for x in xs {
+            assert_eq!(keep(x, l), fuse_ir::philox::uniform(x) > p, "p={p:e} x={x:#x} L={l:#x}");
         }
     }
 }
