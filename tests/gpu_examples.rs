@@ -243,6 +243,49 @@ fn rand_thresholds_match_cpu_for_every_kind_of_p() {
 }
 
 #[test]
+fn erf_is_within_two_ulp_of_float64() {
+    let Some(g) = gpu_or_skip("erf accuracy") else { return };
+    // Dense over [-6, 6] (both polynomial ranges and the switch at |x| = 1.0037584), tiny and
+    // huge magnitudes, signed zeros, infinities and NaN.
+    let mut x: Vec<f32> = (0..(1 << 20)).map(|i| -6.0 + 12.0 * i as f32 / (1 << 20) as f32).collect();
+    x.extend([
+        0.0f32,
+        -0.0,
+        1e-30,
+        -1e-30,
+        1e-45,
+        1.0037584,
+        -1.0037584,
+        1.0037583,
+        3.9,
+        10.0,
+        -10.0,
+        1e30,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ]);
+    let n = x.len();
+    let mut out = g.upload(&vec![f32::NAN; n]).unwrap();
+    paths::erf_only::launch::<1024>(&g, n.div_ceil(1024) as u32, &g.upload(&x).unwrap(), &mut out, n as i32)
+        .unwrap();
+    let out = out.to_vec().unwrap();
+    let mut worst = 0.0f64;
+    for (&xi, &yi) in x.iter().zip(&out) {
+        if xi.is_nan() {
+            assert!(yi.is_nan(), "erf(NaN) = {yi}");
+            continue;
+        }
+        let want = bias_gelu_dropout::erf64(f64::from(xi));
+        let ulp = f64::from((want as f32).abs().max(f32::MIN_POSITIVE)) * f64::from(f32::EPSILON);
+        let err = (f64::from(yi) - want).abs() / ulp;
+        worst = worst.max(err);
+        assert!(err <= 2.0, "erf({xi:e}) = {yi:e}, float64 {want:e}: {err:.2} ulp");
+    }
+    println!("erf: {n} inputs, worst {worst:.2} ulp");
+}
+
+#[test]
 fn gpu_out_of_bounds_is_reported_not_performed() {
     let Some(g) = gpu_or_skip("gpu oob") else { return };
     let x = g.upload(&vec![1.0f32; 1000]).unwrap();

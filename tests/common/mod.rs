@@ -46,6 +46,14 @@ pub mod paths {
         store(out + offs, load(x + offs, m, 0.0) * 2.0 + b, m);
     }
 
+    /// `erf` alone, for its accuracy over the whole float range.
+    #[fused_kernel]
+    pub fn erf_only<const BLOCK: usize>(x: *const f32, out: *mut f32, n: i32) {
+        let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+        let m = offs < n;
+        store(out + offs, erf(load(x + offs, m)), m);
+    }
+
     /// `rand(seed, offs) > p` and `p < rand(seed, offs)` (the GPU tests them on the Philox words
     /// with integer bounds) next to `rand(seed, offs) >= p` (tested on the floats).
     #[fused_kernel]
@@ -76,6 +84,7 @@ pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
         (&l2norm::l2norm::SPEC, vec![1024]),
         (&paths::rem_gather::SPEC, vec![1024]),
         (&paths::rand_threshold::SPEC, vec![1024]),
+        (&paths::erf_only::SPEC, vec![1024]),
     ]
 }
 

@@ -237,7 +237,10 @@ impl Ctx<'_> {
             UnaryOp::Log2 => format!("log2f({x})"),
             UnaryOp::Sqrt => format!("sqrtf({x})"),
             UnaryOp::Rsqrt => format!("rsqrtf({x})"),
-            UnaryOp::Erf => format!("erff({x})"),
+            UnaryOp::Erf => {
+                self.needs.erf = true;
+                format!("fuse_erff({x})")
+            }
             UnaryOp::Tanh => format!("tanhf({x})"),
             UnaryOp::Sigmoid => format!("(1.0f / (1.0f + expf(-{x})))"),
             UnaryOp::Floor => format!("floorf({x})"),

@@ -15,6 +15,7 @@ pub struct Needs {
     pub words: bool,
     pub philox: bool,
     pub step: bool,
+    pub erf: bool,
 }
 
 const F16: &str = r#"// f16 <-> f32 (the bits travel as unsigned short).
@@ -184,6 +185,35 @@ __device__ __forceinline__ unsigned int fuse_rand_gt_bound(float p) {
 }
 "#;
 
+const ERF: &str = r#"// erff as CUDA 13 computes it (its coefficients and operations, so its results), with both of
+// its polynomials evaluated and one select at the end instead of a select per coefficient: the
+// selects run on the ALU pipe, which bounds kernels like GELU + dropout; the FMAs have room.
+__device__ __forceinline__ float fuse_erff(float x) {
+  const float a = fabsf(x), s = x * x;
+  // |x| < 1.0037584: erf(x) = x + x * p(x^2)
+  float p = 6.7498600401449948549e-05f;
+  p = fmaf(s, p, -7.6476467074826359749e-04f);
+  p = fmaf(s, p, 5.1430170424282550812e-03f);
+  p = fmaf(s, p, -2.6827244088053703308e-02f);
+  p = fmaf(s, p, 1.1282869428396224976e-01f);
+  p = fmaf(s, p, -3.7612557411193847656e-01f);
+  p = fmaf(s, p, 1.2837916612625122070e-01f);
+  // above: erf(x) = sign(x) * (1 - 2^-|x + x * q(|x|)|)
+  float q = __int_as_float(0x388e49b7);
+  q = fmaf(a, q, __int_as_float(0xba73c723));
+  q = fmaf(a, q, __int_as_float(0x3be3e044));
+  q = fmaf(a, q, __int_as_float(0xbd19b6f7));
+  q = fmaf(a, q, __int_as_float(0x3e2072ab));
+  q = fmaf(a, q, __int_as_float(0x3f6a18f3));
+  q = fmaf(a, q, __int_as_float(0x3f20f3eb));
+  const float small = fmaf(x, p, x);
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(-fabsf(fmaf(x, q, x))));
+  const float big = copysignf(1.0f - e, x);
+  return a >= 1.0037584304809570312f ? big : small;
+}
+"#;
+
 const STEP: &str = r#"// The next value of a `for` counter that runs while < hi, without overflowing past hi.
 __device__ __forceinline__ int fuse_next(int k, int hi, int step) {
   return (unsigned int)hi - (unsigned int)k > (unsigned int)step ? k + step : hi;
@@ -202,7 +232,7 @@ __device__ __forceinline__ unsigned long long fuse_next(unsigned long long k, un
 impl Needs {
     /// The helper definitions, in a fixed order.
     pub fn text(&self) -> String {
-        let parts: [(bool, &str); 8] = [
+        let parts: [(bool, &str); 9] = [
             (self.f16, F16),
             (self.bf16, BF16),
             (self.f2i, F2I),
@@ -211,6 +241,7 @@ impl Needs {
             (self.words, WORDS),
             (self.philox, PHILOX),
             (self.step, STEP),
+            (self.erf, ERF),
         ];
         let mut out = String::new();
         for (used, text) in parts {
