@@ -140,8 +140,11 @@ __device__ __forceinline__ uint4 fuse_philox(unsigned int c0, unsigned int c1, u
   unsigned int c2 = 0u, c3 = 0u;
 #pragma unroll
   for (int r = 0; r < 10; ++r) {
-    const unsigned int hi_b = __umulhi(0xCD9E8D57u, c2), lo_b = 0xCD9E8D57u * c2;
-    const unsigned int hi_a = __umulhi(0xD2511F53u, c0), lo_a = 0xD2511F53u * c0;
+    // One 32 x 32 -> 64-bit multiply per product (IMAD.WIDE.U32) instead of separate high and
+    // low halves: NVRTC does not fuse __umulhi with the low product itself.
+    unsigned int hi_b, lo_b, hi_a, lo_a;
+    asm("{ .reg .b64 t; mul.wide.u32 t, %2, 0xCD9E8D57; mov.b64 {%0, %1}, t; }" : "=r"(lo_b), "=r"(hi_b) : "r"(c2));
+    asm("{ .reg .b64 t; mul.wide.u32 t, %2, 0xD2511F53; mov.b64 {%0, %1}, t; }" : "=r"(lo_a), "=r"(hi_a) : "r"(c0));
     c0 = hi_b ^ c1 ^ k0;
     c1 = lo_b;
     c2 = hi_a ^ c3 ^ k1;
