@@ -273,9 +273,16 @@ impl Ctx<'_> {
             len = a.len
         );
         if let Fact::ContigRem(_) = self.facts.get(a.offset) {
-            // Consecutive: the remainder did not wrap inside the chunk.
+            // Consecutive: the remainder did not wrap inside the chunk. For i32 offsets in 32-bit
+            // arithmetic: the chunk's first offset is in [0, len - VEC] (checked, or proven with
+            // every lane's) and len <= i32::MAX, so a wrapped difference cannot alias VEC - 1.
             let last = self.at(a.offset, &format!("fuse_b + FUSE_VEC{k} - 1"));
-            in_bounds = format!("{in_bounds} && (long long){last} - fuse_c == FUSE_VEC{k} - 1");
+            in_bounds = if self.dtype(a.offset) == DType::I32 {
+                let first = self.at(a.offset, "fuse_b");
+                format!("{in_bounds} && (unsigned int){last} - (unsigned int){first} == FUSE_VEC{k} - 1")
+            } else {
+                format!("{in_bounds} && (long long){last} - fuse_c == FUSE_VEC{k} - 1")
+            };
         }
         self.w.line(format!("fuse_vec[fuse_j] = fuse_all && {in_bounds};"));
         self.w.line("fuse_fast = fuse_fast && (fuse_vec[fuse_j] || !fuse_any);");
