@@ -570,15 +570,17 @@ fn buffer_len(a: &KernelArg<'_>) -> Option<u64> {
 /// [`BoundsPlan::prove`] for this launch, reusing the last launch's answer when its inputs (const
 /// generics, grid, integer scalars, buffer lengths) are the same.
 fn in_bounds_bits(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_>]) -> u64 {
-    const MAX_KEY: usize = 64;
-    let mut key = [0i128; MAX_KEY];
-    let inputs = consts.iter().map(|&c| i128::from(c)).chain(grid.iter().map(|&g| i128::from(g))).chain(
-        args.iter().map(|a| match (scalar_value(Some(a)), buffer_len(a)) {
-            (Some(v), _) => v,
-            (None, Some(l)) => i128::from(l),
-            (None, None) => -1,
-        }),
-    );
+    // The inputs as 64-bit words (a scalar's bits, a buffer's length; kinds are fixed per kernel).
+    const MAX_KEY: usize = 32;
+    let mut key = [0u64; MAX_KEY];
+    let inputs =
+        consts.iter().copied().chain(grid.iter().map(|&g| u64::from(g))).chain(args.iter().map(|a| {
+            match (scalar_value(Some(a)), buffer_len(a)) {
+                (Some(v), _) => v as u64,
+                (None, Some(l)) => l,
+                (None, None) => 0,
+            }
+        }));
     let mut n = 0;
     for v in inputs {
         if n == MAX_KEY {

@@ -28,9 +28,10 @@ pub(crate) struct KernelInfo {
     pub(crate) shape: WarpShape,
     /// The launch-time in-bounds proof (`FUSE_INB_<k>`).
     pub(crate) bounds: BoundsPlan,
-    /// The last launch's proof: its inputs ([`proof_key`]) and result bits. Launches repeat
+    /// The last launch's proof: its inputs (const generics, grid, scalar bits and buffer lengths)
+    /// and result bits. Launches repeat
     /// their shapes, so the proof usually runs once per shape.
-    pub(crate) last_proof: Mutex<(Vec<i128>, u64)>,
+    pub(crate) last_proof: Mutex<(Vec<u64>, u64)>,
 }
 
 impl KernelInfo {

@@ -166,7 +166,12 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
     // The bias offsets (offs % h) are consecutive in a chunk unless it wraps: a vector load
     // after a one-subtraction check, with the per-lane load as fallback.
     assert!(src.contains("#if FUSE_ALIGN16_bias && "), "{src}");
-    assert!(src.contains("&& (unsigned int)t7[fuse_b + FUSE_VEC0 - 1] - (unsigned int)t7[fuse_b] == FUSE_VEC0 - 1;"), "{src}");
+    assert!(
+        src.contains(
+            "&& (unsigned int)t7[fuse_b + FUSE_VEC0 - 1] - (unsigned int)t7[fuse_b] == FUSE_VEC0 - 1;"
+        ),
+        "{src}"
+    );
     assert!(src.contains("__ldg(&bias[fuse_o])"), "{src}");
 }
 
