@@ -421,9 +421,10 @@ pub fn launch(
     let info = spec.info()?;
     let k = &info.kernel;
     validate_consts_with(k, &info.tile_lens, consts)?;
-    let num_warps = match config.num_warps {
-        Some(n) => n,
-        None => info.default_num_warps(consts),
+    let num_warps = match (config.num_warps, device.cuda_inner()) {
+        (Some(n), _) => n,
+        (None, Some(cuda)) => info.default_num_warps_for_grid(consts, config.grid.count(), cuda.sm_count),
+        (None, None) => info.default_num_warps(consts),
     };
     validate_num_warps(num_warps)?;
     let max_grid = device.cuda_inner().map_or(CPU_MAX_GRID, |d| d.max_grid);

@@ -101,6 +101,8 @@ pub(crate) struct CudaDevice {
     pub(crate) name: String,
     pub(crate) arch: String,
     pub(crate) max_grid: [u32; 3],
+    /// Streaming multiprocessors (for the default `num_warps` of small grids).
+    pub(crate) sm_count: u32,
     err_words: Mutex<CudaSlice<u64>>,
     err_base: u64,
     launched: AtomicBool,
@@ -165,6 +167,7 @@ impl CudaDevice {
                 attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
                 attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
             ];
+            let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
             let err_words = stream
                 .alloc_zeros::<u64>(2 * MAX_SLOTS)
                 .map_err(|e| Error::Cuda(format!("allocating the error words: {}", drv(e))))?;
@@ -176,6 +179,7 @@ impl CudaDevice {
                 name,
                 arch: format!("sm_{major}{minor}"),
                 max_grid,
+                sm_count,
                 err_words: Mutex::new(err_words),
                 err_base,
                 launched: AtomicBool::new(false),
