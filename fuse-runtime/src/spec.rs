@@ -139,6 +139,22 @@ impl KernelSpec {
                 ));
             }
         }
+        // The emitter names every access, in `Kernel::accesses` order: a source that names some
+        // other set would have its checks dropped for the wrong accesses.
+        let inb: Vec<u32> = self
+            .specializations
+            .iter()
+            .filter_map(|s| match *s {
+                Specialization::InBounds(a) => Some(a),
+                _ => None,
+            })
+            .collect();
+        if !inb.is_empty() && !inb.iter().copied().eq(0..naccesses as u32) {
+            return Err(format!(
+                "kernel `{}`: the source names accesses {inb:?} but the IR has {naccesses}",
+                self.name
+            ));
+        }
         let mut narrow_index: Vec<Option<DType>> = vec![None; nparams];
         let mut bad: Option<String> = None;
         kernel.visit_stmts(&mut |s| {

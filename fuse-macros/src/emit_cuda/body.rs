@@ -186,12 +186,14 @@ impl Ctx<'_> {
             }
             Expr::Arange { start } => {
                 let k = self.tile(dst).expect("arange makes a tile");
-                let s = if start == 0 {
-                    String::new()
+                // Unsigned addition: padding slots (past the tile) must not overflow either.
+                let e = if start == 0 {
+                    format!("(FUSE_IDX{k}({i}))")
                 } else {
-                    format!("{} + ", ctype::int_lit(i128::from(start), DType::I32))
+                    let s = ctype::int_lit(i128::from(start), DType::I32);
+                    format!("((int)((unsigned int)({s}) + (unsigned int)FUSE_IDX{k}({i})))")
                 };
-                ctype::convert(&format!("({s}FUSE_IDX{k}({i}))"), DType::I32, to, &mut self.needs)
+                ctype::convert(&e, DType::I32, to, &mut self.needs)
             }
             Expr::Unary(op, a) => {
                 let d = self.dtype(a).compute();

@@ -72,6 +72,8 @@ impl Ctx<'_> {
     /// The `#if` condition under which a vector access needs neither a bounds check nor a per-lane
     /// path: proven in bounds, contiguous offsets (not a remainder, which may wrap inside a chunk),
     /// and a mask that is constant on each chunk. `None` if the offsets or mask never allow it.
+    /// (The runtime's proof is per lane; reading a chunk's mask at its first lane is sound because
+    /// `affine::Fact::ChunkUniform` proves every lane of the chunk has that value.)
     fn unchecked_cond(&self, a: &Access, vector_cond: &str) -> Option<String> {
         let Fact::Contig(_) = self.facts.get(a.offset) else { return None };
         let uniform = match a.mask {
@@ -281,7 +283,8 @@ impl Ctx<'_> {
                 let first = self.at(a.offset, "fuse_b");
                 format!("{in_bounds} && (unsigned int){last} - (unsigned int){first} == FUSE_VEC{k} - 1")
             } else {
-                format!("{in_bounds} && (long long){last} - fuse_c == FUSE_VEC{k} - 1")
+                // In unsigned 64-bit arithmetic (no signed overflow): exact for the same reason.
+                format!("{in_bounds} && (unsigned long long){last} - (unsigned long long)fuse_c == FUSE_VEC{k} - 1")
             };
         }
         self.w.line(format!("fuse_vec[fuse_j] = fuse_all && {in_bounds};"));

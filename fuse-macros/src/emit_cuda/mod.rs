@@ -59,7 +59,8 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     };
     cx.chunk_uniform = (0..kernel.vars.len()).map(|v| cx.chunk_uniform_cond(VarId(v as u32))).collect();
     cx.body(&kernel.body);
-    debug_assert_eq!(cx.accesses as usize, kernel.accesses().len(), "accesses are numbered in program order");
+    // FUSE_INB_<k> names access k of `Kernel::accesses`: a mismatch would unguard the wrong one.
+    assert_eq!(cx.accesses as usize, kernel.accesses().len(), "accesses are numbered in program order");
     cx.finish()
 }
 

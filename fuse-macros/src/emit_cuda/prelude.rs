@@ -188,9 +188,11 @@ __device__ __forceinline__ unsigned int fuse_rand_gt_bound(float p) {
 }
 "#;
 
-const ERF: &str = r#"// erff as CUDA 13 computes it (its coefficients and operations, so its results), with both of
-// its polynomials evaluated and one select at the end instead of a select per coefficient: the
-// selects run on the ALU pipe, which bounds kernels like GELU + dropout; the FMAs have room.
+const ERF: &str = r#"// erff in the form CUDA's libdevice uses (two 7-term polynomials, the one for |x| >= ~1 feeding
+// 1 - 2^-|.|), with the coefficients of the NVRTC 13 wheel's libdevice, but both polynomials
+// evaluated and one select at the end instead of a select per coefficient: the selects run on the
+// ALU pipe, which bounds kernels like GELU + dropout; the FMAs have room. Within 2 ulp of erf
+// (GPU test); CUDA 13.0's own erff has slightly different coefficients (results within 1 ulp).
 __device__ __forceinline__ float fuse_erff(float x) {
   const float a = fabsf(x), s = x * x;
   // |x| < 1.0037584: erf(x) = x + x * p(x^2)
