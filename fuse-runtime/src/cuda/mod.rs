@@ -39,6 +39,25 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// `f`'s value for `key`, computed once however many threads ask at the same time (single
+/// flight). A failure is returned to those threads but not kept: the entry is dropped, so a later
+/// call tries again (a missing library may have been installed, a full disk freed).
+fn single_flight<K: std::hash::Hash + Eq + Clone, T: Clone>(
+    map: &Mutex<HashMap<K, Cell<T>>>,
+    key: K,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let cell: Cell<T> = lock(map).entry(key.clone()).or_default().clone();
+    let out = cell.get_or_init(f).clone();
+    if out.is_err() {
+        let mut m = lock(map);
+        if m.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+            m.remove(&key);
+        }
+    }
+    out
+}
+
 /// Who owns an error slot.
 struct Slot {
     kernel: String,
@@ -219,8 +238,7 @@ impl CudaDevice {
 
     /// Compiles (or takes from the caches) and loads `source`; single flight per source.
     pub(crate) fn load_source(&self, name: &str, kernel: &Kernel, source: &str) -> Result<Arc<Loaded>> {
-        let cell: Cell<Arc<Loaded>> = lock(&self.modules).entry(source.to_owned()).or_default().clone();
-        cell.get_or_init(|| {
+        single_flight(&self.modules, source.to_owned(), || {
             let cubin = cubin(name, source, &self.arch)?;
             let module = nvrtc::guard("cuModuleLoadData", || {
                 self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.to_vec())).map_err(|e| {
@@ -233,13 +251,12 @@ impl CudaDevice {
                     ))
                 })
             })?;
-            let func = module
-                .load_function(name)
-                .map_err(|e| Error::Cuda(format!("the compiled module has no entry point `{name}`: {}", drv(e))))?;
+            let func = module.load_function(name).map_err(|e| {
+                Error::Cuda(format!("the compiled module has no entry point `{name}`: {}", drv(e)))
+            })?;
             let slot = self.slot_for(kernel);
             Ok(Arc::new(Loaded { func, err_ptr: self.err_base + 16 * slot as u64 }))
         })
-        .clone()
     }
 
     /// The hot path: cached function for `key`, else build the source and load it.
@@ -412,8 +429,7 @@ fn disk_cache() -> Option<&'static DiskCache> {
 /// Threads asking for the same one wait for a single compile.
 pub(crate) fn cubin(kernel: &str, source: &str, arch: &str) -> Result<Arc<[u8]>> {
     nvrtc::validate_arch(arch)?;
-    let cell = lock(&CUBINS).entry((source.to_owned(), arch.to_owned())).or_default().clone();
-    cell.get_or_init(|| {
+    single_flight(&CUBINS, (source.to_owned(), arch.to_owned()), || {
         let version = nvrtc::version()?;
         let disk = disk_cache().map(|d| (d, DiskCache::key(source, arch, &nvrtc::options(arch), version)));
         if let Some((d, key)) = &disk {
@@ -430,5 +446,35 @@ pub(crate) fn cubin(kernel: &str, source: &str, arch: &str) -> Result<Arc<[u8]>>
         }
         Ok(bytes.into())
     })
-    .clone()
+}
+
+#[cfg(test)]
+mod single_flight_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_failure_is_retried_a_success_is_kept_and_concurrent_callers_share_one_run() {
+        let map: Mutex<HashMap<u32, Cell<u32>>> = Mutex::new(HashMap::new());
+        let runs = AtomicUsize::new(0);
+        let fail = || {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Err(Error::Cuda("transient".into()))
+        };
+        assert!(single_flight(&map, 1, fail).is_err());
+        assert!(single_flight(&map, 1, fail).is_err());
+        assert_eq!(runs.load(Ordering::SeqCst), 2, "the failure was not kept");
+        let ok = || {
+            runs.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            Ok(7)
+        };
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| assert_eq!(single_flight(&map, 1, ok).unwrap(), 7));
+            }
+        });
+        assert_eq!(runs.load(Ordering::SeqCst), 3, "eight callers, one run");
+        assert_eq!(single_flight(&map, 1, fail).unwrap(), 7, "the success is kept");
+    }
 }
