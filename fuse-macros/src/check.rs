@@ -1459,6 +1459,15 @@ impl<'d> Checker<'d> {
         let name = func.to_string();
         let fsp = Sp::single(func.span());
         let vals: Vec<Val> = args.iter().map(|a| self.expr(a)).collect();
+        if method && METHODLESS.contains(&name.as_str()) {
+            // `0.program_id()`, `8.arange(16)`: these take no value to call a method on.
+            self.diags.error_help(
+                fsp,
+                format!("`{name}` is not a method"),
+                format!("call it as a function: `{name}(..)`"),
+            );
+            return Val::Err;
+        }
         let Some(&(_, lo, hi, sig)) = BUILTINS.iter().find(|b| b.0 == name) else {
             if method {
                 // Any function whose first argument is a value can be written as a method, plus `.to(T)`.
