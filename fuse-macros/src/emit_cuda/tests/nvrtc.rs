@@ -159,13 +159,13 @@ fn emit_nvrtc_dropout_philox_once_per_four() {
     let count = |spec: u32, block: u32| {
         let src = defines(&k, &out.specializations, block, 1, 4, spec) + &out.source;
         let p = compile(&src, "sm_90").unwrap_or_else(|log| panic!("{log}"));
-        p.matches("mul.hi.u32").count()
+        p.matches("mul.wide.u32").count()
     };
-    // BLOCK 1024 / 128 threads = 8 elements per thread; 10 rounds x 2 mulhi per Philox call.
+    // BLOCK 1024 / 128 threads = 8 elements per thread; 10 rounds x 2 wide multiplies per Philox call.
     // BLOCK 1024 on 4 warps: 8 elements per thread, VEC 4: two Philox calls. BLOCK 256: 2
     // elements, VEC 2 < 4: the per-element path, also two calls. (The first round's multiply by
     // the zero counter word may fold away, hence a range.)
     let (x4, each) = (count(1, 1024), count(1, 256));
-    eprintln!("mul.hi.u32: {x4} (8 elements, x4 path), {each} (2 elements, per element)");
+    eprintln!("mul.wide.u32: {x4} (8 elements, x4 path), {each} (2 elements, per element)");
     assert!((36..=40).contains(&x4) && (36..=40).contains(&each), "{x4} {each}");
 }
