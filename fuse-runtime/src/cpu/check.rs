@@ -13,6 +13,8 @@ const MAX_STATE_BYTES: u64 = 1 << 30;
 pub(crate) struct Layout {
     /// Element count: 1 for scalars.
     pub lens: Vec<usize>,
+    /// Bytes of var storage one worker holds (two copies of every var; see `interp::Prog`).
+    pub state: u64,
     pub dtypes: Vec<DType>,
 }
 
@@ -76,7 +78,7 @@ pub(crate) fn check(kernel: &Kernel, consts: &[u64]) -> Result<Layout, CpuError>
     }
     let ck = Ck { k: kernel, lens: &lens, dtypes: &dtypes };
     ck.stmts(&kernel.body)?;
-    Ok(Layout { lens, dtypes })
+    Ok(Layout { lens, dtypes, state })
 }
 
 struct Ck<'a> {

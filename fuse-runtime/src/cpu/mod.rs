@@ -130,21 +130,36 @@ pub fn run(kernel: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [CpuArg<'
     if total == 0 {
         return Ok(());
     }
+    // Each worker holds `layout.state` bytes (at most `check::MAX_STATE_BYTES`): fewer workers
+    // for kernels with long tiles, so their total stays within a budget instead of aborting.
+    let workers =
+        (CPU_STATE_BUDGET / layout.state.max(1)).clamp(1, rayon::current_num_threads() as u64) as usize;
     let ctx = Ctx { kernel, consts, grid, lens: layout.lens, dtypes: layout.dtypes, mems, scalars };
     let pid_of = |f: usize| {
         let f = f as u64;
         [(f % gx) as u32, ((f / gx) % gy) as u32, (f / (gx * gy)) as u32]
     };
-    let threads = rayon::current_num_threads();
-    if total == 1 || threads == 1 {
+    if total == 1 || workers == 1 {
         let mut prog = Prog::new(&ctx);
         return (0..total).try_for_each(|f| prog.run(pid_of(f)));
     }
-    // Enough pieces to balance uneven programs, few enough that the per-worker setup (one
-    // allocation per var) is negligible.
-    let min_len = (total / (threads * 16)).max(1);
-    (0..total)
-        .into_par_iter()
-        .with_min_len(min_len)
-        .try_for_each_init(|| Prog::new(&ctx), |prog, f| prog.run(pid_of(f)))
+    let run = || {
+        // Enough pieces to balance uneven programs, few enough that the per-piece setup (one
+        // allocation per var) is negligible.
+        let min_len = (total / (workers * 16)).max(1);
+        (0..total)
+            .into_par_iter()
+            .with_min_len(min_len)
+            .try_for_each_init(|| Prog::new(&ctx), |prog, f| prog.run(pid_of(f)))
+    };
+    if workers == rayon::current_num_threads() {
+        return run();
+    }
+    match rayon::ThreadPoolBuilder::new().num_threads(workers).build() {
+        Ok(pool) => pool.install(run),
+        Err(e) => Err(bad(format!("could not start {workers} CPU workers: {e}"))),
+    }
 }
+
+/// The tile state all CPU workers of one launch may hold together.
+const CPU_STATE_BUDGET: u64 = 4 << 30;
