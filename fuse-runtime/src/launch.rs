@@ -512,10 +512,7 @@ impl KernelSpec {
         let max_grid = device.cuda_inner().map_or(CPU_MAX_GRID, |d| d.max_grid);
         validate_grid(config.grid, max_grid, device)?;
         validate_args(k, &info.narrow_index, device, args)?;
-        let scalars: Vec<Option<i128>> = args.iter().map(|a| scalar_value(Some(a))).collect();
-        let lens: Vec<Option<u64>> = args.iter().map(buffer_len).collect();
-        let grid = [config.grid.x, config.grid.y, config.grid.z];
-        let bits = info.bounds.prove(&LaunchFacts { consts, grid, scalars: &scalars, lens: &lens });
+        let bits = prove(info, consts, [config.grid.x, config.grid.y, config.grid.z], args);
         Ok((0..k.accesses().len()).map(|a| a < 64 && bits & (1 << a) != 0).collect())
     }
 }
@@ -568,7 +565,14 @@ fn buffer_len(a: &KernelArg<'_>) -> Option<u64> {
     }
 }
 
-/// [`BoundsPlan::prove`] for this launch, reusing the last launch's answer when its inputs (const
+/// [`crate::bounds::BoundsPlan::prove`] over this launch's values.
+fn prove(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_>]) -> u64 {
+    let scalars: Vec<Option<i128>> = args.iter().map(|a| scalar_value(Some(a))).collect();
+    let lens: Vec<Option<u64>> = args.iter().map(buffer_len).collect();
+    info.bounds.prove(&LaunchFacts { consts, grid, scalars: &scalars, lens: &lens })
+}
+
+/// [`prove`] for this launch, reusing the last launch's answer when its inputs (const
 /// generics, grid, integer scalars, buffer lengths) are the same.
 fn in_bounds_bits(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_>]) -> u64 {
     // The inputs as 64-bit words (a scalar's bits, a buffer's length; kinds are fixed per kernel).
@@ -597,9 +601,7 @@ fn in_bounds_bits(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[Ker
             return last.1;
         }
     }
-    let scalars: Vec<Option<i128>> = args.iter().map(|a| scalar_value(Some(a))).collect();
-    let lens: Vec<Option<u64>> = args.iter().map(buffer_len).collect();
-    let bits = info.bounds.prove(&LaunchFacts { consts, grid, scalars: &scalars, lens: &lens });
+    let bits = prove(info, consts, grid, args);
     if let (Some(key), Ok(mut last)) = (memo, info.last_proof.lock()) {
         last.0.clear();
         last.0.extend_from_slice(key);
