@@ -56,7 +56,7 @@ impl TryFrom<usize> for Grid {
     }
 }
 
-/// A grid and, optionally, warps per program (default: [`default_num_warps`]).
+/// A grid and, optionally, warps per program (default: [`crate::default_num_warps`], more for grids too small to fill the GPU).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LaunchConfig {
     pub grid: Grid,

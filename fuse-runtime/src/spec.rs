@@ -299,7 +299,7 @@ pub(crate) fn full_source_for(
 }
 
 /// The default warps per program, from the largest tile length `L` (a power of two) and the
-/// kernel's [`WarpShape`], as elements per thread (`L / (32 * warps)`). Tuned on an H200 by
+/// kernel's shape (reductions, loads, element sizes, math), as elements per thread (`L / (32 * warps)`). Tuned on an H200 by
 /// sweeping 1..32 warps over the anchor shapes with Triton measured in the same session
 /// (docs/runs/2026-11-22-h200-s3-sweep, docs/PERF.md):
 /// * element-wise kernels: 8 elements per thread (`clamp(L / 256, 1, 16)`), 16 where the kernel
