@@ -19,7 +19,7 @@ mod body;
 mod ctype;
 mod layout;
 mod memory;
-mod names;
+pub(crate) mod names;
 mod prelude;
 mod random;
 mod reduce;

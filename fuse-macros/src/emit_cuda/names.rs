@@ -5,7 +5,10 @@
 use fuse_ir::{Kernel, ParamKind};
 use std::collections::HashSet;
 
-const RESERVED: &[&str] = &[
+/// Words a C identifier in the emitted source must avoid: C/C++ keywords, CUDA builtins and
+/// types, and the functions the source may call. The checker keeps kernel and const-generic names
+/// (which cannot be renamed) and its var names off them too.
+pub(crate) const C_RESERVED: &[&str] = &[
     // C++ keywords and alternative tokens
     "alignas",
     "alignof",
@@ -138,6 +141,38 @@ const RESERVED: &[&str] = &[
     "__uint_as_float",
     "__float_as_uint",
     "__int_as_float",
+    // math functions and macros the source may call, and CUDA/C types
+    "dim3",
+    "half",
+    "uint",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "rsqrt",
+    "erf",
+    "tanh",
+    "floor",
+    "ceil",
+    "sin",
+    "cos",
+    "abs",
+    "fabs",
+    "fmax",
+    "fmin",
+    "fmod",
+    "llabs",
+    "labs",
+    "INFINITY",
+    "NAN",
+    "printf",
+    "assert",
+    "isnan",
+    "isinf",
+    "signbit",
+    "copysign",
+    "copysignf",
 ];
 
 pub struct Names {
@@ -184,5 +219,5 @@ impl Names {
 
 fn is_reserved(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    RESERVED.contains(&name) || lower.starts_with("fuse_") || name.starts_with("__") || name.is_empty()
+    C_RESERVED.contains(&name) || lower.starts_with("fuse_") || name.starts_with("__") || name.is_empty()
 }
