@@ -137,6 +137,20 @@ fn f16s(d: &Device, n: usize) -> Value {
     Value::Buffer(AnyBuffer::new(d, DType::F16, n))
 }
 
+/// The arguments of the LayerNorm kernels: `x`, `y` (`rows x cols`), `w`, `b`, `stride`, `n_cols`, `eps`.
+fn layernorm_args(d: &Device, dtype: DType, rows: usize, cols: usize, stride: i32) -> Vec<Value> {
+    let buf = |n| Value::Buffer(AnyBuffer::new(d, dtype, n));
+    vec![
+        buf(rows * cols),
+        buf(rows * cols),
+        buf(cols),
+        buf(cols),
+        Value::I32(stride),
+        Value::I32(cols as i32),
+        Value::F32(1e-5),
+    ]
+}
+
 #[test]
 fn the_launches_the_examples_make_are_proven() {
     let d = Device::cpu();
@@ -153,27 +167,11 @@ fn the_launches_the_examples_make_are_proven() {
     }
     // Rows of 1000 in tiles of 1024: the mask `cols < n_cols` bounds the offsets.
     let (rows, cols) = (5usize, 1000usize);
-    let v = vec![
-        f16s(&d, rows * cols),
-        f16s(&d, rows * cols),
-        f16s(&d, cols),
-        f16s(&d, cols),
-        Value::I32(cols as i32),
-        Value::I32(cols as i32),
-        Value::F32(1e-5),
-    ];
+    let v = layernorm_args(&d, DType::F16, rows, cols, cols as i32);
     proven("layernorm_f16", &layernorm::layernorm_f16::SPEC, &[1024], rows as u32, v);
     // A loop over column blocks: the counter is bounded by the loop's range.
     let (rows, cols) = (3usize, 3000usize);
-    let v = vec![
-        f32s(&d, rows * cols),
-        f32s(&d, rows * cols),
-        f32s(&d, cols),
-        f32s(&d, cols),
-        Value::I32(cols as i32),
-        Value::I32(cols as i32),
-        Value::F32(1e-5),
-    ];
+    let v = layernorm_args(&d, DType::F32, rows, cols, cols as i32);
     proven("layernorm_wide", &layernorm::layernorm_wide::SPEC, &[1024], rows as u32, v);
     let v = vec![
         f32s(&d, rows * cols),
@@ -227,16 +225,7 @@ fn an_offset_the_proof_cannot_bound_is_not_proven() {
     // A stride the rows overlap with: still in bounds, still proven; a negative one is not.
     for (stride, want) in [(500, true), (-1000, false)] {
         let (rows, cols) = (4usize, 1000usize);
-        let v = vec![
-            f32s(&d, rows * cols),
-            f32s(&d, rows * cols),
-            f32s(&d, cols),
-            f32s(&d, cols),
-            Value::I32(stride),
-            Value::I32(cols as i32),
-            Value::F32(1e-5),
-        ];
-        let mut v = v;
+        let mut v = layernorm_args(&d, DType::F32, rows, cols, stride);
         let (proof, _) = prove_and_run(&layernorm::layernorm::SPEC, &[1024], rows as u32, &mut v);
         assert_eq!(proof[0], want, "stride {stride}: {proof:?}");
     }
