@@ -37,14 +37,18 @@ pub(crate) struct KernelInfo {
 impl KernelInfo {
     /// [`default_num_warps`] without allocating.
     pub(crate) fn default_num_warps(&self, consts: &[u64]) -> u32 {
-        num_warps_for(self.tile_lens.iter().filter_map(|l| l.eval(consts)).max(), self.shape)
+        num_warps_for(self.largest_tile(consts), self.shape)
+    }
+
+    fn largest_tile(&self, consts: &[u64]) -> Option<u64> {
+        self.tile_lens.iter().filter_map(|l| l.eval(consts)).max()
     }
 
     /// The default for a launch of `programs` programs on a GPU with `sms` multiprocessors: see
     /// [`fill_gpu`].
     pub(crate) fn default_num_warps_for_grid(&self, consts: &[u64], programs: u64, sms: u32) -> u32 {
-        let largest = self.tile_lens.iter().filter_map(|l| l.eval(consts)).max().unwrap_or(1);
-        fill_gpu(self.default_num_warps(consts), largest, programs, sms)
+        let largest = self.largest_tile(consts);
+        fill_gpu(num_warps_for(largest, self.shape), largest.unwrap_or(1), programs, sms)
     }
 }
 

@@ -375,17 +375,8 @@ pub fn bias_gelu_dropout(d: DType) -> Kernel {
 
 /// Every Expr, Stmt, op and dtype at least once; several tile lengths (BLOCK, 2*BLOCK, BLOCK/2, 64).
 pub fn everything() -> Kernel {
-    let ptr_types = [
-        DType::I8,
-        DType::U8,
-        DType::I32,
-        DType::U32,
-        DType::I64,
-        DType::U64,
-        DType::F16,
-        DType::BF16,
-        DType::F32,
-    ];
+    // Every dtype but bool (never a pointee).
+    let ptr_types: Vec<DType> = DType::ALL.into_iter().filter(|&d| d != DType::Bool).collect();
     let mut params: Vec<(String, ParamKind)> =
         ptr_types.iter().map(|d| (format!("p_{}", d.name()), ptr(*d, true))).collect();
     params.push(("src".into(), ptr(DType::F32, false)));
