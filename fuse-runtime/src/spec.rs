@@ -54,7 +54,8 @@ impl KernelInfo {
 
 /// A grid too small to give each multiprocessor its 64 resident warps at `warps` per program
 /// leaves the GPU latency-bound: double the warps while it still is and every thread keeps at least
-/// 8 elements of the largest tile `l`. (f16 LayerNorm 4096x1024 on an H200: 1 warp 1686 GB/s,
+/// 8 elements of the largest tile `l`. (f16 LayerNorm 4096x1024 on an H200, 2026-11-22, Triton 1599
+/// GB/s in the same sweep session: 1 warp 1686 GB/s,
 /// 4 warps 1725; 32768 rows, where 1 warp already fills the GPU: 3287 against 2897.)
 fn fill_gpu(mut warps: u32, l: u64, programs: u64, sms: u32) -> u32 {
     while programs.saturating_mul(u64::from(warps)) < 64 * u64::from(sms)
@@ -305,7 +306,7 @@ pub(crate) fn full_source_for(
 /// The default warps per program, from the largest tile length `L` (a power of two) and the
 /// kernel's shape (reductions, loads, element sizes, math), as elements per thread (`L / (32 * warps)`). Tuned on an H200 by
 /// sweeping 1..32 warps over the anchor shapes with Triton measured in the same session
-/// (docs/runs/2026-11-22-h200-s3-sweep, docs/PERF.md):
+/// (H200, 2026-11-22, `docs/runs/sweep-h200-s3`, docs/PERF.md; figures below in GB/s from that sweep):
 /// * element-wise kernels: 8 elements per thread (`clamp(L / 256, 1, 16)`), 16 where the kernel
 ///   does math (`erf`, `exp`, `rand`, ...): more independent lanes per thread to hide the long
 ///   dependent chains, and per-thread setup (a division, say) spread over more of them

@@ -156,7 +156,7 @@ impl CudaDevice {
         libs::ensure(libs::Lib::Driver)?;
         // Load NVRTC while the driver creates the context (~100 ms): a first launch served from the
         // disk cache still needs NVRTC's version for the cache key, and loading the library is
-        // most of that launch's cost (16 ms on an H100 machine). `version()` is a OnceLock, so the
+        // most of that launch's cost. `version()` is a OnceLock, so the
         // launch waits for this load instead of starting a second one; errors surface there.
         std::thread::spawn(|| {
             let _ = nvrtc::version();
