@@ -78,7 +78,7 @@ macro_rules! unfused_kernels {
         pub fn sub_exp<const B: usize>(x: *const $T, m: *const $T, out: *mut $T, cols: i32) {
             let c = arange(0, B);
             let at = program_id(0) * cols + c;
-            store(out + at, exp(load(x + at, c < cols) - load(m + program_id(0))), c < cols);
+            store(out + at, exp2((load(x + at, c < cols) - load(m + program_id(0))) * 1.4426950408889634), c < cols);
         }
         #[fused_kernel]
         pub fn div_row<const B: usize>(x: *const $T, s: *const $T, out: *mut $T, cols: i32) {
@@ -294,8 +294,9 @@ fn run() -> Result<()> {
         println!("fuse host launch overhead: {batched:.2} us/launch (tiny add_mul, median of 50 batches of 200 launches on an idle stream)");
         println!("fuse back-to-back launch loop: {loop_us:.2} us/launch ({k} launches, Triton's method)");
         match host_time::raw_launch_us() {
-            Ok((empty, ten)) => println!(
-                "driver floor, same method: raw cuLaunchKernel {empty:.2} us (empty kernel), {ten:.2} us (ten 8-byte parameters, like add_mul's)"
+            Ok(r) => println!(
+                "driver floor, same method: raw cuLaunchKernel {:.2} us (empty kernel), {:.2} us (ten 8-byte parameters, like add_mul's); ten parameters without binding the context {:.2} us, on the per-thread stream {:.2} us, on a stream of its own {:.2} us",
+                r.empty, r.ten, r.ten_unbound, r.ten_per_thread, r.ten_own_stream
             ),
             Err(e) => println!("driver floor: not measured ({e})"),
         }

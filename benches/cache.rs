@@ -94,9 +94,9 @@ fn main() {
             "in-memory hit + launch"
         );
         match host_time::raw_launch_us() {
-            Ok((empty, ten)) => println!(
-                "{:<44} {empty:>9.3} us (empty kernel), {ten:.3} us (ten 8-byte parameters)",
-                "driver floor: raw cuLaunchKernel, same method"
+            Ok(r) => println!(
+                "{:<44} {:>9.3} us (empty kernel), {:.3} us (ten 8-byte parameters); ten without binding the context {:.3} us, on the per-thread stream {:.3} us, on a stream of its own {:.3} us",
+                "driver floor: raw cuLaunchKernel, same method", r.empty, r.ten, r.ten_unbound, r.ten_per_thread, r.ten_own_stream
             ),
             Err(e) => println!("driver floor: not measured ({e})"),
         }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tuning sweep on the lent GPU over binaries staged in .gpu/ (fused kernels only; JSON per setting
 # under $OUT): element-wise block size x num_warps, then num_warps for the row kernels.
-# Then Nsight Compute per-instruction counts (SASS) for one large launch of the slowest kernels.
+# Then (unless SWEEP_NCU=0) Nsight Compute per-instruction counts (SASS) for one large launch of
+# the slowest kernels.
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
@@ -16,7 +17,7 @@ for w in ${ROW_WARPS:-1 2 4 8 16}; do
   echo "row warps $w: exit $?"
 done
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
-if [ -n "$NCU" ]; then
+if [ -n "$NCU" ] && [ "${SWEEP_NCU:-1}" = 1 ]; then
   for spec in "bias_gelu_dropout/16384x8192/float16:bias_gelu_dropout_f16" "layernorm/32768x768/float16:layernorm_f16"; do
     case=${spec%%:*}; k=${spec##*:}
     FUSE_BENCH_ONLY=$case timeout 200 "$NCU" --kernel-name "regex:^${k}\$" --launch-skip 3 --launch-count 1 \

@@ -310,7 +310,7 @@ fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit() {
     for n in [4096usize, 4100, 77] {
         for lo in [0i32, 16, 3] {
             for h in [768i32, 100, 13] {
-                for shift in [0i32, 32, 5] {
+                for shift in [0i32, 32, 5, i32::MIN + 3000] {
                     let x = f16s(&rng.vec(n, 2.0));
                     let bias = f16s(&rng.vec(h as usize, 2.0));
                     let mut outs = Vec::new();

@@ -15,7 +15,10 @@ pub fn softmax<const BLOCK: usize>(
     let mask = cols < n_cols;
     let x = load(inp + row * in_stride + cols, mask, f32::NEG_INFINITY);
     let x = x - max(x);
-    let num = exp(x);
+    // exp(x) as 2^(x log2 e), the formula Triton's `tl.exp` compiles to: one multiply and the
+    // hardware exp2, three instructions per element fewer than `exp`'s within-1-ulp sequence; the
+    // rounding of `x * log2 e` costs at most |x| * 2^-24 relative error (x <= 0 here).
+    let num = exp2(x * 1.4426950408889634);
     let y = num * (1.0 / sum(num)); // one division per row, a multiply per element
     store(out + row * out_stride + cols, y, mask);
 }
@@ -32,7 +35,7 @@ pub fn softmax_f16<const BLOCK: usize>(
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;
     let x = load(inp + row * in_stride + cols, mask, f32::NEG_INFINITY);
-    let num = exp(x - max(x));
+    let num = exp2((x - max(x)) * 1.4426950408889634); // exp, as in `softmax`
     store(out + row * out_stride + cols, num * (1.0 / sum(num)), mask);
 }
 

@@ -306,11 +306,13 @@ pub(crate) fn full_source_for(
 /// The default warps per program, from the largest tile length `L` (a power of two) and the
 /// kernel's shape (reductions, loads, element sizes, math), as elements per thread (`L / (32 * warps)`). Tuned on an H200 by
 /// sweeping 1..32 warps over the anchor shapes with Triton measured in the same session
-/// (H200, 2026-11-22, `docs/runs/sweep-h200-s3`, docs/PERF.md; figures below in GB/s from that sweep):
+/// (H200, 2026-11-22, `docs/runs/sweep-h200-s3` and `-s4`, docs/PERF.md; figures below in GB/s from those sweeps):
 /// * element-wise kernels: 8 elements per thread (`clamp(L / 256, 1, 16)`), 16 where the kernel
-///   does math (`erf`, `exp`, `rand`, ...): more independent lanes per thread to hide the long
-///   dependent chains, and per-thread setup (a division, say) spread over more of them
-///   (bias+GELU+dropout 1024-element tiles: 2 warps 3292 GB/s f32 / 1686 f16, 4 warps 3232 / 1647);
+///   does math (`erf`, `exp`, `rand`, ...) and 32 where it does math on 2-byte loads: more
+///   independent lanes per thread to hide the long dependent chains, and per-thread setup (a
+///   division, say) spread over more of them (bias+GELU+dropout 1024-element tiles, 8192x4096 /
+///   16384x8192, `docs/runs/sweep-h200-s4/run2-*`: f32 1 warp 3350 / 3652, 2 warps 3526 / 3780;
+///   f16 1 warp 1902 / 2069, 2 warps 1813 / 1951);
 /// * a reduction over one streamed tile (softmax-like): 2-byte elements 16 per thread
 ///   (`clamp(L / 512, 1, 16)`; f16 softmax 32768x1024: 2 warps 3644, 4 warps 3380); 4-byte
 ///   ones 4 warps up to `L = 4096`, 16 above (Triton's rule, but 4 warps also at 4096);
@@ -362,6 +364,7 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
     let l = largest_tile.unwrap_or(1);
     let w = match shape {
         WarpShape { reduces: false, math: false, .. } => (l / 256).clamp(1, 16),
+        WarpShape { reduces: false, math: true, narrow: true, .. } => (l / 1024).clamp(1, 16),
         WarpShape { reduces: false, math: true, .. } => (l / 512).clamp(1, 16),
         WarpShape { tile_loads: 0..=1, narrow: true, .. } => (l / 512).clamp(1, 16),
         WarpShape { tile_loads: 0..=1, narrow: false, .. } if l <= 4096 => 4,
@@ -379,6 +382,7 @@ mod tests {
 
     const ELEMENTWISE: WarpShape = WarpShape { reduces: false, tile_loads: 3, narrow: false, math: false };
     const DROPOUT: WarpShape = WarpShape { reduces: false, tile_loads: 2, narrow: true, math: true };
+    const DROPOUT_F32: WarpShape = WarpShape { reduces: false, tile_loads: 2, narrow: false, math: true };
     const SOFTMAX: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrow: false, math: true };
     const SOFTMAX_F16: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrow: true, math: true };
     const LAYERNORM: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrow: false, math: false };
@@ -389,7 +393,8 @@ mod tests {
         assert_eq!(num_warps_for(None, ELEMENTWISE), 1);
         assert_eq!(num_warps_for(Some(64), ELEMENTWISE), 1);
         assert_eq!(num_warps_for(Some(1024), ELEMENTWISE), 4);
-        assert_eq!(num_warps_for(Some(1024), DROPOUT), 2);
+        assert_eq!(num_warps_for(Some(1024), DROPOUT), 1);
+        assert_eq!(num_warps_for(Some(1024), DROPOUT_F32), 2);
         assert_eq!(num_warps_for(Some(4096), ELEMENTWISE), 16);
         assert_eq!(num_warps_for(Some(1 << 20), ELEMENTWISE), 16);
     }

@@ -62,6 +62,7 @@ impl Ctx<'_> {
             Expr::Rand { seed, offset } => self.rand(dst, *seed, *offset),
             Expr::Binary(BinaryOp::Rem, a, b)
                 if self.dtype(*a).is_int()
+                    && self.dtype(*a).size_bytes() >= 4
                     && self.tile(dst).is_some()
                     && self.tile(*b).is_none()
                     && matches!(self.facts.get(*a), Fact::Contig(_)) =>
@@ -97,10 +98,12 @@ impl Ctx<'_> {
     /// starts `j * D` after its first (`D = FUSE_THREADS * VEC`), so its remainder is the previous
     /// chunk's plus `D`, less `b` at most once when `D < b`; inside a chunk the remainder steps by 1
     /// (wrapping to 0 at `b`). The thread takes that path only where it is exact — `b > 0`, the
-    /// first value non-negative, every chunk start exactly `j * D` above it and every chunk's last
-    /// value its first plus VEC - 1 (`a` is `s + index` modulo its type or a type it was cast
-    /// from; every wrap is a step down, so these tests exclude all of them) — and else divides
-    /// every lane.
+    /// first value non-negative, and no lane wrapped — and else divides every lane. `a` is
+    /// `s + index` modulo its type or a type it was cast from, so along the index it steps by +1
+    /// except at wraps, each a step down; its last slot `z` is `K` indices after its first `a0`
+    /// (`K = (NCH - 1) * D + VEC - 1`), hence `z = a0 + K - W` with `W >= 0` the total of the
+    /// steps down. `z >= a0` and `z - a0 == K` modulo 2^bits force `W = 0`: a `W > 0` would be a
+    /// multiple of 2^bits, more than `K`. 4- and 8-byte types only (`D` fits them).
     fn rem_contig(&mut self, dst: VarId, a: VarId, b: VarId) {
         self.needs.int_div = true;
         let k = self.tile(dst).expect("tile");
@@ -111,14 +114,13 @@ impl Ctx<'_> {
         let lo = if d.is_signed_int() { format!("{an}[0] >= {zero} && ") } else { String::new() };
         self.w.line(format!("// {dn} = {an} % {bn}: one division per thread, the rest stepped"));
         self.w.open("");
-        self.w.line(format!("const {t} fuse_a0 = {an}[0], fuse_d = ({t})(FUSE_THREADS * FUSE_VEC{k});"));
-        self.w.line(format!("bool fuse_step = {lo}{bn} > {zero} && (FUSE_NCH{k} == 1 || fuse_d < {bn});"));
-        self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
-        self.w.line(format!("const {t} fuse_a = {an}[fuse_j * FUSE_VEC{k}], fuse_z = {an}[fuse_j * FUSE_VEC{k} + FUSE_VEC{k} - 1];"));
+        let u = unsigned_of(d);
         self.w.line(format!(
-            "fuse_step = fuse_step && fuse_a >= fuse_a0 && fuse_a - fuse_a0 == ({t})fuse_j * fuse_d && fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC{k} - 1;"
+            "const {t} fuse_a0 = {an}[0], fuse_z = {an}[FUSE_EPT{k} - 1], fuse_d = ({t})(FUSE_THREADS * FUSE_VEC{k});"
         ));
-        self.w.close();
+        self.w.line(format!(
+            "const bool fuse_step = {lo}{bn} > {zero} && (FUSE_NCH{k} == 1 || fuse_d < {bn}) && fuse_z >= fuse_a0 && ({u})fuse_z - ({u})fuse_a0 == ({u})(FUSE_NCH{k} - 1) * ({u})fuse_d + ({u})(FUSE_VEC{k} - 1);"
+        ));
         self.w.open("if (fuse_step)");
         self.w.line(format!("{t} fuse_r = fuse_rem(fuse_a0, {bn});"));
         self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));

@@ -23,6 +23,7 @@ pub(crate) mod names;
 mod prelude;
 mod random;
 mod reduce;
+mod schedule;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -53,12 +54,16 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         loops: 0,
         accesses: 0,
         rand_words: Vec::new(),
-        rand_bounds: 0,
+        rand_bounds: Vec::new(),
         assignments: assignment_counts(kernel),
         w: Writer::new(1),
     };
     cx.chunk_uniform = (0..kernel.vars.len()).map(|v| cx.chunk_uniform_cond(VarId(v as u32))).collect();
-    cx.body(&kernel.body);
+    let order = schedule::schedule(kernel, &cx.assignments);
+    cx.body(&order.prologue);
+    cx.body(&order.uniform);
+    cx.hoisted_rand_bounds(order.prologue.iter().chain(&order.uniform));
+    cx.body(&order.rest);
     // FUSE_INB_<k> names access k of `Kernel::accesses`: a mismatch would unguard the wrong one.
     assert_eq!(cx.accesses as usize, kernel.accesses().len(), "accesses are numbered in program order");
     cx.finish()
@@ -92,8 +97,8 @@ struct Ctx<'k> {
     accesses: u32,
     /// Tile vars assigned by `rand` whose Philox words are kept in `fuse_bits_<name>`.
     rand_words: Vec<VarId>,
-    /// Counter for the `rand > p` bound names.
-    rand_bounds: usize,
+    /// The scalar `p` of each `rand > p` bound emitted so far; bound `n` is `fuse_lb<n>`.
+    rand_bounds: Vec<VarId>,
     /// Per var: how many statements assign it (`for` counters included).
     assignments: Vec<u32>,
     /// The kernel body; the rest of the file is assembled around it in [`Ctx::finish`].

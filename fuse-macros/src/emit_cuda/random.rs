@@ -5,7 +5,7 @@
 //! [`Ctx::rand_gt`]) instead of converting them to floats.
 use super::affine::Fact;
 use super::Ctx;
-use fuse_ir::{BinaryOp, DType, VarId};
+use fuse_ir::{BinaryOp, DType, Expr, Stmt, VarId};
 
 impl Ctx<'_> {
     pub(super) fn rand(&mut self, dst: VarId, seed: VarId, offset: VarId) {
@@ -77,10 +77,46 @@ impl Ctx<'_> {
         {
             return None;
         }
-        let n = self.rand_bounds;
-        self.rand_bounds += 1;
-        self.w.line(format!("const unsigned int fuse_lb{n} = fuse_rand_gt_bound({});", self.name(p)));
+        let n = match self.rand_bounds.iter().position(|&q| q == p) {
+            Some(n) => n,
+            None => self.rand_bound(p),
+        };
         let x = format!("fuse_bits_{}[{i}]", self.name(r));
         Some(format!("({x} >= fuse_lb{n} && {x} <= ~fuse_lb{n})"))
+    }
+
+    /// Emits `fuse_lb<n> = fuse_rand_gt_bound(p)` and returns `n`.
+    fn rand_bound(&mut self, p: VarId) -> usize {
+        let n = self.rand_bounds.len();
+        self.rand_bounds.push(p);
+        self.w.line(format!("const unsigned int fuse_lb{n} = fuse_rand_gt_bound({});", self.name(p)));
+        n
+    }
+
+    /// After the prologue and the uniform scalars moved up to it (see [`super::schedule`]): the
+    /// bound of each scalar assigned once there that some `rand(..) > p` compares with, so that
+    /// its branches run before the tile math too. A bound [`Ctx::rand_gt`] then declines to use
+    /// is dead code to NVRTC.
+    pub(super) fn hoisted_rand_bounds<'s>(&mut self, uniform: impl Iterator<Item = &'s Stmt>) {
+        let mut rands: Vec<VarId> = Vec::new();
+        let mut thresholds: Vec<(VarId, VarId)> = Vec::new();
+        self.k.visit_stmts(&mut |s| match s {
+            Stmt::Assign { dst, expr: Expr::Rand { .. } } => rands.push(*dst),
+            Stmt::Assign { expr: Expr::Binary(BinaryOp::Gt, r, p) | Expr::Binary(BinaryOp::Lt, p, r), .. } => {
+                thresholds.push((*r, *p))
+            }
+            _ => {}
+        });
+        for s in uniform {
+            let Stmt::Assign { dst: p, .. } = s else { continue };
+            if self.assignments[p.0 as usize] != 1 || self.tile(*p).is_some() {
+                continue;
+            }
+            let compared = thresholds.iter().any(|(r, q)| q == p && rands.contains(r));
+            if compared && self.dtype(*p) == DType::F32 && !self.rand_bounds.contains(p) {
+                self.needs.philox = true;
+                self.rand_bound(*p);
+            }
+        }
     }
 }

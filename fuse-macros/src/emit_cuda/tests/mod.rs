@@ -149,12 +149,9 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
     assert!(src.contains("(fuse_bits_r[fuse_i] >= fuse_lb0 && fuse_bits_r[fuse_i] <= ~fuse_lb0)"), "{src}");
     // offs % h: one division per thread, then the remainder steps, where that is exact.
     assert!(src.contains("t7 = offs % t6: one division per thread, the rest stepped"), "{src}");
+    // ... where no lane wrapped: the last slot is exactly K = (NCH - 1) * D + VEC - 1 above the first.
     assert!(
-        src.contains("bool fuse_step = offs[0] >= 0 && t6 > 0 && (FUSE_NCH0 == 1 || fuse_d < t6);"),
-        "{src}"
-    );
-    assert!(
-        src.contains("fuse_step = fuse_step && fuse_a >= fuse_a0 && fuse_a - fuse_a0 == (int)fuse_j * fuse_d && fuse_z >= fuse_a && fuse_z - fuse_a == FUSE_VEC0 - 1;"),
+        src.contains("const bool fuse_step = offs[0] >= 0 && t6 > 0 && (FUSE_NCH0 == 1 || fuse_d < t6) && fuse_z >= fuse_a0 && (unsigned int)fuse_z - (unsigned int)fuse_a0 == (unsigned int)(FUSE_NCH0 - 1) * (unsigned int)fuse_d + (unsigned int)(FUSE_VEC0 - 1);"),
         "{src}"
     );
     assert!(
@@ -173,6 +170,21 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
         "{src}"
     );
     assert!(src.contains("__ldg(&bias[fuse_o])"), "{src}");
+}
+
+#[test]
+fn emit_moves_uniform_scalars_between_the_loads_and_the_math() {
+    let src = emit_cuda(&bias_gelu_dropout(DType::F32)).source;
+    let at = |src: &str, needle: &str| src.find(needle).unwrap_or_else(|| panic!("{needle:?} missing\n{src}"));
+    // The `rand > p` bound (its `p` is written after the math) comes after the prologue's last
+    // load (the bias gather) and before the first statement that reads a loaded value.
+    let bias_load = at(&src, "// t8 = load(bias[t7], mask m)");
+    let bound = at(&src, "const unsigned int fuse_lb0 = fuse_rand_gt_bound(t17);");
+    let math = at(&src, "v[fuse_i] = (t5[fuse_i] + t8[fuse_i]);");
+    assert!(bias_load < bound && bound < math, "{src}");
+    // LayerNorm's row length as a float stays after the row's load, where it was written.
+    let src = emit_cuda(&layernorm_f16()).source;
+    assert!(at(&src, "// xs = load(x[t3], mask mask)") < at(&src, "  t8 = "), "{src}");
 }
 
 #[test]
