@@ -78,7 +78,11 @@ macro_rules! unfused_kernels {
         pub fn sub_exp<const B: usize>(x: *const $T, m: *const $T, out: *mut $T, cols: i32) {
             let c = arange(0, B);
             let at = program_id(0) * cols + c;
-            store(out + at, exp2((load(x + at, c < cols) - load(m + program_id(0))) * 1.4426950408889634), c < cols);
+            store(
+                out + at,
+                exp2((load(x + at, c < cols) - load(m + program_id(0))) * 1.4426950408889634),
+                c < cols,
+            );
         }
         #[fused_kernel]
         pub fn div_row<const B: usize>(x: *const $T, s: *const $T, out: *mut $T, cols: i32) {

@@ -52,7 +52,11 @@ pub fn raw_launch_us() -> std::result::Result<RawLaunch, String> {
         params.join(", ")
     );
     let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| e.to_string())?;
-    let time = |name: &str, nparams: usize, stream: &Arc<CudaStream>, bind: bool| -> std::result::Result<f64, String> {
+    let time = |name: &str,
+                nparams: usize,
+                stream: &Arc<CudaStream>,
+                bind: bool|
+     -> std::result::Result<f64, String> {
         let f = module.load_function(name).map_err(|e| e.to_string())?;
         let mut words = [0u64; 10];
         let mut ptrs: Vec<*mut std::ffi::c_void> =

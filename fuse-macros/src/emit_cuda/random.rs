@@ -102,9 +102,10 @@ impl Ctx<'_> {
         let mut thresholds: Vec<(VarId, VarId)> = Vec::new();
         self.k.visit_stmts(&mut |s| match s {
             Stmt::Assign { dst, expr: Expr::Rand { .. } } => rands.push(*dst),
-            Stmt::Assign { expr: Expr::Binary(BinaryOp::Gt, r, p) | Expr::Binary(BinaryOp::Lt, p, r), .. } => {
-                thresholds.push((*r, *p))
-            }
+            Stmt::Assign {
+                expr: Expr::Binary(BinaryOp::Gt, r, p) | Expr::Binary(BinaryOp::Lt, p, r),
+                ..
+            } => thresholds.push((*r, *p)),
             _ => {}
         });
         for s in uniform {

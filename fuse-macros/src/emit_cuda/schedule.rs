@@ -35,8 +35,8 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
         changed = false;
         k.visit_stmts(&mut |s| {
             if let Stmt::Assign { dst, expr } = s {
-                let from_load = matches!(expr, Expr::Load { .. })
-                    || expr.operands().iter().any(|o| loaded[o.0 as usize]);
+                let from_load =
+                    matches!(expr, Expr::Load { .. }) || expr.operands().iter().any(|o| loaded[o.0 as usize]);
                 if from_load && !loaded[dst.0 as usize] {
                     loaded[dst.0 as usize] = true;
                     changed = true;

@@ -175,7 +175,8 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
 #[test]
 fn emit_moves_uniform_scalars_between_the_loads_and_the_math() {
     let src = emit_cuda(&bias_gelu_dropout(DType::F32)).source;
-    let at = |src: &str, needle: &str| src.find(needle).unwrap_or_else(|| panic!("{needle:?} missing\n{src}"));
+    let at =
+        |src: &str, needle: &str| src.find(needle).unwrap_or_else(|| panic!("{needle:?} missing\n{src}"));
     // The `rand > p` bound (its `p` is written after the math) comes after the prologue's last
     // load (the bias gather) and before the first statement that reads a loaded value.
     let bias_load = at(&src, "// t8 = load(bias[t7], mask m)");
