@@ -3,6 +3,8 @@
 //! example kernel — random grids, scalars (negative ones included) and buffer lengths, so that
 //! many launches do go out of bounds — an access the proof calls in bounds must never be the
 //! one the interpreter catches. And the proof must hold for the launches the examples make.
+//! Likewise `KernelSpec::proven_all_true` (masks the GPU treats as the constant `true`): a mask
+//! it proves must be true on every lane the interpreter computes.
 mod common;
 
 use common::*;
@@ -45,6 +47,18 @@ enum Value {
     F32(f32),
 }
 
+fn args_of(values: &mut [Value]) -> Vec<KernelArg<'_>> {
+    values
+        .iter_mut()
+        .map(|v| match v {
+            Value::Buffer(b) => b.arg(),
+            Value::I32(x) => (*x).into(),
+            Value::U64(x) => (*x).into(),
+            Value::F32(x) => (*x).into(),
+        })
+        .collect()
+}
+
 /// Launches `spec` on the CPU with `values`; returns the proof and the interpreter's verdict.
 fn prove_and_run(
     spec: &'static KernelSpec,
@@ -53,15 +67,7 @@ fn prove_and_run(
     values: &mut [Value],
 ) -> (Vec<bool>, Result<(), Error>) {
     let d = Device::cpu();
-    let mut args: Vec<KernelArg<'_>> = values
-        .iter_mut()
-        .map(|v| match v {
-            Value::Buffer(b) => b.arg(),
-            Value::I32(x) => (*x).into(),
-            Value::U64(x) => (*x).into(),
-            Value::F32(x) => (*x).into(),
-        })
-        .collect();
+    let mut args = args_of(values);
     let proof = spec.proven_in_bounds(&d, LaunchConfig::new(grid), consts, &args).unwrap();
     let run = fuse::launch(spec, &d, LaunchConfig::new(grid), consts, &mut args);
     (proof, run)
@@ -228,5 +234,83 @@ fn an_offset_the_proof_cannot_bound_is_not_proven() {
         let mut v = layernorm_args(&d, DType::F32, rows, cols, stride);
         let (proof, _) = prove_and_run(&layernorm::layernorm::SPEC, &[1024], rows as u32, &mut v);
         assert_eq!(proof[0], want, "stride {stride}: {proof:?}");
+    }
+}
+
+/// Five masks over `offs = i * s + lo` (`i` the element's index in the grid), written out as
+/// `out[5 i + k] = mask k` so that the CPU interpreter reports every lane's value.
+#[fuse::fused_kernel]
+pub fn mask_probe<const BLOCK: usize>(out: *mut i32, n: i32, lo: i32, s: i32) {
+    let i = program_id(0) * BLOCK + arange(0, BLOCK);
+    let offs = i * s + lo;
+    let m0 = offs < n;
+    let m1 = offs >= lo;
+    let m2 = m0 & m1;
+    let m3 = i != s;
+    let m4 = offs <= n;
+    store(out + i * 5, m0 as i32);
+    store(out + i * 5 + 1, m1 as i32);
+    store(out + i * 5 + 2, m2 as i32);
+    store(out + i * 5 + 3, m3 as i32);
+    store(out + i * 5 + 4, m4 as i32);
+}
+
+#[test]
+fn a_mask_proven_true_is_true_on_every_lane() {
+    let d = Device::cpu();
+    let spec = &mask_probe::SPEC;
+    assert_eq!(spec.kernel().unwrap().masks().len(), 5, "m0..m4, in program order");
+    let mut rng = Rng::fresh("mask proof");
+    let block = 64u32;
+    let (mut launches, mut proven, mut refuted) = (0, 0, 0);
+    for _ in 0..3000 {
+        let grid = 1 + (rng.next_u64() % 4) as u32;
+        let span = (grid * block) as i64;
+        let pick = |rng: &mut Rng| -> i32 {
+            match rng.next_u64() % 6 {
+                0 => -((rng.next_u64() % 300) as i32),
+                1 => span as i32,
+                2 => i32::MAX - (rng.next_u64() % 100) as i32,
+                3 => (rng.next_u64() % 4) as i32,
+                _ => (rng.next_u64() % (3 * span as u64 + 1)) as i32,
+            }
+        };
+        let (n, lo, s) = (pick(&mut rng), pick(&mut rng), pick(&mut rng));
+        let mut out = d.upload(&vec![-1i32; 5 * span as usize]).unwrap();
+        let config = LaunchConfig::new(grid);
+        let mut args: Vec<KernelArg<'_>> = vec![(&mut out).into(), n.into(), lo.into(), s.into()];
+        let proof = spec.proven_all_true(&d, config, &[u64::from(block)], &args).unwrap();
+        fuse::launch(spec, &d, config, &[u64::from(block)], &mut args).unwrap();
+        drop(args);
+        let lanes = out.to_vec().unwrap();
+        launches += 1;
+        for (k, &p) in proof.iter().enumerate() {
+            let all = lanes.iter().skip(k).step_by(5).all(|&v| v == 1);
+            assert!(!p || all, "mask {k} proven true but false on a lane: n={n} lo={lo} s={s} grid={grid}");
+            proven += usize::from(p);
+            refuted += usize::from(!all);
+        }
+    }
+    println!("{launches} launches: {proven} masks proven all-true, {refuted} false somewhere");
+    assert!(proven > launches / 4 && refuted > launches / 4, "the launches must exercise both verdicts");
+}
+
+#[test]
+fn the_examples_masks_are_proven_where_the_grid_fits_the_data() {
+    let d = Device::cpu();
+    // add_mul: `offs < n` holds on every lane when the grid covers exactly n, not with a tail.
+    for (n, want) in [(4096usize, true), (4000, false)] {
+        let mut v = vec![f32s(&d, n), f32s(&d, n), f32s(&d, n), f32s(&d, n), Value::I32(n as i32)];
+        let grid = LaunchConfig::new(n.div_ceil(1024) as u32);
+        let proof = add_mul::add_mul::SPEC.proven_all_true(&d, grid, &[1024], &args_of(&mut v)).unwrap();
+        assert_eq!(proof, vec![want], "n = {n}");
+    }
+    // LayerNorm: `cols < n_cols` holds when the tile is the row.
+    for (cols, block, want) in [(1024usize, 1024u64, true), (1000, 1024, false)] {
+        let mut v = layernorm_args(&d, DType::F32, 3, cols, cols as i32);
+        let config = LaunchConfig::new(3);
+        let proof =
+            layernorm::layernorm::SPEC.proven_all_true(&d, config, &[block], &args_of(&mut v)).unwrap();
+        assert!(proof.iter().all(|&p| p == want), "cols {cols}: {proof:?}");
     }
 }

@@ -514,6 +514,28 @@ impl Kernel {
         out
     }
 
+    /// Every bool tile assigned by exactly one statement, an integer comparison or an `&`, in
+    /// program order of that statement; the index in this list names it in
+    /// [`Specialization::AllTrue`].
+    pub fn masks(&self) -> Vec<VarId> {
+        let mut count = vec![0u32; self.vars.len()];
+        self.visit_stmts(&mut |s| match s {
+            Stmt::Assign { dst: v, .. } | Stmt::For { var: v, .. } => count[v.0 as usize] += 1,
+            _ => {}
+        });
+        let mut out = Vec::new();
+        self.visit_stmts(&mut |s| {
+            let Stmt::Assign { dst, expr: Expr::Binary(op, a, _) } = s else { return };
+            let ty = self.ty(*dst);
+            let mask = ty.dtype == DType::Bool && !ty.shape.is_scalar() && count[dst.0 as usize] == 1;
+            let integer_test = op.is_comparison() && self.ty(*a).dtype.is_int();
+            if mask && (integer_test || *op == BinaryOp::And) {
+                out.push(*dst);
+            }
+        });
+        out
+    }
+
     /// Walks every statement, nested bodies included, in program order.
     pub fn visit_stmts<'a>(&'a self, f: &mut dyn FnMut(&'a Stmt)) {
         fn walk<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
@@ -556,6 +578,10 @@ pub enum Specialization {
     /// runtime proved, before the launch, that every lane of every program that this access
     /// touches (mask true) has its offset inside the buffer, so the source may skip the check.
     InBounds(u32),
+    /// Index of a mask in [`Kernel::masks`] order: `FUSE_TRUE_<k>` is 1 when the runtime proved,
+    /// before the launch, that the mask is true on every lane of every program, so the source
+    /// may treat it as the constant `true`.
+    AllTrue(u32),
 }
 
 impl Specialization {
@@ -565,6 +591,7 @@ impl Specialization {
             Specialization::Align16(p) => format!("FUSE_ALIGN16_{}", kernel_params[p as usize].name),
             Specialization::Div16(p) => format!("FUSE_DIV16_{}", kernel_params[p as usize].name),
             Specialization::InBounds(k) => format!("FUSE_INB_{k}"),
+            Specialization::AllTrue(k) => format!("FUSE_TRUE_{k}"),
         }
     }
 }

@@ -156,6 +156,7 @@ fn module(
         Specialization::Align16(i) => quote! { ::fuse::fuse_ir::Specialization::Align16(#i) },
         Specialization::Div16(i) => quote! { ::fuse::fuse_ir::Specialization::Div16(#i) },
         Specialization::InBounds(i) => quote! { ::fuse::fuse_ir::Specialization::InBounds(#i) },
+        Specialization::AllTrue(i) => quote! { ::fuse::fuse_ir::Specialization::AllTrue(#i) },
     });
     let where_clause = &f.generics.where_clause;
     quote! {

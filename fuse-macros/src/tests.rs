@@ -963,6 +963,7 @@ fn expands_to_module_with_launcher() {
             Specialization::InBounds(i) => {
                 format!(":: fuse :: fuse_ir :: Specialization :: InBounds ({i}u32)")
             }
+            Specialization::AllTrue(i) => format!(":: fuse :: fuse_ir :: Specialization :: AllTrue ({i}u32)"),
         };
         assert!(text.contains(&spelled), "missing {spelled}");
     }

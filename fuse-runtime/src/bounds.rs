@@ -20,6 +20,12 @@
 //! * a mask `a < b` (`<=`, `>`, `>=`, `==`, joined by `&`) narrows `a` and `b` to the values they
 //!   can have on the lanes where it is true; the offset is then re-evaluated on those lanes, through
 //!   element-wise operations only (a reduction is unknown, so it never sees a narrowed lane set).
+//!
+//! The same intervals prove masks constant (`FUSE_TRUE_<k>`, [`fuse_ir::Specialization::AllTrue`]):
+//! a mask of [`Kernel::masks`] (assigned once, by an integer comparison or an `&` of such) whose
+//! comparisons hold for every value their operands' intervals allow, evaluated where the mask is
+//! assigned, is true on every lane of every program (`offs < n` when the grid covers exactly `n`,
+//! `cols < n_cols` when the tile is the row).
 
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Literal, Shape, Stmt, UnaryOp, VarId};
 
@@ -143,12 +149,37 @@ struct AccessPlan {
     narrows: Vec<Narrow>,
 }
 
+/// A mask's test, over vars whose steps precede it.
+#[derive(Clone, Debug)]
+enum Test {
+    Compare(BinaryOp, VarId, VarId),
+    And(Box<Test>, Box<Test>),
+}
+
+/// What decides one mask of [`Kernel::masks`].
+#[derive(Clone, Debug)]
+struct MaskPlan {
+    steps: Vec<Step>,
+    test: Test,
+}
+
+/// What [`BoundsPlan::prove`] found for one launch: bit `k` for access (mask) `k`, the first 64.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Proof {
+    /// Accesses whose every lane lies inside the buffer.
+    pub(crate) in_bounds: u64,
+    /// Masks true on every lane of every program.
+    pub(crate) all_true: u64,
+}
+
 /// Built once per kernel; see the module docs.
 #[derive(Debug)]
 pub(crate) struct BoundsPlan {
     /// Per access in [`Kernel::accesses`] order; `None` when the offset depends on something the
     /// analysis cannot follow (it is never proven).
     accesses: Vec<Option<AccessPlan>>,
+    /// Per mask in [`Kernel::masks`] order; `None` when its test cannot be followed.
+    masks: Vec<Option<MaskPlan>>,
     /// Per var: its dtype and, for tiles, its length in elements (const generics unresolved).
     types: Vec<fuse_ir::Ty>,
 }
@@ -184,21 +215,39 @@ impl BoundsPlan {
                 Some(AccessPlan { param: a.param, offset: a.offset, steps: b.steps, narrows })
             })
             .collect();
-        BoundsPlan { accesses, types: k.vars.iter().map(|v| v.ty.clone()).collect() }
+        let masks = k
+            .masks()
+            .iter()
+            .map(|&m| {
+                let Def::Once(at, expr) = &defs[m.0 as usize] else { return None };
+                let mut b = Builder { defs: &defs, steps: Vec::new(), seen: vec![false; k.vars.len()] };
+                let test = b.test(expr, at)?;
+                Some(MaskPlan { steps: b.steps, test })
+            })
+            .collect();
+        BoundsPlan { accesses, masks, types: k.vars.iter().map(|v| v.ty.clone()).collect() }
     }
 
-    /// One bit per access (bit `k` for access `k`, the first 64): 1 where every lane the access
-    /// touches is proven to lie inside its buffer.
-    pub(crate) fn prove(&self, f: &LaunchFacts<'_>) -> u64 {
-        let mut bits = 0u64;
+    /// What holds for this launch (see [`Proof`]).
+    pub(crate) fn prove(&self, f: &LaunchFacts<'_>) -> Proof {
+        let mut proof = Proof::default();
         let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
         for (i, plan) in self.accesses.iter().enumerate().take(64) {
             let Some(plan) = plan else { continue };
             if self.proves(plan, f, &mut vals) {
-                bits |= 1 << i;
+                proof.in_bounds |= 1 << i;
             }
         }
-        bits
+        for (i, plan) in self.masks.iter().enumerate().take(64) {
+            let Some(plan) = plan else { continue };
+            for s in &plan.steps {
+                vals[s.var.0 as usize] = self.eval(s, f, &vals);
+            }
+            if always(&plan.test, &vals) {
+                proof.all_true |= 1 << i;
+            }
+        }
+        proof
     }
 
     fn proves(&self, plan: &AccessPlan, f: &LaunchFacts<'_>, vals: &mut [Option<Iv>]) -> bool {
@@ -276,6 +325,29 @@ impl BoundsPlan {
             },
         };
         fit(d, iv)
+    }
+}
+
+/// Whether `test` holds for every value in the intervals `vals` (vacuously where one is empty:
+/// that code never runs).
+fn always(test: &Test, vals: &[Option<Iv>]) -> bool {
+    match test {
+        Test::And(a, b) => always(a, vals) && always(b, vals),
+        Test::Compare(op, a, b) => {
+            let (Some(a), Some(b)) = (vals[a.0 as usize], vals[b.0 as usize]) else { return false };
+            if a.is_empty() || b.is_empty() {
+                return true;
+            }
+            match op {
+                BinaryOp::Lt => a.hi < b.lo,
+                BinaryOp::Le => a.hi <= b.lo,
+                BinaryOp::Gt => a.lo > b.hi,
+                BinaryOp::Ge => a.lo >= b.hi,
+                BinaryOp::Eq => a.lo == a.hi && b.lo == b.hi && a.lo == b.lo,
+                BinaryOp::Ne => a.hi < b.lo || a.lo > b.hi,
+                _ => false,
+            }
+        }
     }
 }
 
@@ -394,6 +466,29 @@ impl Builder<'_> {
         self.seen[v.0 as usize] = true;
         self.steps.push(Step { var: v, op });
         true
+    }
+
+    /// The test of a mask assigned `expr` at `at`: integer comparisons joined by `&`, every
+    /// operand followed where the comparison reads it; `None` if it has another form.
+    fn test(&mut self, expr: &Expr, at: &Pos) -> Option<Test> {
+        let operand = |b: &mut Self, v: VarId| -> Option<Test> {
+            let Def::Once(p, e) = &b.defs[v.0 as usize] else { return None };
+            if !p.dominates(at) {
+                return None;
+            }
+            let p = p.clone();
+            b.test(&e.clone(), &p)
+        };
+        match *expr {
+            Expr::Copy(v) | Expr::Splat(v) => operand(self, v),
+            Expr::Binary(BinaryOp::And, a, b) => {
+                Some(Test::And(Box::new(operand(self, a)?), Box::new(operand(self, b)?)))
+            }
+            Expr::Binary(op, a, b) if op.is_comparison() => {
+                (self.follow(a, at) && self.follow(b, at)).then_some(Test::Compare(op, a, b))
+            }
+            _ => None,
+        }
     }
 
     /// The narrowings that mask `m` (read at `at`) implies on its true lanes.

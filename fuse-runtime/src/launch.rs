@@ -1,6 +1,6 @@
 //! [`launch`]: validation, then the CPU interpreter or a CUDA launch.
 
-use crate::bounds::LaunchFacts;
+use crate::bounds::{LaunchFacts, Proof};
 use crate::cuda::HotKey;
 use crate::device::{Buffer, Device, Storage};
 use crate::element::{as_bytes, as_bytes_mut, Element};
@@ -512,8 +512,30 @@ impl KernelSpec {
         let max_grid = device.cuda_inner().map_or(CPU_MAX_GRID, |d| d.max_grid);
         validate_grid(config.grid, max_grid, device)?;
         validate_args(k, &info.narrow_index, device, args)?;
-        let bits = prove(info, consts, [config.grid.x, config.grid.y, config.grid.z], args);
+        let bits = prove(info, consts, [config.grid.x, config.grid.y, config.grid.z], args).in_bounds;
         Ok((0..k.accesses().len()).map(|a| a < 64 && bits & (1 << a) != 0).collect())
+    }
+
+    /// Per mask (in [`fuse_ir::Kernel::masks`] order: bool tiles assigned once, by an integer
+    /// comparison or an `&`), whether a launch with these const generics, grid and arguments
+    /// treats it as the constant `true`: whether the runtime proves, before launching, that it
+    /// holds on every lane of every program (see docs/DESIGN.md, "Launch-time bounds proof").
+    /// The arguments are validated as [`launch`] validates them.
+    pub fn proven_all_true(
+        &self,
+        device: &Device,
+        config: LaunchConfig,
+        consts: &[u64],
+        args: &[KernelArg<'_>],
+    ) -> Result<Vec<bool>> {
+        let info = self.info()?;
+        let k = &info.kernel;
+        validate_consts_with(k, &info.tile_lens, consts)?;
+        let max_grid = device.cuda_inner().map_or(CPU_MAX_GRID, |d| d.max_grid);
+        validate_grid(config.grid, max_grid, device)?;
+        validate_args(k, &info.narrow_index, device, args)?;
+        let bits = prove(info, consts, [config.grid.x, config.grid.y, config.grid.z], args).all_true;
+        Ok((0..k.masks().len()).map(|m| m < 64 && bits & (1 << m) != 0).collect())
     }
 }
 
@@ -525,7 +547,7 @@ fn specialization_bits(
     grid: [u32; 3],
     args: &[KernelArg<'_>],
 ) -> u64 {
-    let mut proof: Option<u64> = None;
+    let mut proof: Option<Proof> = None;
     let mut bits = 0u64;
     for (i, s) in specs.iter().enumerate().take(64) {
         let on = match *s {
@@ -538,8 +560,12 @@ fn specialization_bits(
             },
             Specialization::Div16(p) => scalar_value(args.get(p as usize)).is_some_and(|v| v % 16 == 0),
             Specialization::InBounds(a) => {
-                let proof = *proof.get_or_insert_with(|| in_bounds_bits(info, consts, grid, args));
-                a < 64 && proof & (1 << a) != 0
+                let proof = *proof.get_or_insert_with(|| memo_proof(info, consts, grid, args));
+                a < 64 && proof.in_bounds & (1 << a) != 0
+            }
+            Specialization::AllTrue(m) => {
+                let proof = *proof.get_or_insert_with(|| memo_proof(info, consts, grid, args));
+                m < 64 && proof.all_true & (1 << m) != 0
             }
         };
         bits |= u64::from(on) << i;
@@ -566,7 +592,7 @@ fn buffer_len(a: &KernelArg<'_>) -> Option<u64> {
 }
 
 /// [`crate::bounds::BoundsPlan::prove`] over this launch's values.
-fn prove(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_>]) -> u64 {
+fn prove(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_>]) -> Proof {
     let scalars: Vec<Option<i128>> = args.iter().map(|a| scalar_value(Some(a))).collect();
     let lens: Vec<Option<u64>> = args.iter().map(buffer_len).collect();
     info.bounds.prove(&LaunchFacts { consts, grid, scalars: &scalars, lens: &lens })
@@ -574,7 +600,7 @@ fn prove(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_
 
 /// [`prove`] for this launch, reusing the last launch's answer when its inputs (const
 /// generics, grid, integer scalars, buffer lengths) are the same.
-fn in_bounds_bits(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_>]) -> u64 {
+fn memo_proof(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_>]) -> Proof {
     // The inputs as 64-bit words (a scalar's bits, a buffer's length; kinds are fixed per kernel).
     const MAX_KEY: usize = 32;
     let mut key = [0u64; MAX_KEY];
@@ -601,13 +627,13 @@ fn in_bounds_bits(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[Ker
             return last.1;
         }
     }
-    let bits = prove(info, consts, grid, args);
+    let proof = prove(info, consts, grid, args);
     if let (Some(key), Ok(mut last)) = (memo, info.last_proof.lock()) {
         last.0.clear();
         last.0.extend_from_slice(key);
-        last.1 = bits;
+        last.1 = proof;
     }
-    bits
+    proof
 }
 
 fn run_cpu(k: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [KernelArg<'_>]) -> Result<()> {

@@ -1,7 +1,7 @@
 //! [`KernelSpec`]: what `#[fused_kernel]` generates for each kernel (name, CUDA source, IR, the
 //! launch-time specializations its source reads), and the compile-time entry points on it.
 
-use crate::bounds::BoundsPlan;
+use crate::bounds::{BoundsPlan, Proof};
 use crate::error::{Error, Result};
 use fuse_ir::{DType, Expr, Kernel, Len, ParamKind, Specialization, Stmt, UnaryOp};
 use std::fmt::Write as _;
@@ -31,7 +31,7 @@ pub(crate) struct KernelInfo {
     /// The last launch's proof: its inputs (const generics, grid, scalar bits and buffer lengths)
     /// and result bits. Launches repeat
     /// their shapes, so the proof usually runs once per shape.
-    pub(crate) last_proof: Mutex<(Vec<u64>, u64)>,
+    pub(crate) last_proof: Mutex<(Vec<u64>, Proof)>,
 }
 
 impl KernelInfo {
@@ -127,6 +127,7 @@ impl KernelSpec {
         let nvars = kernel.vars.len();
         let nparams = kernel.params.len();
         let naccesses = kernel.accesses().len();
+        let nmasks = kernel.masks().len();
         for s in self.specializations {
             let ok = match *s {
                 Specialization::Align16(p) => {
@@ -136,6 +137,7 @@ impl KernelSpec {
                     matches!(kernel.params.get(p as usize).map(|p| p.kind), Some(ParamKind::Scalar(d)) if d.is_int())
                 }
                 Specialization::InBounds(a) => (a as usize) < naccesses,
+                Specialization::AllTrue(m) => (m as usize) < nmasks,
             };
             if !ok {
                 return Err(format!(
@@ -157,6 +159,21 @@ impl KernelSpec {
         if !inb.is_empty() && !inb.iter().copied().eq(0..naccesses as u32) {
             return Err(format!(
                 "kernel `{}`: the source names accesses {inb:?} but the IR has {naccesses}",
+                self.name
+            ));
+        }
+        // Likewise every mask, in `Kernel::masks` order, or none.
+        let masks: Vec<u32> = self
+            .specializations
+            .iter()
+            .filter_map(|s| match *s {
+                Specialization::AllTrue(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        if !masks.is_empty() && !masks.iter().copied().eq(0..nmasks as u32) {
+            return Err(format!(
+                "kernel `{}`: the source names masks {masks:?} but the IR has {nmasks}",
                 self.name
             ));
         }
@@ -198,7 +215,7 @@ impl KernelSpec {
             tile_lens,
             shape,
             bounds,
-            last_proof: Mutex::new((Vec::new(), 0)),
+            last_proof: Mutex::new((Vec::new(), Proof::default())),
         })
     }
 
@@ -285,7 +302,7 @@ pub(crate) fn full_source_for(
     for (i, sp) in specs.iter().enumerate() {
         let named = match *sp {
             Specialization::Align16(p) | Specialization::Div16(p) => (p as usize) < k.params.len(),
-            Specialization::InBounds(_) => true,
+            Specialization::InBounds(_) | Specialization::AllTrue(_) => true,
         };
         if named {
             let _ = writeln!(

@@ -4,7 +4,7 @@
 use super::affine::Fact;
 use super::ctype::{self, c_type, unsigned_of};
 use super::Ctx;
-use fuse_ir::{BinaryOp, DType, Expr, Stmt, UnaryOp, VarId};
+use fuse_ir::{BinaryOp, DType, Expr, Specialization, Stmt, UnaryOp, VarId};
 
 impl Ctx<'_> {
     pub(super) fn body(&mut self, stmts: &[Stmt]) {
@@ -80,7 +80,14 @@ impl Ctx<'_> {
                     ));
                 }
                 Some(k) => {
-                    let e = self.elem(dst, expr, "fuse_i");
+                    let mut e = self.elem(dst, expr, "fuse_i");
+                    if let Some(m) = self.masks.iter().position(|&v| v == dst) {
+                        // Proven all-true at launch: a constant, which folds every test of it away.
+                        let all_true = Specialization::AllTrue(m as u32);
+                        self.spec(all_true);
+                        self.masks_named += 1;
+                        e = format!("{} || {e}", all_true.macro_name(&self.k.params));
+                    }
                     let d = self.name(dst).to_string();
                     self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{d}[fuse_i] = {e};"));
                 }

@@ -55,6 +55,8 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         accesses: 0,
         rand_words: Vec::new(),
         rand_bounds: Vec::new(),
+        masks: kernel.masks(),
+        masks_named: 0,
         assignments: assignment_counts(kernel),
         w: Writer::new(1),
     };
@@ -66,6 +68,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     cx.body(&order.rest);
     // FUSE_INB_<k> names access k of `Kernel::accesses`: a mismatch would unguard the wrong one.
     assert_eq!(cx.accesses as usize, kernel.accesses().len(), "accesses are numbered in program order");
+    assert_eq!(cx.masks_named, cx.masks.len(), "every mask's one assignment is emitted");
     cx.finish()
 }
 
@@ -99,6 +102,10 @@ struct Ctx<'k> {
     rand_words: Vec<VarId>,
     /// The scalar `p` of each `rand > p` bound emitted so far; bound `n` is `fuse_lb<n>`.
     rand_bounds: Vec<VarId>,
+    /// [`Kernel::masks`]: mask `k` is assigned as `FUSE_TRUE_<k> || (test)`.
+    masks: Vec<VarId>,
+    /// How many of them were emitted so far.
+    masks_named: usize,
     /// Per var: how many statements assign it (`for` counters included).
     assignments: Vec<u32>,
     /// The kernel body; the rest of the file is assembled around it in [`Ctx::finish`].
@@ -177,6 +184,7 @@ impl Ctx<'_> {
             Specialization::Align16(p) => (0, p),
             Specialization::Div16(p) => (1, p),
             Specialization::InBounds(a) => (2, a),
+            Specialization::AllTrue(m) => (3, m),
         });
         let mut out = Writer::new(0);
         out.line(format!(
@@ -200,6 +208,9 @@ impl Ctx<'_> {
                 }
                 Specialization::InBounds(a) => {
                     format!("1 if access {a} is proven in bounds for this launch, else 0")
+                }
+                Specialization::AllTrue(m) => {
+                    format!("1 if mask {m} is proven true on every lane for this launch, else 0")
                 }
             };
             required.push((s.macro_name(&k.params), what));

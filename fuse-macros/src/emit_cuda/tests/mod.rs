@@ -67,7 +67,8 @@ fn emit_add_mul_signature_and_specializations() {
             Specialization::InBounds(0),
             Specialization::InBounds(1),
             Specialization::InBounds(2),
-            Specialization::InBounds(3)
+            Specialization::InBounds(3),
+            Specialization::AllTrue(0)
         ]
     );
     // Proven in bounds at launch, with a chunk-uniform mask: vector accesses, no check, no
@@ -117,7 +118,8 @@ fn emit_softmax_reads_stride_divisibility() {
             Specialization::Div16(3),
             Specialization::Div16(4),
             Specialization::InBounds(0),
-            Specialization::InBounds(1)
+            Specialization::InBounds(1),
+            Specialization::AllTrue(0)
         ]
     );
     let src = &out.source;
