@@ -506,21 +506,15 @@ impl KernelSpec {
         consts: &[u64],
         args: &[KernelArg<'_>],
     ) -> Result<Vec<bool>> {
-        let info = self.info()?;
-        let k = &info.kernel;
-        validate_consts_with(k, &info.tile_lens, consts)?;
-        let max_grid = device.cuda_inner().map_or(CPU_MAX_GRID, |d| d.max_grid);
-        validate_grid(config.grid, max_grid, device)?;
-        validate_args(k, &info.narrow_index, device, args)?;
-        let bits = prove(info, consts, [config.grid.x, config.grid.y, config.grid.z], args).in_bounds;
-        Ok((0..k.accesses().len()).map(|a| a < 64 && bits & (1 << a) != 0).collect())
+        let (proof, k) = self.proof_for(device, config, consts, args)?;
+        Ok((0..k.accesses().len()).map(|a| a < 64 && proof.in_bounds & (1 << a) != 0).collect())
     }
 
     /// Per mask (in [`fuse_ir::Kernel::masks`] order: bool tiles assigned once, by an integer
     /// comparison or an `&`), whether a launch with these const generics, grid and arguments
     /// treats it as the constant `true`: whether the runtime proves, before launching, that it
-    /// holds on every lane of every program (see docs/DESIGN.md, "Launch-time bounds proof").
-    /// The arguments are validated as [`launch`] validates them.
+    /// holds on every lane of every program (see docs/DESIGN.md, "Masks proven true"). The
+    /// arguments are validated as [`launch`] validates them.
     pub fn proven_all_true(
         &self,
         device: &Device,
@@ -528,14 +522,25 @@ impl KernelSpec {
         consts: &[u64],
         args: &[KernelArg<'_>],
     ) -> Result<Vec<bool>> {
+        let (proof, k) = self.proof_for(device, config, consts, args)?;
+        Ok((0..k.masks().len()).map(|m| m < 64 && proof.all_true & (1 << m) != 0).collect())
+    }
+
+    /// The launch-time proof for a launch, its inputs validated as [`launch`] validates them.
+    fn proof_for(
+        &self,
+        device: &Device,
+        config: LaunchConfig,
+        consts: &[u64],
+        args: &[KernelArg<'_>],
+    ) -> Result<(Proof, &Kernel)> {
         let info = self.info()?;
         let k = &info.kernel;
         validate_consts_with(k, &info.tile_lens, consts)?;
         let max_grid = device.cuda_inner().map_or(CPU_MAX_GRID, |d| d.max_grid);
         validate_grid(config.grid, max_grid, device)?;
         validate_args(k, &info.narrow_index, device, args)?;
-        let bits = prove(info, consts, [config.grid.x, config.grid.y, config.grid.z], args).all_true;
-        Ok((0..k.masks().len()).map(|m| m < 64 && bits & (1 << m) != 0).collect())
+        Ok((prove(info, consts, [config.grid.x, config.grid.y, config.grid.z], args), k))
     }
 }
 

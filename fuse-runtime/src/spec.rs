@@ -146,37 +146,24 @@ impl KernelSpec {
                 ));
             }
         }
-        // The emitter names every access, in `Kernel::accesses` order: a source that names some
-        // other set would have its checks dropped for the wrong accesses.
-        let inb: Vec<u32> = self
-            .specializations
-            .iter()
-            .filter_map(|s| match *s {
-                Specialization::InBounds(a) => Some(a),
-                _ => None,
-            })
-            .collect();
-        if !inb.is_empty() && !inb.iter().copied().eq(0..naccesses as u32) {
-            return Err(format!(
-                "kernel `{}`: the source names accesses {inb:?} but the IR has {naccesses}",
-                self.name
-            ));
-        }
-        // Likewise every mask, in `Kernel::masks` order, or none.
-        let masks: Vec<u32> = self
-            .specializations
-            .iter()
-            .filter_map(|s| match *s {
-                Specialization::AllTrue(m) => Some(m),
-                _ => None,
-            })
-            .collect();
-        if !masks.is_empty() && !masks.iter().copied().eq(0..nmasks as u32) {
-            return Err(format!(
-                "kernel `{}`: the source names masks {masks:?} but the IR has {nmasks}",
-                self.name
-            ));
-        }
+        // The emitter names every access (mask) in `Kernel::accesses` (`Kernel::masks`) order: a
+        // source that names some other set would drop the checks (tests) of the wrong ones.
+        let named = |what: &str, n: usize, index: fn(&Specialization) -> Option<u32>| {
+            let named: Vec<u32> = self.specializations.iter().filter_map(index).collect();
+            if named.is_empty() || named.iter().copied().eq(0..n as u32) {
+                Ok(())
+            } else {
+                Err(format!("kernel `{}`: the source names {what} {named:?} but the IR has {n}", self.name))
+            }
+        };
+        named("accesses", naccesses, |s| match *s {
+            Specialization::InBounds(a) => Some(a),
+            _ => None,
+        })?;
+        named("masks", nmasks, |s| match *s {
+            Specialization::AllTrue(m) => Some(m),
+            _ => None,
+        })?;
         let mut narrow_index: Vec<Option<DType>> = vec![None; nparams];
         let mut bad: Option<String> = None;
         kernel.visit_stmts(&mut |s| {
