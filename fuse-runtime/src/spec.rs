@@ -312,7 +312,7 @@ pub(crate) fn full_source_for(
 /// sweeping 1..32 warps over the anchor shapes with Triton measured in the same session
 /// (H200, 2026-11-22, `docs/runs/sweep-h200-s3` and `-s4`, docs/PERF.md; figures below in GB/s from those sweeps):
 /// * element-wise kernels: 8 elements per thread (`clamp(L / 256, 1, 16)`), 16 where the kernel
-///   does math (`erf`, `exp`, `rand`, ...) and 32 where it does math on 2-byte loads: more
+///   does math (`erf`, `exp`, `rand`, ...) and 32 where it does math on 1- or 2-byte loads: more
 ///   independent lanes per thread to hide the long dependent chains, and per-thread setup (a
 ///   division, say) spread over more of them (bias+GELU+dropout 1024-element tiles, 8192x4096 /
 ///   16384x8192, `docs/runs/sweep-h200-s4/run2-*`: f32 1 warp 3350 / 3652, 2 warps 3526 / 3780;

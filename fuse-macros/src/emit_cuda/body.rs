@@ -107,10 +107,13 @@ impl Ctx<'_> {
     /// (wrapping to 0 at `b`). The thread takes that path only where it is exact — `b > 0`, the
     /// first value non-negative, and no lane wrapped — and else divides every lane. `a` is
     /// `s + index` modulo its type or a type it was cast from, so along the index it steps by +1
-    /// except at wraps, each a step down; its last slot `z` is `K` indices after its first `a0`
-    /// (`K = (NCH - 1) * D + VEC - 1`), hence `z = a0 + K - W` with `W >= 0` the total of the
-    /// steps down. `z >= a0` and `z - a0 == K` modulo 2^bits force `W = 0`: a `W > 0` would be a
-    /// multiple of 2^bits, more than `K`. 4- and 8-byte types only (`D` fits them).
+    /// except where some type wrapped, where the step differs from +1 by a multiple of that
+    /// type's 2^bits (-2^bits, or 2^64 - 2^32 where a sign extension into a wider unsigned type
+    /// follows an i32 wrap). Its last slot `z` is `K` indices after its first `a0`
+    /// (`K = (NCH - 1) * D + VEC - 1`), so `z - a0 = K + J` with `J` the jumps' total. `z >= a0`
+    /// and `z - a0 == K` modulo 2^bits of `a`'s type force `J = 0`: jumps that cancel modulo
+    /// 2^bits without cancelling outright would need far more wraps, or a far longer span, than a
+    /// tile of at most 2^16 elements allows. 4- and 8-byte types only (`D` fits them).
     fn rem_contig(&mut self, dst: VarId, a: VarId, b: VarId) {
         self.needs.int_div = true;
         let k = self.tile(dst).expect("tile");

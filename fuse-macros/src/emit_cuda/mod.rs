@@ -54,7 +54,8 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         loops: 0,
         accesses: 0,
         rand_words: Vec::new(),
-        rand_bounds: Vec::new(),
+        rand_bounds: 0,
+        top_rand_bounds: Vec::new(),
         masks: kernel.masks(),
         masks_named: 0,
         assignments: assignment_counts(kernel),
@@ -64,7 +65,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     let order = schedule::schedule(kernel, &cx.assignments);
     cx.body(&order.prologue);
     cx.body(&order.uniform);
-    cx.hoisted_rand_bounds(order.prologue.iter().chain(&order.uniform));
+    cx.hoisted_rand_bounds(order.prologue.iter().chain(&order.uniform), &order.rest);
     cx.body(&order.rest);
     // FUSE_INB_<k> names access k of `Kernel::accesses`: a mismatch would unguard the wrong one.
     assert_eq!(cx.accesses as usize, kernel.accesses().len(), "accesses are numbered in program order");
@@ -100,8 +101,10 @@ struct Ctx<'k> {
     accesses: u32,
     /// Tile vars assigned by `rand` whose Philox words are kept in `fuse_bits_<name>`.
     rand_words: Vec<VarId>,
-    /// The scalar `p` of each `rand > p` bound emitted so far; bound `n` is `fuse_lb<n>`.
-    rand_bounds: Vec<VarId>,
+    /// How many `rand > p` bounds (`fuse_lb<n>`) were declared so far.
+    rand_bounds: usize,
+    /// Those declared at the top level for a `p` assigned once (reused by every comparison).
+    top_rand_bounds: Vec<(VarId, usize)>,
     /// [`Kernel::masks`]: mask `k` is assigned as `FUSE_TRUE_<k> || (test)`.
     masks: Vec<VarId>,
     /// How many of them were emitted so far.

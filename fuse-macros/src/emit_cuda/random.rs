@@ -77,8 +77,10 @@ impl Ctx<'_> {
         {
             return None;
         }
-        let n = match self.rand_bounds.iter().position(|&q| q == p) {
-            Some(n) => n,
+        // A bound declared at the top level for a `p` assigned once holds wherever `p` is read;
+        // any other is declared here, for this comparison.
+        let n = match self.top_rand_bounds.iter().find(|(q, _)| *q == p) {
+            Some(&(_, n)) => n,
             None => self.rand_bound(p),
         };
         let x = format!("fuse_bits_{}[{i}]", self.name(r));
@@ -87,36 +89,55 @@ impl Ctx<'_> {
 
     /// Emits `fuse_lb<n> = fuse_rand_gt_bound(p)` and returns `n`.
     fn rand_bound(&mut self, p: VarId) -> usize {
-        let n = self.rand_bounds.len();
-        self.rand_bounds.push(p);
+        let n = self.rand_bounds;
+        self.rand_bounds += 1;
         self.w.line(format!("const unsigned int fuse_lb{n} = fuse_rand_gt_bound({});", self.name(p)));
         n
     }
 
     /// After the prologue and the uniform scalars moved up to it (see [`super::schedule`]): the
-    /// bound of each scalar assigned once there that some `rand(..) > p` compares with, so that
-    /// its branches run before the tile math too. A bound [`Ctx::rand_gt`] then declines to use
-    /// is dead code to NVRTC.
-    pub(super) fn hoisted_rand_bounds<'s>(&mut self, uniform: impl Iterator<Item = &'s Stmt>) {
+    /// bound of each scalar assigned once there that some `rand(..) > p` in the statements still
+    /// to come (`later`) compares with, so that its branches run before the tile math too. A
+    /// bound [`Ctx::rand_gt`] then declines to use is dead code to NVRTC.
+    pub(super) fn hoisted_rand_bounds<'s>(
+        &mut self,
+        uniform: impl Iterator<Item = &'s Stmt>,
+        later: &[Stmt],
+    ) {
+        fn walk(stmts: &[Stmt], thresholds: &mut Vec<(VarId, VarId)>) {
+            for s in stmts {
+                match s {
+                    Stmt::Assign {
+                        expr: Expr::Binary(BinaryOp::Gt, r, p) | Expr::Binary(BinaryOp::Lt, p, r),
+                        ..
+                    } => thresholds.push((*r, *p)),
+                    Stmt::If { then_body, else_body, .. } => {
+                        walk(then_body, thresholds);
+                        walk(else_body, thresholds);
+                    }
+                    Stmt::For { body, .. } => walk(body, thresholds),
+                    _ => {}
+                }
+            }
+        }
         let mut rands: Vec<VarId> = Vec::new();
-        let mut thresholds: Vec<(VarId, VarId)> = Vec::new();
-        self.k.visit_stmts(&mut |s| match s {
-            Stmt::Assign { dst, expr: Expr::Rand { .. } } => rands.push(*dst),
-            Stmt::Assign {
-                expr: Expr::Binary(BinaryOp::Gt, r, p) | Expr::Binary(BinaryOp::Lt, p, r),
-                ..
-            } => thresholds.push((*r, *p)),
-            _ => {}
+        self.k.visit_stmts(&mut |s| {
+            if let Stmt::Assign { dst, expr: Expr::Rand { .. } } = s {
+                rands.push(*dst)
+            }
         });
+        let mut thresholds: Vec<(VarId, VarId)> = Vec::new();
+        walk(later, &mut thresholds);
         for s in uniform {
             let Stmt::Assign { dst: p, .. } = s else { continue };
             if self.assignments[p.0 as usize] != 1 || self.tile(*p).is_some() {
                 continue;
             }
             let compared = thresholds.iter().any(|(r, q)| q == p && rands.contains(r));
-            if compared && self.dtype(*p) == DType::F32 && !self.rand_bounds.contains(p) {
+            if compared && self.dtype(*p) == DType::F32 && !self.top_rand_bounds.iter().any(|(q, _)| q == p) {
                 self.needs.philox = true;
-                self.rand_bound(*p);
+                let n = self.rand_bound(*p);
+                self.top_rand_bounds.push((*p, n));
             }
         }
     }

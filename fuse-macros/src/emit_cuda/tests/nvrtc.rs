@@ -169,3 +169,36 @@ fn emit_nvrtc_dropout_philox_once_per_four() {
     eprintln!("mul.wide.u32: {x4} (8 elements, x4 path), {each} (2 elements, per element)");
     assert!((36..=40).contains(&x4) && (36..=40).contains(&each), "{x4} {each}");
 }
+
+/// `rand(..) > p` reuses a bound only where it holds: not across a reassignment of `p`, and not out
+/// of the block that declared it (both compile; the first gave the second test the old bound, the
+/// second left a later use with an undeclared name).
+#[test]
+fn emit_rand_bounds_follow_each_p() {
+    let k = crate::tests::ok(
+        r#"
+pub fn k<const BLOCK: usize>(x: *const f32, pp: *const f32, out: *mut f32, out2: *mut f32, seed: u64, flag: i32, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let m = offs < n;
+    let w = load(x + offs, m) * 2.0;
+    let r = rand(seed, offs);
+    let mut p = 0.25;
+    let a = where_(r > p, 1.0, 0.0);
+    p = 0.75;
+    let b = where_(r > p, 2.0, 0.0);
+    let q = load(pp);
+    if flag > 0 {
+        store(out2 + offs, where_(r > q, w, 0.0), m);
+    }
+    store(out + offs, a + b + where_(r > q, w, 0.0), m);
+}"#,
+    );
+    let out = emit_cuda(&k);
+    let src = &out.source;
+    let bounds = src.matches("const unsigned int fuse_lb").count();
+    assert_eq!(bounds, 4, "one bound per comparison here (p twice, q in and after the if)\n{src}");
+    if nvrtc_present() {
+        let full = defines(&k, &out.specializations, 1024, 1, 4, 1) + src;
+        compile(&full, "sm_90").unwrap_or_else(|log| panic!("{log}\n{}", numbered(&full)));
+    }
+}
