@@ -226,6 +226,64 @@ impl Bench {
     }
 }
 
+/// What a row kernel's launch reads: `rows x cols` input `x`, the row vectors `w` and `b`
+/// (LayerNorm's weight and bias; softmax ignores them), the tile `blk`, grid `gr` and `c = cols`.
+struct RowArgs<'a, T: Element> {
+    d: &'a Device,
+    blk: usize,
+    gr: u32,
+    c: i32,
+    x: &'a Buffer<T>,
+    w: &'a Buffer<T>,
+    b: &'a Buffer<T>,
+}
+
+impl Bench {
+    /// One row pattern at one shape and dtype: the fused kernel (`fused(args, y)`), its unfused
+    /// chain (`chain(args, y, tmp, row_vec1, row_vec2)`) and a copy of the same bytes.
+    #[allow(clippy::type_complexity)]
+    fn row_case<T: Element>(
+        &mut self,
+        pattern: &'static str,
+        (rows, cols): (usize, usize),
+        dtype: &'static str,
+        conv: fn(&[f32]) -> Vec<T>,
+        mut fused: impl FnMut(&RowArgs<'_, T>, &mut Buffer<T>) -> Result<()>,
+        mut chain: impl FnMut(
+            &RowArgs<'_, T>,
+            &mut Buffer<T>,
+            &mut Buffer<T>,
+            &mut Buffer<T>,
+            &mut Buffer<T>,
+        ) -> Result<()>,
+    ) -> Result<()> {
+        let d = self.dev.clone();
+        let x = d.upload(&conv(&randn(rows * cols, 3)))?;
+        let w = d.upload(&conv(&randn(cols, 4)))?;
+        let b = d.upload(&conv(&randn(cols, 5)))?;
+        let (mut y, mut t) = (d.zeros::<T>(rows * cols)?, d.zeros::<T>(rows * cols)?);
+        let (mut r1, mut r2) = (d.zeros::<T>(rows)?, d.zeros::<T>(rows)?);
+        let es = std::mem::size_of::<T>();
+        let bytes =
+            if pattern == "layernorm" { (2 * rows * cols + 2 * cols) * es } else { 2 * rows * cols * es };
+        let shape = format!("{rows}x{cols}");
+        let a = RowArgs {
+            d: &d,
+            blk: cols.next_power_of_two(),
+            gr: rows as u32,
+            c: cols as i32,
+            x: &x,
+            w: &w,
+            b: &b,
+        };
+        self.time(pattern, &shape, dtype, "fuse", bytes, || fused(&a, &mut y));
+        self.time(pattern, &shape, dtype, "fuse unfused chain", bytes, || {
+            chain(&a, &mut y, &mut t, &mut r1, &mut r2)
+        });
+        self.copy(pattern, &shape, dtype, &x, 2 * rows * cols * es)
+    }
+}
+
 fn randn(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed | 1;
     (0..n)
@@ -311,182 +369,72 @@ fn run() -> Result<()> {
         add_mul_case!(b, n, f16, "float16", add_mul::add_mul_f16, k16, as_f16);
     }
 
-    macro_rules! row_case {
-        ($pat:literal, $rows:expr, $cols:expr, $T:ty, $dt:literal, $k:ident, $conv:expr, $fused:expr, $chain:expr) => {{
-            let (rows, cols): (usize, usize) = ($rows, $cols);
-            let d = b.dev.clone();
-            let host: Vec<$T> = $conv(&randn(rows * cols, 3));
-            let x = d.upload(&host)?;
-            let w = d.upload(&$conv(&randn(cols, 4)))?;
-            let bb = d.upload(&$conv(&randn(cols, 5)))?;
-            let mut y = d.zeros::<$T>(rows * cols)?;
-            let mut t = d.zeros::<$T>(rows * cols)?;
-            let (mut r1, mut r2) = (d.zeros::<$T>(rows)?, d.zeros::<$T>(rows)?);
-            let es = std::mem::size_of::<$T>();
-            let bytes =
-                if $pat == "layernorm" { (2 * rows * cols + 2 * cols) * es } else { 2 * rows * cols * es };
-            let shape = format!("{rows}x{cols}");
-            let blk = cols.next_power_of_two();
-            let (gr, c) = (rows as u32, cols as i32);
-            #[allow(unused_variables)]
-            b.time($pat, &shape, $dt, "fuse", bytes, || $fused(&d, blk, gr, c, &x, &w, &bb, &mut y));
-            b.time($pat, &shape, $dt, "fuse unfused chain", bytes, || {
-                $chain(&d, blk, gr, c, &x, &w, &bb, &mut y, &mut t, &mut r1, &mut r2)
-            });
-            b.copy($pat, &shape, $dt, &x, 2 * rows * cols * es)?;
-        }};
-    }
-
     for (rows, cols) in [(1024usize, 512usize), (4096, 4096), (32768, 1024), (8192, 8192)] {
-        row_case!(
+        b.row_case(
             "softmax",
-            rows,
-            cols,
-            f32,
+            (rows, cols),
             "float32",
-            k32,
-            |v: &[f32]| v.to_vec(),
-            |d: &Device,
-             blk: usize,
-             gr: u32,
-             c: i32,
-             x: &Buffer<f32>,
-             _w: &Buffer<f32>,
-             _b: &Buffer<f32>,
-             y: &mut Buffer<f32>| {
-                fuse::with_block!(blk, B => softmax::softmax::launch::<B>(d, cfg(gr), y, x, c, c, c))
-            },
-            |d: &Device,
-             blk: usize,
-             gr: u32,
-             c: i32,
-             x: &Buffer<f32>,
-             _w: &Buffer<f32>,
-             _b: &Buffer<f32>,
-             y: &mut Buffer<f32>,
-             t: &mut Buffer<f32>,
-             m: &mut Buffer<f32>,
-             s: &mut Buffer<f32>| {
-                fuse::with_block!(blk, B => {
-                    k32::row_max::launch::<B>(d, gr, x, m, c)?;
-                    k32::sub_exp::launch::<B>(d, gr, x, m, t, c)?;
-                    k32::row_sum::launch::<B>(d, gr, t, s, c)?;
-                    k32::div_row::launch::<B>(d, gr, t, s, y, c)
+            |v| v.to_vec(),
+            |a, y| fuse::with_block!(a.blk, B => softmax::softmax::launch::<B>(a.d, cfg(a.gr), y, a.x, a.c, a.c, a.c)),
+            |a, y, t, m, s| {
+                fuse::with_block!(a.blk, B => {
+                    k32::row_max::launch::<B>(a.d, a.gr, a.x, m, a.c)?;
+                    k32::sub_exp::launch::<B>(a.d, a.gr, a.x, m, t, a.c)?;
+                    k32::row_sum::launch::<B>(a.d, a.gr, t, s, a.c)?;
+                    k32::div_row::launch::<B>(a.d, a.gr, t, s, y, a.c)
                 })
-            }
-        );
-        row_case!(
+            },
+        )?;
+        b.row_case(
             "softmax",
-            rows,
-            cols,
-            f16,
+            (rows, cols),
             "float16",
-            k16,
             as_f16,
-            |d: &Device,
-             blk: usize,
-             gr: u32,
-             c: i32,
-             x: &Buffer<f16>,
-             _w: &Buffer<f16>,
-             _b: &Buffer<f16>,
-             y: &mut Buffer<f16>| {
-                fuse::with_block!(blk, B => softmax::softmax_f16::launch::<B>(d, cfg(gr), y, x, c, c, c))
-            },
-            |d: &Device,
-             blk: usize,
-             gr: u32,
-             c: i32,
-             x: &Buffer<f16>,
-             _w: &Buffer<f16>,
-             _b: &Buffer<f16>,
-             y: &mut Buffer<f16>,
-             t: &mut Buffer<f16>,
-             m: &mut Buffer<f16>,
-             s: &mut Buffer<f16>| {
-                fuse::with_block!(blk, B => {
-                    k16::row_max::launch::<B>(d, gr, x, m, c)?;
-                    k16::sub_exp::launch::<B>(d, gr, x, m, t, c)?;
-                    k16::row_sum::launch::<B>(d, gr, t, s, c)?;
-                    k16::div_row::launch::<B>(d, gr, t, s, y, c)
+            |a, y| fuse::with_block!(a.blk, B => softmax::softmax_f16::launch::<B>(a.d, cfg(a.gr), y, a.x, a.c, a.c, a.c)),
+            |a, y, t, m, s| {
+                fuse::with_block!(a.blk, B => {
+                    k16::row_max::launch::<B>(a.d, a.gr, a.x, m, a.c)?;
+                    k16::sub_exp::launch::<B>(a.d, a.gr, a.x, m, t, a.c)?;
+                    k16::row_sum::launch::<B>(a.d, a.gr, t, s, a.c)?;
+                    k16::div_row::launch::<B>(a.d, a.gr, t, s, y, a.c)
                 })
-            }
-        );
+            },
+        )?;
     }
 
     for (rows, cols) in [(4096usize, 1024usize), (4096, 4096), (8192, 8192), (32768, 768)] {
-        row_case!(
+        b.row_case(
             "layernorm",
-            rows,
-            cols,
-            f32,
+            (rows, cols),
             "float32",
-            k32,
-            |v: &[f32]| v.to_vec(),
-            |d: &Device,
-             blk: usize,
-             gr: u32,
-             c: i32,
-             x: &Buffer<f32>,
-             w: &Buffer<f32>,
-             bb: &Buffer<f32>,
-             y: &mut Buffer<f32>| {
-                fuse::with_block!(blk, B => layernorm::layernorm::launch::<B>(d, cfg(gr), x, y, w, bb, c, c, 1e-5))
+            |v| v.to_vec(),
+            |a, y| {
+                fuse::with_block!(a.blk, B => layernorm::layernorm::launch::<B>(a.d, cfg(a.gr), a.x, y, a.w, a.b, a.c, a.c, 1e-5))
             },
-            |d: &Device,
-             blk: usize,
-             gr: u32,
-             c: i32,
-             x: &Buffer<f32>,
-             w: &Buffer<f32>,
-             bb: &Buffer<f32>,
-             y: &mut Buffer<f32>,
-             _t: &mut Buffer<f32>,
-             m: &mut Buffer<f32>,
-             r: &mut Buffer<f32>| {
-                fuse::with_block!(blk, B => {
-                    k32::row_mean::launch::<B>(d, gr, x, m, c)?;
-                    k32::row_rstd::launch::<B>(d, gr, x, m, r, c, 1e-5)?;
-                    k32::normalize::launch::<B>(d, gr, x, m, r, w, bb, y, c)
+            |a, y, _t, m, r| {
+                fuse::with_block!(a.blk, B => {
+                    k32::row_mean::launch::<B>(a.d, a.gr, a.x, m, a.c)?;
+                    k32::row_rstd::launch::<B>(a.d, a.gr, a.x, m, r, a.c, 1e-5)?;
+                    k32::normalize::launch::<B>(a.d, a.gr, a.x, m, r, a.w, a.b, y, a.c)
                 })
-            }
-        );
-        row_case!(
+            },
+        )?;
+        b.row_case(
             "layernorm",
-            rows,
-            cols,
-            f16,
+            (rows, cols),
             "float16",
-            k16,
             as_f16,
-            |d: &Device,
-             blk: usize,
-             gr: u32,
-             c: i32,
-             x: &Buffer<f16>,
-             w: &Buffer<f16>,
-             bb: &Buffer<f16>,
-             y: &mut Buffer<f16>| {
-                fuse::with_block!(blk, B => layernorm::layernorm_f16::launch::<B>(d, cfg(gr), x, y, w, bb, c, c, 1e-5))
+            |a, y| {
+                fuse::with_block!(a.blk, B => layernorm::layernorm_f16::launch::<B>(a.d, cfg(a.gr), a.x, y, a.w, a.b, a.c, a.c, 1e-5))
             },
-            |d: &Device,
-             blk: usize,
-             gr: u32,
-             c: i32,
-             x: &Buffer<f16>,
-             w: &Buffer<f16>,
-             bb: &Buffer<f16>,
-             y: &mut Buffer<f16>,
-             _t: &mut Buffer<f16>,
-             m: &mut Buffer<f16>,
-             r: &mut Buffer<f16>| {
-                fuse::with_block!(blk, B => {
-                    k16::row_mean::launch::<B>(d, gr, x, m, c)?;
-                    k16::row_rstd::launch::<B>(d, gr, x, m, r, c, 1e-5)?;
-                    k16::normalize::launch::<B>(d, gr, x, m, r, w, bb, y, c)
+            |a, y, _t, m, r| {
+                fuse::with_block!(a.blk, B => {
+                    k16::row_mean::launch::<B>(a.d, a.gr, a.x, m, a.c)?;
+                    k16::row_rstd::launch::<B>(a.d, a.gr, a.x, m, r, a.c, 1e-5)?;
+                    k16::normalize::launch::<B>(a.d, a.gr, a.x, m, r, a.w, a.b, y, a.c)
                 })
-            }
-        );
+            },
+        )?;
     }
 
     macro_rules! bgd_case {
