@@ -518,11 +518,7 @@ impl Kernel {
     /// program order of that statement; the index in this list names it in
     /// [`Specialization::AllTrue`].
     pub fn masks(&self) -> Vec<VarId> {
-        let mut count = vec![0u32; self.vars.len()];
-        self.visit_stmts(&mut |s| match s {
-            Stmt::Assign { dst: v, .. } | Stmt::For { var: v, .. } => count[v.0 as usize] += 1,
-            _ => {}
-        });
+        let count = self.assignment_counts();
         let mut out = Vec::new();
         self.visit_stmts(&mut |s| {
             let Stmt::Assign { dst, expr: Expr::Binary(op, a, _) } = s else { return };
@@ -536,22 +532,34 @@ impl Kernel {
         out
     }
 
+    /// Per var: how many statements assign it (a `for` counter counts its loop).
+    pub fn assignment_counts(&self) -> Vec<u32> {
+        let mut count = vec![0u32; self.vars.len()];
+        self.visit_stmts(&mut |s| match s {
+            Stmt::Assign { dst: v, .. } | Stmt::For { var: v, .. } => count[v.0 as usize] += 1,
+            _ => {}
+        });
+        count
+    }
+
     /// Walks every statement, nested bodies included, in program order.
     pub fn visit_stmts<'a>(&'a self, f: &mut dyn FnMut(&'a Stmt)) {
-        fn walk<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
-            for s in stmts {
-                f(s);
-                match s {
-                    Stmt::If { then_body, else_body, .. } => {
-                        walk(then_body, f);
-                        walk(else_body, f);
-                    }
-                    Stmt::For { body, .. } => walk(body, f),
-                    Stmt::Assign { .. } | Stmt::Store { .. } => {}
-                }
+        visit_stmts(&self.body, f)
+    }
+}
+
+/// Walks `stmts` and every statement nested in them, in program order.
+pub fn visit_stmts<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
+    for s in stmts {
+        f(s);
+        match s {
+            Stmt::If { then_body, else_body, .. } => {
+                visit_stmts(then_body, f);
+                visit_stmts(else_body, f);
             }
+            Stmt::For { body, .. } => visit_stmts(body, f),
+            Stmt::Assign { .. } | Stmt::Store { .. } => {}
         }
-        walk(&self.body, f)
     }
 }
 

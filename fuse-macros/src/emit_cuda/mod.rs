@@ -58,7 +58,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         top_rand_bounds: Vec::new(),
         masks: kernel.masks(),
         masks_named: 0,
-        assignments: assignment_counts(kernel),
+        assignments: kernel.assignment_counts(),
         w: Writer::new(1),
     };
     cx.chunk_uniform = (0..kernel.vars.len()).map(|v| cx.chunk_uniform_cond(VarId(v as u32))).collect();
@@ -71,15 +71,6 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     assert_eq!(cx.accesses as usize, kernel.accesses().len(), "accesses are numbered in program order");
     assert_eq!(cx.masks_named, cx.masks.len(), "every mask's one assignment is emitted");
     cx.finish()
-}
-
-fn assignment_counts(k: &Kernel) -> Vec<u32> {
-    let mut n = vec![0u32; k.vars.len()];
-    k.visit_stmts(&mut |s| match s {
-        fuse_ir::Stmt::Assign { dst: v, .. } | fuse_ir::Stmt::For { var: v, .. } => n[v.0 as usize] += 1,
-        _ => {}
-    });
-    n
 }
 
 /// Emission state for one kernel.

@@ -104,22 +104,6 @@ impl Ctx<'_> {
         uniform: impl Iterator<Item = &'s Stmt>,
         later: &[Stmt],
     ) {
-        fn walk(stmts: &[Stmt], thresholds: &mut Vec<(VarId, VarId)>) {
-            for s in stmts {
-                match s {
-                    Stmt::Assign {
-                        expr: Expr::Binary(BinaryOp::Gt, r, p) | Expr::Binary(BinaryOp::Lt, p, r),
-                        ..
-                    } => thresholds.push((*r, *p)),
-                    Stmt::If { then_body, else_body, .. } => {
-                        walk(then_body, thresholds);
-                        walk(else_body, thresholds);
-                    }
-                    Stmt::For { body, .. } => walk(body, thresholds),
-                    _ => {}
-                }
-            }
-        }
         let mut rands: Vec<VarId> = Vec::new();
         self.k.visit_stmts(&mut |s| {
             if let Stmt::Assign { dst, expr: Expr::Rand { .. } } = s {
@@ -127,7 +111,15 @@ impl Ctx<'_> {
             }
         });
         let mut thresholds: Vec<(VarId, VarId)> = Vec::new();
-        walk(later, &mut thresholds);
+        fuse_ir::visit_stmts(later, &mut |s| {
+            if let Stmt::Assign {
+                expr: Expr::Binary(BinaryOp::Gt, r, p) | Expr::Binary(BinaryOp::Lt, p, r),
+                ..
+            } = s
+            {
+                thresholds.push((*r, *p))
+            }
+        });
         for s in uniform {
             let Stmt::Assign { dst: p, .. } = s else { continue };
             if self.assignments[p.0 as usize] != 1 || self.tile(*p).is_some() {
