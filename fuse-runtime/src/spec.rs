@@ -54,9 +54,8 @@ impl KernelInfo {
 
 /// A grid too small to give each multiprocessor its 64 resident warps at `warps` per program
 /// leaves the GPU latency-bound: double the warps while it still is and every thread keeps at least
-/// 8 elements of the largest tile `l`. (f16 LayerNorm 4096x1024 on an H200, 2026-11-22, Triton 1599
-/// GB/s in the same sweep session: 1 warp 1686 GB/s,
-/// 4 warps 1725; 32768 rows, where 1 warp already fills the GPU: 3287 against 2897.)
+/// 8 elements of the largest tile `l` (f16 LayerNorm 4096x1024 on an H200: 4 warps instead of 1;
+/// the sweep that chose it is `docs/runs/sweep-h200-s3/row_w*.json`).
 fn fill_gpu(mut warps: u32, l: u64, programs: u64, sms: u32) -> u32 {
     while programs.saturating_mul(u64::from(warps)) < 64 * u64::from(sms)
         && l / (64 * u64::from(warps)) >= 8
@@ -309,8 +308,10 @@ pub(crate) fn full_source_for(
 
 /// The default warps per program, from the largest tile length `L` (a power of two) and the
 /// kernel's shape (reductions, loads, element sizes, math), as elements per thread (`L / (32 * warps)`). Tuned on an H200 by
-/// sweeping 1..32 warps over the anchor shapes with Triton measured in the same session
-/// (H200, 2026-11-22, `docs/runs/sweep-h200-s3` and `-s4`, docs/PERF.md; figures below in GB/s from those sweeps):
+/// sweeping 1..32 warps over the anchor shapes (H200, 2026-11-22; the third session's sweep of every
+/// setting in `docs/runs/sweep-h200-s3/`, the fourth session's in `docs/runs/sweep-h200-s4/`, whose
+/// figures in GB/s are quoted below; run 5's launches quoted here are larger than L2, so their
+/// stores were the plain ones):
 /// * element-wise kernels: 8 elements per thread (`clamp(L / 256, 1, 16)`), 16 where the kernel
 ///   does math (`erf`, `exp`, `rand`, ...) and 32 where it does math on 1- or 2-byte loads: more
 ///   independent lanes per thread to hide the long dependent chains, and per-thread setup (a
@@ -318,11 +319,11 @@ pub(crate) fn full_source_for(
 ///   16384x8192, `docs/runs/sweep-h200-s4/run2-*`: f32 1 warp 3350 / 3652, 2 warps 3526 / 3780;
 ///   f16 1 warp 1902 / 2069, 2 warps 1813 / 1951);
 /// * a reduction over one streamed tile (softmax-like): 2-byte elements 16 per thread
-///   (`clamp(L / 512, 1, 16)`; f16 softmax 32768x1024: 2 warps 3644, 4 warps 3380); 4-byte
+///   (`clamp(L / 512, 1, 16)`; f16 softmax 32768x1024: 4 warps 3542, 8 warps 2599); 4-byte
 ///   ones 4 warps up to `L = 4096`, 16 above (Triton's rule, but 4 warps also at 4096);
 /// * a reduction with several tile loads (layernorm-like: x, w, b), whose tiles stay live across
 ///   the reductions: 2-byte elements 32 per thread (`clamp(L / 1024, 1, 16)`; f16 LayerNorm 8192
-///   wide: 8 warps 3788, 16 warps 3527; 768 wide: 1 warp 3287, 4 warps 2897), 4-byte ones
+///   wide: 8 warps 3813, 16 warps 3641; 768 wide: 4 warps 2913, 8 warps 1924), 4-byte ones
 ///   `clamp(L / 256, 1, 8)` up to 2048 wide (Triton's rule) and 16 warps from 4096.
 ///
 /// Never more warps than `L / 32`.
