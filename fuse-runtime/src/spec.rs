@@ -323,8 +323,10 @@ pub(crate) fn full_source_for(
 ///   ones 4 warps up to `L = 4096`, 16 above (Triton's rule, but 4 warps also at 4096);
 /// * a reduction with several tile loads (layernorm-like: x, w, b), whose tiles stay live across
 ///   the reductions: 2-byte elements 32 per thread (`clamp(L / 1024, 1, 16)`; f16 LayerNorm 8192
-///   wide: 8 warps 3813, 16 warps 3641; 768 wide: 4 warps 2913, 8 warps 1924), 4-byte ones
-///   `clamp(L / 256, 1, 8)` up to 2048 wide (Triton's rule) and 16 warps from 4096.
+///   wide: 8 warps 3813, 16 warps 3641; 768 wide: 4 warps 2913, 8 warps 1924) but at least 8
+///   warps from `L = 4096` (f16 LayerNorm 4096x4096 timed alone, fifth session,
+///   `docs/runs/sweep-h200-s5/`: 8 warps 2997–3031, 4 warps 2926–2938, in both runs); 4-byte
+///   ones `clamp(L / 256, 1, 8)` up to 2048 wide (Triton's rule) and 16 warps from 4096.
 ///
 /// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
@@ -374,6 +376,7 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
         WarpShape { tile_loads: 0..=1, narrow: true, .. } => (l / 512).clamp(1, 16),
         WarpShape { tile_loads: 0..=1, narrow: false, .. } if l <= 4096 => 4,
         WarpShape { tile_loads: 0..=1, narrow: false, .. } => 16,
+        WarpShape { narrow: true, .. } if l >= 4096 => (l / 1024).clamp(8, 16),
         WarpShape { narrow: true, .. } => (l / 1024).clamp(1, 16),
         _ if l >= 4096 => 16,
         _ => (l / 256).clamp(1, 8),
@@ -424,7 +427,7 @@ mod tests {
     #[test]
     fn num_warps_several_streams() {
         for (l, w, w16) in
-            [(256, 1, 1), (1024, 4, 1), (2048, 8, 2), (4096, 16, 4), (8192, 16, 8), (65536, 16, 16)]
+            [(256, 1, 1), (1024, 4, 1), (2048, 8, 2), (4096, 16, 8), (8192, 16, 8), (65536, 16, 16)]
         {
             assert_eq!(num_warps_for(Some(l), LAYERNORM), w, "L = {l}");
             assert_eq!(num_warps_for(Some(l), LAYERNORM_F16), w16, "f16 L = {l}");
