@@ -4,83 +4,39 @@ mod common;
 
 use common::*;
 use fuse::half::f16;
-use fuse::{Device, LaunchConfig};
+use fuse::Device;
 
 fn cpu() -> Device {
     Device::cpu()
 }
 
+/// add_mul on the CPU against float64 at one tolerance.
+fn add_mul_case<T: Elem>(rng: &mut Rng, tol: f64) {
+    let n = 100_003; // not a multiple of the block: the tail is masked
+    let (x, y, z) =
+        (T::from_f32s(&rng.vec(n, 2.0)), T::from_f32s(&rng.vec(n, 2.0)), T::from_f32s(&rng.vec(n, 2.0)));
+    let want = add_mul::reference(&T::to_f64s(&x), &T::to_f64s(&y), &T::to_f64s(&z));
+    let got = add_mul_on::<T, 1024>(&cpu(), None, &x, &y, &z);
+    assert_close(&format!("add_mul {}", std::any::type_name::<T>()), &got, &want, tol, tol);
+}
+
 #[test]
 fn add_mul_f32_and_f16() {
     let mut rng = Rng::fresh("add_mul");
-    let d = cpu();
-    let n = 100_003; // not a multiple of the block: the tail is masked
-    let (x, y, z) = (rng.vec(n, 2.0), rng.vec(n, 2.0), rng.vec(n, 2.0));
-    let want = add_mul::reference(&f64s(&x), &f64s(&y), &f64s(&z));
-    let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
-    let grid = n.div_ceil(1024) as u32;
-    add_mul::add_mul::launch::<1024>(
-        &d,
-        grid,
-        &d.upload(&x).unwrap(),
-        &d.upload(&y).unwrap(),
-        &d.upload(&z).unwrap(),
-        &mut out,
-        n as i32,
-    )
-    .unwrap();
-    assert_close("add_mul f32", &f64s(&out.to_vec().unwrap()), &want, 1e-6, 1e-6);
-
-    let (xh, yh, zh) = (f16s(&x), f16s(&y), f16s(&z));
-    let want = add_mul::reference(&f16_to_f64(&xh), &f16_to_f64(&yh), &f16_to_f64(&zh));
-    let mut out = d.upload(&vec![f16::NAN; n]).unwrap();
-    add_mul::add_mul_f16::launch::<1024>(
-        &d,
-        grid,
-        &d.upload(&xh).unwrap(),
-        &d.upload(&yh).unwrap(),
-        &d.upload(&zh).unwrap(),
-        &mut out,
-        n as i32,
-    )
-    .unwrap();
-    assert_close("add_mul f16", &f16_to_f64(&out.to_vec().unwrap()), &want, 1e-3, 1e-3);
+    add_mul_case::<f32>(&mut rng, 1e-6);
+    add_mul_case::<f16>(&mut rng, 1e-3);
 }
 
 #[test]
 fn softmax_f32_and_f16() {
     let mut rng = Rng::fresh("softmax");
-    let d = cpu();
     let (rows, cols) = (67, 1000);
     let x = rng.vec(rows * cols, 5.0);
-    let want = softmax::reference(&f64s(&x), rows, cols);
-    let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-    softmax::softmax::launch::<1024>(
-        &d,
-        rows as u32,
-        &mut out,
-        &d.upload(&x).unwrap(),
-        cols as i32,
-        cols as i32,
-        cols as i32,
-    )
-    .unwrap();
-    assert_close("softmax f32", &f64s(&out.to_vec().unwrap()), &want, 1e-7, 1e-5);
-
+    let got = softmax_on::<f32, 1024>(&cpu(), &x, rows, cols);
+    assert_close("softmax f32", &got, &softmax::reference(&f64s(&x), rows, cols), 1e-7, 1e-5);
     let xh = f16s(&x);
-    let want = softmax::reference(&f16_to_f64(&xh), rows, cols);
-    let mut out = d.upload(&vec![f16::NAN; rows * cols]).unwrap();
-    softmax::softmax_f16::launch::<1024>(
-        &d,
-        rows as u32,
-        &mut out,
-        &d.upload(&xh).unwrap(),
-        cols as i32,
-        cols as i32,
-        cols as i32,
-    )
-    .unwrap();
-    assert_close("softmax f16", &f16_to_f64(&out.to_vec().unwrap()), &want, 1e-4, 2e-3);
+    let got = softmax_on::<f16, 1024>(&cpu(), &xh, rows, cols);
+    assert_close("softmax f16", &got, &softmax::reference(&f16_to_f64(&xh), rows, cols), 1e-4, 2e-3);
 }
 
 #[test]
@@ -91,54 +47,16 @@ fn layernorm_one_tile_and_looped() {
     let x: Vec<f32> = rng.vec(rows * cols, 3.0).iter().map(|v| v + 0.7).collect();
     let (w, b) = (rng.vec(cols, 1.0), rng.vec(cols, 1.0));
     let want = layernorm::reference(&f64s(&x), &f64s(&w), &f64s(&b), rows, cols, 1e-5);
-    let (xb, wb, bb) = (d.upload(&x).unwrap(), d.upload(&w).unwrap(), d.upload(&b).unwrap());
+    let got = layernorm_on::<f32, 2048>(&d, &x, &w, &b, rows, cols);
+    assert_close("layernorm f32", &got, &want, 2e-5, 1e-5);
 
-    let mut y = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-    layernorm::layernorm::launch::<2048>(
-        &d,
-        rows as u32,
-        &xb,
-        &mut y,
-        &wb,
-        &bb,
-        cols as i32,
-        cols as i32,
-        1e-5,
-    )
-    .unwrap();
-    assert_close("layernorm f32", &f64s(&y.to_vec().unwrap()), &want, 2e-5, 1e-5);
-
-    let mut y = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-    layernorm::layernorm_wide::launch::<256>(
-        &d,
-        LaunchConfig::new(rows as u32).num_warps(2),
-        &xb,
-        &mut y,
-        &wb,
-        &bb,
-        cols as i32,
-        cols as i32,
-        1e-5,
-    )
-    .unwrap();
-    assert_close("layernorm_wide f32", &f64s(&y.to_vec().unwrap()), &want, 2e-5, 1e-5);
+    let got = layernorm_wide_on::<256>(&d, 2, &x, &w, &b, rows, cols);
+    assert_close("layernorm_wide f32", &got, &want, 2e-5, 1e-5);
 
     let (xh, wh, bh) = (f16s(&x), f16s(&w), f16s(&b));
     let want = layernorm::reference(&f16_to_f64(&xh), &f16_to_f64(&wh), &f16_to_f64(&bh), rows, cols, 1e-5);
-    let mut y = d.upload(&vec![f16::NAN; rows * cols]).unwrap();
-    layernorm::layernorm_f16::launch::<2048>(
-        &d,
-        rows as u32,
-        &d.upload(&xh).unwrap(),
-        &mut y,
-        &d.upload(&wh).unwrap(),
-        &d.upload(&bh).unwrap(),
-        cols as i32,
-        cols as i32,
-        1e-5,
-    )
-    .unwrap();
-    assert_close("layernorm f16", &f16_to_f64(&y.to_vec().unwrap()), &want, 4e-3, 4e-3);
+    let got = layernorm_on::<f16, 2048>(&d, &xh, &wh, &bh, rows, cols);
+    assert_close("layernorm f16", &got, &want, 4e-3, 4e-3);
 }
 
 #[test]

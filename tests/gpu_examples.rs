@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use fuse::half::f16;
-use fuse::{Device, LaunchConfig};
+use fuse::Device;
 
 fn gpu_or_skip(test: &str) -> Option<Device> {
     match Device::cuda(0) {
@@ -25,24 +25,11 @@ fn add_mul_on_gpu_matches_float64_and_cpu() {
     for n in [1usize, 1023, 1024, 1025, 1_000_003] {
         let (x, y, z) = (rng.vec(n, 2.0), rng.vec(n, 2.0), rng.vec(n, 2.0));
         let want = add_mul::reference(&f64s(&x), &f64s(&y), &f64s(&z));
-        let mut outs = Vec::new();
-        for d in [&g, &c] {
-            let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
-            add_mul::add_mul::launch::<1024>(
-                d,
-                n.div_ceil(1024) as u32,
-                &d.upload(&x).unwrap(),
-                &d.upload(&y).unwrap(),
-                &d.upload(&z).unwrap(),
-                &mut out,
-                n as i32,
-            )
-            .unwrap();
-            let v = out.to_vec().unwrap();
-            assert_close(&format!("add_mul n={n} on {}", d.description()), &f64s(&v), &want, 1e-5, 1e-5);
-            outs.push(v);
-        }
-        assert_close("gpu vs cpu", &f64s(&outs[0]), &f64s(&outs[1]), 1e-6, 1e-6);
+        let on_gpu = add_mul_on::<f32, 1024>(&g, None, &x, &y, &z);
+        let on_cpu = add_mul_on::<f32, 1024>(&c, None, &x, &y, &z);
+        assert_close(&format!("add_mul n={n} on the GPU"), &on_gpu, &want, 1e-5, 1e-5);
+        assert_close(&format!("add_mul n={n} on the CPU"), &on_cpu, &want, 1e-5, 1e-5);
+        assert_close("gpu vs cpu", &on_gpu, &on_cpu, 1e-6, 1e-6);
     }
 }
 
@@ -53,18 +40,13 @@ fn add_mul_f16_unaligned_views_and_odd_sizes() {
     for n in [7usize, 4097, 65_537] {
         let (x, y, z) = (f16s(&rng.vec(n, 2.0)), f16s(&rng.vec(n, 2.0)), f16s(&rng.vec(n, 2.0)));
         let want = add_mul::reference(&f16_to_f64(&x), &f16_to_f64(&y), &f16_to_f64(&z));
-        let mut out = g.upload(&vec![f16::NAN; n]).unwrap();
-        add_mul::add_mul_f16::launch::<256>(
-            &g,
-            LaunchConfig::new(n.div_ceil(256) as u32).num_warps(2),
-            &g.upload(&x).unwrap(),
-            &g.upload(&y).unwrap(),
-            &g.upload(&z).unwrap(),
-            &mut out,
-            n as i32,
-        )
-        .unwrap();
-        assert_close(&format!("add_mul_f16 n={n}"), &f16_to_f64(&out.to_vec().unwrap()), &want, 1e-3, 1e-3);
+        assert_close(
+            &format!("add_mul_f16 n={n}"),
+            &add_mul_on::<f16, 256>(&g, Some(2), &x, &y, &z),
+            &want,
+            1e-3,
+            1e-3,
+        );
     }
 }
 
@@ -81,66 +63,18 @@ fn softmax_and_layernorm_on_gpu_match_cpu() {
         let mut sm = Vec::new();
         let mut ln = Vec::new();
         for d in [&g, &c] {
-            let (xb, wb, bb) = (d.upload(&x).unwrap(), d.upload(&w).unwrap(), d.upload(&b).unwrap());
-            let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-            softmax::softmax::launch::<4096>(
-                d,
-                rows as u32,
-                &mut out,
-                &xb,
-                cols as i32,
-                cols as i32,
-                cols as i32,
-            )
-            .unwrap();
-            let v = out.to_vec().unwrap();
-            assert_close(
-                &format!("softmax {rows}x{cols} on {}", d.description()),
-                &f64s(&v),
-                &sm_want,
-                1e-7,
-                1e-5,
-            );
+            let on = d.description();
+            let v = softmax_on::<f32, 4096>(d, &x, rows, cols);
+            assert_close(&format!("softmax {rows}x{cols} on {on}"), &v, &sm_want, 1e-7, 1e-5);
             sm.push(v);
-            let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-            layernorm::layernorm::launch::<4096>(
-                d,
-                rows as u32,
-                &xb,
-                &mut out,
-                &wb,
-                &bb,
-                cols as i32,
-                cols as i32,
-                1e-5,
-            )
-            .unwrap();
-            let v = out.to_vec().unwrap();
-            assert_close(
-                &format!("layernorm {rows}x{cols} on {}", d.description()),
-                &f64s(&v),
-                &ln_want,
-                3e-5,
-                2e-5,
-            );
+            let v = layernorm_on::<f32, 4096>(d, &x, &w, &b, rows, cols);
+            assert_close(&format!("layernorm {rows}x{cols} on {on}"), &v, &ln_want, 3e-5, 2e-5);
             ln.push(v);
-            let mut out = d.upload(&vec![f32::NAN; rows * cols]).unwrap();
-            layernorm::layernorm_wide::launch::<512>(
-                d,
-                LaunchConfig::new(rows as u32).num_warps(4),
-                &xb,
-                &mut out,
-                &wb,
-                &bb,
-                cols as i32,
-                cols as i32,
-                1e-5,
-            )
-            .unwrap();
-            assert_close("layernorm_wide", &f64s(&out.to_vec().unwrap()), &ln_want, 3e-5, 2e-5);
+            let v = layernorm_wide_on::<512>(d, 4, &x, &w, &b, rows, cols);
+            assert_close(&format!("layernorm_wide {rows}x{cols} on {on}"), &v, &ln_want, 3e-5, 2e-5);
         }
-        assert_close("softmax gpu vs cpu", &f64s(&sm[0]), &f64s(&sm[1]), 1e-7, 1e-5);
-        assert_close("layernorm gpu vs cpu", &f64s(&ln[0]), &f64s(&ln[1]), 3e-5, 2e-5);
+        assert_close("softmax gpu vs cpu", &sm[0], &sm[1], 1e-7, 1e-5);
+        assert_close("layernorm gpu vs cpu", &ln[0], &ln[1], 3e-5, 2e-5);
     }
 }
 

@@ -19,7 +19,7 @@ pub mod silu_and_mul;
 #[path = "../../examples/kernels/softmax.rs"]
 pub mod softmax;
 
-use fuse::KernelSpec;
+use fuse::{Buffer, Device, KernelSpec, LaunchConfig};
 
 /// Kernels that exercise emitter paths the examples do not.
 pub mod paths {
@@ -147,4 +147,164 @@ pub fn f16_to_f64(v: &[fuse::half::f16]) -> Vec<f64> {
 /// Whether NVRTC is required: under CI a missing NVRTC is a failure, elsewhere a printed skip.
 pub fn nvrtc_required() -> bool {
     std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
+}
+
+/// f32 or f16: the element types the add_mul, softmax and LayerNorm examples come in, each launch
+/// behind one name, so a test states a case once for both.
+pub trait Elem: fuse::Element + Copy {
+    const NAN: Self;
+    fn from_f32s(v: &[f32]) -> Vec<Self>;
+    fn to_f64s(v: &[Self]) -> Vec<f64>;
+    fn add_mul<const B: usize>(
+        d: &Device,
+        c: LaunchConfig,
+        x: &[&Buffer<Self>; 3],
+        out: &mut Buffer<Self>,
+        n: i32,
+    ) -> fuse::Result<()>;
+    fn softmax<const B: usize>(
+        d: &Device,
+        rows: u32,
+        out: &mut Buffer<Self>,
+        x: &Buffer<Self>,
+        cols: i32,
+    ) -> fuse::Result<()>;
+    fn layernorm<const B: usize>(
+        d: &Device,
+        rows: u32,
+        x: &[&Buffer<Self>; 3],
+        y: &mut Buffer<Self>,
+        cols: i32,
+        eps: f32,
+    ) -> fuse::Result<()>;
+}
+
+macro_rules! impl_elem {
+    ($t:ty, $nan:expr, $from:expr, $to:expr, $add_mul:path, $softmax:path, $layernorm:path) => {
+        impl Elem for $t {
+            const NAN: Self = $nan;
+            fn from_f32s(v: &[f32]) -> Vec<Self> {
+                $from(v)
+            }
+            fn to_f64s(v: &[Self]) -> Vec<f64> {
+                $to(v)
+            }
+            fn add_mul<const B: usize>(
+                d: &Device,
+                c: LaunchConfig,
+                [x, y, z]: &[&Buffer<Self>; 3],
+                out: &mut Buffer<Self>,
+                n: i32,
+            ) -> fuse::Result<()> {
+                use $add_mul as k;
+                k::launch::<B>(d, c, x, y, z, out, n)
+            }
+            fn softmax<const B: usize>(
+                d: &Device,
+                rows: u32,
+                out: &mut Buffer<Self>,
+                x: &Buffer<Self>,
+                cols: i32,
+            ) -> fuse::Result<()> {
+                use $softmax as k;
+                k::launch::<B>(d, rows, out, x, cols, cols, cols)
+            }
+            fn layernorm<const B: usize>(
+                d: &Device,
+                rows: u32,
+                [x, w, b]: &[&Buffer<Self>; 3],
+                y: &mut Buffer<Self>,
+                cols: i32,
+                eps: f32,
+            ) -> fuse::Result<()> {
+                use $layernorm as k;
+                k::launch::<B>(d, rows, x, y, w, b, cols, cols, eps)
+            }
+        }
+    };
+}
+impl_elem!(
+    f32,
+    f32::NAN,
+    |v: &[f32]| v.to_vec(),
+    f64s,
+    add_mul::add_mul,
+    softmax::softmax,
+    layernorm::layernorm
+);
+impl_elem!(
+    fuse::half::f16,
+    fuse::half::f16::NAN,
+    f16s,
+    f16_to_f64,
+    add_mul::add_mul_f16,
+    softmax::softmax_f16,
+    layernorm::layernorm_f16
+);
+
+/// Uploads every input to `d`, runs `launch` into a NaN-poisoned output of `len` elements and
+/// returns it as f64.
+pub fn run_on<T: Elem>(
+    d: &Device,
+    inputs: &[&[T]],
+    len: usize,
+    launch: impl FnOnce(&[&Buffer<T>], &mut Buffer<T>) -> fuse::Result<()>,
+) -> Vec<f64> {
+    let bufs: Vec<Buffer<T>> = inputs.iter().map(|v| d.upload(v).unwrap()).collect();
+    let refs: Vec<&Buffer<T>> = bufs.iter().collect();
+    let mut out = d.upload(&vec![T::NAN; len]).unwrap();
+    launch(&refs, &mut out).unwrap();
+    T::to_f64s(&out.to_vec().unwrap())
+}
+
+/// `add_mul` on `d` in blocks of `B` (`warps`: the runtime's choice if `None`).
+pub fn add_mul_on<T: Elem, const B: usize>(
+    d: &Device,
+    warps: Option<u32>,
+    x: &[T],
+    y: &[T],
+    z: &[T],
+) -> Vec<f64> {
+    let n = x.len();
+    let c = LaunchConfig::new(n.div_ceil(B) as u32);
+    let c = match warps {
+        Some(w) => c.num_warps(w),
+        None => c,
+    };
+    run_on(d, &[x, y, z], n, |i, out| T::add_mul::<B>(d, c, &[i[0], i[1], i[2]], out, n as i32))
+}
+
+/// Row-wise softmax of `x` (`rows` x `cols`) on `d`, one row per tile of `B`.
+pub fn softmax_on<T: Elem, const B: usize>(d: &Device, x: &[T], rows: usize, cols: usize) -> Vec<f64> {
+    run_on(d, &[x], rows * cols, |i, out| T::softmax::<B>(d, rows as u32, out, i[0], cols as i32))
+}
+
+/// LayerNorm (weight `w`, bias `b`, eps 1e-5) of `x` (`rows` x `cols`) on `d`, one row per tile of `B`.
+pub fn layernorm_on<T: Elem, const B: usize>(
+    d: &Device,
+    x: &[T],
+    w: &[T],
+    b: &[T],
+    rows: usize,
+    cols: usize,
+) -> Vec<f64> {
+    run_on(d, &[x, w, b], rows * cols, |i, y| {
+        T::layernorm::<B>(d, rows as u32, &[i[0], i[1], i[2]], y, cols as i32, 1e-5)
+    })
+}
+
+/// The looped f32 LayerNorm (`layernorm_wide`: any row width, column blocks of `B`) on `d`.
+pub fn layernorm_wide_on<const B: usize>(
+    d: &Device,
+    warps: u32,
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    rows: usize,
+    cols: usize,
+) -> Vec<f64> {
+    run_on(d, &[x, w, b], rows * cols, |i, y| {
+        let c = LaunchConfig::new(rows as u32).num_warps(warps);
+        layernorm::layernorm_wide::launch::<B>(d, c, i[0], y, i[1], i[2], cols as i32, cols as i32, 1e-5)
+    })
 }
