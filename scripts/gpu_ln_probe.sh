@@ -2,7 +2,9 @@
 # LayerNorm f16 probe on the lent GPU (binaries staged in .gpu/): a full bench + Triton anchor run,
 # then the LayerNorm kernels alone at several num_warps (alternated, REPS times), then Nsight Compute
 # (speed of light, occupancy, warp stalls, memory) on one f16 4096x4096 launch per warps setting,
-# then the element-wise f16 add_mul at several block sizes. Every result under $OUT.
+# then the element-wise f16 add_mul at several block sizes (Nsight Compute and the block sizes on
+# .gpu/test-anchors only). Every result under $OUT.
+unset FUSE_BENCH_WARPS  # the full bench below must run every implementation
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ "${PROBE_FULL:-1}" = 1 ] && bash scripts/gpu_check.sh bench triton

@@ -17,7 +17,7 @@ fn add_mul_case<T: Elem>(rng: &mut Rng, tol: f64) {
         (T::from_f32s(&rng.vec(n, 2.0)), T::from_f32s(&rng.vec(n, 2.0)), T::from_f32s(&rng.vec(n, 2.0)));
     let want = add_mul::reference(&T::to_f64s(&x), &T::to_f64s(&y), &T::to_f64s(&z));
     let got = add_mul_on::<T, 1024>(&cpu(), None, &x, &y, &z);
-    assert_close(&format!("add_mul {}", std::any::type_name::<T>()), &got, &want, tol, tol);
+    assert_close(&format!("add_mul {}", T::NAME), &got, &want, tol, tol);
 }
 
 #[test]

@@ -325,8 +325,9 @@ pub(crate) fn full_source_for(
 ///   the reductions: 2-byte elements 32 per thread (`clamp(L / 1024, 1, 16)`; f16 LayerNorm 8192
 ///   wide: 8 warps 3813, 16 warps 3641; 768 wide: 4 warps 2913, 8 warps 1924) but at least 8
 ///   warps from `L = 4096` (f16 LayerNorm 4096x4096 timed alone, fifth session,
-///   `docs/runs/sweep-h200-s5/`: 8 warps 2997–3031, 4 warps 2926–2938, in both runs); 4-byte
-///   ones `clamp(L / 256, 1, 8)` up to 2048 wide (Triton's rule) and 16 warps from 4096.
+///   `docs/runs/sweep-h200-s5/`, code 615b9d0: 8 warps 3005–3031, 4 warps 2926–2971 over three
+///   calls); 4-byte ones `clamp(L / 256, 1, 8)` up to 2048 wide (Triton's rule) and 16 warps
+///   from 4096.
 ///
 /// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {

@@ -152,13 +152,15 @@ pub fn nvrtc_required() -> bool {
 /// f32 or f16: the element types the add_mul, softmax and LayerNorm examples come in, each launch
 /// behind one name, so a test states a case once for both.
 pub trait Elem: fuse::Element + Copy {
+    /// "f32" or "f16", for failure messages.
+    const NAME: &'static str;
     const NAN: Self;
     fn from_f32s(v: &[f32]) -> Vec<Self>;
     fn to_f64s(v: &[Self]) -> Vec<f64>;
     fn add_mul<const B: usize>(
         d: &Device,
         c: LaunchConfig,
-        x: &[&Buffer<Self>; 3],
+        inputs: &[&Buffer<Self>; 3],
         out: &mut Buffer<Self>,
         n: i32,
     ) -> fuse::Result<()>;
@@ -172,7 +174,7 @@ pub trait Elem: fuse::Element + Copy {
     fn layernorm<const B: usize>(
         d: &Device,
         rows: u32,
-        x: &[&Buffer<Self>; 3],
+        inputs: &[&Buffer<Self>; 3],
         y: &mut Buffer<Self>,
         cols: i32,
         eps: f32,
@@ -180,8 +182,9 @@ pub trait Elem: fuse::Element + Copy {
 }
 
 macro_rules! impl_elem {
-    ($t:ty, $nan:expr, $from:expr, $to:expr, $add_mul:path, $softmax:path, $layernorm:path) => {
+    ($t:ty, $name:literal, $nan:expr, $from:expr, $to:expr, $add_mul:path, $softmax:path, $layernorm:path) => {
         impl Elem for $t {
+            const NAME: &'static str = $name;
             const NAN: Self = $nan;
             fn from_f32s(v: &[f32]) -> Vec<Self> {
                 $from(v)
@@ -225,6 +228,7 @@ macro_rules! impl_elem {
 }
 impl_elem!(
     f32,
+    "f32",
     f32::NAN,
     |v: &[f32]| v.to_vec(),
     f64s,
@@ -234,6 +238,7 @@ impl_elem!(
 );
 impl_elem!(
     fuse::half::f16,
+    "f16",
     fuse::half::f16::NAN,
     f16s,
     f16_to_f64,
@@ -271,12 +276,14 @@ pub fn add_mul_on<T: Elem, const B: usize>(
         Some(w) => c.num_warps(w),
         None => c,
     };
-    run_on(d, &[x, y, z], n, |i, out| T::add_mul::<B>(d, c, &[i[0], i[1], i[2]], out, n as i32))
+    run_on(d, &[x, y, z], n, |inputs, out| {
+        T::add_mul::<B>(d, c, &[inputs[0], inputs[1], inputs[2]], out, n as i32)
+    })
 }
 
 /// Row-wise softmax of `x` (`rows` x `cols`) on `d`, one row per tile of `B`.
 pub fn softmax_on<T: Elem, const B: usize>(d: &Device, x: &[T], rows: usize, cols: usize) -> Vec<f64> {
-    run_on(d, &[x], rows * cols, |i, out| T::softmax::<B>(d, rows as u32, out, i[0], cols as i32))
+    run_on(d, &[x], rows * cols, |inputs, out| T::softmax::<B>(d, rows as u32, out, inputs[0], cols as i32))
 }
 
 /// LayerNorm (weight `w`, bias `b`, eps 1e-5) of `x` (`rows` x `cols`) on `d`, one row per tile of `B`.
@@ -288,8 +295,8 @@ pub fn layernorm_on<T: Elem, const B: usize>(
     rows: usize,
     cols: usize,
 ) -> Vec<f64> {
-    run_on(d, &[x, w, b], rows * cols, |i, y| {
-        T::layernorm::<B>(d, rows as u32, &[i[0], i[1], i[2]], y, cols as i32, 1e-5)
+    run_on(d, &[x, w, b], rows * cols, |inputs, y| {
+        T::layernorm::<B>(d, rows as u32, &[inputs[0], inputs[1], inputs[2]], y, cols as i32, 1e-5)
     })
 }
 
@@ -303,8 +310,9 @@ pub fn layernorm_wide_on<const B: usize>(
     rows: usize,
     cols: usize,
 ) -> Vec<f64> {
-    run_on(d, &[x, w, b], rows * cols, |i, y| {
+    run_on(d, &[x, w, b], rows * cols, |inputs, y| {
         let c = LaunchConfig::new(rows as u32).num_warps(warps);
-        layernorm::layernorm_wide::launch::<B>(d, c, i[0], y, i[1], i[2], cols as i32, cols as i32, 1e-5)
+        let [x, w, b] = [inputs[0], inputs[1], inputs[2]];
+        layernorm::layernorm_wide::launch::<B>(d, c, x, y, w, b, cols as i32, cols as i32, 1e-5)
     })
 }
