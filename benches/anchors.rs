@@ -369,72 +369,53 @@ fn run() -> Result<()> {
         add_mul_case!(b, n, f16, "float16", add_mul::add_mul_f16, k16, as_f16);
     }
 
-    for (rows, cols) in [(1024usize, 512usize), (4096, 4096), (32768, 1024), (8192, 8192)] {
-        b.row_case(
-            "softmax",
-            (rows, cols),
-            "float32",
-            |v| v.to_vec(),
-            |a, y| fuse::with_block!(a.blk, B => softmax::softmax::launch::<B>(a.d, cfg(a.gr), y, a.x, a.c, a.c, a.c)),
-            |a, y, t, m, s| {
-                fuse::with_block!(a.blk, B => {
-                    k32::row_max::launch::<B>(a.d, a.gr, a.x, m, a.c)?;
-                    k32::sub_exp::launch::<B>(a.d, a.gr, a.x, m, t, a.c)?;
-                    k32::row_sum::launch::<B>(a.d, a.gr, t, s, a.c)?;
-                    k32::div_row::launch::<B>(a.d, a.gr, t, s, y, a.c)
-                })
-            },
-        )?;
-        b.row_case(
-            "softmax",
-            (rows, cols),
-            "float16",
-            as_f16,
-            |a, y| fuse::with_block!(a.blk, B => softmax::softmax_f16::launch::<B>(a.d, cfg(a.gr), y, a.x, a.c, a.c, a.c)),
-            |a, y, t, m, s| {
-                fuse::with_block!(a.blk, B => {
-                    k16::row_max::launch::<B>(a.d, a.gr, a.x, m, a.c)?;
-                    k16::sub_exp::launch::<B>(a.d, a.gr, a.x, m, t, a.c)?;
-                    k16::row_sum::launch::<B>(a.d, a.gr, t, s, a.c)?;
-                    k16::div_row::launch::<B>(a.d, a.gr, t, s, y, a.c)
-                })
-            },
-        )?;
+    // The row patterns in one dtype: `$k` the unfused kernels' module, `$fm::$fk` the fused kernel.
+    macro_rules! softmax_case {
+        ($shape:expr, $dt:literal, $conv:expr, $k:ident, $fm:ident :: $fk:ident) => {
+            b.row_case(
+                "softmax",
+                $shape,
+                $dt,
+                $conv,
+                |a, y| fuse::with_block!(a.blk, B => $fm::$fk::launch::<B>(a.d, cfg(a.gr), y, a.x, a.c, a.c, a.c)),
+                |a, y, t, m, s| {
+                    fuse::with_block!(a.blk, B => {
+                        $k::row_max::launch::<B>(a.d, a.gr, a.x, m, a.c)?;
+                        $k::sub_exp::launch::<B>(a.d, a.gr, a.x, m, t, a.c)?;
+                        $k::row_sum::launch::<B>(a.d, a.gr, t, s, a.c)?;
+                        $k::div_row::launch::<B>(a.d, a.gr, t, s, y, a.c)
+                    })
+                },
+            )?
+        };
     }
-
-    for (rows, cols) in [(4096usize, 1024usize), (4096, 4096), (8192, 8192), (32768, 768)] {
-        b.row_case(
-            "layernorm",
-            (rows, cols),
-            "float32",
-            |v| v.to_vec(),
-            |a, y| {
-                fuse::with_block!(a.blk, B => layernorm::layernorm::launch::<B>(a.d, cfg(a.gr), a.x, y, a.w, a.b, a.c, a.c, 1e-5))
-            },
-            |a, y, _t, m, r| {
-                fuse::with_block!(a.blk, B => {
-                    k32::row_mean::launch::<B>(a.d, a.gr, a.x, m, a.c)?;
-                    k32::row_rstd::launch::<B>(a.d, a.gr, a.x, m, r, a.c, 1e-5)?;
-                    k32::normalize::launch::<B>(a.d, a.gr, a.x, m, r, a.w, a.b, y, a.c)
-                })
-            },
-        )?;
-        b.row_case(
-            "layernorm",
-            (rows, cols),
-            "float16",
-            as_f16,
-            |a, y| {
-                fuse::with_block!(a.blk, B => layernorm::layernorm_f16::launch::<B>(a.d, cfg(a.gr), a.x, y, a.w, a.b, a.c, a.c, 1e-5))
-            },
-            |a, y, _t, m, r| {
-                fuse::with_block!(a.blk, B => {
-                    k16::row_mean::launch::<B>(a.d, a.gr, a.x, m, a.c)?;
-                    k16::row_rstd::launch::<B>(a.d, a.gr, a.x, m, r, a.c, 1e-5)?;
-                    k16::normalize::launch::<B>(a.d, a.gr, a.x, m, r, a.w, a.b, y, a.c)
-                })
-            },
-        )?;
+    macro_rules! layernorm_case {
+        ($shape:expr, $dt:literal, $conv:expr, $k:ident, $fm:ident :: $fk:ident) => {
+            b.row_case(
+                "layernorm",
+                $shape,
+                $dt,
+                $conv,
+                |a, y| {
+                    fuse::with_block!(a.blk, B => $fm::$fk::launch::<B>(a.d, cfg(a.gr), a.x, y, a.w, a.b, a.c, a.c, 1e-5))
+                },
+                |a, y, _t, m, r| {
+                    fuse::with_block!(a.blk, B => {
+                        $k::row_mean::launch::<B>(a.d, a.gr, a.x, m, a.c)?;
+                        $k::row_rstd::launch::<B>(a.d, a.gr, a.x, m, r, a.c, 1e-5)?;
+                        $k::normalize::launch::<B>(a.d, a.gr, a.x, m, r, a.w, a.b, y, a.c)
+                    })
+                },
+            )?
+        };
+    }
+    for shape in [(1024usize, 512usize), (4096, 4096), (32768, 1024), (8192, 8192)] {
+        softmax_case!(shape, "float32", |v| v.to_vec(), k32, softmax::softmax);
+        softmax_case!(shape, "float16", as_f16, k16, softmax::softmax_f16);
+    }
+    for shape in [(4096usize, 1024usize), (4096, 4096), (8192, 8192), (32768, 768)] {
+        layernorm_case!(shape, "float32", |v| v.to_vec(), k32, layernorm::layernorm);
+        layernorm_case!(shape, "float16", as_f16, k16, layernorm::layernorm_f16);
     }
 
     macro_rules! bgd_case {
