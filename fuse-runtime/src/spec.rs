@@ -257,7 +257,7 @@ impl KernelSpec {
     pub fn compile(&self, device: &crate::Device, consts: &[u64], num_warps: Option<u32>) -> Result<()> {
         let info = self.info()?;
         crate::launch::validate_consts(&info.kernel, consts)?;
-        let num_warps = num_warps.unwrap_or_else(|| default_num_warps(&info.kernel, consts));
+        let num_warps = num_warps.unwrap_or_else(|| info.default_num_warps(consts));
         crate::launch::validate_num_warps(num_warps)?;
         let Some(cuda) = device.cuda_inner() else { return Ok(()) };
         let n = self.specializations.len().min(6); // 64 variants at most; the rest stay 1
@@ -307,27 +307,23 @@ pub(crate) fn full_source_for(
 }
 
 /// The default warps per program, from the largest tile length `L` (a power of two) and the
-/// kernel's shape (reductions, loads, element sizes, math), as elements per thread (`L / (32 * warps)`). Tuned on an H200 by
-/// sweeping 1..32 warps over the anchor shapes (H200, 2026-11-22; the third session's sweep of every
-/// setting in `docs/runs/sweep-h200-s3/`, the fourth session's in `docs/runs/sweep-h200-s4/`, whose
-/// figures in GB/s are quoted below; run 5's launches quoted here are larger than L2, so their
-/// stores were the plain ones):
+/// kernel's shape (reductions, loads, element sizes, math), as elements per thread
+/// (`L / (32 * warps)`). Tuned on an H200 (2026-11-22) by sweeping the warps over the anchor
+/// shapes; the sweeps are kept in `docs/runs/sweep-h200-s3/`, `sweep-h200-s4/` and
+/// `sweep-h200-s5/`:
 /// * element-wise kernels: 8 elements per thread (`clamp(L / 256, 1, 16)`), 16 where the kernel
 ///   does math (`erf`, `exp`, `rand`, ...) and 32 where it does math on 1- or 2-byte loads: more
 ///   independent lanes per thread to hide the long dependent chains, and per-thread setup (a
-///   division, say) spread over more of them (bias+GELU+dropout 1024-element tiles, 8192x4096 /
-///   16384x8192, `docs/runs/sweep-h200-s4/run2-*`: f32 1 warp 3350 / 3652, 2 warps 3526 / 3780;
-///   f16 1 warp 1902 / 2069, 2 warps 1813 / 1951);
+///   division, say) spread over more of them (bias+GELU+dropout, `sweep-h200-s4/run2-*`);
 /// * a reduction over one streamed tile (softmax-like): 2-byte elements 16 per thread
-///   (`clamp(L / 512, 1, 16)`; f16 softmax 32768x1024: 4 warps 3542, 8 warps 2599); 4-byte
-///   ones 4 warps up to `L = 4096`, 16 above (Triton's rule, but 4 warps also at 4096);
+///   (`clamp(L / 512, 1, 16)`); 4-byte ones 4 warps up to `L = 4096`, 16 above (Triton's rule,
+///   but 4 warps also at 4096);
 /// * a reduction with several tile loads (layernorm-like: x, w, b), whose tiles stay live across
-///   the reductions: 2-byte elements 32 per thread (`clamp(L / 1024, 1, 16)`; f16 LayerNorm 8192
-///   wide: 8 warps 3813, 16 warps 3641; 768 wide: 4 warps 2913, 8 warps 1924) but at least 8
-///   warps from `L = 4096` (f16 LayerNorm 4096x4096 timed alone, fifth session,
-///   `docs/runs/sweep-h200-s5/`, code 615b9d0: 8 warps 3005–3031, 4 warps 2926–2971 over three
-///   calls); 4-byte ones `clamp(L / 256, 1, 8)` up to 2048 wide (Triton's rule) and 16 warps
-///   from 4096.
+///   the reductions: 2-byte elements 32 per thread (`clamp(L / 1024, 1, 16)`: f16 LayerNorm 8192
+///   and 768 wide, `sweep-h200-s4/run5-row_w*`) but at least 8 warps from `L = 4096` (f16
+///   LayerNorm 4096x4096 timed alone in the fifth session, code 615b9d0: 8 warps 3005–3031 GB/s,
+///   4 warps 2926–2971 over three calls); 4-byte ones `clamp(L / 256, 1, 8)` up to 2048 wide
+///   (Triton's rule) and 16 warps from 4096.
 ///
 /// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
