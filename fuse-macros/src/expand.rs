@@ -106,16 +106,17 @@ fn item_head(item: &TokenStream2) -> Sp {
     }
 }
 
-/// The launcher's parameter type for a kernel parameter.
+/// The launcher's parameter type for a kernel parameter: any memory of the element type that
+/// the kernel may read (`*const T`) or write (`*mut T`, exclusive borrows only).
 fn launch_type(ty: ParamTy) -> TokenStream2 {
     match ty {
         ParamTy::Ptr { elem, mutable: false } => {
             let t = rust_elem(elem);
-            quote! { &::fuse::Buffer<#t> }
+            quote! { impl ::fuse::DeviceRead<#t> }
         }
         ParamTy::Ptr { elem, mutable: true } => {
             let t = rust_elem(elem);
-            quote! { &mut ::fuse::Buffer<#t> }
+            quote! { impl ::fuse::DeviceWrite<#t> }
         }
         ParamTy::Scalar(d) => rust_elem(d),
         // Only in the stub after an error: accept whatever the call site passes.
@@ -150,7 +151,10 @@ fn module(
     let params = f.params.iter().map(|p| {
         let n = &p.name;
         let t = launch_type(p.ty);
-        quote! { #n: #t }
+        match p.ty {
+            ParamTy::Ptr { mutable: true, .. } => quote! { mut #n: #t },
+            _ => quote! { #n: #t },
+        }
     });
     let specs = specs.iter().map(|s| match s {
         Specialization::Align16(i) => quote! { ::fuse::fuse_ir::Specialization::Align16(#i) },
@@ -171,7 +175,7 @@ fn module(
             pub static SPEC: ::fuse::KernelSpec = ::fuse::KernelSpec::new(NAME, SOURCE, IR_JSON, &[#(#specs),*]);
 
             /// Launches the kernel on `device` over the grid in `config`.
-            #[allow(clippy::too_many_arguments, unused_variables)]
+            #[allow(clippy::too_many_arguments, unused_variables, unused_mut)]
             pub fn launch #generics (
                 device: &::fuse::Device,
                 config: impl ::core::convert::Into<::fuse::LaunchConfig>,
@@ -197,7 +201,17 @@ fn kernel_module(f: &KernelFn, kernel: &Kernel) -> TokenStream2 {
     });
     let args = f.params.iter().map(|p| {
         let n = &p.name;
-        quote! { ::fuse::KernelArg::from(#n) }
+        match p.ty {
+            ParamTy::Ptr { elem, mutable: false } => {
+                let t = rust_elem(elem);
+                quote! { ::fuse::DeviceRead::<#t>::kernel_arg(&#n) }
+            }
+            ParamTy::Ptr { elem, mutable: true } => {
+                let t = rust_elem(elem);
+                quote! { ::fuse::DeviceWrite::<#t>::kernel_arg_mut(&mut #n) }
+            }
+            _ => quote! { ::fuse::KernelArg::from(#n) },
+        }
     });
     let body = quote! {
         #(#asserts)*

@@ -3,13 +3,14 @@
 use crate::cuda::{drv, CudaDevice};
 use crate::element::{as_bytes, as_bytes_mut, Element};
 use crate::error::{Error, Result};
-use cudarc::driver::{CudaSlice, DevicePtr};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use std::sync::Arc;
 
 /// Where kernels run and buffers live. Cheap to clone; `Send + Sync`.
 ///
 /// `Device::cuda(n)` returns the same device (context, stream, caches) every time it is called
-/// with the same `n`.
+/// with the same `n`; [`Device::from_cudarc`] makes one over the caller's cudarc context and
+/// stream. Two devices are equal when they are the same one (clones of one `Device`).
 #[derive(Clone)]
 pub struct Device {
     inner: Inner,
@@ -51,6 +52,52 @@ impl Device {
         CudaDevice::get(ordinal).map(|d| Device { inner: Inner::Cuda(d) })
     }
 
+    /// A GPU device that launches, allocates and copies on the caller's cudarc `stream` (of
+    /// context `ctx`), so fuse's work is ordered with the caller's other work on that stream by
+    /// the stream itself. Kernels compiled for the GPU's architecture are shared with every other
+    /// device of that architecture; each device loads its own modules, so make the device once
+    /// and clone it (cheap) rather than calling this per launch.
+    ///
+    /// cudarc memory (`CudaSlice`, `CudaView`, `CudaViewMut`) of the same context can be passed
+    /// to kernels launched here; cudarc's event tracking (when its context has several streams)
+    /// orders the launch with the memory's other users, as a cudarc launch would.
+    ///
+    /// ```ignore
+    /// let ctx = cudarc::driver::CudaContext::new(0)?;
+    /// let stream = ctx.new_stream()?;
+    /// let dev = fuse::Device::from_cudarc(ctx, stream.clone())?;
+    /// let x = stream.clone_htod(&host)?;               // a CudaSlice<f32>
+    /// let mut y = stream.alloc_zeros::<f32>(host.len())?;
+    /// k::launch::<1024>(&dev, grid, &x, &mut y, n)?;    // queued on `stream`
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::WrongDevice`] when `stream` does not belong to `ctx`; [`Error::DriverError`] when
+    /// the driver cannot describe the device.
+    pub fn from_cudarc(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Result<Device> {
+        CudaDevice::borrowed(ctx, stream).map(|d| Device { inner: Inner::Cuda(Arc::new(d)) })
+    }
+
+    /// How many CUDA GPUs the driver reports (each is `Device::cuda(i)` for `i` below it).
+    ///
+    /// # Errors
+    /// As [`Device::cuda`]: [`Error::LibraryNotFound`] without the driver library,
+    /// [`Error::NoDevice`] when the driver cannot be initialised.
+    pub fn cuda_count() -> Result<usize> {
+        crate::cuda::device_count()
+    }
+
+    /// The cudarc stream this device launches on (`None` on the CPU): order your own cudarc work
+    /// with fuse's through it, or allocate cudarc memory on it to pass to kernels.
+    pub fn cudarc_stream(&self) -> Option<&Arc<CudaStream>> {
+        self.cuda_inner().map(|d| &d.stream)
+    }
+
+    /// The cudarc context of this device (`None` on the CPU).
+    pub fn cudarc_context(&self) -> Option<&Arc<CudaContext>> {
+        self.cuda_inner().map(|d| &d.ctx)
+    }
+
     /// GPU 0 if it is usable (driver, device and NVRTC all present), else the CPU together with the
     /// reason no GPU was used. `FUSE_DEVICE=cpu` forces the CPU.
     pub fn best() -> (Device, Option<String>) {
@@ -75,10 +122,12 @@ impl Device {
         }
     }
 
+    /// Whether this is a CUDA GPU.
     pub fn is_cuda(&self) -> bool {
         matches!(self.inner, Inner::Cuda(_))
     }
 
+    /// Whether this is the CPU interpreter.
     pub fn is_cpu(&self) -> bool {
         matches!(self.inner, Inner::Cpu)
     }
@@ -87,7 +136,8 @@ impl Device {
     pub fn description(&self) -> String {
         match &self.inner {
             Inner::Cpu => format!("CPU ({} threads)", rayon::current_num_threads()),
-            Inner::Cuda(d) => format!("{}, {}", d.name, d.arch),
+            Inner::Cuda(d) if d.borrowed => format!("{} (device {}, caller's stream)", d.description(), d.ordinal),
+            Inner::Cuda(d) => d.description(),
         }
     }
 
@@ -109,6 +159,9 @@ impl Device {
     }
 
     /// A new buffer holding a copy of `host`.
+    ///
+    /// # Errors
+    /// [`Error::Cuda`] when the allocation or the copy fails.
     pub fn upload<T: Element>(&self, host: &[T]) -> Result<Buffer<T>> {
         let storage = match &self.inner {
             Inner::Cpu => Storage::Cpu(host.to_vec()),
@@ -126,6 +179,9 @@ impl Device {
     }
 
     /// A new buffer of `len` zeros.
+    ///
+    /// # Errors
+    /// [`Error::Cuda`] when the allocation fails.
     pub fn zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
         let storage = match &self.inner {
             Inner::Cpu => Storage::Cpu(vec![T::default(); len]),
@@ -196,6 +252,7 @@ impl Device {
 }
 
 fn alloc<T: Element>(d: &CudaDevice, len: usize) -> Result<CudaSlice<T>> {
+    d.capture.refuse_on_this_thread("allocate device memory")?;
     // Zero-length allocations are refused by the driver: keep one element behind empty buffers.
     let n = len.max(1);
     d.stream.alloc_zeros::<T>(n).map_err(|e| {
@@ -211,12 +268,15 @@ fn alloc<T: Element>(d: &CudaDevice, len: usize) -> Result<CudaSlice<T>> {
 fn cuda_storage<T: Element>(d: &CudaDevice, slice: CudaSlice<T>) -> Storage<T> {
     let (ptr, guard) = slice.device_ptr(&d.stream);
     drop(guard);
-    Storage::Cuda { slice, ptr }
+    Storage::Cuda { slice: Arc::new(slice), ptr }
 }
 
+/// A buffer's memory. On a GPU the allocation is shared with the graphs that launched kernels on
+/// it (so a graph's replay never reaches freed memory); every access goes through the device's
+/// one stream, which orders them.
 pub(crate) enum Storage<T: Element> {
     Cpu(Vec<T>),
-    Cuda { slice: CudaSlice<T>, ptr: u64 },
+    Cuda { slice: Arc<CudaSlice<T>>, ptr: u64 },
 }
 
 /// `len` elements of `T` on a [`Device`].
@@ -233,18 +293,22 @@ impl<T: Element> std::fmt::Debug for Buffer<T> {
 }
 
 impl<T: Element> Buffer<T> {
+    /// Elements in the buffer.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the buffer has no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The device the buffer lives on.
     pub fn device(&self) -> &Device {
         &self.device
     }
 
+    /// The element type.
     pub fn dtype(&self) -> fuse_ir::DType {
         T::DTYPE
     }
@@ -284,14 +348,19 @@ impl<T: Element> Buffer<T> {
                 v.copy_from_slice(host);
                 Ok(())
             }
-            Storage::Cuda { slice, .. } => {
+            Storage::Cuda { ptr, .. } => {
                 if host.is_empty() {
                     return Ok(());
                 }
                 let d = self.device.cuda_inner().expect("a CUDA buffer's device is CUDA");
-                d.stream.memcpy_htod(host, slice).map_err(|e| {
-                    Error::Cuda(format!("copying {} elements to the GPU: {}", host.len(), drv(e)))
-                })
+                d.capture.refuse_on_this_thread("copy to the device")?;
+                d.ctx.bind_to_thread().map_err(|e| Error::Cuda(drv(e)))?;
+                // SAFETY: `ptr` addresses this buffer's `len` elements, which `host` matches in
+                // length; the copy is queued on the device's stream, behind every use of the
+                // buffer, and reads `host` before returning (pageable memory is staged).
+                unsafe { cudarc::driver::result::memcpy_htod_async(*ptr, host, d.stream.cu_stream()) }.map_err(
+                    |e| Error::Cuda(format!("copying {} elements to the GPU: {}", host.len(), drv(e))),
+                )
             }
         }
     }
@@ -319,14 +388,23 @@ impl<T: Element> Buffer<T> {
                 dst.copy_from_slice(s);
                 Ok(())
             }
-            (Storage::Cuda { slice: dst, .. }, Storage::Cuda { slice: s, .. }) => {
+            (Storage::Cuda { ptr: dst, .. }, Storage::Cuda { ptr: src, .. }) => {
                 if self.len == 0 {
                     return Ok(());
                 }
                 let d = self.device.cuda_inner().expect("a CUDA buffer's device is CUDA");
-                d.stream
-                    .memcpy_dtod(&s.slice(0..self.len), &mut dst.slice_mut(0..self.len))
-                    .map_err(|e| Error::Cuda(format!("copying {} elements on the GPU: {}", self.len, drv(e))))
+                d.ctx.bind_to_thread().map_err(|e| Error::Cuda(drv(e)))?;
+                // SAFETY: both addresses hold `len` elements of `T` (checked above) in two distinct
+                // buffers (`&mut self` and `&src`); the copy is ordered on the device's stream.
+                unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(
+                        *dst,
+                        *src,
+                        self.len * std::mem::size_of::<T>(),
+                        d.stream.cu_stream(),
+                    )
+                }
+                .map_err(|e| Error::Cuda(format!("copying {} elements on the GPU: {}", self.len, drv(e))))
             }
             _ => Err(Error::WrongDevice("copy_from: buffers on different kinds of device".into())),
         }

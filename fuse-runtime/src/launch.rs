@@ -1,13 +1,17 @@
 //! [`launch`]: validation, then the CPU interpreter or a CUDA launch.
 
 use crate::bounds::{LaunchFacts, Proof};
-use crate::cuda::HotKey;
-use crate::device::{Buffer, Device, Storage};
-use crate::element::{as_bytes, as_bytes_mut, Element};
+use crate::cuda::{CudaDevice, HotKey};
+use crate::device::{Buffer, Device};
+use crate::element::Element;
 use crate::error::{Error, Result};
+use crate::memory::{CudarcHome, CudarcMemory, CudarcMemoryMut};
 use crate::spec::{full_source_for, KernelInfo, KernelSpec};
 use fuse_ir::{DType, Kernel, Len, ParamKind, Specialization};
+use cudarc::driver::{CudaSlice, SyncOnDrop};
+use std::any::Any;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 /// The grid: how many programs along x, y, z (each at least 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,31 +85,58 @@ impl<G: Into<Grid>> From<G> for LaunchConfig {
     }
 }
 
-/// Where a type-erased buffer's data is.
-enum Data<'a> {
-    Host(&'a [u8]),
-    Cuda(u64),
+/// Whose memory a buffer argument is: decides which devices may launch on it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Home<'a> {
+    /// A fuse [`Buffer`] (or a view of one) on this device.
+    Fuse(&'a Device),
+    /// A Rust slice in host memory: only the CPU device runs on it.
+    Host,
+    /// cudarc memory of this context.
+    Cudarc(CudarcHome),
 }
 
-enum DataMut<'a> {
+/// Keeps a fuse buffer's device allocation alive for as long as a captured graph may use it.
+pub(crate) trait KeepAlive {
+    fn retain(&self) -> Arc<dyn Any + Send + Sync>;
+}
+
+impl<T: 'static> KeepAlive for Arc<CudaSlice<T>> {
+    fn retain(&self) -> Arc<dyn Any + Send + Sync> {
+        self.clone()
+    }
+}
+
+/// Where a type-erased buffer's data is.
+pub(crate) enum Data<'a> {
+    Host(&'a [u8]),
+    /// A device address; `keep` is the fuse allocation behind it (`None` for cudarc memory once
+    /// its pointer was taken at launch).
+    Cuda { ptr: u64, keep: Option<&'a dyn KeepAlive> },
+    /// cudarc memory whose pointer is taken on the launching stream at launch.
+    Cudarc(&'a dyn CudarcMemory),
+}
+
+pub(crate) enum DataMut<'a> {
     Host(&'a mut [u8]),
-    Cuda(u64, PhantomData<&'a mut [u8]>),
+    Cuda { ptr: u64, keep: Option<&'a dyn KeepAlive>, _exclusive: PhantomData<&'a mut [u8]> },
+    Cudarc(&'a mut dyn CudarcMemoryMut),
 }
 
 /// A read-only buffer argument, type-erased (dtype and length remembered).
 pub struct BufferArg<'a> {
-    dtype: DType,
-    len: usize,
-    device: &'a Device,
-    data: Data<'a>,
+    pub(crate) dtype: DType,
+    pub(crate) len: usize,
+    pub(crate) home: Home<'a>,
+    pub(crate) data: Data<'a>,
 }
 
 /// A writable buffer argument, type-erased.
 pub struct BufferArgMut<'a> {
-    dtype: DType,
-    len: usize,
-    device: &'a Device,
-    data: DataMut<'a>,
+    pub(crate) dtype: DType,
+    pub(crate) len: usize,
+    pub(crate) home: Home<'a>,
+    pub(crate) data: DataMut<'a>,
 }
 
 impl BufferArg<'_> {
@@ -162,23 +193,14 @@ impl KernelArg<'_> {
 
 impl<'a, T: Element> From<&'a Buffer<T>> for KernelArg<'a> {
     fn from(b: &'a Buffer<T>) -> KernelArg<'a> {
-        let data = match &b.storage {
-            Storage::Cpu(v) => Data::Host(as_bytes(v)),
-            Storage::Cuda { ptr, .. } => Data::Cuda(*ptr),
-        };
-        KernelArg::Buffer(BufferArg { dtype: T::DTYPE, len: b.len(), device: b.device(), data })
+        b.read_arg(0, b.len())
     }
 }
 
 impl<'a, T: Element> From<&'a mut Buffer<T>> for KernelArg<'a> {
     fn from(b: &'a mut Buffer<T>) -> KernelArg<'a> {
-        // Disjoint borrows of the fields: the device shared, the storage mutable.
-        let Buffer { device, len, storage } = b;
-        let data = match storage {
-            Storage::Cpu(v) => DataMut::Host(as_bytes_mut(v)),
-            Storage::Cuda { ptr, .. } => DataMut::Cuda(*ptr, PhantomData),
-        };
-        KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len: *len, device: &*device, data })
+        let len = b.len();
+        b.write_arg(0, len)
     }
 }
 
@@ -301,7 +323,7 @@ fn check_buffer(
     p: &fuse_ir::Param,
     dtype: DType,
     len: usize,
-    on: &Device,
+    home: Home<'_>,
     device: &Device,
     narrow: Option<DType>,
 ) -> Result<()> {
@@ -314,15 +336,7 @@ fn check_buffer(
             expected_arg(p)
         )));
     }
-    if on != device {
-        return Err(Error::WrongDevice(format!(
-            "kernel `{}` is launched on {} but the buffer for `{}` lives on {}",
-            k.name,
-            device.description(),
-            p.name,
-            on.description()
-        )));
-    }
+    check_home(k, p, home, device)?;
     let limit = match narrow {
         Some(DType::I32) => Some(i32::MAX as u64),
         Some(DType::U32) => Some(u32::MAX as u64),
@@ -340,6 +354,48 @@ fn check_buffer(
         }
     }
     Ok(())
+}
+
+/// Whether memory living at `home` can be used by a launch on `device`.
+fn check_home(k: &Kernel, p: &fuse_ir::Param, home: Home<'_>, device: &Device) -> Result<()> {
+    let wrong = |lives: String| {
+        Err(Error::WrongDevice(format!(
+            "kernel `{}` is launched on {} but the memory for `{}` {lives}",
+            k.name,
+            device.description(),
+            p.name
+        )))
+    };
+    match (home, device.cuda_inner()) {
+        (Home::Fuse(on), _) if on == device => Ok(()),
+        (Home::Fuse(on), _) => wrong(format!("is a Buffer of {}", on.description())),
+        (Home::Host, None) => Ok(()),
+        (Home::Host, Some(_)) => {
+            wrong("is host memory (a Rust slice); upload it to a Buffer or pass GPU memory".into())
+        }
+        (Home::Cudarc(_), None) => wrong("is cudarc GPU memory, which the CPU interpreter cannot read".into()),
+        (Home::Cudarc(h), Some(cuda)) => {
+            if h.cu_ctx != cuda.ctx.cu_ctx() as usize {
+                return wrong(format!(
+                    "belongs to another CUDA context (this device's is device {}'s {})",
+                    cuda.ordinal,
+                    if cuda.borrowed { "context given to Device::from_cudarc" } else { "primary context" }
+                ));
+            }
+            if h.tracked && h.object != Arc::as_ptr(&cuda.ctx) as usize {
+                return Err(Error::WrongDevice(format!(
+                    "kernel `{}`: the cudarc memory for `{}` belongs to a `CudaContext` that orders its streams with \
+                     events, and {} is not built on that `CudaContext`: launch on \
+                     `Device::from_cudarc(ctx, stream)` with the memory's context so the launch is ordered \
+                     with its other users",
+                    k.name,
+                    p.name,
+                    device.description()
+                )));
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Checks `args` against the kernel's parameters: count, kinds, dtypes, mutability, device, and
@@ -366,10 +422,10 @@ fn validate_args(
         let narrow = narrow.get(i).copied().flatten();
         match (p.kind, a) {
             (ParamKind::Ptr { .. }, KernelArg::BufferMut(b)) => {
-                check_buffer(k, p, b.dtype, b.len, b.device, device, narrow)?
+                check_buffer(k, p, b.dtype, b.len, b.home, device, narrow)?
             }
             (ParamKind::Ptr { mutable: false, .. }, KernelArg::Buffer(b)) => {
-                check_buffer(k, p, b.dtype, b.len, b.device, device, narrow)?
+                check_buffer(k, p, b.dtype, b.len, b.home, device, narrow)?
             }
             (ParamKind::Scalar(DType::I32), KernelArg::I32(_))
             | (ParamKind::Scalar(DType::I64), KernelArg::I64(_))
@@ -433,64 +489,146 @@ pub fn launch(
     let grid = [config.grid.x, config.grid.y, config.grid.z];
     match device.cuda_inner() {
         None => run_cpu(k, consts, grid, args),
-        Some(cuda) => {
-            let specs = spec.specializations();
-            let bits = specialization_bits(specs, info, consts, grid, args);
-            let key = (consts.len() <= 16 && specs.len() <= 64).then(|| {
-                let mut consts_log2 = [0u8; 16];
-                for (slot, c) in consts_log2.iter_mut().zip(consts) {
-                    *slot = c.trailing_zeros() as u8;
-                }
-                HotKey {
-                    spec: spec as *const KernelSpec as usize,
-                    consts_log2,
-                    nconsts: consts.len() as u8,
-                    num_warps,
-                    spec_bits: bits,
-                }
-            });
-            let loaded = cuda.function(key, spec.name(), k, || {
-                let values: Vec<bool> = (0..specs.len()).map(|i| i < 64 && bits & (1 << i) != 0).collect();
-                full_source_for(k, spec.source(), specs, consts, num_warps, &values)
-            })?;
-            // One little-endian word per C parameter (a 4-byte parameter reads the low half), on
-            // the stack for all but huge parameter lists.
-            let nbuf =
-                args.iter().filter(|a| matches!(a, KernelArg::Buffer(_) | KernelArg::BufferMut(_))).count();
-            let nwords = args.len() + nbuf + 1;
-            let mut stack = [0u64; STACK_WORDS];
-            let mut heap = Vec::new();
-            let words: &mut [u64] = if nwords <= STACK_WORDS {
-                &mut stack[..nwords]
-            } else {
-                heap.resize(nwords, 0);
-                &mut heap
-            };
-            let mut lens = args.len();
-            for (i, a) in args.iter().enumerate() {
-                words[i] = match a {
-                    KernelArg::Buffer(BufferArg { data: Data::Cuda(p), .. }) => *p,
-                    KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda(p, _), .. }) => *p,
-                    KernelArg::Buffer(_) | KernelArg::BufferMut(_) => {
-                        return Err(Error::WrongDevice("a CPU buffer reached a CUDA launch".into()))
-                    }
-                    KernelArg::I32(v) => u64::from(*v as u32),
-                    KernelArg::U32(v) => u64::from(*v),
-                    KernelArg::F32(v) => u64::from(v.to_bits()),
-                    KernelArg::I64(v) => *v as u64,
-                    KernelArg::U64(v) => *v,
+        Some(cuda) => launch_cuda(spec, info, cuda, consts, grid, num_warps, args),
+    }
+}
+
+/// The GPU half of [`launch`], after validation.
+fn launch_cuda(
+    spec: &'static KernelSpec,
+    info: &KernelInfo,
+    cuda: &CudaDevice,
+    consts: &[u64],
+    grid: [u32; 3],
+    num_warps: u32,
+    args: &mut [KernelArg<'_>],
+) -> Result<()> {
+    let k = &info.kernel;
+    let capturing = cuda.is_capturing_on_this_thread();
+    if capturing {
+        refuse_uncapturable(k, args)?;
+    }
+    // cudarc memory: its pointer is taken on the launching stream now (waiting for its pending
+    // writes where its context tracks them) and the guards, dropped after the launch is queued,
+    // record the kernel's use. The argument then holds the plain address.
+    let mut guards: Vec<SyncOnDrop<'_>> = Vec::new();
+    for a in args.iter_mut() {
+        match a {
+            KernelArg::Buffer(b) if matches!(b.data, Data::Cudarc(_)) => {
+                let Data::Cudarc(m) = std::mem::replace(&mut b.data, Data::Cuda { ptr: 0, keep: None }) else {
+                    unreachable!()
                 };
-                if let KernelArg::Buffer(BufferArg { len, .. })
-                | KernelArg::BufferMut(BufferArgMut { len, .. }) = a
-                {
-                    words[lens] = *len as u64;
-                    lens += 1;
-                }
+                let (ptr, guard) = m.read_ptr(&cuda.stream);
+                b.data = Data::Cuda { ptr, keep: None };
+                guards.push(guard);
             }
-            words[nwords - 1] = loaded.err_ptr;
-            cuda.launch(&loaded, grid, num_warps, words)
+            KernelArg::BufferMut(b) if matches!(b.data, DataMut::Cudarc(_)) => {
+                let placeholder = DataMut::Cuda { ptr: 0, keep: None, _exclusive: PhantomData };
+                let DataMut::Cudarc(m) = std::mem::replace(&mut b.data, placeholder) else { unreachable!() };
+                let (ptr, guard) = m.write_ptr(&cuda.stream);
+                b.data = DataMut::Cuda { ptr, keep: None, _exclusive: PhantomData };
+                guards.push(guard);
+            }
+            _ => {}
         }
     }
+    let specs = spec.specializations();
+    let bits = specialization_bits(specs, info, consts, grid, args);
+    let key = (consts.len() <= 16 && specs.len() <= 64).then(|| {
+        let mut consts_log2 = [0u8; 16];
+        for (slot, c) in consts_log2.iter_mut().zip(consts) {
+            *slot = c.trailing_zeros() as u8;
+        }
+        HotKey {
+            spec: spec as *const KernelSpec as usize,
+            consts_log2,
+            nconsts: consts.len() as u8,
+            num_warps,
+            spec_bits: bits,
+        }
+    });
+    let make_source = || {
+        let values: Vec<bool> = (0..specs.len()).map(|i| i < 64 && bits & (1 << i) != 0).collect();
+        full_source_for(k, spec.source(), specs, consts, num_warps, &values)
+    };
+    let loaded = if capturing {
+        cuda.loaded_function(key, &make_source).ok_or_else(|| {
+            Error::InvalidLaunch(format!(
+                "kernel `{}` has not been compiled for this configuration (const generics {consts:?}, {num_warps} \
+                 warps, this launch's specializations) on {}: a graph capture cannot compile or load a module; \
+                 launch it once with the same arguments before capturing",
+                k.name,
+                cuda.description()
+            ))
+        })?
+    } else {
+        cuda.function(key, spec.name(), k, make_source)?
+    };
+    // One little-endian word per C parameter (a 4-byte parameter reads the low half), on
+    // the stack for all but huge parameter lists.
+    let nbuf = args.iter().filter(|a| matches!(a, KernelArg::Buffer(_) | KernelArg::BufferMut(_))).count();
+    let nwords = args.len() + nbuf + 1;
+    let mut stack = [0u64; STACK_WORDS];
+    let mut heap = Vec::new();
+    let words: &mut [u64] = if nwords <= STACK_WORDS {
+        &mut stack[..nwords]
+    } else {
+        heap.resize(nwords, 0);
+        &mut heap
+    };
+    let mut lens = args.len();
+    for (i, a) in args.iter().enumerate() {
+        words[i] = match a {
+            KernelArg::Buffer(BufferArg { data: Data::Cuda { ptr, .. }, .. }) => *ptr,
+            KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda { ptr, .. }, .. }) => *ptr,
+            KernelArg::Buffer(_) | KernelArg::BufferMut(_) => {
+                return Err(Error::WrongDevice("host memory reached a CUDA launch".into()))
+            }
+            KernelArg::I32(v) => u64::from(*v as u32),
+            KernelArg::U32(v) => u64::from(*v),
+            KernelArg::F32(v) => u64::from(v.to_bits()),
+            KernelArg::I64(v) => *v as u64,
+            KernelArg::U64(v) => *v,
+        };
+        if let KernelArg::Buffer(BufferArg { len, .. }) | KernelArg::BufferMut(BufferArgMut { len, .. }) = a {
+            words[lens] = *len as u64;
+            lens += 1;
+        }
+    }
+    words[nwords - 1] = loaded.err_ptr;
+    if capturing {
+        cuda.keep_for_capture(args.iter().filter_map(|a| match a {
+            KernelArg::Buffer(BufferArg { data: Data::Cuda { keep, .. }, .. })
+            | KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda { keep, .. }, .. }) => {
+                keep.map(|k| k.retain())
+            }
+            _ => None,
+        }));
+    }
+    let queued = cuda.launch(&loaded, grid, num_warps, words, capturing);
+    drop(guards);
+    queued
+}
+
+/// A graph keeps the allocations of the fuse buffers it launches on alive; cudarc and host
+/// memory it could not keep, so a capture refuses them.
+fn refuse_uncapturable(k: &Kernel, args: &[KernelArg<'_>]) -> Result<()> {
+    for (p, a) in k.params.iter().zip(args) {
+        let foreign = matches!(
+            a,
+            KernelArg::Buffer(BufferArg { data: Data::Cudarc(_), .. })
+                | KernelArg::BufferMut(BufferArgMut { data: DataMut::Cudarc(_), .. })
+        );
+        if foreign {
+            return Err(Error::InvalidArgument(format!(
+                "kernel `{}`: a graph capture takes only fuse Buffers (and their views) as memory arguments, \
+                 but `{}` is cudarc memory: the graph could not keep it alive for its replays (copy it into a \
+                 Buffer, or launch without a graph)",
+                k.name, p.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl KernelSpec {
@@ -557,8 +695,8 @@ fn specialization_bits(
     for (i, s) in specs.iter().enumerate().take(64) {
         let on = match *s {
             Specialization::Align16(p) => match args.get(p as usize) {
-                Some(KernelArg::Buffer(BufferArg { data: Data::Cuda(ptr), .. }))
-                | Some(KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda(ptr, _), .. })) => {
+                Some(KernelArg::Buffer(BufferArg { data: Data::Cuda { ptr, .. }, .. }))
+                | Some(KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda { ptr, .. }, .. })) => {
                     ptr % 16 == 0
                 }
                 _ => false,

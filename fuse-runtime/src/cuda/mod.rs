@@ -1,8 +1,10 @@
 //! The CUDA back end: devices, memory, the compile caches and launches through cudarc.
 //!
-//! One stream per device (the context's default stream) orders every copy and launch, so cudarc's
-//! per-buffer event tracking is switched off.
+//! One stream per device (the context's default stream for `Device::cuda`, the caller's for
+//! `Device::from_cudarc`) orders every copy and launch. A graph capture records the capturing
+//! thread's launches on a private capture stream instead (see `graph.rs`).
 
+pub(crate) mod capture;
 pub(crate) mod libs;
 pub(crate) mod nvrtc;
 
@@ -115,6 +117,8 @@ type Cell<T> = Arc<OnceLock<Result<T>>>;
 
 pub(crate) struct CudaDevice {
     pub(crate) ordinal: usize,
+    /// Made by `Device::from_cudarc` over the caller's context and stream.
+    pub(crate) borrowed: bool,
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) name: String,
@@ -129,12 +133,24 @@ pub(crate) struct CudaDevice {
     /// Full source → loaded kernel (single flight per source).
     modules: Mutex<HashMap<String, Cell<Arc<Loaded>>>>,
     hot: std::sync::RwLock<HashMap<HotKey, Arc<Loaded>, BuildHasherDefault<FxHasher>>>,
+    /// The graph capture in progress, if any (see `capture.rs`).
+    pub(crate) capture: capture::CaptureSlot,
 }
 
 impl std::fmt::Debug for CudaDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "CudaDevice({}: {}, {})", self.ordinal, self.name, self.arch)
     }
+}
+
+/// CUDA GPUs the driver reports.
+pub(crate) fn device_count() -> Result<usize> {
+    libs::ensure(libs::Lib::Driver)?;
+    nvrtc::guard("CUDA driver", || {
+        CudaContext::device_count()
+            .map(|n| n.max(0) as usize)
+            .map_err(|e| Error::NoDevice(format!("cuInit/cuDeviceGetCount failed: {}", drv(e))))
+    })
 }
 
 /// The process-wide devices: `Device::cuda(n)` returns the same one every time.
@@ -154,13 +170,6 @@ impl CudaDevice {
 
     fn create(ordinal: usize) -> Result<CudaDevice> {
         libs::ensure(libs::Lib::Driver)?;
-        // Load NVRTC while the driver creates the context (~100 ms): a first launch served from the
-        // disk cache still needs NVRTC's version for the cache key, and loading the library is
-        // most of that launch's cost. `version()` is a OnceLock, so the
-        // launch waits for this load instead of starting a second one; errors surface there.
-        std::thread::spawn(|| {
-            let _ = nvrtc::version();
-        });
         nvrtc::guard("CUDA driver", || {
             let count = CudaContext::device_count()
                 .map_err(|e| Error::NoDevice(format!("cuInit/cuDeviceGetCount failed: {}", drv(e))))?;
@@ -175,40 +184,75 @@ impl CudaDevice {
             let ctx = CudaContext::new(ordinal).map_err(|e| {
                 Error::DriverError(format!("creating a context on device {ordinal}: {}", drv(e)))
             })?;
-            // SAFETY: every operation goes through the one stream below, which orders them.
-            unsafe { ctx.disable_event_tracking() };
             let stream = ctx.default_stream();
-            let (major, minor) = ctx.compute_capability().map_err(|e| Error::DriverError(drv(e)))?;
-            let name = ctx.name().map_err(|e| Error::DriverError(drv(e)))?;
-            let attr = |a| ctx.attribute(a).map(|v| v.max(1) as u32).map_err(|e| Error::DriverError(drv(e)));
-            let max_grid = [
-                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
-                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
-                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
-            ];
-            let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-            let err_words = stream
-                .alloc_zeros::<u64>(2 * MAX_SLOTS)
-                .map_err(|e| Error::Cuda(format!("allocating the error words: {}", drv(e))))?;
-            let (err_base, _guard) = err_words.device_ptr(&stream);
-            drop(_guard);
-            stream.synchronize().map_err(|e| Error::Cuda(drv(e)))?;
-            Ok(CudaDevice {
-                ordinal,
-                name,
-                arch: format!("sm_{major}{minor}"),
-                max_grid,
-                sm_count,
-                err_words: Mutex::new(err_words),
-                err_base,
-                launched: AtomicBool::new(false),
-                slots: Mutex::new(Vec::new()),
-                modules: Mutex::new(HashMap::new()),
-                hot: std::sync::RwLock::new(HashMap::default()),
-                ctx,
-                stream,
-            })
+            Self::from_parts(ctx, stream, false)
         })
+    }
+
+    /// A device over the caller's cudarc context and stream (`Device::from_cudarc`).
+    pub(crate) fn borrowed(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Result<CudaDevice> {
+        if **stream.context() != *ctx {
+            return Err(Error::WrongDevice(format!(
+                "Device::from_cudarc: the stream belongs to a context of device {} but the context given is \
+                 device {}'s {}",
+                stream.context().ordinal(),
+                ctx.ordinal(),
+                if ctx.cu_ctx() == stream.context().cu_ctx() { "(the same CUcontext)" } else { "(another CUcontext)" }
+            )));
+        }
+        // Launch and allocate through the stream's own `CudaContext` object, whose event
+        // tracking orders the cudarc memory made on it.
+        let ctx = stream.context().clone();
+        nvrtc::guard("CUDA driver", || Self::from_parts(ctx, stream, true))
+    }
+
+    fn from_parts(ctx: Arc<CudaContext>, stream: Arc<CudaStream>, borrowed: bool) -> Result<CudaDevice> {
+        // Load NVRTC while the driver works (~100 ms for a new context): a first launch served from
+        // the disk cache still needs NVRTC's version for the cache key, and loading the library is
+        // most of that launch's cost. `version()` is a OnceLock, so the launch waits for this load
+        // instead of starting a second one; errors surface there.
+        std::thread::spawn(|| {
+            let _ = nvrtc::version();
+        });
+        ctx.bind_to_thread().map_err(|e| Error::DriverError(format!("binding the context: {}", drv(e))))?;
+        let ordinal = ctx.ordinal();
+        let (major, minor) = ctx.compute_capability().map_err(|e| Error::DriverError(drv(e)))?;
+        let name = ctx.name().map_err(|e| Error::DriverError(drv(e)))?;
+        let attr = |a| ctx.attribute(a).map(|v| v.max(1) as u32).map_err(|e| Error::DriverError(drv(e)));
+        let max_grid = [
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+        ];
+        let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let err_words = stream
+            .alloc_zeros::<u64>(2 * MAX_SLOTS)
+            .map_err(|e| Error::Cuda(format!("allocating the error words: {}", drv(e))))?;
+        let (err_base, _guard) = err_words.device_ptr(&stream);
+        drop(_guard);
+        stream.synchronize().map_err(|e| Error::Cuda(drv(e)))?;
+        Ok(CudaDevice {
+            ordinal,
+            borrowed,
+            name,
+            arch: format!("sm_{major}{minor}"),
+            max_grid,
+            sm_count,
+            err_words: Mutex::new(err_words),
+            err_base,
+            launched: AtomicBool::new(false),
+            slots: Mutex::new(Vec::new()),
+            modules: Mutex::new(HashMap::new()),
+            hot: std::sync::RwLock::new(HashMap::default()),
+            capture: Default::default(),
+            ctx,
+            stream,
+        })
+    }
+
+    /// `"NVIDIA H200, sm_90"`.
+    pub(crate) fn description(&self) -> String {
+        format!("{}, {}", self.name, self.arch)
     }
 
     fn slot_for(&self, kernel: &Kernel) -> usize {
@@ -279,6 +323,22 @@ impl CudaDevice {
         Ok(loaded)
     }
 
+    /// The function for `key` (or `make_source`'s source) if it is already loaded on this device;
+    /// never compiles or loads (what a graph capture may call).
+    pub(crate) fn loaded_function(
+        &self,
+        key: Option<HotKey>,
+        make_source: &dyn Fn() -> String,
+    ) -> Option<Arc<Loaded>> {
+        if let Some(k) = key {
+            if let Some(l) = self.hot.read().unwrap_or_else(|p| p.into_inner()).get(&k) {
+                return Some(l.clone());
+            }
+        }
+        let cell = lock(&self.modules).get(&make_source()).cloned()?;
+        cell.get().and_then(|r| r.as_ref().ok().cloned())
+    }
+
     /// Launches with `words`: each C parameter as a little-endian word (user parameters, then the
     /// lengths, then the error pointer), already checked against the kernel's parameters.
     pub(crate) fn launch(
@@ -287,6 +347,7 @@ impl CudaDevice {
         grid: [u32; 3],
         num_warps: u32,
         words: &mut [u64],
+        capturing: bool,
     ) -> Result<()> {
         const STACK: usize = 48;
         let mut stack = [std::ptr::null_mut::<c_void>(); STACK];
@@ -301,6 +362,7 @@ impl CudaDevice {
             *p = (w as *mut u64).cast();
         }
         self.ctx.bind_to_thread().map_err(|e| Error::Cuda(format!("binding the context: {}", drv(e))))?;
+        let stream = if capturing { self.capture.stream() } else { self.stream.cu_stream() };
         // SAFETY: `launch::launch` checked the arguments against the kernel's parameters (the C
         // signature the emitter writes from them), `words` outlives the call, the buffers are live
         // and device-side bounds checks guard every access.
@@ -310,11 +372,14 @@ impl CudaDevice {
                 (grid[0], grid[1], grid[2]),
                 (32 * num_warps, 1, 1),
                 0,
-                self.stream.cu_stream(),
+                stream,
                 params,
             )
         }
         .map_err(|e| Error::Cuda(format!("launching: {}", drv(e))))?;
+        if capturing {
+            return Ok(());
+        }
         // Set only once the kernel is queued: a `synchronize` on another thread that clears the
         // flag before this point has not read the error words this kernel may write.
         self.launched.store(true, Ordering::Release);
@@ -325,6 +390,7 @@ impl CudaDevice {
     /// The error words are per device: with several threads launching on one device, whichever
     /// synchronises first reports (and clears) what any of their kernels recorded.
     pub(crate) fn synchronize(&self) -> Result<()> {
+        self.capture.refuse_on_this_thread("synchronize or copy from the device")?;
         let dirty = self.launched.swap(false, Ordering::AcqRel);
         self.stream.synchronize().map_err(|e| {
             Error::Cuda(format!(

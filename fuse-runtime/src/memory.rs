@@ -1,0 +1,378 @@
+//! What a kernel's pointer parameters accept: [`DeviceRead`] (for `*const T`) and [`DeviceWrite`]
+//! (for `*mut T`), implemented for fuse [`Buffer`]s and their views ([`BufferView`],
+//! [`BufferViewMut`]), cudarc's `CudaSlice`/`CudaView`/`CudaViewMut`, and host slices (CPU only).
+//!
+//! The element type is checked by the Rust compiler (`&Buffer<f16>` is not `DeviceRead<f32>`); a
+//! writable parameter takes only exclusive borrows, so passing one buffer both as an input and as
+//! an output of one launch is a borrow error. The length a launch's bounds checks and proofs use
+//! is the view's, never the allocation's.
+
+use crate::device::{Buffer, Storage};
+use crate::element::{as_bytes, as_bytes_mut, Element};
+use crate::error::{Error, Result};
+use crate::launch::{BufferArg, BufferArgMut, Data, DataMut, Home, KernelArg};
+use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop,
+};
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+/// Memory a kernel may read: what a `*const T` parameter of a generated `launch` accepts.
+///
+/// Implemented for `&Buffer<T>`, `&mut Buffer<T>`, [`BufferView`], [`BufferViewMut`], cudarc's
+/// `&CudaSlice<T>`, `&mut CudaSlice<T>`, `CudaView<T>`, `CudaViewMut<T>` (and references to the
+/// views), and host slices `&[T]`, `&mut [T]`, `&Vec<T>`, `&mut Vec<T>` (which only a CPU device
+/// runs on). Implement it for your own wrapper by delegating to one of these.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not device memory of `{T}` that a kernel can read",
+    label = "expected a `&Buffer<{T}>`, a view of one, a cudarc `CudaSlice<{T}>`/`CudaView<{T}>` or a `&[{T}]`",
+    note = "the element type must match the kernel's `*const {T}` parameter exactly"
+)]
+pub trait DeviceRead<T: Element> {
+    /// The type-erased launch argument, borrowing `self` for the launch.
+    fn kernel_arg(&self) -> KernelArg<'_>;
+}
+
+/// Memory a kernel may write: what a `*mut T` parameter of a generated `launch` accepts.
+///
+/// Only exclusive borrows implement it: `&mut Buffer<T>`, [`BufferViewMut`], cudarc's
+/// `&mut CudaSlice<T>` and `CudaViewMut<T>` (and `&mut` of it), and `&mut [T]`/`&mut Vec<T>`
+/// (CPU only).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not writable device memory of `{T}`",
+    label = "expected a `&mut Buffer<{T}>`, `buffer.slice_mut(..)`, a cudarc `&mut CudaSlice<{T}>`/`CudaViewMut<{T}>` or a `&mut [{T}]`",
+    note = "a `*mut {T}` parameter needs an exclusive borrow of memory of exactly `{T}`"
+)]
+pub trait DeviceWrite<T: Element> {
+    /// The type-erased writable launch argument, borrowing `self` mutably for the launch.
+    fn kernel_arg_mut(&mut self) -> KernelArg<'_>;
+}
+
+fn range_of(bounds: impl RangeBounds<usize>, len: usize, what: &str) -> Result<(usize, usize)> {
+    let start = match bounds.start_bound() {
+        Bound::Included(&s) => Some(s),
+        Bound::Excluded(&s) => s.checked_add(1),
+        Bound::Unbounded => Some(0),
+    };
+    let end = match bounds.end_bound() {
+        Bound::Included(&e) => e.checked_add(1),
+        Bound::Excluded(&e) => Some(e),
+        Bound::Unbounded => Some(len),
+    };
+    match (start, end) {
+        (Some(s), Some(e)) if s <= e && e <= len => Ok((s, e - s)),
+        _ => Err(Error::InvalidArgument(format!(
+            "{what}: the range {} is not within the buffer's {len} elements",
+            describe_range(&bounds)
+        ))),
+    }
+}
+
+fn describe_range(bounds: &impl RangeBounds<usize>) -> String {
+    let s = match bounds.start_bound() {
+        Bound::Included(s) => s.to_string(),
+        Bound::Excluded(s) => format!("{s}+1"),
+        Bound::Unbounded => String::new(),
+    };
+    match bounds.end_bound() {
+        Bound::Included(e) => format!("{s}..={e}"),
+        Bound::Excluded(e) => format!("{s}..{e}"),
+        Bound::Unbounded => format!("{s}.."),
+    }
+}
+
+/// A read-only view of `len` elements of a [`Buffer`] from element `start`: `buf.slice(a..b)`.
+#[derive(Clone, Copy, Debug)]
+pub struct BufferView<'a, T: Element> {
+    buf: &'a Buffer<T>,
+    start: usize,
+    len: usize,
+}
+
+/// A writable view of part of a [`Buffer`]: `buf.slice_mut(a..b)`.
+#[derive(Debug)]
+pub struct BufferViewMut<'a, T: Element> {
+    buf: &'a mut Buffer<T>,
+    start: usize,
+    len: usize,
+}
+
+impl<T: Element> Buffer<T> {
+    /// A read-only view of the elements in `range` (e.g. `buf.slice(16..1040)`), which a kernel
+    /// sees as a buffer of `range`'s length: its bounds checks use that length.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the range is not within `0..len()`.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<BufferView<'_, T>> {
+        let (start, len) = range_of(range, self.len, "Buffer::slice")?;
+        Ok(BufferView { buf: self, start, len })
+    }
+
+    /// A writable view of the elements in `range`; see [`Buffer::slice`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the range is not within `0..len()`.
+    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<BufferViewMut<'_, T>> {
+        let (start, len) = range_of(range, self.len, "Buffer::slice_mut")?;
+        Ok(BufferViewMut { buf: self, start, len })
+    }
+
+    /// The launch argument for elements `start..start + len` (already checked to be inside).
+    pub(crate) fn read_arg(&self, start: usize, len: usize) -> KernelArg<'_> {
+        let data = match &self.storage {
+            Storage::Cpu(v) => Data::Host(as_bytes(&v[start..start + len])),
+            Storage::Cuda { slice, ptr } => {
+                Data::Cuda { ptr: ptr + (start * std::mem::size_of::<T>()) as u64, keep: Some(slice) }
+            }
+        };
+        KernelArg::Buffer(BufferArg { dtype: T::DTYPE, len, home: Home::Fuse(&self.device), data })
+    }
+
+    pub(crate) fn write_arg(&mut self, start: usize, len: usize) -> KernelArg<'_> {
+        // Disjoint borrows of the fields: the device shared, the storage mutable.
+        let Buffer { device, storage, .. } = self;
+        let data = match storage {
+            Storage::Cpu(v) => DataMut::Host(as_bytes_mut(&mut v[start..start + len])),
+            Storage::Cuda { slice, ptr } => DataMut::Cuda {
+                ptr: *ptr + (start * std::mem::size_of::<T>()) as u64,
+                keep: Some(&*slice),
+                _exclusive: PhantomData,
+            },
+        };
+        KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len, home: Home::Fuse(&*device), data })
+    }
+}
+
+impl<T: Element> BufferView<'_, T> {
+    /// Elements in the view.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the view has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The view's elements, copied to the host (waits for the device as [`Buffer::to_vec`]).
+    ///
+    /// # Errors
+    /// As [`Buffer::to_vec`].
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        Ok(self.buf.to_vec()?[self.start..self.start + self.len].to_vec())
+    }
+}
+
+impl<T: Element> BufferViewMut<'_, T> {
+    /// Elements in the view.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the view has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl<T: Element> DeviceRead<T> for &Buffer<T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        self.read_arg(0, self.len)
+    }
+}
+impl<T: Element> DeviceRead<T> for &mut Buffer<T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        self.read_arg(0, self.len)
+    }
+}
+impl<T: Element> DeviceWrite<T> for &mut Buffer<T> {
+    fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
+        let len = self.len;
+        self.write_arg(0, len)
+    }
+}
+impl<T: Element> DeviceRead<T> for BufferView<'_, T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        self.buf.read_arg(self.start, self.len)
+    }
+}
+impl<T: Element> DeviceRead<T> for BufferViewMut<'_, T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        self.buf.read_arg(self.start, self.len)
+    }
+}
+impl<T: Element> DeviceWrite<T> for BufferViewMut<'_, T> {
+    fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
+        self.buf.write_arg(self.start, self.len)
+    }
+}
+impl<T: Element> DeviceRead<T> for &BufferView<'_, T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        self.buf.read_arg(self.start, self.len)
+    }
+}
+impl<T: Element> DeviceRead<T> for &BufferViewMut<'_, T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        self.buf.read_arg(self.start, self.len)
+    }
+}
+impl<T: Element> DeviceWrite<T> for &mut BufferViewMut<'_, T> {
+    fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
+        self.buf.write_arg(self.start, self.len)
+    }
+}
+
+// Host slices: the CPU interpreter reads and writes them in place (a GPU launch refuses them).
+fn host_read<T: Element>(v: &[T]) -> KernelArg<'_> {
+    KernelArg::Buffer(BufferArg { dtype: T::DTYPE, len: v.len(), home: Home::Host, data: Data::Host(as_bytes(v)) })
+}
+fn host_write<T: Element>(v: &mut [T]) -> KernelArg<'_> {
+    let len = v.len();
+    KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len, home: Home::Host, data: DataMut::Host(as_bytes_mut(v)) })
+}
+impl<T: Element> DeviceRead<T> for &[T] {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        host_read(self)
+    }
+}
+impl<T: Element> DeviceRead<T> for &mut [T] {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        host_read(self)
+    }
+}
+impl<T: Element> DeviceWrite<T> for &mut [T] {
+    fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
+        host_write(self)
+    }
+}
+impl<T: Element> DeviceRead<T> for &Vec<T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        host_read(self)
+    }
+}
+impl<T: Element> DeviceRead<T> for &mut Vec<T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        host_read(self)
+    }
+}
+impl<T: Element> DeviceWrite<T> for &mut Vec<T> {
+    fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
+        host_write(self)
+    }
+}
+
+/// cudarc memory, type-erased: its pointer is taken at launch through cudarc's `DevicePtr` /
+/// `DevicePtrMut` on the launching stream, so cudarc's stream synchronisation (events, where its
+/// context tracks them) orders the kernel with the memory's other users.
+pub(crate) trait CudarcMemory {
+    fn context(&self) -> &Arc<CudaContext>;
+    fn read_ptr<'s>(&'s self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>);
+}
+
+pub(crate) trait CudarcMemoryMut: CudarcMemory {
+    fn write_ptr<'s>(&'s mut self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>);
+}
+
+impl<T> CudarcMemory for CudaSlice<T> {
+    fn context(&self) -> &Arc<CudaContext> {
+        CudaSlice::context(self)
+    }
+    fn read_ptr<'s>(&'s self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>) {
+        self.device_ptr(stream)
+    }
+}
+impl<T> CudarcMemoryMut for CudaSlice<T> {
+    fn write_ptr<'s>(&'s mut self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>) {
+        self.device_ptr_mut(stream)
+    }
+}
+impl<T> CudarcMemory for CudaView<'_, T> {
+    fn context(&self) -> &Arc<CudaContext> {
+        self.stream().context()
+    }
+    fn read_ptr<'s>(&'s self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>) {
+        self.device_ptr(stream)
+    }
+}
+impl<T> CudarcMemory for CudaViewMut<'_, T> {
+    fn context(&self) -> &Arc<CudaContext> {
+        self.stream().context()
+    }
+    fn read_ptr<'s>(&'s self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>) {
+        self.device_ptr(stream)
+    }
+}
+impl<T> CudarcMemoryMut for CudaViewMut<'_, T> {
+    fn write_ptr<'s>(&'s mut self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>) {
+        self.device_ptr_mut(stream)
+    }
+}
+
+/// Which cudarc context a piece of cudarc memory belongs to, read when the argument is made.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CudarcHome {
+    /// The driver context (`CUcontext`): memory is usable by any stream of the same one.
+    pub(crate) cu_ctx: usize,
+    /// The cudarc `CudaContext` object: its event tracking is what orders the memory's users.
+    pub(crate) object: usize,
+    /// Whether that object synchronises streams with events (multi-stream mode, tracking on).
+    pub(crate) tracked: bool,
+}
+
+fn home_of(ctx: &Arc<CudaContext>) -> Home<'static> {
+    Home::Cudarc(CudarcHome {
+        cu_ctx: ctx.cu_ctx() as usize,
+        object: Arc::as_ptr(ctx) as usize,
+        tracked: ctx.is_managing_stream_synchronization(),
+    })
+}
+
+fn cudarc_read<T: Element, M: CudarcMemory>(m: &M, len: usize) -> KernelArg<'_> {
+    KernelArg::Buffer(BufferArg { dtype: T::DTYPE, len, home: home_of(m.context()), data: Data::Cudarc(m) })
+}
+fn cudarc_write<T: Element, M: CudarcMemoryMut>(m: &mut M, len: usize) -> KernelArg<'_> {
+    let home = home_of(m.context());
+    KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len, home, data: DataMut::Cudarc(m) })
+}
+
+impl<T: Element> DeviceRead<T> for &CudaSlice<T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        cudarc_read::<T, _>(*self, self.len())
+    }
+}
+impl<T: Element> DeviceRead<T> for &mut CudaSlice<T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        cudarc_read::<T, _>(&**self, self.len())
+    }
+}
+impl<T: Element> DeviceWrite<T> for &mut CudaSlice<T> {
+    fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
+        let len = self.len();
+        cudarc_write::<T, _>(&mut **self, len)
+    }
+}
+impl<T: Element> DeviceRead<T> for CudaView<'_, T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        cudarc_read::<T, _>(self, self.len())
+    }
+}
+impl<T: Element> DeviceRead<T> for &CudaView<'_, T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        cudarc_read::<T, _>(*self, self.len())
+    }
+}
+impl<T: Element> DeviceRead<T> for CudaViewMut<'_, T> {
+    fn kernel_arg(&self) -> KernelArg<'_> {
+        cudarc_read::<T, _>(self, self.len())
+    }
+}
+impl<T: Element> DeviceWrite<T> for CudaViewMut<'_, T> {
+    fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
+        let len = self.len();
+        cudarc_write::<T, _>(self, len)
+    }
+}
+impl<T: Element> DeviceWrite<T> for &mut CudaViewMut<'_, T> {
+    fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
+        let len = self.len();
+        cudarc_write::<T, _>(&mut **self, len)
+    }
+}
