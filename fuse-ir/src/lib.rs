@@ -18,27 +18,52 @@
 //! * Control flow is structured and uniform: `if` conditions and loop bounds are scalars, so every
 //!   thread of a program takes the same path (reductions inside them are safe on the GPU).
 //!
-//! The macro serialises a [`Kernel`] to JSON; the runtime deserialises it once per process.
+//! The macro serialises a [`Kernel`] to JSON ([`Kernel::to_json`]); the runtime deserialises it
+//! once per process ([`Kernel::from_json`]). [`Kernel`]'s documentation has a complete example.
+//!
+//! [`philox`] is the reference implementation of `rand`, which every back end reproduces bit for
+//! bit.
+#![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Element types: of pointers, scalars and tile elements.
+///
+/// ```
+/// use fuse_ir::DType;
+///
+/// assert_eq!(DType::from_name("bf16"), Some(DType::BF16));
+/// assert_eq!(DType::BF16.size_bytes(), 2);
+/// assert!(!DType::BF16.is_compute());
+/// assert_eq!(DType::BF16.compute(), DType::F32);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DType {
+    /// `bool`: a compute type (comparisons and masks); one byte in memory; never a parameter.
     Bool,
+    /// `i8`: storage only, widened to `i32` for arithmetic.
     I8,
+    /// `u8`: storage only, widened to `i32` for arithmetic.
     U8,
+    /// `i32`: a compute type; `program_id`, `num_programs` and `arange` give it.
     I32,
+    /// `u32`: a compute type.
     U32,
+    /// `i64`: a compute type.
     I64,
+    /// `u64`: a compute type.
     U64,
+    /// `f16` (IEEE binary16): storage only, widened to `f32` for arithmetic.
     F16,
+    /// `bf16` (bfloat16): storage only, widened to `f32` for arithmetic.
     BF16,
+    /// `f32`: the one float compute type.
     F32,
 }
 
 impl DType {
+    /// Every dtype, in declaration order.
     pub const ALL: [DType; 10] = [
         DType::Bool,
         DType::I8,
@@ -68,6 +93,7 @@ impl DType {
         }
     }
 
+    /// The dtype [`DType::name`] spells `name`, or `None` for any other string.
     pub fn from_name(name: &str) -> Option<DType> {
         DType::ALL.into_iter().find(|d| d.name() == name)
     }
@@ -82,14 +108,17 @@ impl DType {
         }
     }
 
+    /// `f16`, `bf16` or `f32`.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32)
     }
 
+    /// A signed or unsigned integer type of any width (not `bool`).
     pub fn is_int(self) -> bool {
         matches!(self, DType::I8 | DType::U8 | DType::I32 | DType::U32 | DType::I64 | DType::U64)
     }
 
+    /// `i8`, `i32` or `i64`.
     pub fn is_signed_int(self) -> bool {
         matches!(self, DType::I8 | DType::I32 | DType::I64)
     }
@@ -117,17 +146,36 @@ impl fmt::Display for DType {
 
 /// A tile length: `2^log2 * product(const generics)`. Every factor is a power of two, so every
 /// length is one. `consts` holds indices into [`Kernel::consts`], sorted, repeated for powers.
+///
+/// A length is symbolic until launch, when the const generics get their values ([`Len::eval`]).
+///
+/// ```
+/// use fuse_ir::Len;
+///
+/// // `2 * BLOCK`, where `BLOCK` is the kernel's first const generic.
+/// let len = Len::of_const(0).mul(&Len::literal_log2(1));
+/// let names = ["BLOCK".to_string()];
+/// assert_eq!(len.eval(&[256]), Some(512));
+/// assert_eq!(len.c_expr(&names), "(BLOCK * 2)");
+/// assert_eq!(len.display(&names), "2 * BLOCK");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Len {
+    /// The exponent of the literal power-of-two factor; negative for a division (`BLOCK / 2` has
+    /// `log2 == -1`).
     pub log2: i32,
+    /// The const generic factors, as indices into [`Kernel::consts`] (sorted; an index appears
+    /// once per power).
     pub consts: Vec<u32>,
 }
 
 impl Len {
+    /// The literal length `2^log2` (no const generic factor).
     pub fn literal_log2(log2: i32) -> Len {
         Len { log2, consts: Vec::new() }
     }
 
+    /// The length of the const generic with index `index` in [`Kernel::consts`].
     pub fn of_const(index: u32) -> Len {
         Len { log2: 0, consts: vec![index] }
     }
@@ -140,7 +188,9 @@ impl Len {
         Len { log2: self.log2 + other.log2, consts }
     }
 
-    /// The value for concrete const-generic values; `None` if it is not a whole number or overflows.
+    /// The value for concrete const-generic values (`const_values[i]` for [`Kernel::consts`]`[i]`);
+    /// `None` if a value is missing or not a power of two, or the result is not a whole number or
+    /// not below `2^63`.
     pub fn eval(&self, const_values: &[u64]) -> Option<u64> {
         let mut log2 = i64::from(self.log2);
         for &c in &self.consts {
@@ -156,7 +206,11 @@ impl Len {
         Some(1u64 << log2)
     }
 
-    /// A C expression for this length, naming const generics by their (`#define`d) names.
+    /// A C expression for this length, naming const generics by their (`#define`d) names
+    /// (`const_names[i]` for index `i`, normally [`Kernel::consts`]).
+    ///
+    /// # Panics
+    /// If an index in [`Len::consts`] is out of range of `const_names`.
     pub fn c_expr(&self, const_names: &[String]) -> String {
         let factors: Vec<String> = self.consts.iter().map(|&c| const_names[c as usize].clone()).collect();
         let mut expr = if factors.is_empty() { "1".to_string() } else { factors.join(" * ") };
@@ -170,7 +224,11 @@ impl Len {
         expr
     }
 
-    /// How users would write it, for diagnostics.
+    /// How users would write it (`2 * BLOCK`, `BLOCK / 4`), for diagnostics; const generics named
+    /// as in [`Len::c_expr`].
+    ///
+    /// # Panics
+    /// If an index in [`Len::consts`] is out of range of `const_names`.
     pub fn display(&self, const_names: &[String]) -> String {
         let mut parts: Vec<String> = Vec::new();
         if (self.log2 > 0 || self.consts.is_empty()) && self.log2 >= 0 {
@@ -188,14 +246,18 @@ impl Len {
 /// Scalar (uniform across the program) or a 1-D tile of a given length.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Shape {
+    /// One value, the same in every thread of a program.
     Scalar,
+    /// A 1-D tile of this many elements, spread over the threads of a program.
     Tile(Len),
 }
 
 impl Shape {
+    /// Whether this is [`Shape::Scalar`].
     pub fn is_scalar(&self) -> bool {
         matches!(self, Shape::Scalar)
     }
+    /// The tile length; `None` for a scalar.
     pub fn len(&self) -> Option<&Len> {
         match self {
             Shape::Scalar => None,
@@ -207,14 +269,18 @@ impl Shape {
 /// The type of a value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Ty {
+    /// The element type.
     pub dtype: DType,
+    /// Scalar or tile, and the tile's length.
     pub shape: Shape,
 }
 
 impl Ty {
+    /// A scalar of `dtype`.
     pub fn scalar(dtype: DType) -> Ty {
         Ty { dtype, shape: Shape::Scalar }
     }
+    /// A tile of `len` elements of `dtype`.
     pub fn tile(dtype: DType, len: Len) -> Ty {
         Ty { dtype, shape: Shape::Tile(len) }
     }
@@ -225,13 +291,20 @@ impl Ty {
 pub struct Param {
     /// The user's name; also the C parameter name.
     pub name: String,
+    /// Pointer or scalar, and its type.
     pub kind: ParamKind,
 }
 
+/// What a [`Param`] is: a pointer (a buffer at launch) or a scalar passed by value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ParamKind {
     /// `*const T` (read-only) or `*mut T` (writable): a buffer argument at launch.
-    Ptr { elem: DType, mutable: bool },
+    Ptr {
+        /// The pointee's dtype `T` (any dtype but `bool`).
+        elem: DType,
+        /// `true` for `*mut T`: only such a parameter may be stored to.
+        mutable: bool,
+    },
     /// A scalar passed by value: i32, i64, u32, u64 or f32.
     Scalar(DType),
 }
@@ -245,42 +318,82 @@ pub struct VarId(pub u32);
 /// temporaries).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Var {
+    /// The C identifier (unique in the kernel).
     pub name: String,
+    /// The type every value assigned to it has.
     pub ty: Ty,
 }
 
+/// A statement. Control flow is structured, and uniform across the threads of a program.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Stmt {
     /// `dst = expr`. The expression's result has `dst`'s type.
-    Assign { dst: VarId, expr: Expr },
+    Assign {
+        /// The var assigned.
+        dst: VarId,
+        /// The value, of `dst`'s type.
+        expr: Expr,
+    },
     /// `param[offset] = value` for every lane whose mask is true (all lanes if `None`).
     /// `value` has the pointee's dtype; `offset` is an integer scalar or tile; a scalar `value`
     /// or mask broadcasts over a tile offset.
-    Store { param: u32, offset: VarId, value: VarId, mask: Option<VarId> },
-    /// `cond` is a scalar bool.
-    If { cond: VarId, then_body: Vec<Stmt>, else_body: Vec<Stmt> },
+    Store {
+        /// Index in [`Kernel::params`] of a `*mut` pointer parameter.
+        param: u32,
+        /// Element offsets from the pointer (not bytes).
+        offset: VarId,
+        /// The value(s) written.
+        value: VarId,
+        /// A bool scalar or tile; lanes where it is false are not written.
+        mask: Option<VarId>,
+    },
+    /// `if cond { then_body } else { else_body }`.
+    If {
+        /// A scalar bool.
+        cond: VarId,
+        /// Runs when `cond` is true.
+        then_body: Vec<Stmt>,
+        /// Runs when `cond` is false (empty without an `else`).
+        else_body: Vec<Stmt>,
+    },
     /// `for var in (start..end).step_by(step)`: integer scalars of one dtype, `step > 0` (a
     /// non-positive step runs no iteration). `var` is assigned before each iteration; the body
     /// may not assign it.
-    For { var: VarId, start: VarId, end: VarId, step: VarId, body: Vec<Stmt> },
+    For {
+        /// The loop counter.
+        var: VarId,
+        /// The first value of the counter.
+        start: VarId,
+        /// The bound, exclusive.
+        end: VarId,
+        /// The increment.
+        step: VarId,
+        /// The loop body.
+        body: Vec<Stmt>,
+    },
 }
 
+/// The right-hand side of a [`Stmt::Assign`]. Its result has the destination var's type; the
+/// variant docs say what the operands must be.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Expr {
     /// The value of another var (same type).
     Copy(VarId),
     /// A literal of the destination's dtype (scalar destination).
     Lit(Literal),
-    /// A scalar parameter's value (its dtype is the destination's).
+    /// A scalar parameter's value, by index in [`Kernel::params`] (its dtype is the destination's).
     Param(u32),
-    /// A const generic's value, in the destination's integer dtype.
+    /// A const generic's value, by index in [`Kernel::consts`], in the destination's integer dtype.
     ConstGeneric(u32),
     /// `program_id(axis)`, i32, axis 0..=2.
     ProgramId(u8),
     /// `num_programs(axis)`, i32, axis 0..=2.
     NumPrograms(u8),
     /// `arange(start, start + len)` where len is the destination tile's length; i32.
-    Arange { start: i64 },
+    Arange {
+        /// The value of lane 0.
+        start: i64,
+    },
     /// A scalar broadcast to the destination tile.
     Splat(VarId),
     /// Element-wise; see [`UnaryOp`] for operand types.
@@ -294,13 +407,27 @@ pub enum Expr {
     Where(VarId, VarId, VarId),
     /// `param[offset]` for lanes whose mask is true, else `other` (else zero). `other` is a
     /// scalar or tile of the pointee dtype. Result dtype: the pointee's.
-    Load { param: u32, offset: VarId, mask: Option<VarId>, other: Option<VarId> },
+    Load {
+        /// Index in [`Kernel::params`] of a pointer parameter.
+        param: u32,
+        /// Element offsets from the pointer (not bytes): an integer scalar or tile.
+        offset: VarId,
+        /// A bool scalar or tile; lanes where it is false are not read.
+        mask: Option<VarId>,
+        /// The value of masked-off lanes (zero if `None`).
+        other: Option<VarId>,
+    },
     /// A tile reduced to a scalar of the same dtype. Float sums accumulate in f32 in an
     /// unspecified order; max/min ignore NaN unless every lane is NaN (IEEE maxNum/minNum).
     Reduce(ReduceOp, VarId),
     /// Uniform f32 in [0, 1): see [`philox`]. `seed` an integer scalar, `offset` an integer
     /// scalar or tile; the result has the offset's shape.
-    Rand { seed: VarId, offset: VarId },
+    Rand {
+        /// The Philox key.
+        seed: VarId,
+        /// Per lane, the index of the random number in the seed's stream.
+        offset: VarId,
+    },
 }
 
 impl Expr {
@@ -325,13 +452,17 @@ impl Expr {
     }
 }
 
+/// The constant of an [`Expr::Lit`]; the destination var's dtype is its type.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Literal {
+    /// `true` or `false`.
     Bool(bool),
+    /// An integer that fits in `i64`.
     Int(i64),
     /// Also used for `u64` literals above `i64::MAX`.
     UInt(u64),
-    /// Serialised as its bit pattern: JSON has no infinities or NaN.
+    /// A float (`f32::INFINITY` and the like included). Serialised as its bit pattern: JSON has
+    /// no infinities or NaN.
     Float(#[serde(with = "f64_bits")] f64),
 }
 
@@ -347,6 +478,7 @@ mod f64_bits {
     }
 }
 
+/// An element-wise function of one operand ([`Expr::Unary`]); the result has the operand's dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum UnaryOp {
     /// Arithmetic negation (ints wrap).
@@ -356,24 +488,38 @@ pub enum UnaryOp {
     /// `abs` on floats and signed ints (ints wrap: `abs(i32::MIN) == i32::MIN`).
     Abs,
     // f32 only from here on.
+    /// `e^x`.
     Exp,
+    /// `2^x`.
     Exp2,
+    /// Natural logarithm.
     Log,
+    /// Base-2 logarithm.
     Log2,
+    /// Square root.
     Sqrt,
     /// `1 / sqrt(x)`.
     Rsqrt,
+    /// The error function.
     Erf,
+    /// Hyperbolic tangent.
     Tanh,
     /// `1 / (1 + exp(-x))`.
     Sigmoid,
+    /// Round toward negative infinity.
     Floor,
+    /// Round toward positive infinity.
     Ceil,
+    /// Sine (radians).
     Sin,
+    /// Cosine (radians).
     Cos,
 }
 
 impl UnaryOp {
+    /// The lower-case name: how kernels spell the math functions (`exp`, `rsqrt`, ...; see
+    /// [`UnaryOp::MATH`]), and `neg`, `not`, `abs` for the others. Used to look up the math
+    /// functions by name and in error messages.
     pub fn name(self) -> &'static str {
         match self {
             UnaryOp::Neg => "neg",
@@ -413,76 +559,144 @@ impl UnaryOp {
     ];
 }
 
+/// An element-wise operation on two operands of one dtype ([`Expr::Binary`]). The result has
+/// that dtype, except for comparisons, whose result is bool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BinaryOp {
-    /// Ints wrap on overflow.
+    /// `a + b`. Ints wrap on overflow.
     Add,
+    /// `a - b`. Ints wrap on overflow.
     Sub,
+    /// `a * b`. Ints wrap on overflow.
     Mul,
     /// Ints: truncating; division by zero gives 0 (on both back ends). Floats: IEEE.
     Div,
     /// Ints: sign of the dividend (C/Rust `%`); by zero gives 0. Floats: `fmodf`.
     Rem,
-    /// `maximum`/`minimum`: IEEE maxNum/minNum on floats.
+    /// `maximum(a, b)`: IEEE maxNum on floats (a NaN operand is ignored).
     Max,
+    /// `minimum(a, b)`: IEEE minNum on floats (a NaN operand is ignored).
     Min,
-    /// `&`, `|`, `^`: logical on bool, bitwise on ints.
+    /// `a & b`: logical on bool, bitwise on ints.
     And,
+    /// `a | b`: logical on bool, bitwise on ints.
     Or,
+    /// `a ^ b`: logical on bool, bitwise on ints.
     Xor,
     // Comparisons: the result is bool.
+    /// `a < b` (bool result).
     Lt,
+    /// `a <= b` (bool result).
     Le,
+    /// `a > b` (bool result).
     Gt,
+    /// `a >= b` (bool result).
     Ge,
+    /// `a == b` (bool result).
     Eq,
+    /// `a != b` (bool result).
     Ne,
 }
 
 impl BinaryOp {
+    /// `<`, `<=`, `>`, `>=`, `==` or `!=`: the result is bool.
     pub fn is_comparison(self) -> bool {
         matches!(
             self,
             BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge | BinaryOp::Eq | BinaryOp::Ne
         )
     }
+    /// `&`, `|` or `^`.
     pub fn is_bitwise(self) -> bool {
         matches!(self, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
     }
 }
 
+/// How [`Expr::Reduce`] combines the lanes of a tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ReduceOp {
+    /// `sum(t)`.
     Sum,
+    /// `max(t)`.
     Max,
+    /// `min(t)`.
     Min,
 }
 
 /// One kernel, checked.
+///
+/// `#[fused_kernel]` builds it from the user's `fn`; the back ends read it. Built by hand:
+///
+/// ```
+/// use fuse_ir::{DType, Expr, Kernel, Len, Literal, Param, ParamKind, Stmt, Ty, Var, VarId};
+///
+/// // fn fill<const BLOCK: usize>(out: *mut f32) { store(out + arange(0, BLOCK), 1.0) }
+/// let kernel = Kernel {
+///     name: "fill".into(),
+///     consts: vec!["BLOCK".into()],
+///     params: vec![Param { name: "out".into(), kind: ParamKind::Ptr { elem: DType::F32, mutable: true } }],
+///     vars: vec![
+///         Var { name: "offs".into(), ty: Ty::tile(DType::I32, Len::of_const(0)) },
+///         Var { name: "one".into(), ty: Ty::scalar(DType::F32) },
+///     ],
+///     body: vec![
+///         Stmt::Assign { dst: VarId(0), expr: Expr::Arange { start: 0 } },
+///         Stmt::Assign { dst: VarId(1), expr: Expr::Lit(Literal::Float(1.0)) },
+///         Stmt::Store { param: 0, offset: VarId(0), value: VarId(1), mask: None },
+///     ],
+/// };
+/// assert_eq!(kernel.ty(VarId(0)), &Ty::tile(DType::I32, Len::of_const(0)));
+/// assert_eq!(kernel.tile_lens(), vec![Len::of_const(0)]);
+/// assert_eq!(kernel.accesses().len(), 1);
+/// assert_eq!(Kernel::from_json(&kernel.to_json()).unwrap(), kernel);
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Kernel {
     /// The `fn`'s name; also the CUDA entry point's name.
     pub name: String,
     /// Const generic names (all `usize`, all powers of two), in declaration order.
     pub consts: Vec<String>,
+    /// The parameters, in the order of the user's `fn` and of the launch arguments.
     pub params: Vec<Param>,
+    /// Every var, indexed by [`VarId`].
     pub vars: Vec<Var>,
+    /// The statements of the `fn`'s body, in program order.
     pub body: Vec<Stmt>,
 }
 
 impl Kernel {
+    /// The var `id` names.
+    ///
+    /// # Panics
+    /// If `id` is not an index into [`Kernel::vars`].
     pub fn var(&self, id: VarId) -> &Var {
         &self.vars[id.0 as usize]
     }
 
+    /// The type of the var `id` names.
+    ///
+    /// # Panics
+    /// If `id` is not an index into [`Kernel::vars`].
     pub fn ty(&self, id: VarId) -> &Ty {
         &self.var(id).ty
     }
 
+    /// The kernel as compact JSON (what the macro embeds; [`Kernel::from_json`] reads it back).
+    ///
+    /// # Panics
+    /// Never in practice: the IR is plain data (no maps; floats are serialised as their bits), so
+    /// `serde_json` cannot fail on it.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("the IR is plain data and always serialises")
     }
 
+    /// Reads a kernel written by [`Kernel::to_json`].
+    ///
+    /// Only the structure is checked, not the IR's rules (types, indices in range); the CPU back
+    /// end re-checks those before it runs a kernel.
+    ///
+    /// # Errors
+    /// The `serde_json` error if `json` is not the JSON of a [`Kernel`].
     pub fn from_json(json: &str) -> Result<Kernel, serde_json::Error> {
         serde_json::from_str(json)
     }
@@ -563,11 +777,15 @@ pub fn visit_stmts<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
     }
 }
 
-/// One load or store: `param[offset]` on the lanes where `mask` (if any) is true.
+/// One load or store: `param[offset]` on the lanes where `mask` (if any) is true. Listed by
+/// [`Kernel::accesses`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Access {
+    /// Index in [`Kernel::params`] of the pointer parameter accessed.
     pub param: u32,
+    /// The element offsets (an integer scalar or tile).
     pub offset: VarId,
+    /// The mask, if the access has one.
     pub mask: Option<VarId>,
 }
 
@@ -593,7 +811,18 @@ pub enum Specialization {
 }
 
 impl Specialization {
-    /// The macro name the CUDA source tests, e.g. `FUSE_ALIGN16_x`.
+    /// The macro name the CUDA source tests, e.g. `FUSE_ALIGN16_x`, given the kernel's
+    /// [`Kernel::params`].
+    ///
+    /// ```
+    /// use fuse_ir::Specialization;
+    ///
+    /// assert_eq!(Specialization::InBounds(3).macro_name(&[]), "FUSE_INB_3");
+    /// ```
+    ///
+    /// # Panics
+    /// If a [`Specialization::Align16`] or [`Specialization::Div16`] index is out of range of
+    /// `kernel_params`.
     pub fn macro_name(self, kernel_params: &[Param]) -> String {
         match self {
             Specialization::Align16(p) => format!("FUSE_ALIGN16_{}", kernel_params[p as usize].name),
@@ -611,14 +840,28 @@ impl Specialization {
 /// `((o >> 2) as u32, (o >> 34) as u32, 0, 0)`, the key `(seed as u32, (seed as u64 >> 32) as u32)`,
 /// and the value is `uniform(philox(counter, key)[o & 3])`. So four consecutive offsets that start
 /// at a multiple of 4 share one Philox call (the GPU exploits that).
+///
+/// ```
+/// use fuse_ir::philox;
+///
+/// // Random123's known answer for a zero counter and key.
+/// assert_eq!(philox::philox4x32_10([0; 4], [0; 2]), [0x6627_e8d5, 0xe169_c58d, 0xbc57_ac4c, 0x9b00_dbd8]);
+/// let u = philox::rand(42, 7);
+/// assert!((0.0..1.0).contains(&u));
+/// ```
 pub mod philox {
+    /// Rounds per Philox call.
     pub const ROUNDS: usize = 10;
+    /// The multiplier of counter word 0 (Random123's `PHILOX_M4x32_0`).
     pub const M0: u32 = 0xD251_1F53;
+    /// The multiplier of counter word 2 (Random123's `PHILOX_M4x32_1`).
     pub const M1: u32 = 0xCD9E_8D57;
+    /// Added to key word 0 after each round (Random123's `PHILOX_W32_0`, the golden ratio).
     pub const W0: u32 = 0x9E37_79B9;
+    /// Added to key word 1 after each round (Random123's `PHILOX_W32_1`, `sqrt(3) - 1`).
     pub const W1: u32 = 0xBB67_AE85;
 
-    /// Philox4x32 with 10 rounds.
+    /// Philox4x32 with 10 rounds: four random words for a 128-bit `counter` and 64-bit `key`.
     pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
         let [mut c0, mut c1, mut c2, mut c3] = counter;
         let [mut k0, mut k1] = key;
@@ -637,7 +880,8 @@ pub mod philox {
         [c0, c1, c2, c3]
     }
 
-    /// Triton's `uint_to_uniform_float`: `i = x as i32; if i < 0 { i = !i }; i as f32 * 4.6566127342e-10`.
+    /// Triton's `uint_to_uniform_float`: `i = x as i32; if i < 0 { i = !i }; i as f32 * 4.6566127342e-10`,
+    /// a float in `[0, 1)`.
     pub fn uniform(x: u32) -> f32 {
         let mut i = x as i32;
         if i < 0 {
@@ -646,7 +890,8 @@ pub mod philox {
         i as f32 * 4.656_612_7e-10_f32
     }
 
-    /// `rand(seed, offset)` for one lane.
+    /// `rand(seed, offset)` for one lane: a float in `[0, 1)` (see the [module docs](self) for
+    /// how the offset picks the counter and the word).
     pub fn rand(seed: u64, offset: u64) -> f32 {
         let block = offset >> 2;
         let out =

@@ -172,6 +172,8 @@ fn module(
             pub const SOURCE: &str = #source;
             /// The checked IR, for the CPU interpreter.
             pub const IR_JSON: &str = #ir_json;
+            /// The kernel as the runtime takes it: name, CUDA C, IR and the specializations the
+            /// source reads.
             pub static SPEC: ::fuse::KernelSpec = ::fuse::KernelSpec::new(NAME, SOURCE, IR_JSON, &[#(#specs),*]);
 
             /// Launches the kernel on `device` over the grid in `config`.

@@ -1,8 +1,12 @@
 //! `#[fused_kernel]`: compiles a Rust tile kernel to CUDA C and a typed launcher at compile time.
 //!
+//! Use it through the `fuse` crate (`fuse::fused_kernel`, also in `fuse::prelude`): the code it
+//! generates names `::fuse::...` paths, so the crate that uses it must depend on `fuse`.
+//!
 //! The work happens in ordinary functions over `proc_macro2` token streams so that it can be
-//! unit-tested: [`parse`] (syn → [`ast`]), [`check`] (ast → `fuse_ir::Kernel`), [`emit_cuda`]
-//! (IR → CUDA C) and [`expand`] (the generated Rust module).
+//! unit-tested, in private modules: `parse` (syn → `ast`), `check` (ast → [`fuse_ir::Kernel`]),
+//! `emit_cuda` (IR → CUDA C) and `expand` (the generated Rust module).
+#![warn(missing_docs)]
 
 mod ast;
 mod check;
@@ -18,7 +22,91 @@ mod fuzz;
 #[cfg(test)]
 mod tests;
 
-/// See the crate documentation and DESIGN.md for the kernel language.
+/// Compiles a tile kernel, written as a Rust `fn`, to CUDA C at compile time and replaces the
+/// `fn` with a module of the same name and visibility whose `launch` runs it on a
+/// `fuse::Device` (a GPU, or the CPU interpreter).
+///
+/// The body is not compiled as Rust: it is a tile program in the Triton style (one *program* per
+/// grid point, values that are scalars or 1-D tiles of power-of-two length). The language (every
+/// operation, the typing rules, masks and bounds) is documented in the workspace `README.md`,
+/// section "The language", and the diagnostics in its section "Diagnostics".
+///
+/// # What it accepts
+///
+/// `#[fused_kernel]` takes no arguments. It applies to a free `fn` with:
+/// * **const generics** `const NAME: usize` only (no type or lifetime parameters, defaults or
+///   `where` clause), typically the block size. Each must be a power of two; that is checked
+///   where `launch::<N>` is instantiated.
+/// * **parameters** `x: *const T` (a read-only buffer), `y: *mut T` (a writable buffer: `store`
+///   needs one), with `T` one of `f32 f16 bf16 i32 i64 u32 u64 u8 i8`, or scalars by value of type
+///   `i32 i64 u32 u64 f32`.
+/// * **no return value**: results are written through `*mut` parameters with `store`.
+/// * **attributes**: doc comments, `cfg`, `cfg_attr` and lint attributes (`allow`, `warn`,
+///   `deny`, `expect`), which go on the generated module. The `fn` may not be `const`, `async`,
+///   `unsafe` or `extern`.
+/// * **a body** of `let`/`let mut`, assignments (`=`, `+=`, ...), `if`/`else` on scalar
+///   conditions and `for` over integer ranges, using `program_id`, `arange`, `load`, `store`,
+///   arithmetic, comparisons, `where_`, reductions (`sum`, `max`, `min`), math functions (`exp`,
+///   `erf`, `rsqrt`, ...), casts (`x.to(f16)`, `x as f16`) and `rand`.
+///
+/// # What it generates
+///
+/// For `pub fn add_mul<const BLOCK: usize>(x: *const f32, y: *const f32, out: *mut f32, n: i32)`:
+///
+/// ```ignore
+/// pub mod add_mul {
+///     pub const NAME: &str = "add_mul"; // the kernel's name, also its CUDA entry point
+///     pub const SOURCE: &str = "..."; // the emitted CUDA C
+///     pub const IR_JSON: &str = "..."; // the checked `fuse_ir::Kernel`, as JSON
+///     pub static SPEC: ::fuse::KernelSpec = ...; // the three above and the specializations
+///     pub fn launch<const BLOCK: usize>(
+///         device: &::fuse::Device,
+///         config: impl Into<::fuse::LaunchConfig>, // a grid: u32, (u32, u32) or (u32, u32, u32)
+///         x: &::fuse::Buffer<f32>,
+///         y: &::fuse::Buffer<f32>,
+///         out: &mut ::fuse::Buffer<f32>,
+///         n: i32,
+///     ) -> Result<(), ::fuse::Error>;
+/// }
+/// ```
+///
+/// `f16`/`bf16` buffers are `Buffer<fuse::half::f16>`/`Buffer<fuse::half::bf16>`. `launch` hands
+/// `SPEC` and the arguments to `fuse::launch`, which checks them against the kernel, compiles the
+/// CUDA C with NVRTC on first use (cached in memory and on disk) and launches it, or runs the
+/// kernel on the CPU; its errors are `fuse::Error`s. `SPEC` also compiles ahead of time
+/// (`KernelSpec::compile`, `compile_for_arch`).
+///
+/// # Compile errors
+///
+/// Every mistake in the kernel is a compile error at the token that is wrong, with a `help:` where
+/// one helps; one build reports every independent mistake. After an error the module is still
+/// generated, with a `launch` of the same signature, so call sites add no errors of their own.
+///
+/// # Example
+///
+/// ```ignore
+/// use fuse::prelude::*;
+///
+/// #[fused_kernel]
+/// pub fn add_mul<const BLOCK: usize>(x: *const f32, y: *const f32, z: *const f32, out: *mut f32, n: i32) {
+///     let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+///     let mask = offs < n;
+///     let x = load(x + offs, mask);
+///     let y = load(y + offs, mask);
+///     let z = load(z + offs, mask);
+///     store(out + offs, (x + y) * z, mask);
+/// }
+///
+/// fn main() -> Result<(), fuse::Error> {
+///     let (device, _why_not_gpu) = Device::best(); // the first GPU, else the CPU
+///     let n = 1 << 20;
+///     let x = device.upload(&vec![1.0f32; n])?;
+///     let mut out = device.zeros::<f32>(n)?;
+///     add_mul::launch::<1024>(&device, n.div_ceil(1024) as u32, &x, &x, &x, &mut out, n as i32)?;
+///     assert_eq!(out.to_vec()?[0], 2.0);
+///     Ok(())
+/// }
+/// ```
 #[proc_macro_attribute]
 pub fn fused_kernel(attr: proc_macro::TokenStream, item: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand::fused_kernel(attr.into(), item.into()).into()

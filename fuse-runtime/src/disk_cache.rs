@@ -35,6 +35,10 @@
 //! 88      32    SHA-256 of the payload
 //! 120     n     payload (the cubin)
 //! ```
+//!
+//! [`DiskCache::key`]: crate::disk_cache::DiskCache::key
+//! [`DiskCache::load`]: crate::disk_cache::DiskCache::load
+//! [`DiskCache::store`]: crate::disk_cache::DiskCache::store
 
 use std::fmt;
 use std::fs::{self, File};
@@ -60,6 +64,19 @@ const TMP_PREFIX: &str = ".tmp-";
 const MAX_ENTRY_LEN: u64 = 1 << 30;
 
 /// The persistent cubin cache; see the [module docs](self).
+///
+/// The runtime compiles through the one [`DiskCache::from_env`] gives (read once per process).
+///
+/// ```
+/// use fuse_runtime::disk_cache::DiskCache;
+///
+/// let cache = DiskCache::at(std::env::temp_dir().join(format!("fuse-doc-{}", std::process::id())));
+/// let key = DiskCache::key("extern \"C\" __global__ void k() {}", "sm_90", &[], (13, 0));
+/// assert_eq!(cache.load(&key), None);
+/// cache.store(&key, b"the cubin");
+/// assert_eq!(cache.load(&key).as_deref(), Some(&b"the cubin"[..]));
+/// # std::fs::remove_dir_all(cache.dir()).unwrap();
+/// ```
 pub struct DiskCache {
     dir: PathBuf,
     /// Set after the first failed store, so that an unwritable directory warns once, not per kernel.

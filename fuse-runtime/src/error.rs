@@ -7,7 +7,14 @@ use std::fmt::Write as _;
 #[non_exhaustive]
 pub enum Error {
     /// A CUDA library (`libnvrtc` or the driver's `libcuda`) could not be found or loaded.
-    LibraryNotFound { library: String, searched: Vec<String>, hint: String },
+    LibraryNotFound {
+        /// The library, in words (which one, and what it is).
+        library: String,
+        /// Every file or folder tried, each with why it was not used.
+        searched: Vec<String>,
+        /// How to install the library or point fuse at it.
+        hint: String,
+    },
 
     /// The driver loaded but there is no (such) CUDA device.
     NoDevice(String),
@@ -17,12 +24,30 @@ pub enum Error {
 
     /// NVRTC rejected the kernel's source; `log` is NVRTC's log, `source` the exact source compiled
     /// (the runtime's `#define`s first). Display shows both, the source with line numbers.
-    Compile { kernel: String, log: String, source: String },
+    Compile {
+        /// The kernel's name.
+        kernel: String,
+        /// NVRTC's log.
+        log: String,
+        /// The source NVRTC compiled.
+        source: String,
+    },
 
     /// A kernel accessed a buffer outside `[0, len)` under a true mask. On the CPU it is reported at
     /// once with the program id and the length; on a GPU at the next `synchronize`/read-back, where
     /// the length and program are not recorded (`None`).
-    OutOfBounds { kernel: String, param: String, index: i64, len: Option<usize>, program: Option<[u32; 3]> },
+    OutOfBounds {
+        /// The kernel's name (on a GPU, the runtime's best knowledge of it).
+        kernel: String,
+        /// The pointer parameter's name (on a GPU, its position if the name is not known).
+        param: String,
+        /// The element index the lane addressed.
+        index: i64,
+        /// The buffer's length in elements (CPU only).
+        len: Option<usize>,
+        /// The program's id, `[x, y, z]` (CPU only).
+        program: Option<[u32; 3]>,
+    },
 
     /// A launch argument or a buffer operation does not fit (count, dtype, mutability, length).
     InvalidArgument(String),

@@ -8,6 +8,9 @@ use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock};
 
 /// One kernel as the macro generated it. Constructible in a `static`.
+///
+/// `#[fused_kernel]` emits one per kernel, as `SPEC` in the kernel's module; [`crate::launch`]
+/// takes it. Its IR is parsed and checked on first use ([`KernelSpec::kernel`]), once per process.
 pub struct KernelSpec {
     name: &'static str,
     source: &'static str,
@@ -78,7 +81,9 @@ impl std::fmt::Debug for KernelSpec {
 impl KernelSpec {
     /// `name`: the CUDA entry point; `source`: the emitted CUDA C (without the runtime's
     /// `#define`s); `ir_json`: the checked [`fuse_ir::Kernel`] as JSON; `specializations`: the
-    /// `FUSE_ALIGN16_*`/`FUSE_DIV16_*` facts the source reads.
+    /// launch-time facts the source reads (`FUSE_ALIGN16_*`, `FUSE_DIV16_*`, `FUSE_INB_*`,
+    /// `FUSE_TRUE_*`). Nothing is checked here: a spec that does not fit together fails on first
+    /// use (see [`KernelSpec::kernel`]).
     pub const fn new(
         name: &'static str,
         source: &'static str,
@@ -88,6 +93,7 @@ impl KernelSpec {
         KernelSpec { name, source, ir_json, specializations, info: OnceLock::new() }
     }
 
+    /// The kernel's name, also its CUDA entry point.
     pub fn name(&self) -> &'static str {
         self.name
     }
@@ -97,15 +103,24 @@ impl KernelSpec {
         self.source
     }
 
+    /// The checked [`fuse_ir::Kernel`] as JSON ([`KernelSpec::kernel`] parses it).
     pub fn ir_json(&self) -> &'static str {
         self.ir_json
     }
 
+    /// The launch-time facts the source reads, in the order of the `spec_values` taken by
+    /// [`KernelSpec::full_source`] and [`KernelSpec::compile_for_arch_with`].
     pub fn specializations(&self) -> &'static [Specialization] {
         self.specializations
     }
 
     /// The kernel's IR, parsed once per process.
+    ///
+    /// # Errors
+    /// [`Error::InvalidKernel`] (on every call) if the IR JSON is not a [`fuse_ir::Kernel`], names
+    /// another kernel than [`KernelSpec::name`], or does not fit the specializations or itself
+    /// (a specialization or an access naming a parameter, var, access or mask that is not there).
+    /// A spec that `#[fused_kernel]` generated should never fail this way.
     pub fn kernel(&self) -> Result<&Kernel> {
         self.info().map(|i| &i.kernel)
     }
@@ -220,7 +235,14 @@ impl KernelSpec {
 
     /// Compiles the variant with every specialization = 1 (aligned pointers, divisible ints: what
     /// buffers from this runtime and multiple-of-16 sizes give) to a cubin for `arch` ("sm_90"),
-    /// with NVRTC only: no GPU or driver needed (AOT, cache warming, CI).
+    /// with NVRTC only: no GPU or driver needed (AOT, cache warming, CI). Uses and fills the
+    /// in-process and on-disk caches.
+    ///
+    /// `consts` are the const generic values in declaration order; `num_warps` a power of two in
+    /// `1..=32` (see [`default_num_warps`]).
+    ///
+    /// # Errors
+    /// As [`KernelSpec::compile_for_arch_with`].
     pub fn compile_for_arch(&self, arch: &str, consts: &[u64], num_warps: u32) -> Result<Vec<u8>> {
         let all = vec![true; self.specializations.len()];
         self.compile_for_arch_with(arch, consts, num_warps, &all)
@@ -228,6 +250,17 @@ impl KernelSpec {
 
     /// [`KernelSpec::compile_for_arch`] for given specialization values (one per entry of
     /// [`KernelSpec::specializations`]). Uses and fills the in-process and on-disk caches.
+    ///
+    /// # Errors
+    /// * [`Error::InvalidArgument`] if `arch` is not of the form `sm_90` (`sm_`, 2 or 3 digits, an
+    ///   optional `a` or `f`), or `spec_values` has the wrong length;
+    /// * [`Error::InvalidKernel`] as for [`KernelSpec::kernel`];
+    /// * [`Error::InvalidLaunch`] if `consts` does not fit the kernel (count, powers of two, tile
+    ///   lengths of at most [`MAX_TILE_LEN`](crate::MAX_TILE_LEN)) or `num_warps` is not a power
+    ///   of two in `1..=32`;
+    /// * [`Error::LibraryNotFound`] if NVRTC cannot be loaded;
+    /// * [`Error::Compile`] if NVRTC rejects the source (with its log), and [`Error::Cuda`] if
+    ///   another NVRTC call fails or gives no cubin (an `arch` NVRTC does not know, say).
     pub fn compile_for_arch_with(
         &self,
         arch: &str,
@@ -253,7 +286,18 @@ impl KernelSpec {
 
     /// Compiles (or fetches from the caches) and loads this kernel on `device` without launching,
     /// for every combination of specialization values, so that later launches with these consts and
-    /// `num_warps` (default: [`default_num_warps`]) start at once. A no-op on the CPU.
+    /// `num_warps` (default: [`default_num_warps`]) start at once. The first six specializations
+    /// take both values and any further ones only 1 (at most 64 variants). A GPU launch without
+    /// `num_warps` on a grid too small to fill the GPU may pick more warps than [`default_num_warps`]
+    /// (see [`LaunchConfig`](crate::LaunchConfig)), a variant that this call with `None` does not
+    /// compile. On the CPU only the arguments are checked.
+    ///
+    /// # Errors
+    /// * [`Error::InvalidKernel`] as for [`KernelSpec::kernel`];
+    /// * [`Error::InvalidLaunch`] if `consts` or `num_warps` does not fit, as for
+    ///   [`KernelSpec::compile_for_arch_with`];
+    /// * on a GPU, [`Error::LibraryNotFound`], [`Error::Compile`] or [`Error::Cuda`] if compiling
+    ///   fails, and [`Error::Cuda`] if the driver refuses to load the cubin.
     pub fn compile(&self, device: &crate::Device, consts: &[u64], num_warps: Option<u32>) -> Result<()> {
         let info = self.info()?;
         crate::launch::validate_consts(&info.kernel, consts)?;

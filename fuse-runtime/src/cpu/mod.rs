@@ -9,7 +9,8 @@
 //!   the element's width, accessed with `Relaxed` loads and stores: no locks, and a racy user
 //!   kernel is merely racy (last writer wins), never undefined behaviour.
 //! * A lane whose mask is true and whose offset is outside the buffer stops the launch with
-//!   [`CpuError::OutOfBounds`]; masked-off lanes are never read or written.
+//!   [`CpuError::OutOfBounds`](crate::cpu::CpuError::OutOfBounds); masked-off lanes are never
+//!   read or written.
 //!
 //! Bit-identical to the GPU: integer arithmetic, `+ - * /` and `sqrt`, `fmod`, `floor`/`ceil`,
 //! comparisons, `where_`, loads/stores, all casts (f16/bf16 round to nearest even; NaN → the
@@ -35,18 +36,33 @@ pub enum CpuArg<'a> {
     Read(&'a [u8]),
     /// A writable buffer's element storage as native bytes, aligned for its dtype.
     Write(&'a mut [u8]),
+    /// The value of an `i32` scalar parameter.
     I32(i32),
+    /// The value of an `i64` scalar parameter.
     I64(i64),
+    /// The value of a `u32` scalar parameter.
     U32(u32),
+    /// The value of a `u64` scalar parameter.
     U64(u64),
+    /// The value of an `f32` scalar parameter.
     F32(f32),
 }
 
+/// Why [`run`] stopped.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CpuError {
     /// A lane with a true mask addressed `param[index]` outside `[0, len)` in program `program`.
     #[error("out-of-bounds access to `{param}` at index {index} (length {len}) in program {program:?}")]
-    OutOfBounds { param: String, index: i64, len: usize, program: [u32; 3] },
+    OutOfBounds {
+        /// The pointer parameter's name.
+        param: String,
+        /// The element index the lane addressed.
+        index: i64,
+        /// The buffer's length in elements.
+        len: usize,
+        /// The program's id, `[x, y, z]`.
+        program: [u32; 3],
+    },
     /// The kernel, its const generic values or the arguments do not fit together.
     #[error("invalid kernel for the CPU back end: {0}")]
     InvalidKernel(String),
@@ -77,7 +93,21 @@ fn rw_mem<'b>(elem: DType, b: &'b mut [u8]) -> Option<Mem<'b>> {
 }
 
 /// Runs `kernel` over `grid` with the const generic values `consts` (in the kernel's order) and
-/// one argument per parameter.
+/// one argument per parameter. Returns when every program has run (none if a grid dimension is
+/// 0), or at the first error.
+///
+/// This is the back end of a launch on [`Device::cpu`](crate::Device::cpu); most callers launch
+/// through [`crate::launch`] instead, which passes buffers and scalars as [`CpuArg`]s.
+///
+/// # Errors
+/// * [`CpuError::InvalidKernel`] if the kernel breaks a rule of the IR that the interpreter relies
+///   on, `consts` does not fit it (count, tile lengths, memory needed), an argument does not fit
+///   its parameter (count, kind, scalar dtype, a read-only slice for a `*mut` parameter, a buffer
+///   misaligned or not a whole number of elements), the grid has more programs than `usize` can
+///   count, or the worker threads could not be started.
+/// * [`CpuError::OutOfBounds`] at an access outside its buffer on a lane whose mask is true.
+///   Programs run in parallel, so others may have run, wholly or in part, and written their
+///   outputs.
 pub fn run(kernel: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [CpuArg<'_>]) -> Result<(), CpuError> {
     let layout = check::check(kernel, consts)?;
     if args.len() != kernel.params.len() {
