@@ -1,7 +1,11 @@
 //! GPU interop: kernels over cudarc memory on the caller's context and stream, buffer views,
 //! CUDA graphs, several GPUs. Every result is compared with float64 on fresh random inputs over
-//! NaN-poisoned outputs. Without a usable GPU every test shows as ignored, with the reason.
+//! NaN-poisoned outputs. Without a usable GPU every test shows as ignored, with the reason
+//! (harness = false, fuse-runtime/tests/common/harness.rs); the two-GPU test is ignored, "needs two
+//! NVIDIA GPUs", where fewer are present.
 mod common;
+#[path = "../fuse-runtime/tests/common/harness.rs"]
+mod harness;
 
 use common::add_mul::{add_mul, reference};
 use fuse::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
@@ -53,7 +57,7 @@ fn poisoned(stream: &Arc<CudaStream>, n: usize) -> CudaSlice<f32> {
 
 /// cudarc slices and views on the caller's own stream; results read back by cudarc on that
 /// stream with no explicit synchronisation: the stream orders them.
-pub fn cudarc_memory_on_the_callers_stream(_: &Device) {
+fn cudarc_memory_on_the_callers_stream(_: &Device) {
     let (ctx, stream) = user_stream();
     let dev = Device::from_cudarc(ctx, stream.clone()).unwrap();
     assert!(dev.description().contains("caller's stream"), "{}", dev.description());
@@ -87,7 +91,7 @@ pub fn cudarc_memory_on_the_callers_stream(_: &Device) {
 
 /// cudarc memory whose context tracks events across several streams: the launch on one stream
 /// waits for a write on another and a read on a third waits for the launch.
-pub fn cudarc_event_tracking_orders_other_streams(_: &Device) {
+fn cudarc_event_tracking_orders_other_streams(_: &Device) {
     let ctx = CudaContext::new(0).unwrap();
     let (s_fuse, s_write, s_read) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
     let dev = Device::from_cudarc(ctx.clone(), s_fuse).unwrap();
@@ -106,7 +110,7 @@ pub fn cudarc_event_tracking_orders_other_streams(_: &Device) {
 
 /// fuse's own `Device::cuda(0)` takes cudarc memory of the same GPU when nothing needs ordering
 /// beyond one stream, and refuses memory of an event-tracking context it is not built on.
-pub fn foreign_contexts_are_checked(dev: &Device) {
+fn foreign_contexts_are_checked(dev: &Device) {
     // A single-stream cudarc context on device 0 (the same primary context): accepted.
     let ctx = CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
@@ -150,7 +154,7 @@ pub fn foreign_contexts_are_checked(dev: &Device) {
 }
 
 /// Views of fuse buffers on the GPU: the view's length bounds the accesses (reported at sync).
-pub fn buffer_views_on_the_gpu(dev: &Device) {
+fn buffer_views_on_the_gpu(dev: &Device) {
     let n_all = 10_000;
     let x = random(n_all);
     let xb = dev.upload(&x).unwrap();
@@ -172,7 +176,7 @@ pub fn buffer_views_on_the_gpu(dev: &Device) {
 
 /// A graph of ten launches replays to the same result as ten direct launches, and capturing runs
 /// nothing (three replays give three passes through the chain, not four).
-pub fn graphs_replay_captured_launches(dev: &Device) {
+fn graphs_replay_captured_launches(dev: &Device) {
     let n = 3000;
     let x = random(n);
     let mut direct = dev.upload(&x).unwrap();
@@ -214,7 +218,7 @@ pub fn graphs_replay_captured_launches(dev: &Device) {
 }
 
 /// A buffer moved into the capture closure dies there; the graph keeps its memory alive.
-pub fn graphs_keep_moved_buffers_alive(dev: &Device) {
+fn graphs_keep_moved_buffers_alive(dev: &Device) {
     let x = random(1024);
     let xb = dev.upload(&x).unwrap();
     let mut tmp = dev.upload(&vec![f32::NAN; 1024]).unwrap();
@@ -232,7 +236,7 @@ pub fn graphs_keep_moved_buffers_alive(dev: &Device) {
 }
 
 /// What a capture cannot do is a clear error, and the device stays usable after it.
-pub fn graph_capture_errors_are_clear(dev: &Device) {
+fn graph_capture_errors_are_clear(dev: &Device) {
     let x = dev.upload(&random(4096)).unwrap();
     let mut out = dev.zeros::<f32>(4096).unwrap();
     // A configuration never launched before: the capture would have to compile it.
@@ -282,7 +286,7 @@ pub fn graph_capture_errors_are_clear(dev: &Device) {
 }
 
 /// Every GPU present launches from its own thread; kernels compile once per architecture.
-pub fn two_gpus_from_two_threads(_: &Device) {
+fn two_gpus_from_two_threads(_: &Device) {
     let count = Device::cuda_count().unwrap();
     assert!(count >= 2, "gated by the harness");
     let devices: Vec<Device> = (0..count).map(|i| Device::cuda(i).unwrap()).collect();
@@ -307,4 +311,27 @@ pub fn two_gpus_from_two_threads(_: &Device) {
     let x0 = devices[0].upload(&[1.0f32; 1024]).unwrap();
     let mut out1 = devices[1].zeros::<f32>(1024).unwrap();
     assert!(matches!(scale_unmasked::launch::<1024>(&devices[1], 1, &x0, &mut out1, 1.0), Err(Error::WrongDevice(_))));
+}
+
+fn main() {
+    let mut trials = harness::gpu_trials(vec![
+        ("cudarc_memory_on_the_callers_stream", cudarc_memory_on_the_callers_stream),
+        ("cudarc_event_tracking_orders_other_streams", cudarc_event_tracking_orders_other_streams),
+        ("foreign_contexts_are_checked", foreign_contexts_are_checked),
+        ("buffer_views_on_the_gpu", buffer_views_on_the_gpu),
+        ("graphs_replay_captured_launches", graphs_replay_captured_launches),
+        ("graphs_keep_moved_buffers_alive", graphs_keep_moved_buffers_alive),
+        ("graph_capture_errors_are_clear", graph_capture_errors_are_clear),
+    ]);
+    let gpus = Device::cuda_count().unwrap_or(0);
+    let two = if gpus >= 2 && harness::usable_gpu().is_ok() {
+        harness::gpu_trials(vec![("two_gpus_from_two_threads", two_gpus_from_two_threads)])
+    } else {
+        let why = format!("{gpus} usable GPU(s) here; this test needs two");
+        vec![libtest_mimic::Trial::test("two_gpus_from_two_threads", move || Err(why.into()))
+            .with_ignored_flag(true)
+            .with_kind("needs two NVIDIA GPUs")]
+    };
+    trials.extend(two);
+    harness::run(trials)
 }
