@@ -3,6 +3,7 @@
 //! Fused GPU kernels written in a Rust tile language (Triton's model), checked at compile time,
 //! compiled to CUDA C by the `#[fused_kernel]` macro, run through NVRTC on NVIDIA GPUs or by an
 //! interpreter on the CPU. See the README for the language reference.
+#![warn(missing_docs)]
 pub use fuse_macros::fused_kernel;
 pub use fuse_runtime::*;
 

@@ -16,12 +16,16 @@ use std::sync::Arc;
 /// The grid: how many programs along x, y, z (each at least 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Grid {
+    /// Programs along x (`program_id(0)`).
     pub x: u32,
+    /// Programs along y (`program_id(1)`).
     pub y: u32,
+    /// Programs along z (`program_id(2)`).
     pub z: u32,
 }
 
 impl Grid {
+    /// A grid of `x * y * z` programs.
     pub const fn new(x: u32, y: u32, z: u32) -> Grid {
         Grid { x, y, z }
     }
@@ -63,11 +67,14 @@ impl TryFrom<usize> for Grid {
 /// A grid and, optionally, warps per program (default: [`crate::default_num_warps`], more for grids too small to fill the GPU).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LaunchConfig {
+    /// The programs to run.
     pub grid: Grid,
+    /// Warps per program; `None` lets the runtime choose ([`crate::default_num_warps`]).
     pub num_warps: Option<u32>,
 }
 
 impl LaunchConfig {
+    /// `grid` with the default warps per program.
     pub fn new(grid: impl Into<Grid>) -> LaunchConfig {
         LaunchConfig { grid: grid.into(), num_warps: None }
     }
@@ -140,24 +147,30 @@ pub struct BufferArgMut<'a> {
 }
 
 impl BufferArg<'_> {
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
+    /// Elements the kernel may access (a view's length, not its allocation's).
     pub fn len(&self) -> usize {
         self.len
     }
+    /// Whether there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 }
 
 impl BufferArgMut<'_> {
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
+    /// Elements the kernel may access (a view's length, not its allocation's).
     pub fn len(&self) -> usize {
         self.len
     }
+    /// Whether there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -169,10 +182,15 @@ pub enum KernelArg<'a> {
     Buffer(BufferArg<'a>),
     /// For a `*mut T` parameter.
     BufferMut(BufferArgMut<'a>),
+    /// For an `i32` parameter.
     I32(i32),
+    /// For an `i64` parameter.
     I64(i64),
+    /// For a `u32` parameter.
     U32(u32),
+    /// For a `u64` parameter.
     U64(u64),
+    /// For an `f32` parameter.
     F32(f32),
 }
 
@@ -456,7 +474,7 @@ fn validate_args(
     Ok(())
 }
 
-/// Launches `spec` on `device` over `config.grid` programs.
+/// Launches `spec` on `device` over `config.grid` programs (what a generated `k::launch` calls).
 ///
 /// Everything is validated before anything runs, each failure an `Err` (never a panic): the
 /// const generics (count, powers of two, tile lengths), the grid (non-zero, within the device's
@@ -467,6 +485,12 @@ fn validate_args(
 /// GPU the launch is queued; an out-of-bounds access is reported by the next
 /// [`Device::synchronize`] or [`Buffer::to_vec`]. `num_warps` defaults to [`crate::default_num_warps`]. The first launch of each specialization compiles
 /// it (or takes it from the on-disk cache); later ones take it from memory.
+///
+/// # Errors
+/// [`Error::InvalidLaunch`] and [`Error::InvalidArgument`] for what fails validation,
+/// [`Error::WrongDevice`] for memory the device cannot use, [`Error::Compile`] /
+/// [`Error::LibraryNotFound`] when the kernel cannot be compiled, [`Error::OutOfBounds`] from the
+/// CPU interpreter, [`Error::Cuda`] when the driver refuses the launch.
 pub fn launch(
     spec: &'static KernelSpec,
     device: &Device,

@@ -8,6 +8,7 @@
 //! Environment: `FUSE_DEVICE=cpu` makes [`Device::best`] pick the CPU; `FUSE_NVRTC_PATH` /
 //! `FUSE_LIBCUDA_PATH` name the library file or folder to use instead of searching (see
 //! [`Error::LibraryNotFound`]); `FUSE_CACHE=0` / `FUSE_CACHE_DIR` control the on-disk cubin cache.
+#![warn(missing_docs)]
 pub use fuse_ir;
 pub use half;
 
