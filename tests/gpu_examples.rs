@@ -1,25 +1,16 @@
-//! GPU integration tests: need an NVIDIA GPU; elsewhere each prints why it is skipped.
+//! GPU integration tests (harness = false, fuse-runtime/tests/common/harness.rs): need an NVIDIA GPU;
+//! elsewhere each is reported as ignored, "needs an NVIDIA GPU", and the reason is printed once.
 //! The differential tests run the same kernel on the same inputs on the GPU and the CPU
 //! interpreter: outputs within tolerance, dropout masks bit-identical.
 mod common;
+#[path = "../fuse-runtime/tests/common/harness.rs"]
+mod harness;
 
 use common::*;
 use fuse::half::f16;
 use fuse::Device;
 
-fn gpu_or_skip(test: &str) -> Option<Device> {
-    match Device::cuda(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            println!("{test}: skipped: no usable GPU ({e})");
-            None
-        }
-    }
-}
-
-#[test]
-fn add_mul_on_gpu_matches_float64_and_cpu() {
-    let Some(g) = gpu_or_skip("add_mul") else { return };
+fn add_mul_on_gpu_matches_float64_and_cpu(g: &Device) {
     let c = Device::cpu();
     let mut rng = Rng::fresh("add_mul gpu");
     for n in [1usize, 1023, 1024, 1025, 1_000_003] {
@@ -33,9 +24,7 @@ fn add_mul_on_gpu_matches_float64_and_cpu() {
     }
 }
 
-#[test]
-fn add_mul_f16_unaligned_views_and_odd_sizes() {
-    let Some(g) = gpu_or_skip("add_mul_f16") else { return };
+fn add_mul_f16_unaligned_views_and_odd_sizes(g: &Device) {
     let mut rng = Rng::fresh("add_mul_f16 gpu");
     for n in [7usize, 4097, 65_537] {
         let (x, y, z) = (f16s(&rng.vec(n, 2.0)), f16s(&rng.vec(n, 2.0)), f16s(&rng.vec(n, 2.0)));
@@ -50,9 +39,7 @@ fn add_mul_f16_unaligned_views_and_odd_sizes() {
     }
 }
 
-#[test]
-fn softmax_and_layernorm_on_gpu_match_cpu() {
-    let Some(g) = gpu_or_skip("softmax/layernorm") else { return };
+fn softmax_and_layernorm_on_gpu_match_cpu(g: &Device) {
     let c = Device::cpu();
     let mut rng = Rng::fresh("softmax/layernorm gpu");
     for (rows, cols) in [(1usize, 1usize), (5, 100), (64, 1000), (17, 4096)] {
@@ -62,7 +49,7 @@ fn softmax_and_layernorm_on_gpu_match_cpu() {
         let ln_want = layernorm::reference(&f64s(&x), &f64s(&w), &f64s(&b), rows, cols, 1e-5);
         let mut sm = Vec::new();
         let mut ln = Vec::new();
-        for d in [&g, &c] {
+        for d in [g, &c] {
             let on = d.description();
             let v = softmax_on::<f32, 4096>(d, &x, rows, cols);
             assert_close(&format!("softmax {rows}x{cols} on {on}"), &v, &sm_want, 1e-7, 1e-5);
@@ -78,9 +65,7 @@ fn softmax_and_layernorm_on_gpu_match_cpu() {
     }
 }
 
-#[test]
-fn dropout_masks_are_bit_identical_on_gpu_and_cpu() {
-    let Some(g) = gpu_or_skip("dropout") else { return };
+fn dropout_masks_are_bit_identical_on_gpu_and_cpu(g: &Device) {
     let c = Device::cpu();
     let mut rng = Rng::fresh("dropout gpu/cpu");
     let (rows, h) = (37, 768);
@@ -88,7 +73,7 @@ fn dropout_masks_are_bit_identical_on_gpu_and_cpu() {
     let (x, bias) = (rng.vec(n, 3.0), rng.vec(h, 1.0));
     let seed = rng.next_u64();
     let mut outs = Vec::new();
-    for d in [&g, &c] {
+    for d in [g, &c] {
         let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
         bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(
             d,
@@ -128,9 +113,7 @@ fn dropout_masks_are_bit_identical_on_gpu_and_cpu() {
     println!("dropout: {n} elements, masks bit-identical on GPU and CPU");
 }
 
-#[test]
-fn rand_thresholds_match_cpu_for_every_kind_of_p() {
-    let Some(g) = gpu_or_skip("rand threshold") else { return };
+fn rand_thresholds_match_cpu_for_every_kind_of_p(g: &Device) {
     let c = Device::cpu();
     let mut rng = Rng::fresh("rand threshold gpu/cpu");
     let n = 1 << 16;
@@ -159,7 +142,7 @@ fn rand_thresholds_match_cpu_for_every_kind_of_p() {
     for p in ps {
         let seed = rng.next_u64();
         let mut outs = Vec::new();
-        for d in [&g, &c] {
+        for d in [g, &c] {
             let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
             paths::rand_threshold::launch::<1024>(d, (n / 1024) as u32, &mut out, seed, p, n as i32).unwrap();
             outs.push(out.to_vec().unwrap());
@@ -176,9 +159,7 @@ fn rand_thresholds_match_cpu_for_every_kind_of_p() {
     println!("rand threshold: GPU and CPU agree lane for lane");
 }
 
-#[test]
-fn erf_is_within_two_ulp_of_float64() {
-    let Some(g) = gpu_or_skip("erf accuracy") else { return };
+fn erf_is_within_two_ulp_of_float64(g: &Device) {
     // Dense over [-6, 6] (both polynomial ranges and the switch at |x| = 1.0037584), tiny and
     // huge magnitudes, signed zeros, infinities and NaN.
     let mut x: Vec<f32> = (0..(1 << 20)).map(|i| -6.0 + 12.0 * i as f32 / (1 << 20) as f32).collect();
@@ -219,9 +200,7 @@ fn erf_is_within_two_ulp_of_float64() {
     println!("erf: {n} inputs, worst {worst:.2} ulp");
 }
 
-#[test]
-fn gpu_out_of_bounds_is_reported_not_performed() {
-    let Some(g) = gpu_or_skip("gpu oob") else { return };
+fn gpu_out_of_bounds_is_reported_not_performed(g: &Device) {
     let x = g.upload(&vec![1.0f32; 1000]).unwrap();
     let mut out = g.upload(&vec![0.0f32; 1000]).unwrap();
     let r = add_mul::add_mul::launch::<1024>(&g, 2, &x, &x, &x, &mut out, 2000).and_then(|_| g.synchronize());
@@ -235,9 +214,7 @@ fn gpu_out_of_bounds_is_reported_not_performed() {
     assert!(out2.to_vec().unwrap().iter().all(|&v| v == 2.0));
 }
 
-#[test]
-fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit() {
-    let Some(g) = gpu_or_skip("rem gather") else { return };
+fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit(g: &Device) {
     let c = Device::cpu();
     let mut rng = Rng::fresh("rem gather gpu/cpu");
     let mut cases = 0;
@@ -248,7 +225,7 @@ fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit() {
                     let x = f16s(&rng.vec(n, 2.0));
                     let bias = f16s(&rng.vec(h as usize, 2.0));
                     let mut outs = Vec::new();
-                    for d in [&g, &c] {
+                    for d in [g, &c] {
                         let mut out = d.upload(&vec![f16::NAN; n]).unwrap();
                         let (xb, bb) = (d.upload(&x).unwrap(), d.upload(&bias).unwrap());
                         paths::rem_gather::launch::<1024>(
@@ -280,4 +257,20 @@ fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit() {
         }
     }
     println!("rem gather: {cases} cases bit-identical on GPU and CPU");
+}
+
+fn main() {
+    harness::run(harness::gpu_trials(vec![
+        ("add_mul_on_gpu_matches_float64_and_cpu", add_mul_on_gpu_matches_float64_and_cpu),
+        ("add_mul_f16_unaligned_views_and_odd_sizes", add_mul_f16_unaligned_views_and_odd_sizes),
+        ("softmax_and_layernorm_on_gpu_match_cpu", softmax_and_layernorm_on_gpu_match_cpu),
+        ("dropout_masks_are_bit_identical_on_gpu_and_cpu", dropout_masks_are_bit_identical_on_gpu_and_cpu),
+        ("rand_thresholds_match_cpu_for_every_kind_of_p", rand_thresholds_match_cpu_for_every_kind_of_p),
+        ("erf_is_within_two_ulp_of_float64", erf_is_within_two_ulp_of_float64),
+        ("gpu_out_of_bounds_is_reported_not_performed", gpu_out_of_bounds_is_reported_not_performed),
+        (
+            "chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit",
+            chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit,
+        ),
+    ]))
 }

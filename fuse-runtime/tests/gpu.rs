@@ -1,5 +1,8 @@
-//! GPU tests: each prints "skipped: ..." and returns when there is no usable CUDA device.
+//! GPU tests (harness = false, tests/common/harness.rs): run on GPU 0; with no usable GPU each is
+//! reported as ignored, "needs an NVIDIA GPU", and the reason is printed once.
 mod common;
+#[path = "common/harness.rs"]
+mod harness;
 
 use common::*;
 use fuse_runtime::{launch, Device, Error, KernelArg, LaunchConfig};
@@ -24,12 +27,10 @@ fn run_add_one(d: &Device, n: usize, block: u64) -> Vec<f32> {
     got
 }
 
-#[test]
-fn upload_launch_read_back() {
-    let Some(d) = gpu_or_skip("upload_launch_read_back") else { return };
+fn upload_launch_read_back(d: &Device) {
     assert!(d.is_cuda() && d.arch().unwrap().starts_with("sm_"));
     println!("device: {}", d.description());
-    assert_eq!(Device::cuda(0).unwrap(), d, "the same device every time");
+    assert_eq!(Device::cuda(0).unwrap(), *d, "the same device every time");
     for (n, block) in [(1usize, 256u64), (1000, 256), (1_000_003, 1024), (4096, 64)] {
         run_add_one(&d, n, block);
     }
@@ -53,9 +54,7 @@ fn upload_launch_read_back() {
     assert_eq!(d.zeros::<i64>(5).unwrap().to_vec().unwrap(), vec![0i64; 5]);
 }
 
-#[test]
-fn out_of_bounds_is_reported_at_the_next_sync() {
-    let Some(d) = gpu_or_skip("out_of_bounds_is_reported_at_the_next_sync") else { return };
+fn out_of_bounds_is_reported_at_the_next_sync(d: &Device) {
     let xb = d.upload(&[1.0f32; 10]).unwrap();
     let mut out = d.zeros::<f32>(16).unwrap();
     // n = 16 > len(x) = 10: lanes 10..16 read x out of bounds; the launch itself succeeds.
@@ -83,9 +82,7 @@ fn out_of_bounds_is_reported_at_the_next_sync() {
     assert!(matches!(&e, Error::OutOfBounds { param, .. } if param == "out"), "{e}");
 }
 
-#[test]
-fn cuda_launch_validation() {
-    let Some(d) = gpu_or_skip("cuda_launch_validation") else { return };
+fn cuda_launch_validation(d: &Device) {
     let cpu = Device::cpu();
     let xc = cpu.upload(&[1.0f32; 8]).unwrap();
     let mut out = d.zeros::<f32>(8).unwrap();
@@ -113,11 +110,9 @@ fn cuda_launch_validation() {
     assert!(matches!(e, Error::NoDevice(_)), "{e}");
 }
 
-#[test]
-fn aot_compile_then_launch_and_time_ms() {
+fn aot_compile_then_launch_and_time_ms(d: &Device) {
     // Correctness of compile() then launch, and that time_ms returns a positive time; how fast
     // these are is measured by `cargo bench --bench cache` / `--bench anchors`.
-    let Some(d) = gpu_or_skip("aot_compile_then_launch_and_time_ms") else { return };
     let spec = add_one_spec();
     spec.compile(&d, &[512], None).unwrap();
     let n = 1 << 20;
@@ -135,11 +130,9 @@ fn aot_compile_then_launch_and_time_ms() {
     assert_eq!(out.to_vec().unwrap()[n - 1], 2.0);
 }
 
-#[test]
-fn hot_path_repeated_launches_stay_correct() {
+fn hot_path_repeated_launches_stay_correct(d: &Device) {
     // The host time of this path is measured by `cargo bench --bench cache` (and the anchor
     // bench), not here: this checks that 2000 launches served by the in-memory cache all run.
-    let Some(d) = gpu_or_skip("hot_path_repeated_launches_stay_correct") else { return };
     let spec = add_one_spec();
     let xb = d.upload(&[1.0f32; 256]).unwrap();
     let mut out = d.upload(&[f32::NAN; 256]).unwrap();
@@ -157,9 +150,7 @@ fn hot_path_repeated_launches_stay_correct() {
     assert!(acc.to_vec().unwrap().iter().all(|&v| v == 3.0), "{:?}", &acc.to_vec().unwrap()[..4]);
 }
 
-#[test]
-fn many_threads_one_compile() {
-    let Some(d) = gpu_or_skip("many_threads_one_compile") else { return };
+fn many_threads_one_compile(d: &Device) {
     // A spec nobody compiled yet (its own name), launched from 8 threads at once.
     let ir = add_one_ir("add_one", fuse_runtime::fuse_ir::DType::F32, fuse_runtime::fuse_ir::DType::I32);
     let src: &'static str = Box::leak(format!("// threads variant\n{ADD_ONE_SOURCE}").into_boxed_str());
@@ -185,9 +176,7 @@ fn many_threads_one_compile() {
     });
 }
 
-#[test]
-fn specializations_pick_the_variant() {
-    let Some(d) = gpu_or_skip("specializations_pick_the_variant") else { return };
+fn specializations_pick_the_variant(d: &Device) {
     let spec = add_one_specialized_spec();
     let xb = d.upload(&[0.0f32; 64]).unwrap();
     let mut out = d.zeros::<f32>(64).unwrap();
@@ -197,4 +186,16 @@ fn specializations_pick_the_variant() {
         let got = out.to_vec().unwrap();
         assert_eq!(got[0], want, "n = {n}");
     }
+}
+
+fn main() {
+    harness::run(harness::gpu_trials(vec![
+        ("upload_launch_read_back", upload_launch_read_back),
+        ("out_of_bounds_is_reported_at_the_next_sync", out_of_bounds_is_reported_at_the_next_sync),
+        ("cuda_launch_validation", cuda_launch_validation),
+        ("aot_compile_then_launch_and_time_ms", aot_compile_then_launch_and_time_ms),
+        ("hot_path_repeated_launches_stay_correct", hot_path_repeated_launches_stay_correct),
+        ("many_threads_one_compile", many_threads_one_compile),
+        ("specializations_pick_the_variant", specializations_pick_the_variant),
+    ]))
 }

@@ -1,6 +1,9 @@
 //! NVRTC without a GPU: compile_for_arch, compile errors with the log, library discovery.
-//! Skipped (with a "skipped:" line) when NVRTC is missing, except under CI=true where it fails.
+//! harness = false (tests/common/harness.rs): when NVRTC is missing the tests that need it are
+//! reported as ignored, "needs NVRTC", except under CI=true where they fail.
 mod common;
+#[path = "common/harness.rs"]
+mod harness;
 
 use common::*;
 use fuse_runtime::{Error, KernelSpec};
@@ -9,11 +12,7 @@ fn is_elf(b: &[u8]) -> bool {
     b.len() > 64 && &b[..4] == b"\x7fELF"
 }
 
-#[test]
 fn compile_for_arch_gives_cubins() {
-    if !nvrtc_or_skip("compile_for_arch_gives_cubins") {
-        return;
-    }
     let spec = add_one_spec();
     for arch in ["sm_80", "sm_90"] {
         let cubin = spec.compile_for_arch(arch, &[1024], 4).unwrap_or_else(|e| panic!("{arch}: {e}"));
@@ -28,7 +27,6 @@ fn compile_for_arch_gives_cubins() {
     );
 }
 
-#[test]
 fn compile_for_arch_validates_first() {
     let spec = add_one_spec();
     let e = spec.compile_for_arch("90", &[1024], 4).unwrap_err();
@@ -39,11 +37,7 @@ fn compile_for_arch_validates_first() {
     assert!(e.to_string().contains("num_warps"), "{e}");
 }
 
-#[test]
 fn compile_error_carries_the_log_and_the_numbered_source() {
-    if !nvrtc_or_skip("compile_error_carries_the_log_and_the_numbered_source") {
-        return;
-    }
     let src = "extern \"C\" __global__ void broken(float* out, long long out_len, unsigned long long* fuse_err) {\n    out[0] = undefined_name;\n}\n";
     let ir = fuse_runtime::fuse_ir::Kernel {
         name: "broken".into(),
@@ -73,7 +67,6 @@ fn compile_error_carries_the_log_and_the_numbered_source() {
 
 /// Discovery must find the pip wheel (or toolkit) without LD_LIBRARY_PATH: run this test binary
 /// again with LD_LIBRARY_PATH removed and check the child compiles.
-#[test]
 fn finds_nvrtc_without_ld_library_path() {
     if std::env::var_os("FUSE_TEST_CHILD").is_some() {
         let spec = add_one_spec();
@@ -81,9 +74,6 @@ fn finds_nvrtc_without_ld_library_path() {
         let cubin = spec.compile_for_arch("sm_90", &[256], 2).expect("child: compiles");
         assert!(is_elf(&cubin));
         println!("child: NVRTC {}.{} found without LD_LIBRARY_PATH", v.0, v.1);
-        return;
-    }
-    if !nvrtc_or_skip("finds_nvrtc_without_ld_library_path") {
         return;
     }
     let exe = std::env::current_exe().unwrap();
@@ -98,4 +88,18 @@ fn finds_nvrtc_without_ld_library_path() {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "child failed:\n{text}");
     assert!(text.contains("found without LD_LIBRARY_PATH"), "{text}");
+}
+
+fn main() {
+    let mut trials =
+        vec![harness::trial("compile_for_arch_validates_first", compile_for_arch_validates_first)];
+    trials.extend(harness::nvrtc_trials(vec![
+        ("compile_for_arch_gives_cubins", compile_for_arch_gives_cubins),
+        (
+            "compile_error_carries_the_log_and_the_numbered_source",
+            compile_error_carries_the_log_and_the_numbered_source,
+        ),
+        ("finds_nvrtc_without_ld_library_path", finds_nvrtc_without_ld_library_path),
+    ]));
+    harness::run(trials)
 }

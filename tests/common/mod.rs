@@ -144,11 +144,6 @@ pub fn f16_to_f64(v: &[fuse::half::f16]) -> Vec<f64> {
     v.iter().map(|x| f64::from(x.to_f32())).collect()
 }
 
-/// Whether NVRTC is required: under CI a missing NVRTC is a failure, elsewhere a printed skip.
-pub fn nvrtc_required() -> bool {
-    std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
-}
-
 /// f32 or f16: the element types the add_mul, softmax and LayerNorm examples come in, each launch
 /// behind one name, so a test states a case once for both.
 pub trait Elem: fuse::Element + Copy {

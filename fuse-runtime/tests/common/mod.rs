@@ -4,7 +4,7 @@
 use fuse_runtime::fuse_ir::{
     BinaryOp, DType, Expr, Kernel, Len, Literal, Param, ParamKind, Shape, Stmt, Ty, Var, VarId,
 };
-use fuse_runtime::{Error, KernelSpec};
+use fuse_runtime::KernelSpec;
 
 /// `out[i] = x[i] + 1` for `i < n`, `BLOCK` elements per program, written by hand in the
 /// conventions of docs/DESIGN.md (lengths and the error words after the user parameters).
@@ -90,39 +90,6 @@ pub fn leak_spec(name: &'static str, source: &'static str, ir: &Kernel) -> &'sta
 pub fn add_one_spec() -> &'static KernelSpec {
     static SPEC: std::sync::OnceLock<&'static KernelSpec> = std::sync::OnceLock::new();
     SPEC.get_or_init(|| leak_spec("add_one", ADD_ONE_SOURCE, &add_one_ir("add_one", DType::F32, DType::I32)))
-}
-
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// NVRTC or a "skipped" line; under CI=true a missing NVRTC fails the test.
-pub fn nvrtc_or_skip(test: &str) -> bool {
-    match fuse_runtime::nvrtc_version() {
-        Ok(_) => true,
-        Err(e) => {
-            if in_ci() {
-                panic!("{test}: CI=true requires NVRTC (pip install nvidia-cuda-nvrtc): {e}");
-            }
-            println!("skipped: {test}: NVRTC not available: {e}");
-            false
-        }
-    }
-}
-
-/// A GPU device or a "skipped" line.
-pub fn gpu_or_skip(test: &str) -> Option<fuse_runtime::Device> {
-    match fuse_runtime::Device::cuda(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            let short = match &e {
-                Error::LibraryNotFound { library, .. } => format!("{library} not found"),
-                other => other.to_string(),
-            };
-            println!("skipped: {test}: needs a CUDA GPU ({short})");
-            None
-        }
-    }
 }
 
 /// `add_one` whose result shows its specializations: `+100` when `FUSE_DIV16_n`, `+1000` when
