@@ -75,10 +75,10 @@ fn cudarc_memory_on_the_callers_stream(_: &Device) {
     add_mul::launch::<256>(
         &dev,
         len.div_ceil(256) as u32,
-        xs.slice(a..a + len),
+        &xs.slice(a..a + len),
         &ys.slice(a..a + len),
-        zs.slice(a..a + len),
-        out2.slice_mut(a + 7..a + 7 + len),
+        &zs.slice(a..a + len),
+        &mut out2.slice_mut(a + 7..a + 7 + len),
         len as i32,
     )
     .unwrap();
@@ -159,12 +159,12 @@ fn buffer_views_on_the_gpu(dev: &Device) {
     let x = random(n_all);
     let xb = dev.upload(&x).unwrap();
     let mut out = dev.upload(&vec![f32::NAN; n_all]).unwrap();
-    scale_unmasked::launch::<256>(dev, 8, xb.slice(1..2049).unwrap(), out.slice_mut(5..2053).unwrap(), -1.5).unwrap();
+    scale_unmasked::launch::<256>(dev, 8, &xb.slice(1..2049).unwrap(), &mut out.slice_mut(5..2053).unwrap(), -1.5).unwrap();
     let got = out.to_vec().unwrap();
     let want: Vec<f64> = widen(&x[1..2049]).iter().map(|v| v * -1.5).collect();
     assert_close(&got[5..2053], &want, "unaligned views");
     assert!(got[..5].iter().chain(&got[2053..]).all(|v| v.is_nan()));
-    scale_unmasked::launch::<256>(dev, 8, xb.slice(0..2000).unwrap(), out.slice_mut(..2048).unwrap(), 1.0).unwrap();
+    scale_unmasked::launch::<256>(dev, 8, &xb.slice(0..2000).unwrap(), &mut out.slice_mut(..2048).unwrap(), 1.0).unwrap();
     match dev.synchronize() {
         Err(Error::OutOfBounds { param, index, .. }) => {
             assert_eq!(param, "x");

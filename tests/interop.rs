@@ -46,10 +46,10 @@ fn buffer_views_are_kernel_arguments_and_writes_stay_inside_them() {
     add_mul::launch::<256>(
         &dev,
         n.div_ceil(256) as u32,
-        xb.slice(range.clone()).unwrap(),
-        yb.slice(range.clone()).unwrap(),
+        &xb.slice(range.clone()).unwrap(),
+        &yb.slice(range.clone()).unwrap(),
         &zb.slice(range.clone()).unwrap(),
-        out.slice_mut(range.clone()).unwrap(),
+        &mut out.slice_mut(range.clone()).unwrap(),
         n as i32,
     )
     .unwrap();
@@ -84,13 +84,13 @@ fn bounds_use_the_view_length_not_the_allocation() {
     let x = dev.upload(&random(4096)).unwrap();
     let mut out = dev.upload(&vec![f32::NAN; 4096]).unwrap();
     // Two programs of 256 cover 512 elements: inside a 512-element view, one past a 500-element one.
-    scale_unmasked::launch::<256>(&dev, 2, x.slice(0..512).unwrap(), out.slice_mut(1000..1512).unwrap(), 2.0)
+    scale_unmasked::launch::<256>(&dev, 2, &x.slice(0..512).unwrap(), &mut out.slice_mut(1000..1512).unwrap(), 2.0)
         .unwrap();
     let err = scale_unmasked::launch::<256>(
         &dev,
         2,
-        x.slice(0..500).unwrap(),
-        out.slice_mut(..512).unwrap(),
+        &x.slice(0..500).unwrap(),
+        &mut out.slice_mut(..512).unwrap(),
         2.0,
     )
     .unwrap_err();

@@ -106,17 +106,18 @@ fn item_head(item: &TokenStream2) -> Sp {
     }
 }
 
-/// The launcher's parameter type for a kernel parameter: any memory of the element type that
-/// the kernel may read (`*const T`) or write (`*mut T`, exclusive borrows only).
+/// The launcher's parameter type for a kernel parameter: a reference to any memory of the element
+/// type that the kernel may read (`*const T`: `&M`, a `&mut M` coerces) or write (`*mut T`: `&mut
+/// M`, exclusive, and reborrowed rather than moved when the caller passes a `&mut` variable).
 fn launch_type(ty: ParamTy) -> TokenStream2 {
     match ty {
         ParamTy::Ptr { elem, mutable: false } => {
             let t = rust_elem(elem);
-            quote! { impl ::fuse::DeviceRead<#t> }
+            quote! { &(impl ::fuse::DeviceRead<#t> + ?::core::marker::Sized) }
         }
         ParamTy::Ptr { elem, mutable: true } => {
             let t = rust_elem(elem);
-            quote! { impl ::fuse::DeviceWrite<#t> }
+            quote! { &mut (impl ::fuse::DeviceWrite<#t> + ?::core::marker::Sized) }
         }
         ParamTy::Scalar(d) => rust_elem(d),
         // Only in the stub after an error: accept whatever the call site passes.
@@ -151,10 +152,7 @@ fn module(
     let params = f.params.iter().map(|p| {
         let n = &p.name;
         let t = launch_type(p.ty);
-        match p.ty {
-            ParamTy::Ptr { mutable: true, .. } => quote! { mut #n: #t },
-            _ => quote! { #n: #t },
-        }
+        quote! { #n: #t }
     });
     let specs = specs.iter().map(|s| match s {
         Specialization::Align16(i) => quote! { ::fuse::fuse_ir::Specialization::Align16(#i) },
@@ -177,7 +175,7 @@ fn module(
             pub static SPEC: ::fuse::KernelSpec = ::fuse::KernelSpec::new(NAME, SOURCE, IR_JSON, &[#(#specs),*]);
 
             /// Launches the kernel on `device` over the grid in `config`.
-            #[allow(clippy::too_many_arguments, unused_variables, unused_mut)]
+            #[allow(clippy::too_many_arguments, unused_variables)]
             pub fn launch #generics (
                 device: &::fuse::Device,
                 config: impl ::core::convert::Into<::fuse::LaunchConfig>,
@@ -206,11 +204,11 @@ fn kernel_module(f: &KernelFn, kernel: &Kernel) -> TokenStream2 {
         match p.ty {
             ParamTy::Ptr { elem, mutable: false } => {
                 let t = rust_elem(elem);
-                quote! { ::fuse::DeviceRead::<#t>::kernel_arg(&#n) }
+                quote! { ::fuse::DeviceRead::<#t>::kernel_arg(#n) }
             }
             ParamTy::Ptr { elem, mutable: true } => {
                 let t = rust_elem(elem);
-                quote! { ::fuse::DeviceWrite::<#t>::kernel_arg_mut(&mut #n) }
+                quote! { ::fuse::DeviceWrite::<#t>::kernel_arg_mut(#n) }
             }
             _ => quote! { ::fuse::KernelArg::from(#n) },
         }

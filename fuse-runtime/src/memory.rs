@@ -18,15 +18,16 @@ use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-/// Memory a kernel may read: what a `*const T` parameter of a generated `launch` accepts.
+/// Memory a kernel may read: a `*const T` parameter of a generated `launch` takes `&M` for any
+/// `M: DeviceRead<T>` (a `&mut M` coerces).
 ///
-/// Implemented for `&Buffer<T>`, `&mut Buffer<T>`, [`BufferView`], [`BufferViewMut`], cudarc's
-/// `&CudaSlice<T>`, `&mut CudaSlice<T>`, `CudaView<T>`, `CudaViewMut<T>` (and references to the
-/// views), and host slices `&[T]`, `&mut [T]`, `&Vec<T>`, `&mut Vec<T>` (which only a CPU device
-/// runs on). Implement it for your own wrapper by delegating to one of these.
+/// Implemented for [`Buffer<T>`], [`BufferView`], [`BufferViewMut`], cudarc's `CudaSlice<T>`,
+/// `CudaView<T>` and `CudaViewMut<T>`, host memory `[T]` and `Vec<T>` (which only a CPU device
+/// runs on), and references to any of these. Implement it for your own wrapper by delegating to
+/// one of them.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not device memory of `{T}` that a kernel can read",
-    label = "expected a `&Buffer<{T}>`, a view of one, a cudarc `CudaSlice<{T}>`/`CudaView<{T}>` or a `&[{T}]`",
+    label = "expected `&` of a `Buffer<{T}>`, a view of one, a cudarc `CudaSlice<{T}>`/`CudaView<{T}>` or a `[{T}]`",
     note = "the element type must match the kernel's `*const {T}` parameter exactly"
 )]
 pub trait DeviceRead<T: Element> {
@@ -34,14 +35,15 @@ pub trait DeviceRead<T: Element> {
     fn kernel_arg(&self) -> KernelArg<'_>;
 }
 
-/// Memory a kernel may write: what a `*mut T` parameter of a generated `launch` accepts.
+/// Memory a kernel may write: a `*mut T` parameter of a generated `launch` takes `&mut M` for
+/// any `M: DeviceWrite<T>`, an exclusive borrow, so one launch cannot alias it with another
+/// argument.
 ///
-/// Only exclusive borrows implement it: `&mut Buffer<T>`, [`BufferViewMut`], cudarc's
-/// `&mut CudaSlice<T>` and `CudaViewMut<T>` (and `&mut` of it), and `&mut [T]`/`&mut Vec<T>`
-/// (CPU only).
+/// Implemented for [`Buffer<T>`], [`BufferViewMut`], cudarc's `CudaSlice<T>` and
+/// `CudaViewMut<T>`, host memory `[T]` and `Vec<T>` (CPU only), and `&mut` of any of these.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not writable device memory of `{T}`",
-    label = "expected a `&mut Buffer<{T}>`, `buffer.slice_mut(..)`, a cudarc `&mut CudaSlice<{T}>`/`CudaViewMut<{T}>` or a `&mut [{T}]`",
+    label = "expected `&mut` of a `Buffer<{T}>`, a `buffer.slice_mut(..)?` view, a cudarc `CudaSlice<{T}>`/`CudaViewMut<{T}>` or a `[{T}]`",
     note = "a `*mut {T}` parameter needs an exclusive borrow of memory of exactly `{T}`"
 )]
 pub trait DeviceWrite<T: Element> {
@@ -173,17 +175,12 @@ impl<T: Element> BufferViewMut<'_, T> {
     }
 }
 
-impl<T: Element> DeviceRead<T> for &Buffer<T> {
+impl<T: Element> DeviceRead<T> for Buffer<T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
         self.read_arg(0, self.len)
     }
 }
-impl<T: Element> DeviceRead<T> for &mut Buffer<T> {
-    fn kernel_arg(&self) -> KernelArg<'_> {
-        self.read_arg(0, self.len)
-    }
-}
-impl<T: Element> DeviceWrite<T> for &mut Buffer<T> {
+impl<T: Element> DeviceWrite<T> for Buffer<T> {
     fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
         let len = self.len;
         self.write_arg(0, len)
@@ -204,19 +201,21 @@ impl<T: Element> DeviceWrite<T> for BufferViewMut<'_, T> {
         self.buf.write_arg(self.start, self.len)
     }
 }
-impl<T: Element> DeviceRead<T> for &BufferView<'_, T> {
+
+// References to memory are memory (`&&Buffer` from a pattern, `&mut &mut Buffer`).
+impl<T: Element, R: DeviceRead<T> + ?Sized> DeviceRead<T> for &R {
     fn kernel_arg(&self) -> KernelArg<'_> {
-        self.buf.read_arg(self.start, self.len)
+        (**self).kernel_arg()
     }
 }
-impl<T: Element> DeviceRead<T> for &BufferViewMut<'_, T> {
+impl<T: Element, R: DeviceRead<T> + ?Sized> DeviceRead<T> for &mut R {
     fn kernel_arg(&self) -> KernelArg<'_> {
-        self.buf.read_arg(self.start, self.len)
+        (**self).kernel_arg()
     }
 }
-impl<T: Element> DeviceWrite<T> for &mut BufferViewMut<'_, T> {
+impl<T: Element, R: DeviceWrite<T> + ?Sized> DeviceWrite<T> for &mut R {
     fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
-        self.buf.write_arg(self.start, self.len)
+        (**self).kernel_arg_mut()
     }
 }
 
@@ -228,32 +227,22 @@ fn host_write<T: Element>(v: &mut [T]) -> KernelArg<'_> {
     let len = v.len();
     KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len, home: Home::Host, data: DataMut::Host(as_bytes_mut(v)) })
 }
-impl<T: Element> DeviceRead<T> for &[T] {
+impl<T: Element> DeviceRead<T> for [T] {
     fn kernel_arg(&self) -> KernelArg<'_> {
         host_read(self)
     }
 }
-impl<T: Element> DeviceRead<T> for &mut [T] {
-    fn kernel_arg(&self) -> KernelArg<'_> {
-        host_read(self)
-    }
-}
-impl<T: Element> DeviceWrite<T> for &mut [T] {
+impl<T: Element> DeviceWrite<T> for [T] {
     fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
         host_write(self)
     }
 }
-impl<T: Element> DeviceRead<T> for &Vec<T> {
+impl<T: Element> DeviceRead<T> for Vec<T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
         host_read(self)
     }
 }
-impl<T: Element> DeviceRead<T> for &mut Vec<T> {
-    fn kernel_arg(&self) -> KernelArg<'_> {
-        host_read(self)
-    }
-}
-impl<T: Element> DeviceWrite<T> for &mut Vec<T> {
+impl<T: Element> DeviceWrite<T> for Vec<T> {
     fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
         host_write(self)
     }
@@ -333,30 +322,20 @@ fn cudarc_write<T: Element, M: CudarcMemoryMut>(m: &mut M, len: usize) -> Kernel
     KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len, home, data: DataMut::Cudarc(m) })
 }
 
-impl<T: Element> DeviceRead<T> for &CudaSlice<T> {
+impl<T: Element> DeviceRead<T> for CudaSlice<T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
-        cudarc_read::<T, _>(*self, self.len())
+        cudarc_read::<T, _>(self, self.len())
     }
 }
-impl<T: Element> DeviceRead<T> for &mut CudaSlice<T> {
-    fn kernel_arg(&self) -> KernelArg<'_> {
-        cudarc_read::<T, _>(&**self, self.len())
-    }
-}
-impl<T: Element> DeviceWrite<T> for &mut CudaSlice<T> {
+impl<T: Element> DeviceWrite<T> for CudaSlice<T> {
     fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
         let len = self.len();
-        cudarc_write::<T, _>(&mut **self, len)
+        cudarc_write::<T, _>(self, len)
     }
 }
 impl<T: Element> DeviceRead<T> for CudaView<'_, T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
         cudarc_read::<T, _>(self, self.len())
-    }
-}
-impl<T: Element> DeviceRead<T> for &CudaView<'_, T> {
-    fn kernel_arg(&self) -> KernelArg<'_> {
-        cudarc_read::<T, _>(*self, self.len())
     }
 }
 impl<T: Element> DeviceRead<T> for CudaViewMut<'_, T> {
@@ -368,11 +347,5 @@ impl<T: Element> DeviceWrite<T> for CudaViewMut<'_, T> {
     fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
         let len = self.len();
         cudarc_write::<T, _>(self, len)
-    }
-}
-impl<T: Element> DeviceWrite<T> for &mut CudaViewMut<'_, T> {
-    fn kernel_arg_mut(&mut self) -> KernelArg<'_> {
-        let len = self.len();
-        cudarc_write::<T, _>(&mut **self, len)
     }
 }

@@ -195,7 +195,7 @@ macro_rules! impl_elem {
                 n: i32,
             ) -> fuse::Result<()> {
                 use $add_mul as k;
-                k::launch::<B>(d, c, *x, *y, *z, out, n)
+                k::launch::<B>(d, c, x, y, z, out, n)
             }
             fn softmax<const B: usize>(
                 d: &Device,
@@ -216,7 +216,7 @@ macro_rules! impl_elem {
                 eps: f32,
             ) -> fuse::Result<()> {
                 use $layernorm as k;
-                k::launch::<B>(d, rows, *x, y, *w, *b, cols, cols, eps)
+                k::launch::<B>(d, rows, x, y, w, b, cols, cols, eps)
             }
         }
     };

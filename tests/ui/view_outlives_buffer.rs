@@ -13,5 +13,5 @@ fn main() -> Result<(), fuse::Error> {
     let mut out = dev.zeros::<f32>(16)?;
     let view = x.slice(16..32)?;
     drop(x);
-    scale::launch::<16>(&dev, 1, view, &mut out, 16)
+    scale::launch::<16>(&dev, 1, &view, &mut out, 16)
 }
