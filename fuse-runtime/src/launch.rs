@@ -386,7 +386,7 @@ fn check_home(k: &Kernel, p: &fuse_ir::Param, home: Home<'_>, device: &Device) -
     };
     match (home, device.cuda_inner()) {
         (Home::Fuse(on), _) if on == device => Ok(()),
-        (Home::Fuse(on), _) => wrong(format!("is a Buffer of {}", on.description())),
+        (Home::Fuse(on), _) => wrong(format!("lives on {}", on.description())),
         (Home::Host, None) => Ok(()),
         (Home::Host, Some(_)) => {
             wrong("is host memory (a Rust slice); upload it to a Buffer or pass GPU memory".into())
