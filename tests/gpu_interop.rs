@@ -254,6 +254,11 @@ fn graph_capture_errors_are_clear(dev: &Device) {
         Err(Error::InvalidLaunch(m)) => assert!(m.contains("captures a graph"), "{m}"),
         other => panic!("expected InvalidLaunch, got {other:?}"),
     }
+    let other = dev.upload(&vec![2.0f32; 4096]).unwrap();
+    match dev.capture(|| out.copy_from(&other)) {
+        Err(Error::InvalidLaunch(m)) => assert!(m.contains("captures a graph"), "{m}"),
+        other => panic!("expected InvalidLaunch, got {other:?}"),
+    }
     match dev.capture(|| dev.zeros::<f32>(10).map(drop)) {
         Err(Error::InvalidLaunch(m)) => assert!(m.contains("captures a graph"), "{m}"),
         other => panic!("expected InvalidLaunch, got {other:?}"),

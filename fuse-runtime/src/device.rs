@@ -316,15 +316,20 @@ impl<T: Element> Buffer<T> {
     /// Copies the contents to the host. On a GPU this waits for all queued work first and reports
     /// an out-of-bounds access recorded since the last check (see [`Device::synchronize`]).
     pub fn to_vec(&self) -> Result<Vec<T>> {
+        self.range_to_vec(0, self.len)
+    }
+
+    /// Elements `start..start + len` (inside the buffer) copied to the host, as [`Buffer::to_vec`].
+    pub(crate) fn range_to_vec(&self, start: usize, len: usize) -> Result<Vec<T>> {
         match &self.storage {
-            Storage::Cpu(v) => Ok(v.clone()),
+            Storage::Cpu(v) => Ok(v[start..start + len].to_vec()),
             Storage::Cuda { slice, .. } => {
                 let d = self.device.cuda_inner().expect("a CUDA buffer's device is CUDA");
                 d.synchronize()?;
-                let mut out = vec![T::default(); self.len];
-                if self.len > 0 {
-                    d.stream.memcpy_dtoh(&slice.slice(0..self.len), &mut out).map_err(|e| {
-                        Error::Cuda(format!("copying {} elements from the GPU: {}", self.len, drv(e)))
+                let mut out = vec![T::default(); len];
+                if len > 0 {
+                    d.stream.memcpy_dtoh(&slice.slice(start..start + len), &mut out).map_err(|e| {
+                        Error::Cuda(format!("copying {len} elements from the GPU: {}", drv(e)))
                     })?;
                     d.stream.synchronize().map_err(|e| Error::Cuda(drv(e)))?;
                 }
@@ -393,6 +398,7 @@ impl<T: Element> Buffer<T> {
                     return Ok(());
                 }
                 let d = self.device.cuda_inner().expect("a CUDA buffer's device is CUDA");
+                d.capture.refuse_on_this_thread("copy on the device")?;
                 d.ctx.bind_to_thread().map_err(|e| Error::Cuda(drv(e)))?;
                 // SAFETY: both addresses hold `len` elements of `T` (checked above) in two distinct
                 // buffers (`&mut self` and `&src`); the copy is ordered on the device's stream.

@@ -160,7 +160,7 @@ impl<T: Element> BufferView<'_, T> {
     /// # Errors
     /// As [`Buffer::to_vec`].
     pub fn to_vec(&self) -> Result<Vec<T>> {
-        Ok(self.buf.to_vec()?[self.start..self.start + self.len].to_vec())
+        self.buf.range_to_vec(self.start, self.len)
     }
 }
 
