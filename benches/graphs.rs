@@ -46,9 +46,11 @@ fn main() -> Result<()> {
         graph.launch()?;
         dev.synchronize()?;
         // Host time, on an idle stream each batch (see host_time): 20 batches of 10 kernels.
-        let direct_us = host_time::host_us_per_launch(50, 20, &mut direct, &mut || dev.synchronize())? / KERNELS as f64;
+        let direct_us =
+            host_time::host_us_per_launch(50, 20, &mut direct, &mut || dev.synchronize())? / KERNELS as f64;
         let graph_us =
-            host_time::host_us_per_launch(50, 20, &mut || graph.launch(), &mut || dev.synchronize())? / KERNELS as f64;
+            host_time::host_us_per_launch(50, 20, &mut || graph.launch(), &mut || dev.synchronize())?
+                / KERNELS as f64;
         // Device time of the ten kernels, both ways (median of event-timed runs).
         let direct_ms = dev.median_ms(200, || Ok(()), &mut direct)?;
         let graph_ms = dev.median_ms(200, || Ok(()), || graph.launch())?;
@@ -73,7 +75,8 @@ fn main() -> Result<()> {
                 ms * 1e3,
                 dev.description()
             );
-            f.write_all(line.as_bytes()).map_err(|e| fuse::Error::InvalidArgument(format!("writing {path}: {e}")))?;
+            f.write_all(line.as_bytes())
+                .map_err(|e| fuse::Error::InvalidArgument(format!("writing {path}: {e}")))?;
         }
     }
     Ok(())

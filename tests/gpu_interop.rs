@@ -8,9 +8,9 @@ mod common;
 mod harness;
 
 use common::add_mul::{add_mul, reference};
+use common::{assert_close, f64s, Rng};
 use fuse::cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use fuse::{fused_kernel, Device, Error};
-use rand::Rng;
 use std::sync::Arc;
 
 #[fused_kernel]
@@ -27,22 +27,16 @@ fn axpb<const BLOCK: usize>(out: *mut f32, s: f32, n: i32) {
     store(out + offs, load(out + offs, m) * s + 1.0, m);
 }
 
+/// Fresh inputs in [-4, 4), from one generator per thread (its seed printed for replay with
+/// `FUSE_TEST_SEED`).
 fn random(n: usize) -> Vec<f32> {
-    let mut rng = rand::thread_rng();
-    (0..n).map(|_| rng.gen_range(-4.0f32..4.0)).collect()
+    thread_local!(static RNG: std::cell::RefCell<Rng> = std::cell::RefCell::new(Rng::fresh("gpu_interop")));
+    RNG.with(|r| r.borrow_mut().vec(n, 4.0))
 }
 
-fn widen(v: &[f32]) -> Vec<f64> {
-    v.iter().map(|&x| f64::from(x)).collect()
-}
-
-fn assert_close(got: &[f32], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(!g.is_nan(), "{what}: element {i} is NaN (not written?)");
-        let err = (f64::from(*g) - w).abs();
-        assert!(err <= 1e-5 * w.abs().max(1.0), "{what}: element {i}: got {g}, want {w}");
-    }
+/// Within 1e-5 of float64 (relative above 1); NaN never passes.
+fn close(what: &str, got: &[f32], want: &[f64]) {
+    assert_close(what, &f64s(got), want, 1e-5, 1e-5);
 }
 
 fn user_stream() -> (Arc<CudaContext>, Arc<CudaStream>) {
@@ -63,11 +57,12 @@ fn cudarc_memory_on_the_callers_stream(_: &Device) {
     assert!(dev.description().contains("caller's stream"), "{}", dev.description());
     let n = 100_003;
     let (x, y, z) = (random(n), random(n), random(n));
-    let (xs, ys, zs) = (stream.clone_htod(&x).unwrap(), stream.clone_htod(&y).unwrap(), stream.clone_htod(&z).unwrap());
+    let (xs, ys, zs) =
+        (stream.clone_htod(&x).unwrap(), stream.clone_htod(&y).unwrap(), stream.clone_htod(&z).unwrap());
     let mut out = poisoned(&stream, n);
     add_mul::launch::<1024>(&dev, n.div_ceil(1024) as u32, &xs, &ys, &zs, &mut out, n as i32).unwrap();
     let got = stream.clone_dtoh(&out).unwrap();
-    assert_close(&got, &reference(&widen(&x), &widen(&y), &widen(&z)), "whole slices");
+    close("whole slices", &got, &reference(&f64s(&x), &f64s(&y), &f64s(&z)));
 
     // Views: odd offsets (unaligned for the 16-byte specialisation), the output a sub-range.
     let (a, len) = (3usize, 50_001usize);
@@ -84,8 +79,8 @@ fn cudarc_memory_on_the_callers_stream(_: &Device) {
     .unwrap();
     dev.synchronize().unwrap();
     let got = stream.clone_dtoh(&out2).unwrap();
-    let want = reference(&widen(&x[a..a + len]), &widen(&y[a..a + len]), &widen(&z[a..a + len]));
-    assert_close(&got[a + 7..a + 7 + len], &want, "views");
+    let want = reference(&f64s(&x[a..a + len]), &f64s(&y[a..a + len]), &f64s(&z[a..a + len]));
+    close("views", &got[a + 7..a + 7 + len], &want);
     assert!(got[..a + 7].iter().chain(&got[a + 7 + len..]).all(|v| v.is_nan()), "written outside the view");
 }
 
@@ -93,7 +88,8 @@ fn cudarc_memory_on_the_callers_stream(_: &Device) {
 /// waits for a write on another and a read on a third waits for the launch.
 fn cudarc_event_tracking_orders_other_streams(_: &Device) {
     let ctx = CudaContext::new(0).unwrap();
-    let (s_fuse, s_write, s_read) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
+    let (s_fuse, s_write, s_read) =
+        (ctx.new_stream().unwrap(), ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
     let dev = Device::from_cudarc(ctx.clone(), s_fuse).unwrap();
     let n = 1 << 24;
     let x = random(n);
@@ -104,8 +100,8 @@ fn cudarc_event_tracking_orders_other_streams(_: &Device) {
         scale_unmasked::launch::<1024>(&dev, (n / 1024) as u32, &xs, &mut out, 3.0).unwrap();
     }
     let got = s_read.clone_dtoh(&out).unwrap(); // read on s_read, no explicit sync
-    let want: Vec<f64> = widen(&x).iter().map(|v| v * 3.0).collect();
-    assert_close(&got, &want, "ordered by cudarc's events");
+    let want: Vec<f64> = f64s(&x).iter().map(|v| v * 3.0).collect();
+    close("ordered by cudarc's events", &got, &want);
 }
 
 /// fuse's own `Device::cuda(0)` takes cudarc memory of the same GPU when nothing needs ordering
@@ -118,7 +114,7 @@ fn foreign_contexts_are_checked(dev: &Device) {
     let xs = stream.clone_htod(&x).unwrap();
     let mut out = dev.upload(&vec![f32::NAN; 4096]).unwrap();
     scale_unmasked::launch::<1024>(dev, 4, &xs, &mut out, 2.0).unwrap();
-    assert_close(&out.to_vec().unwrap(), &widen(&x).iter().map(|v| v * 2.0).collect::<Vec<_>>(), "default stream");
+    close("default stream", &out.to_vec().unwrap(), &f64s(&x).iter().map(|v| v * 2.0).collect::<Vec<_>>());
     // The same context in multi-stream mode tracks events: refused, with the way out named.
     let other = ctx.new_stream().unwrap();
     let ys = other.clone_htod(&x).unwrap();
@@ -150,7 +146,10 @@ fn foreign_contexts_are_checked(dev: &Device) {
     // And a buffer of one device on another device of the same GPU.
     let (uctx, ustream) = user_stream();
     let udev = Device::from_cudarc(uctx, ustream).unwrap();
-    assert!(matches!(scale_unmasked::launch::<1024>(&udev, 4, &gx, &mut out, 2.0), Err(Error::WrongDevice(_))));
+    assert!(matches!(
+        scale_unmasked::launch::<1024>(&udev, 4, &gx, &mut out, 2.0),
+        Err(Error::WrongDevice(_))
+    ));
 }
 
 /// Views of fuse buffers on the GPU: the view's length bounds the accesses (reported at sync).
@@ -159,12 +158,26 @@ fn buffer_views_on_the_gpu(dev: &Device) {
     let x = random(n_all);
     let xb = dev.upload(&x).unwrap();
     let mut out = dev.upload(&vec![f32::NAN; n_all]).unwrap();
-    scale_unmasked::launch::<256>(dev, 8, &xb.slice(1..2049).unwrap(), &mut out.slice_mut(5..2053).unwrap(), -1.5).unwrap();
+    scale_unmasked::launch::<256>(
+        dev,
+        8,
+        &xb.slice(1..2049).unwrap(),
+        &mut out.slice_mut(5..2053).unwrap(),
+        -1.5,
+    )
+    .unwrap();
     let got = out.to_vec().unwrap();
-    let want: Vec<f64> = widen(&x[1..2049]).iter().map(|v| v * -1.5).collect();
-    assert_close(&got[5..2053], &want, "unaligned views");
+    let want: Vec<f64> = f64s(&x[1..2049]).iter().map(|v| v * -1.5).collect();
+    close("unaligned views", &got[5..2053], &want);
     assert!(got[..5].iter().chain(&got[2053..]).all(|v| v.is_nan()));
-    scale_unmasked::launch::<256>(dev, 8, &xb.slice(0..2000).unwrap(), &mut out.slice_mut(..2048).unwrap(), 1.0).unwrap();
+    scale_unmasked::launch::<256>(
+        dev,
+        8,
+        &xb.slice(0..2000).unwrap(),
+        &mut out.slice_mut(..2048).unwrap(),
+        1.0,
+    )
+    .unwrap();
     match dev.synchronize() {
         Err(Error::OutOfBounds { param, index, .. }) => {
             assert_eq!(param, "x");
@@ -198,7 +211,7 @@ fn graphs_replay_captured_launches(dev: &Device) {
         graph.launch().unwrap();
     }
     drop(graph);
-    let mut want = widen(&x);
+    let mut want = f64s(&x);
     for _ in 0..3 {
         for &s in &scales {
             want.iter_mut().for_each(|v| *v = *v * f64::from(s) + 1.0);
@@ -210,11 +223,11 @@ fn graphs_replay_captured_launches(dev: &Device) {
         assert!(err <= 1e-4 * w.abs().max(1.0), "element {i}: got {g}, want {w}");
     }
     // The direct launches (once through the chain) for comparison.
-    let mut once = widen(&x);
+    let mut once = f64s(&x);
     for &s in &scales {
         once.iter_mut().for_each(|v| *v = *v * f64::from(s) + 1.0);
     }
-    assert_close(&direct.to_vec().unwrap(), &once, "direct");
+    close("direct", &direct.to_vec().unwrap(), &once);
 }
 
 /// A buffer moved into the capture closure dies there; the graph keeps its memory alive.
@@ -287,7 +300,7 @@ fn graph_capture_errors_are_clear(dev: &Device) {
     let g = dev.capture(|| scale_unmasked::launch::<512>(dev, 8, &xb, &mut out, 3.0)).unwrap();
     g.launch().unwrap();
     drop(g);
-    assert_close(&out.to_vec().unwrap(), &widen(&xv).iter().map(|v| v * 3.0).collect::<Vec<_>>(), "after errors");
+    close("after errors", &out.to_vec().unwrap(), &f64s(&xv).iter().map(|v| v * 3.0).collect::<Vec<_>>());
 }
 
 /// Every GPU present launches from its own thread; kernels compile once per architecture.
@@ -306,8 +319,9 @@ fn two_gpus_from_two_threads(_: &Device) {
                     let (x, y, z) = (random(n), random(n), random(n));
                     let (xb, yb, zb) = (d.upload(&x).unwrap(), d.upload(&y).unwrap(), d.upload(&z).unwrap());
                     let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
-                    add_mul::launch::<1024>(d, n.div_ceil(1024) as u32, &xb, &yb, &zb, &mut out, n as i32).unwrap();
-                    assert_close(&out.to_vec().unwrap(), &reference(&widen(&x), &widen(&y), &widen(&z)), "per GPU");
+                    add_mul::launch::<1024>(d, n.div_ceil(1024) as u32, &xb, &yb, &zb, &mut out, n as i32)
+                        .unwrap();
+                    close("per GPU", &out.to_vec().unwrap(), &reference(&f64s(&x), &f64s(&y), &f64s(&z)));
                 }
             });
         }
@@ -315,7 +329,10 @@ fn two_gpus_from_two_threads(_: &Device) {
     // A buffer of GPU 0 on GPU 1.
     let x0 = devices[0].upload(&[1.0f32; 1024]).unwrap();
     let mut out1 = devices[1].zeros::<f32>(1024).unwrap();
-    assert!(matches!(scale_unmasked::launch::<1024>(&devices[1], 1, &x0, &mut out1, 1.0), Err(Error::WrongDevice(_))));
+    assert!(matches!(
+        scale_unmasked::launch::<1024>(&devices[1], 1, &x0, &mut out1, 1.0),
+        Err(Error::WrongDevice(_))
+    ));
 }
 
 fn main() {

@@ -6,8 +6,8 @@
 mod common;
 
 use common::add_mul::{add_mul, reference};
+use common::{assert_close, f64s, Rng};
 use fuse::{fused_kernel, Device, Error, LaunchConfig};
-use rand::Rng;
 
 /// No mask at all: every lane of every program reads and writes, so the view's length alone
 /// decides what is in bounds.
@@ -17,22 +17,16 @@ fn scale_unmasked<const BLOCK: usize>(x: *const f32, out: *mut f32, s: f32) {
     store(out + offs, load(x + offs) * s);
 }
 
+/// Fresh inputs in [-4, 4), from one generator per thread (its seed printed for replay with
+/// `FUSE_TEST_SEED`).
 fn random(n: usize) -> Vec<f32> {
-    let mut rng = rand::thread_rng();
-    (0..n).map(|_| rng.gen_range(-4.0f32..4.0)).collect()
+    thread_local!(static RNG: std::cell::RefCell<Rng> = std::cell::RefCell::new(Rng::fresh("interop")));
+    RNG.with(|r| r.borrow_mut().vec(n, 4.0))
 }
 
-fn widen(v: &[f32]) -> Vec<f64> {
-    v.iter().map(|&x| f64::from(x)).collect()
-}
-
-fn assert_close(got: &[f32], want: &[f64], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(!g.is_nan(), "{what}: element {i} is NaN (not written?)");
-        let err = (f64::from(*g) - w).abs();
-        assert!(err <= 1e-5 * w.abs().max(1.0), "{what}: element {i}: got {g}, want {w}");
-    }
+/// Within 1e-5 of float64 (relative above 1); NaN never passes.
+fn close(what: &str, got: &[f32], want: &[f64]) {
+    assert_close(what, &f64s(got), want, 1e-5, 1e-5);
 }
 
 #[test]
@@ -54,8 +48,8 @@ fn buffer_views_are_kernel_arguments_and_writes_stay_inside_them() {
     )
     .unwrap();
     let got = out.to_vec().unwrap();
-    let want = reference(&widen(&x[range.clone()]), &widen(&y[range.clone()]), &widen(&z[range.clone()]));
-    assert_close(&got[range.clone()], &want, "inside the view");
+    let want = reference(&f64s(&x[range.clone()]), &f64s(&y[range.clone()]), &f64s(&z[range.clone()]));
+    close("inside the view", &got[range.clone()], &want);
     assert!(got[..start].iter().chain(&got[start + n..]).all(|v| v.is_nan()), "written outside the view");
     // A writable view is also readable, and a whole `&mut Buffer` still is.
     let view = out.slice(range.clone()).unwrap();
@@ -70,12 +64,12 @@ fn host_slices_run_in_place_on_the_cpu() {
     let (x, y, z) = (random(n), random(n), random(n));
     let mut out = vec![f32::NAN; n];
     add_mul::launch::<128>(&dev, 8, &x, x.as_slice(), &z[..], &mut out, n as i32).unwrap();
-    assert_close(&out, &reference(&widen(&x), &widen(&x), &widen(&z)), "host slices");
+    close("host slices", &out, &reference(&f64s(&x), &f64s(&x), &f64s(&z)));
     let mut out2 = vec![f32::NAN; n];
     add_mul::launch::<128>(&dev, 8, &y, &y, &out, out2.as_mut_slice(), n as i32).unwrap();
-    let first = reference(&widen(&x), &widen(&x), &widen(&z));
-    let want: Vec<f64> = widen(&y).iter().zip(&first).map(|(y, f)| (y + y) * (*f as f32 as f64)).collect();
-    assert_close(&out2, &want, "host slices, second launch");
+    let first = reference(&f64s(&x), &f64s(&x), &f64s(&z));
+    let want: Vec<f64> = f64s(&y).iter().zip(&first).map(|(y, f)| (y + y) * (*f as f32 as f64)).collect();
+    close("host slices, second launch", &out2, &want);
 }
 
 #[test]
@@ -84,8 +78,14 @@ fn bounds_use_the_view_length_not_the_allocation() {
     let x = dev.upload(&random(4096)).unwrap();
     let mut out = dev.upload(&vec![f32::NAN; 4096]).unwrap();
     // Two programs of 256 cover 512 elements: inside a 512-element view, one past a 500-element one.
-    scale_unmasked::launch::<256>(&dev, 2, &x.slice(0..512).unwrap(), &mut out.slice_mut(1000..1512).unwrap(), 2.0)
-        .unwrap();
+    scale_unmasked::launch::<256>(
+        &dev,
+        2,
+        &x.slice(0..512).unwrap(),
+        &mut out.slice_mut(1000..1512).unwrap(),
+        2.0,
+    )
+    .unwrap();
     let err = scale_unmasked::launch::<256>(
         &dev,
         2,
@@ -106,10 +106,18 @@ fn bounds_use_the_view_length_not_the_allocation() {
     let spec = &scale_unmasked::SPEC;
     let cfg = LaunchConfig::new(2u32);
     let (xv, mut ov) = (x.slice(0..512).unwrap(), out.slice_mut(0..512).unwrap());
-    let args = [fuse::DeviceRead::<f32>::kernel_arg(&xv), fuse::DeviceWrite::<f32>::kernel_arg_mut(&mut ov), 2.0f32.into()];
+    let args = [
+        fuse::DeviceRead::<f32>::kernel_arg(&xv),
+        fuse::DeviceWrite::<f32>::kernel_arg_mut(&mut ov),
+        2.0f32.into(),
+    ];
     assert_eq!(spec.proven_in_bounds(&dev, cfg, &[256], &args).unwrap(), vec![true, true]);
     let (xv, mut ov) = (x.slice(0..511).unwrap(), out.slice_mut(0..4096).unwrap());
-    let args = [fuse::DeviceRead::<f32>::kernel_arg(&xv), fuse::DeviceWrite::<f32>::kernel_arg_mut(&mut ov), 2.0f32.into()];
+    let args = [
+        fuse::DeviceRead::<f32>::kernel_arg(&xv),
+        fuse::DeviceWrite::<f32>::kernel_arg_mut(&mut ov),
+        2.0f32.into(),
+    ];
     assert_eq!(spec.proven_in_bounds(&dev, cfg, &[256], &args).unwrap(), vec![false, true]);
 }
 
@@ -119,7 +127,9 @@ fn bad_ranges_are_errors_not_panics() {
     let mut b = dev.zeros::<f32>(10).unwrap();
     for (what, r) in [("past the end", b.slice(5..11).err()), ("reversed", b.slice(7..3).err())] {
         match r {
-            Some(Error::InvalidArgument(m)) => assert!(m.contains("not within the buffer's 10 elements"), "{what}: {m}"),
+            Some(Error::InvalidArgument(m)) => {
+                assert!(m.contains("not within the buffer's 10 elements"), "{what}: {m}")
+            }
             other => panic!("{what}: expected InvalidArgument, got {other:?}"),
         }
     }

@@ -136,7 +136,9 @@ impl Device {
     pub fn description(&self) -> String {
         match &self.inner {
             Inner::Cpu => format!("CPU ({} threads)", rayon::current_num_threads()),
-            Inner::Cuda(d) if d.borrowed => format!("{} (device {}, caller's stream)", d.description(), d.ordinal),
+            Inner::Cuda(d) if d.borrowed => {
+                format!("{} (device {}, caller's stream)", d.description(), d.ordinal)
+            }
             Inner::Cuda(d) => d.description(),
         }
     }
@@ -363,9 +365,10 @@ impl<T: Element> Buffer<T> {
                 // SAFETY: `ptr` addresses this buffer's `len` elements, which `host` matches in
                 // length; the copy is queued on the device's stream, behind every use of the
                 // buffer, and reads `host` before returning (pageable memory is staged).
-                unsafe { cudarc::driver::result::memcpy_htod_async(*ptr, host, d.stream.cu_stream()) }.map_err(
-                    |e| Error::Cuda(format!("copying {} elements to the GPU: {}", host.len(), drv(e))),
-                )
+                unsafe { cudarc::driver::result::memcpy_htod_async(*ptr, host, d.stream.cu_stream()) }
+                    .map_err(|e| {
+                        Error::Cuda(format!("copying {} elements to the GPU: {}", host.len(), drv(e)))
+                    })
             }
         }
     }

@@ -50,7 +50,10 @@ impl Graph<'_> {
     /// device; [`Error::Cuda`] when the driver refuses the launch.
     pub fn launch(&self) -> Result<()> {
         self.device.capture.refuse_on_this_thread("launch a graph")?;
-        self.device.ctx.bind_to_thread().map_err(|e| Error::Cuda(format!("binding the context: {}", drv(e))))?;
+        self.device
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| Error::Cuda(format!("binding the context: {}", drv(e))))?;
         // SAFETY: the executable graph is alive (owned by `self`), its kernels' buffers are kept
         // alive by `self` or borrowed for `'a`, and the stream is the device's.
         unsafe { graph::launch(self.captured.exec, self.device.stream.cu_stream()) }

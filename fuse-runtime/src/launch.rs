@@ -7,8 +7,8 @@ use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::memory::{CudarcHome, CudarcMemory, CudarcMemoryMut};
 use crate::spec::{full_source_for, KernelInfo, KernelSpec};
-use fuse_ir::{DType, Kernel, Len, ParamKind, Specialization};
 use cudarc::driver::{CudaSlice, SyncOnDrop};
+use fuse_ir::{DType, Kernel, Len, ParamKind, Specialization};
 use std::any::Any;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -119,7 +119,10 @@ pub(crate) enum Data<'a> {
     Host(&'a [u8]),
     /// A device address; `keep` is the fuse allocation behind it (`None` for cudarc memory once
     /// its pointer was taken at launch).
-    Cuda { ptr: u64, keep: Option<&'a dyn KeepAlive> },
+    Cuda {
+        ptr: u64,
+        keep: Option<&'a dyn KeepAlive>,
+    },
     /// cudarc memory whose pointer is taken on the launching stream at launch.
     Cudarc(&'a dyn CudarcMemory),
 }
@@ -391,7 +394,9 @@ fn check_home(k: &Kernel, p: &fuse_ir::Param, home: Home<'_>, device: &Device) -
         (Home::Host, Some(_)) => {
             wrong("is host memory (a Rust slice); upload it to a Buffer or pass GPU memory".into())
         }
-        (Home::Cudarc(_), None) => wrong("is cudarc GPU memory, which the CPU interpreter cannot read".into()),
+        (Home::Cudarc(_), None) => {
+            wrong("is cudarc GPU memory, which the CPU interpreter cannot read".into())
+        }
         (Home::Cudarc(h), Some(cuda)) => {
             if h.cu_ctx != cuda.ctx.cu_ctx() as usize {
                 return wrong(format!(
@@ -539,7 +544,8 @@ fn launch_cuda(
     for a in args.iter_mut() {
         match a {
             KernelArg::Buffer(b) if matches!(b.data, Data::Cudarc(_)) => {
-                let Data::Cudarc(m) = std::mem::replace(&mut b.data, Data::Cuda { ptr: 0, keep: None }) else {
+                let Data::Cudarc(m) = std::mem::replace(&mut b.data, Data::Cuda { ptr: 0, keep: None })
+                else {
                     unreachable!()
                 };
                 let (ptr, guard) = m.read_ptr(&cuda.stream);

@@ -12,7 +12,8 @@ use crate::element::{as_bytes, as_bytes_mut, Element};
 use crate::error::{Error, Result};
 use crate::launch::{BufferArg, BufferArgMut, Data, DataMut, Home, KernelArg};
 use cudarc::driver::{
-    CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop,
+    CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice,
+    SyncOnDrop,
 };
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
@@ -221,11 +222,21 @@ impl<T: Element, R: DeviceWrite<T> + ?Sized> DeviceWrite<T> for &mut R {
 
 // Host slices: the CPU interpreter reads and writes them in place (a GPU launch refuses them).
 fn host_read<T: Element>(v: &[T]) -> KernelArg<'_> {
-    KernelArg::Buffer(BufferArg { dtype: T::DTYPE, len: v.len(), home: Home::Host, data: Data::Host(as_bytes(v)) })
+    KernelArg::Buffer(BufferArg {
+        dtype: T::DTYPE,
+        len: v.len(),
+        home: Home::Host,
+        data: Data::Host(as_bytes(v)),
+    })
 }
 fn host_write<T: Element>(v: &mut [T]) -> KernelArg<'_> {
     let len = v.len();
-    KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len, home: Home::Host, data: DataMut::Host(as_bytes_mut(v)) })
+    KernelArg::BufferMut(BufferArgMut {
+        dtype: T::DTYPE,
+        len,
+        home: Home::Host,
+        data: DataMut::Host(as_bytes_mut(v)),
+    })
 }
 impl<T: Element> DeviceRead<T> for [T] {
     fn kernel_arg(&self) -> KernelArg<'_> {

@@ -110,8 +110,10 @@ impl CudaDevice {
         // Thread-local mode: this thread's calls that could touch the device outside the graph
         // (synchronising, allocating) fail instead of silently running.
         // SAFETY: `stream` is a live stream of this context.
-        unsafe { raw_stream::begin_capture(stream, CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) }
-            .map_err(|e| Error::Cuda(format!("beginning a graph capture: {}", drv(e))))?;
+        unsafe {
+            raw_stream::begin_capture(stream, CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        }
+        .map_err(|e| Error::Cuda(format!("beginning a graph capture: {}", drv(e))))?;
         *state = Some(Active { thread: std::thread::current().id(), keep: Vec::new(), kernels: 0 });
         self.capture.active.store(true, Ordering::Release);
         Ok(())

@@ -197,7 +197,11 @@ impl CudaDevice {
                  device {}'s {}",
                 stream.context().ordinal(),
                 ctx.ordinal(),
-                if ctx.cu_ctx() == stream.context().cu_ctx() { "(the same CUcontext)" } else { "(another CUcontext)" }
+                if ctx.cu_ctx() == stream.context().cu_ctx() {
+                    "(the same CUcontext)"
+                } else {
+                    "(another CUcontext)"
+                }
             )));
         }
         // Launch and allocate through the stream's own `CudaContext` object, whose event
