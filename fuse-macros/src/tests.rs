@@ -947,10 +947,10 @@ fn expands_to_module_with_launcher() {
         "pub const SOURCE : & str =",
         "pub const IR_JSON : & str =",
         "pub static SPEC : :: fuse :: KernelSpec = :: fuse :: KernelSpec :: new (NAME , SOURCE , IR_JSON , & [",
-        "pub fn launch < const BLOCK : usize > (device : & :: fuse :: Device , config : impl :: core :: convert :: Into < :: fuse :: LaunchConfig > , x : & :: fuse :: Buffer < f32 > , y : & :: fuse :: Buffer < f32 > , z : & :: fuse :: Buffer < f32 > , out : & mut :: fuse :: Buffer < f32 > , n : i32)",
+        "pub fn launch < const BLOCK : usize > (device : & :: fuse :: Device , config : impl :: core :: convert :: Into < :: fuse :: LaunchConfig > , x : & (impl :: fuse :: DeviceRead < f32 > + ? :: core :: marker :: Sized) , y : & (impl :: fuse :: DeviceRead < f32 > + ? :: core :: marker :: Sized) , z : & (impl :: fuse :: DeviceRead < f32 > + ? :: core :: marker :: Sized) , out : & mut (impl :: fuse :: DeviceWrite < f32 > + ? :: core :: marker :: Sized) , n : i32)",
         "-> :: core :: result :: Result < () , :: fuse :: Error >",
         "const { :: core :: assert ! (BLOCK . is_power_of_two () , \"fuse: const generic BLOCK of kernel add_mul must be a power of two, like 256 or 1024 (a run-time size goes through fuse::with_block!)\") } ;",
-        ":: fuse :: launch (& SPEC , device , config . into () , & [BLOCK as u64] , & mut [:: fuse :: KernelArg :: from (x) , :: fuse :: KernelArg :: from (y) , :: fuse :: KernelArg :: from (z) , :: fuse :: KernelArg :: from (out) , :: fuse :: KernelArg :: from (n)])",
+        ":: fuse :: launch (& SPEC , device , config . into () , & [BLOCK as u64] , & mut [:: fuse :: DeviceRead :: < f32 > :: kernel_arg (x) , :: fuse :: DeviceRead :: < f32 > :: kernel_arg (y) , :: fuse :: DeviceRead :: < f32 > :: kernel_arg (z) , :: fuse :: DeviceWrite :: < f32 > :: kernel_arg_mut (out) , :: fuse :: KernelArg :: from (n)])",
     ] {
         assert!(text.contains(needle), "missing {needle}\nin {text}");
     }
@@ -986,8 +986,8 @@ fn expands_to_module_with_launcher() {
 #[test]
 fn expands_half_buffers() {
     let text = expand_src("", &with_dtype(LAYERNORM_F16, "f16", "bf16"));
-    assert!(text.contains("x : & :: fuse :: Buffer < :: fuse :: half :: bf16 >"), "{text}");
-    assert!(text.contains("y : & mut :: fuse :: Buffer < :: fuse :: half :: bf16 >"));
+    assert!(text.contains("x : & (impl :: fuse :: DeviceRead < :: fuse :: half :: bf16 > + ? :: core :: marker :: Sized)"), "{text}");
+    assert!(text.contains("y : & mut (impl :: fuse :: DeviceWrite < :: fuse :: half :: bf16 > + ? :: core :: marker :: Sized)"), "{text}");
     assert!(text.contains("eps : f32"));
 }
 
@@ -1006,7 +1006,7 @@ fn expands_errors_with_stub() {
 fn stub_keeps_signature_of_bad_params() {
     let text = expand_src("", "pub fn k(x: Vec<f32>, y: *mut f16) {}");
     assert!(text.contains("x : impl :: core :: marker :: Sized"), "{text}");
-    assert!(text.contains("y : & mut :: fuse :: Buffer < :: fuse :: half :: f16 >"));
+    assert!(text.contains("y : & mut (impl :: fuse :: DeviceWrite < :: fuse :: half :: f16 > + ? :: core :: marker :: Sized)"), "{text}");
 }
 
 #[test]
