@@ -243,13 +243,18 @@ impl Len {
     }
 }
 
-/// Scalar (uniform across the program) or a 1-D tile of a given length.
+/// Scalar (uniform across the program), a 1-D tile, or a 2-D tile.
+///
+/// A 2-D tile `[rows, cols]` is stored row-major: element `(r, c)` is lane `r * cols + c`, so a
+/// tile's lanes are numbered the same way whatever its rank, and [`Expr::Reshape`] keeps them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Shape {
     /// One value, the same in every thread of a program.
     Scalar,
     /// A 1-D tile of this many elements, spread over the threads of a program.
     Tile(Len),
+    /// A 2-D tile `[rows, cols]` (row-major), spread over the threads of a program.
+    Tile2(Len, Len),
 }
 
 impl Shape {
@@ -257,13 +262,69 @@ impl Shape {
     pub fn is_scalar(&self) -> bool {
         matches!(self, Shape::Scalar)
     }
-    /// The tile length; `None` for a scalar.
-    pub fn len(&self) -> Option<&Len> {
+    /// The number of lanes of a tile (the product of its dims); `None` for a scalar.
+    pub fn len(&self) -> Option<Len> {
         match self {
             Shape::Scalar => None,
-            Shape::Tile(l) => Some(l),
+            Shape::Tile(l) => Some(l.clone()),
+            Shape::Tile2(r, c) => Some(r.mul(c)),
         }
     }
+    /// The dims: none for a scalar, `[len]` for a 1-D tile, `[rows, cols]` for a 2-D tile.
+    pub fn dims(&self) -> Vec<Len> {
+        match self {
+            Shape::Scalar => Vec::new(),
+            Shape::Tile(l) => vec![l.clone()],
+            Shape::Tile2(r, c) => vec![r.clone(), c.clone()],
+        }
+    }
+    /// 0, 1 or 2.
+    pub fn rank(&self) -> usize {
+        match self {
+            Shape::Scalar => 0,
+            Shape::Tile(_) => 1,
+            Shape::Tile2(..) => 2,
+        }
+    }
+    /// The shape with these dims (`None` for more than two).
+    pub fn from_dims(dims: &[Len]) -> Option<Shape> {
+        match dims {
+            [] => Some(Shape::Scalar),
+            [l] => Some(Shape::Tile(l.clone())),
+            [r, c] => Some(Shape::Tile2(r.clone(), c.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// For [`Expr::Broadcast`]: the lane of a source of dims `src` that lane `lane` of a destination
+/// of dims `dst` reads, under NumPy's rules (dims aligned at the right; a missing or unit source
+/// dim repeats). Dims are concrete sizes here (launch-time values of [`Len`]s).
+///
+/// ```
+/// use fuse_ir::broadcast_source_lane;
+/// // [2, 1] -> [2, 3]: lane (1, 2) = 5 reads row 1.
+/// assert_eq!(broadcast_source_lane(&[2, 1], &[2, 3], 5), 1);
+/// // [3] (as [1, 3]) -> [2, 3]: lane 5 reads column 2.
+/// assert_eq!(broadcast_source_lane(&[3], &[2, 3], 5), 2);
+/// ```
+pub fn broadcast_source_lane(src: &[u64], dst: &[u64], lane: u64) -> u64 {
+    let mut rest = lane;
+    let mut src_lane = 0;
+    let mut src_stride = 1;
+    for (i, &d) in dst.iter().enumerate().rev() {
+        let coord = rest % d.max(1);
+        rest /= d.max(1);
+        let back = dst.len() - 1 - i;
+        if back < src.len() {
+            let s = src[src.len() - 1 - back];
+            if s != 1 {
+                src_lane += coord * src_stride;
+            }
+            src_stride *= s;
+        }
+    }
+    src_lane
 }
 
 /// The type of a value.
@@ -283,6 +344,10 @@ impl Ty {
     /// A tile of `len` elements of `dtype`.
     pub fn tile(dtype: DType, len: Len) -> Ty {
         Ty { dtype, shape: Shape::Tile(len) }
+    }
+    /// A 2-D tile `[rows, cols]` of `dtype`.
+    pub fn tile2(dtype: DType, rows: Len, cols: Len) -> Ty {
+        Ty { dtype, shape: Shape::Tile2(rows, cols) }
     }
 }
 
@@ -420,6 +485,38 @@ pub enum Expr {
     /// A tile reduced to a scalar of the same dtype. Float sums accumulate in f32 in an
     /// unspecified order; max/min ignore NaN unless every lane is NaN (IEEE maxNum/minNum).
     Reduce(ReduceOp, VarId),
+    /// A 2-D tile reduced along `axis`, keeping the other: `[R, C]` → `[C]` (axis 0) or `[R]`
+    /// (axis 1). Same rules per output lane as [`Expr::Reduce`].
+    ReduceAxis {
+        /// How lanes combine.
+        op: ReduceOp,
+        /// 0 (down the columns) or 1 (along the rows).
+        axis: u8,
+        /// The 2-D tile reduced.
+        src: VarId,
+    },
+    /// The index (i32) of the largest (`ArgOp::Max`) or smallest lane: of a whole tile
+    /// (`axis` `None`; the destination is a scalar, lanes numbered row-major), or along `axis` of
+    /// a 2-D tile (the destination is the tile that [`Expr::ReduceAxis`] gives, holding indices
+    /// along that axis). Ties give the first index; a NaN lane counts as beyond every number
+    /// (the first NaN wins), as NumPy's and torch's `argmax`/`argmin` do.
+    ArgReduce {
+        /// Largest or smallest.
+        op: ArgOp,
+        /// `None`: all lanes; `Some(0 | 1)`: along that axis of a 2-D tile.
+        axis: Option<u8>,
+        /// The tile searched.
+        src: VarId,
+    },
+    /// A tile repeated to the destination's shape by NumPy's broadcasting rules (see
+    /// [`broadcast_source_lane`]): dims aligned at the right, each source dim 1 or equal to the
+    /// destination's; a 1-D `[N]` reads as `[1, N]`. Same dtype. (A scalar uses [`Expr::Splat`].)
+    Broadcast(VarId),
+    /// The same lanes, in the same row-major order, under the destination's shape (same number
+    /// of lanes, same dtype): `reshape`, `expand_dims`.
+    Reshape(VarId),
+    /// The transpose of a 2-D tile: `[R, C]` → `[C, R]`, same dtype.
+    Trans(VarId),
     /// Uniform f32 in [0, 1): see [`philox`]. `seed` an integer scalar, `offset` an integer
     /// scalar or tile; the result has the offset's shape.
     Rand {
@@ -440,9 +537,16 @@ impl Expr {
             | Expr::ProgramId(_)
             | Expr::NumPrograms(_)
             | Expr::Arange { .. } => Vec::new(),
-            Expr::Copy(v) | Expr::Splat(v) | Expr::Unary(_, v) | Expr::Cast(v) | Expr::Reduce(_, v) => {
-                vec![v]
-            }
+            Expr::Copy(v)
+            | Expr::Splat(v)
+            | Expr::Unary(_, v)
+            | Expr::Cast(v)
+            | Expr::Reduce(_, v)
+            | Expr::ReduceAxis { src: v, .. }
+            | Expr::ArgReduce { src: v, .. }
+            | Expr::Broadcast(v)
+            | Expr::Reshape(v)
+            | Expr::Trans(v) => vec![v],
             Expr::Binary(_, a, b) | Expr::Rand { seed: a, offset: b } => vec![a, b],
             Expr::Where(c, a, b) => vec![c, a, b],
             Expr::Load { offset, mask, other, .. } => {
@@ -623,6 +727,15 @@ pub enum ReduceOp {
     Min,
 }
 
+/// What [`Expr::ArgReduce`] looks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ArgOp {
+    /// `argmax`.
+    Max,
+    /// `argmin`.
+    Min,
+}
+
 /// One kernel, checked.
 ///
 /// `#[fused_kernel]` builds it from the user's `fn`; the back ends read it. Built by hand:
@@ -701,13 +814,14 @@ impl Kernel {
         serde_json::from_str(json)
     }
 
-    /// Every tile length that occurs in the kernel (deduplicated, in first-use order).
+    /// Every tile length (number of lanes, whatever the rank) that occurs in the kernel
+    /// (deduplicated, in first-use order).
     pub fn tile_lens(&self) -> Vec<Len> {
         let mut out: Vec<Len> = Vec::new();
         for v in &self.vars {
-            if let Shape::Tile(l) = &v.ty.shape {
-                if !out.contains(l) {
-                    out.push(l.clone());
+            if let Some(l) = v.ty.shape.len() {
+                if !out.contains(&l) {
+                    out.push(l);
                 }
             }
         }

@@ -117,6 +117,8 @@ pub enum ExprKind {
         lhs: Box<Expr>,
         rhs: Box<Expr>,
     },
+    /// `[a, b]`: a tile shape (the shape argument of `zeros`, `full`, `reshape`, `broadcast_to`).
+    Shape(Vec<Expr>),
     /// Something the parser rejected (already reported): checks on it are skipped.
     Error,
 }

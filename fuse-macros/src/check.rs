@@ -15,8 +15,8 @@ use crate::ast::{self, BinaryKind, ExprKind, UnaryKind};
 use crate::diag::{closest, Diags, Sp};
 use crate::emit_cuda::names::C_RESERVED;
 use fuse_ir::{
-    BinaryOp, DType, Expr, Kernel, Len, Literal, Param, ParamKind, ReduceOp, Shape, Stmt, Ty, UnaryOp, Var,
-    VarId,
+    ArgOp, BinaryOp, DType, Expr, Kernel, Len, Literal, Param, ParamKind, ReduceOp, Shape, Stmt, Ty, UnaryOp,
+    Var, VarId,
 };
 use proc_macro2::Ident;
 use std::collections::{HashMap, HashSet};
@@ -60,6 +60,9 @@ enum Val {
         param: u32,
         offset: Option<Box<Val>>,
     },
+    /// `[M, N]`: the dims of a tile shape (the shape argument of `zeros`, `full`, `reshape`,
+    /// `broadcast_to`).
+    Shape(Vec<Len>),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -95,16 +98,22 @@ const BUILTINS: &[(&str, usize, usize, &str)] = &[
     ("program_id", 1, 1, "axis"),
     ("num_programs", 1, 1, "axis"),
     ("arange", 2, 2, "start, end"),
-    ("zeros", 1, 1, "LEN"),
-    ("full", 2, 2, "LEN, value"),
+    ("zeros", 1, 1, "shape"),
+    ("full", 2, 2, "shape, value"),
     ("load", 1, 3, "ptr, mask, other"),
     ("store", 2, 3, "ptr, value, mask"),
     ("where_", 3, 3, "cond, a, b"),
     ("maximum", 2, 2, "a, b"),
     ("minimum", 2, 2, "a, b"),
-    ("sum", 1, 1, "tile"),
-    ("max", 1, 1, "tile"),
-    ("min", 1, 1, "tile"),
+    ("sum", 1, 2, "tile, axis"),
+    ("max", 1, 2, "tile, axis"),
+    ("min", 1, 2, "tile, axis"),
+    ("argmax", 1, 2, "tile, axis"),
+    ("argmin", 1, 2, "tile, axis"),
+    ("expand_dims", 2, 2, "x, axis"),
+    ("broadcast_to", 2, 2, "x, shape"),
+    ("reshape", 2, 2, "x, shape"),
+    ("trans", 1, 1, "x"),
     ("cdiv", 2, 2, "a, b"),
     ("rand", 2, 2, "seed, offsets"),
     ("abs", 1, 1, "x"),
@@ -139,6 +148,8 @@ struct Checker<'d> {
     scopes: Vec<HashMap<String, Binding>>,
     used_names: HashSet<String>,
     next_temp: u32,
+    /// Whether the call being checked was written as a method (`a.max(b)`), for hints.
+    method_call: bool,
 }
 
 fn is_builtin(name: &str) -> bool {
@@ -156,6 +167,7 @@ impl<'d> Checker<'d> {
             scopes: vec![HashMap::new()],
             used_names: C_RESERVED.iter().map(|s| s.to_string()).collect(),
             next_temp: 0,
+            method_call: false,
         };
         c.used_names.insert("fuse_err".into());
         c.used_names.insert(f.name.to_string());
@@ -385,7 +397,20 @@ impl<'d> Checker<'d> {
         match &ty.shape {
             Shape::Scalar => format!("{} scalar", ty.dtype),
             Shape::Tile(len) => format!("{} tile of length {}", ty.dtype, self.len_text(len)),
+            Shape::Tile2(..) => format!("{} tile of shape {}", ty.dtype, self.shape_text(&ty.shape)),
         }
+    }
+
+    /// `[BLOCK]`, `[ROWS, 64]`; `scalar` for a scalar.
+    fn shape_text(&self, shape: &Shape) -> String {
+        match shape {
+            Shape::Scalar => "scalar".into(),
+            _ => self.dims_text(&shape.dims()),
+        }
+    }
+
+    fn dims_text(&self, dims: &[Len]) -> String {
+        format!("[{}]", dims.iter().map(|d| self.len_text(d)).collect::<Vec<_>>().join(", "))
     }
 
     fn len_text(&self, len: &Len) -> String {
@@ -406,6 +431,7 @@ impl<'d> Checker<'d> {
             Val::Weak(Weak::Int(_)) => "an integer constant".into(),
             Val::Weak(Weak::Float(_)) => "a float literal".into(),
             Val::Ptr { param, .. } => format!("a pointer into `{}`", self.param_name(*param)),
+            Val::Shape(dims) => format!("the shape {}", self.dims_text(dims)),
         }
     }
 
@@ -518,6 +544,14 @@ impl<'d> Checker<'d> {
                 );
                 None
             }
+            Val::Shape(dims) => {
+                self.diags.error_help(
+                    sp,
+                    format!("{context}: expected a value, found the shape {}", self.dims_text(&dims)),
+                    "a shape `[M, N]` is the first argument of `zeros` and `full` and the second of `reshape` and `broadcast_to`",
+                );
+                None
+            }
         }
     }
 
@@ -541,6 +575,105 @@ impl<'d> Checker<'d> {
                 );
                 None
             }
+        }
+    }
+
+    /// The dims of a tile shape argument: `[M, N]`, `[L]`, or a bare length `L` (1-D).
+    fn const_shape(&mut self, v: &Val, sp: Sp, what: &str) -> Option<Vec<Len>> {
+        match v {
+            Val::Shape(dims) => Some(dims.clone()),
+            other => self.const_len(other, sp, what).map(|l| vec![l]),
+        }
+    }
+
+    /// `[a, b]` as written: each dim a constant power of two; rank 1 or 2.
+    fn shape_literal(&mut self, elems: &[ast::Expr], sp: Sp) -> Val {
+        if elems.is_empty() || elems.len() > 2 {
+            self.diags.error_help(
+                sp,
+                format!("a tile shape has one or two dims, found {}", elems.len()),
+                "write `[LEN]` or `[ROWS, COLS]`",
+            );
+            return Val::Err;
+        }
+        let mut dims = Vec::new();
+        for e in elems {
+            let v = self.expr(e);
+            dims.push(self.const_len(&v, e.sp, "a dim of a tile shape"));
+        }
+        dims.into_iter().collect::<Option<Vec<Len>>>().map_or(Val::Err, Val::Shape)
+    }
+
+    // ---- broadcasting ---------------------------------------------------------------------------
+
+    /// The shape two operands broadcast to (NumPy's rule: dims aligned at the right, each pair
+    /// equal or one of them the literal 1); `None` where they do not.
+    fn broadcast_shape(a: &Shape, b: &Shape) -> Option<Shape> {
+        let (da, db) = (a.dims(), b.dims());
+        let rank = da.len().max(db.len());
+        let unit = Len::literal_log2(0);
+        let mut dims = Vec::with_capacity(rank);
+        for i in 0..rank {
+            let x = (i + da.len()).checked_sub(rank).map(|j| &da[j]);
+            let y = (i + db.len()).checked_sub(rank).map(|j| &db[j]);
+            dims.push(match (x, y) {
+                (Some(x), Some(y)) if x == y => x.clone(),
+                (Some(x), Some(y)) if *x == unit => y.clone(),
+                (Some(x), Some(y)) if *y == unit => x.clone(),
+                (Some(_), Some(_)) => return None,
+                (Some(d), None) | (None, Some(d)) => d.clone(),
+                (None, None) => unreachable!("i < rank"),
+            });
+        }
+        Shape::from_dims(&dims)
+    }
+
+    fn report_broadcast(&mut self, a: &Shape, b: &Shape, sp: Sp) {
+        if let (Shape::Tile(x), Shape::Tile(y)) = (a, b) {
+            let (x, y) = (self.len_text(x), self.len_text(y));
+            self.diags.error_help(
+                sp,
+                format!("tile lengths differ: {x} and {y}"),
+                "tiles in one operation must have the same length (scalars broadcast)",
+            );
+        } else {
+            let (x, y) = (self.shape_text(a), self.shape_text(b));
+            self.diags.error_help(
+                sp,
+                format!("cannot broadcast shapes {x} and {y}"),
+                "dims aligned at the right must be equal or 1; add a unit axis with `expand_dims(x, axis)`",
+            );
+        }
+    }
+
+    /// Broadcasts operands to their common shape (scalars stay scalars: every back end repeats
+    /// them), inserting [`Expr::Broadcast`] for tiles of another shape. `None` after reporting.
+    fn broadcast_operands(&mut self, ids: &mut [VarId], sp: Sp) -> Option<Shape> {
+        let mut shape = Shape::Scalar;
+        for &id in ids.iter() {
+            let s = self.ty(id).shape;
+            match Self::broadcast_shape(&shape, &s) {
+                Some(joined) => shape = joined,
+                None => {
+                    self.report_broadcast(&shape, &s, sp);
+                    return None;
+                }
+            }
+        }
+        for id in ids.iter_mut() {
+            *id = self.broadcast_var(*id, &shape);
+        }
+        Some(shape)
+    }
+
+    /// `id` as a value of `shape` (which it must broadcast to): itself if it is a scalar or
+    /// already has that shape, else a [`Expr::Broadcast`].
+    fn broadcast_var(&mut self, id: VarId, shape: &Shape) -> VarId {
+        let ty = self.ty(id);
+        if ty.shape.is_scalar() || ty.shape == *shape {
+            id
+        } else {
+            self.emit(Ty { dtype: ty.dtype, shape: shape.clone() }, Expr::Broadcast(id))
         }
     }
 
@@ -596,6 +729,14 @@ impl<'d> Checker<'d> {
             Val::Err => Bound::Err,
             Val::Unit => {
                 self.diags.error(sp, format!("`{s}` would bind nothing: `store(..)` returns no value"));
+                Bound::Err
+            }
+            Val::Shape(dims) => {
+                self.diags.error_help(
+                    sp,
+                    format!("`{s}` cannot hold the shape {}: shapes are not values", self.dims_text(&dims)),
+                    "write the shape where it is used, e.g. `zeros([ROWS, BLOCK])`",
+                );
                 Bound::Err
             }
             Val::Weak(w) if !mutable => Bound::Weak(w),
@@ -764,10 +905,10 @@ impl<'d> Checker<'d> {
             return;
         }
         match (&ty.shape, &vty.shape) {
-            (Shape::Tile(_), Shape::Scalar) => {
+            (Shape::Tile(_) | Shape::Tile2(..), Shape::Scalar) => {
                 self.out.push(Stmt::Assign { dst, expr: Expr::Splat(id) });
             }
-            (Shape::Scalar, Shape::Tile(_)) => self.diags.error_help(
+            (Shape::Scalar, Shape::Tile(_) | Shape::Tile2(..)) => self.diags.error_help(
                 sp,
                 format!(
                     "cannot assign {} to `{name}`, which is {}",
@@ -784,6 +925,18 @@ impl<'d> Checker<'d> {
                     self.len_text(b)
                 ),
             ),
+            (a, b) if a != b => {
+                if Self::broadcast_shape(a, b).as_ref() == Some(a) {
+                    self.out.push(Stmt::Assign { dst, expr: Expr::Broadcast(id) });
+                } else {
+                    let (x, y) = (self.shape_text(a), self.shape_text(b));
+                    self.diags.error_help(
+                        sp,
+                        format!("shapes differ: `{name}` has shape {x}, the value {y}"),
+                        "a value assigned to a tile variable must have its shape or broadcast to it",
+                    );
+                }
+            }
             _ => self.assign_into(dst, id, fresh),
         }
     }
@@ -974,6 +1127,7 @@ impl<'d> Checker<'d> {
                 self.binary(*op, a, b, *op_sp, lhs.sp, rhs.sp)
             }
             ExprKind::Call { func, args, method } => self.call(func, args, *method, e.sp),
+            ExprKind::Shape(elems) => self.shape_literal(elems, e.sp),
         }
     }
 
@@ -1111,28 +1265,6 @@ impl<'d> Checker<'d> {
         self.materialize(w, d, sp)
     }
 
-    /// The common shape of operands (`None` after reporting differing tile lengths).
-    fn join_shapes(&mut self, ids: &[VarId], sp: Sp) -> Option<Shape> {
-        let mut shape = Shape::Scalar;
-        for &id in ids {
-            if let Shape::Tile(l) = self.ty(id).shape {
-                match &shape {
-                    Shape::Tile(cur) if *cur != l => {
-                        let (a, b) = (self.len_text(cur), self.len_text(&l));
-                        self.diags.error_help(
-                            sp,
-                            format!("tile lengths differ: {a} and {b}"),
-                            "tiles in one operation must have the same length (scalars broadcast)",
-                        );
-                        return None;
-                    }
-                    _ => shape = Shape::Tile(l),
-                }
-            }
-        }
-        Some(shape)
-    }
-
     fn binary(&mut self, op: BinaryKind, a: Val, b: Val, op_sp: Sp, asp: Sp, bsp: Sp) -> Val {
         self.binary_as(op, op_symbol(op), a, b, op_sp, asp, bsp)
     }
@@ -1183,7 +1315,9 @@ impl<'d> Checker<'d> {
             );
             return Val::Err;
         }
-        let Some(shape) = self.join_shapes(&[x, y], op_sp) else { return Val::Err };
+        let mut ops = [x, y];
+        let Some(shape) = self.broadcast_operands(&mut ops, op_sp) else { return Val::Err };
+        let [x, y] = ops;
         let rdtype = if bop.is_comparison() { DType::Bool } else { dtype };
         self.fresh(Ty { dtype: rdtype, shape }, Expr::Binary(bop, x, y))
     }
@@ -1404,16 +1538,18 @@ impl<'d> Checker<'d> {
             }
             "arange" => self.arange(arg(), arg(), asp(0), asp(1), sp),
             "zeros" => {
-                let Some(len) = self.const_len(&arg(), asp(0), "the length of `zeros`") else {
+                let Some(dims) = self.const_shape(&arg(), asp(0), "the length of `zeros`") else {
                     return Val::Err;
                 };
+                let Some(shape) = Shape::from_dims(&dims) else { return Val::Err };
                 let zero = self.emit(Ty::scalar(DType::F32), Expr::Lit(Literal::Float(0.0)));
-                self.fresh(Ty::tile(DType::F32, len), Expr::Splat(zero))
+                self.fresh(Ty { dtype: DType::F32, shape }, Expr::Splat(zero))
             }
             "full" => {
-                let len = self.const_len(&arg(), asp(0), "the length of `full`");
+                let dims = self.const_shape(&arg(), asp(0), "the length of `full`");
                 let v = self.strong(arg(), asp(1), "the value of `full`");
-                let (Some(len), Some(v)) = (len, v) else { return Val::Err };
+                let (Some(dims), Some(v)) = (dims, v) else { return Val::Err };
+                let Some(shape) = Shape::from_dims(&dims) else { return Val::Err };
                 let v = self.widen(v);
                 let ty = self.ty(v);
                 if !ty.shape.is_scalar() {
@@ -1423,7 +1559,7 @@ impl<'d> Checker<'d> {
                     );
                     return Val::Err;
                 }
-                self.fresh(Ty::tile(ty.dtype, len), Expr::Splat(v))
+                self.fresh(Ty { dtype: ty.dtype, shape }, Expr::Splat(v))
             }
             "load" => {
                 let ptr = arg();
@@ -1452,7 +1588,9 @@ impl<'d> Checker<'d> {
                     );
                     return Val::Err;
                 }
-                let Some(shape) = self.join_shapes(&[cond, a, b], sp) else { return Val::Err };
+                let mut ops = [cond, a, b];
+                let Some(shape) = self.broadcast_operands(&mut ops, sp) else { return Val::Err };
+                let [cond, a, b] = ops;
                 let dtype = self.ty(a).dtype;
                 self.fresh(Ty { dtype, shape }, Expr::Where(cond, a, b))
             }
@@ -1472,17 +1610,34 @@ impl<'d> Checker<'d> {
                     self.diags.error(fsp, format!("`{name}` takes numbers, found bools"));
                     return Val::Err;
                 }
-                let Some(shape) = self.join_shapes(&[x, y], fsp) else { return Val::Err };
+                let mut ops = [x, y];
+                let Some(shape) = self.broadcast_operands(&mut ops, fsp) else { return Val::Err };
+                let [x, y] = ops;
                 self.fresh(Ty { dtype, shape }, Expr::Binary(op, x, y))
             }
-            "sum" | "max" | "min" => {
+            "sum" | "max" | "min" | "argmax" | "argmin" => {
                 let op = match name.as_str() {
-                    "sum" => ReduceOp::Sum,
-                    "max" => ReduceOp::Max,
-                    _ => ReduceOp::Min,
+                    "sum" => Reduction::Reduce(ReduceOp::Sum),
+                    "max" => Reduction::Reduce(ReduceOp::Max),
+                    "min" => Reduction::Reduce(ReduceOp::Min),
+                    "argmax" => Reduction::Arg(ArgOp::Max),
+                    _ => Reduction::Arg(ArgOp::Min),
                 };
-                self.reduce(op, &name, arg(), asp(0))
+                let tile = arg();
+                let axis = if args.len() > 1 { Some((arg(), asp(1))) } else { None };
+                self.method_call = method;
+                self.reduce(op, &name, tile, asp(0), axis)
             }
+            "expand_dims" => {
+                let x = arg();
+                self.expand_dims(x, asp(0), arg(), asp(1))
+            }
+            "broadcast_to" | "reshape" => {
+                let x = arg();
+                let dims = self.const_shape(&arg(), asp(1), &format!("the shape of `{name}`"));
+                self.reshape_or_broadcast(&name, x, asp(0), dims, sp)
+            }
+            "trans" => self.trans(arg(), asp(0)),
             "cdiv" => {
                 let (a, b) = (arg(), arg());
                 for (v, i) in [(&a, 0), (&b, 1)] {
@@ -1655,12 +1810,12 @@ impl<'d> Checker<'d> {
         }
     }
 
-    /// A mask/value/other must be a scalar or a tile of the offset's length.
+    /// A mask/value/other must be a scalar or a tile that broadcasts with the offsets.
     fn fits_offset(&mut self, id: VarId, param: u32, offset: VarId, sp: Sp, what: &str) -> Result<(), ()> {
         let (ty, oty) = (self.ty(id), self.ty(offset));
         match (&ty.shape, &oty.shape) {
             (Shape::Scalar, _) => Ok(()),
-            (Shape::Tile(_), Shape::Scalar) => {
+            (_, Shape::Scalar) => {
                 self.diags.error_help(
                     sp,
                     format!("{what} is {}, but the pointer offset is a scalar", self.describe_ty(&ty)),
@@ -1676,6 +1831,15 @@ impl<'d> Checker<'d> {
                         self.len_text(a),
                         self.len_text(b)
                     ),
+                );
+                Err(())
+            }
+            (a, b) if Self::broadcast_shape(a, b).is_none() => {
+                let (x, y) = (self.shape_text(a), self.shape_text(b));
+                self.diags.error_help(
+                    sp,
+                    format!("cannot broadcast {what} of shape {x} with the offsets' shape {y}"),
+                    "dims aligned at the right must be equal or 1",
                 );
                 Err(())
             }
@@ -1722,7 +1886,14 @@ impl<'d> Checker<'d> {
             },
         };
         let (Ok(mask), Ok(other)) = (mask, other) else { return Val::Err };
-        let shape = self.ty(offset).shape;
+        // Offsets, mask and `other` broadcast together (a `[1, N]` row of offsets under an
+        // `[M, N]` mask loads `M` copies).
+        let mut ids: Vec<VarId> = [Some(offset), mask, other].into_iter().flatten().collect();
+        let Some(shape) = self.broadcast_operands(&mut ids, psp) else { return Val::Err };
+        let mut ids = ids.into_iter();
+        let offset = ids.next().unwrap_or(offset);
+        let mask = mask.and_then(|_| ids.next());
+        let other = other.and_then(|_| ids.next());
         self.fresh(Ty { dtype: elem, shape }, Expr::Load { param, offset, mask, other })
     }
 
@@ -1750,28 +1921,76 @@ impl<'d> Checker<'d> {
         };
         let value = value.filter(|_| value_fits == Some(Ok(())));
         if let (true, Some(value), Ok(mask)) = (mutable, value, mask) {
-            self.out.push(Stmt::Store { param, offset, value, mask });
+            let mut ids: Vec<VarId> = [Some(offset), Some(value), mask].into_iter().flatten().collect();
+            if self.broadcast_operands(&mut ids, psp).is_some() {
+                let (offset, value, mask) = (ids[0], ids[1], mask.map(|_| ids[2]));
+                self.out.push(Stmt::Store { param, offset, value, mask });
+            }
         }
         Val::Unit
     }
 
-    fn reduce(&mut self, op: ReduceOp, name: &str, v: Val, sp: Sp) -> Val {
+    /// `sum/max/min/argmax/argmin(x)` (every lane, to a scalar) or `(x, axis)`.
+    fn reduce(&mut self, op: Reduction, name: &str, v: Val, sp: Sp, axis: Option<(Val, Sp)>) -> Val {
+        // `max(a, b)` meant `maximum(a, b)`: say so before anything about `a`.
+        if let Some((other, asp)) = &axis {
+            if !matches!(other, Val::Err | Val::Weak(Weak::Int(ConstExpr::Lit(_)))) {
+                let d = self.describe(other);
+                let help = match op {
+                    Reduction::Reduce(ReduceOp::Max | ReduceOp::Min) if self.method_call => format!(
+                        "`.{name}()` reduces one tile; for the element-wise {name} of two values use `a.{name}imum(b)`"
+                    ),
+                    Reduction::Reduce(ReduceOp::Max | ReduceOp::Min) => format!(
+                        "`{name}` reduces one tile; for the element-wise {name} of two values use `{name}imum(a, b)`"
+                    ),
+                    _ => "write the axis as a literal: `x.sum(1)` reduces each row".to_string(),
+                };
+                self.diags.error_help(
+                    *asp,
+                    format!("the axis of `{name}` must be the literal 0 or 1, found {d}"),
+                    help,
+                );
+                return Val::Err;
+            }
+        }
         let id = match v {
             Val::Err => return Val::Err,
             Val::Var { id, .. } if !self.ty(id).shape.is_scalar() => id,
             other => {
                 let d = self.describe(&other);
-                self.diags.error_help(
-                    sp,
-                    format!("`{name}` reduces a tile, found {d}"),
-                    "a scalar needs no reduction",
-                );
+                let help = if axis.is_some() {
+                    "a scalar has no axes to reduce along"
+                } else {
+                    "a scalar needs no reduction"
+                };
+                self.diags.error_help(sp, format!("`{name}` reduces a tile, found {d}"), help);
                 return Val::Err;
             }
         };
+        let rank = self.ty(id).shape.rank();
+        let axis = match axis {
+            None => None,
+            Some((Val::Err, _)) => return Val::Err,
+            Some((Val::Weak(Weak::Int(ConstExpr::Lit(a))), _)) if (0..rank as i128).contains(&a) => {
+                Some(a as u8)
+            }
+            Some((Val::Weak(Weak::Int(ConstExpr::Lit(a))), asp)) => {
+                let t = self.describe_ty(&self.ty(id));
+                self.diags.error_help(
+                    asp,
+                    format!(
+                        "axis {a} is out of range: `{name}` of {t} takes axis 0{}",
+                        if rank == 2 { " or 1" } else { "" }
+                    ),
+                    "axis 0 runs down the rows (`[M, N]` → `[N]`), axis 1 along each row (`[M, N]` → `[M]`)",
+                );
+                return Val::Err;
+            }
+            Some(_) => return Val::Err,
+        };
         let id = self.widen(id);
-        let dtype = self.ty(id).dtype;
-        if dtype == DType::Bool {
+        let ty = self.ty(id);
+        if ty.dtype == DType::Bool {
             self.diags.error_help(
                 sp,
                 format!("`{name}` cannot reduce a bool tile"),
@@ -1779,7 +1998,126 @@ impl<'d> Checker<'d> {
             );
             return Val::Err;
         }
-        self.fresh(Ty::scalar(dtype), Expr::Reduce(op, id))
+        // Along the one axis of a 1-D tile: every lane, as without an axis.
+        let axis = axis.filter(|_| rank == 2);
+        let kept = match (&ty.shape, axis) {
+            (Shape::Tile2(_, cols), Some(0)) => Shape::Tile(cols.clone()),
+            (Shape::Tile2(rows, _), Some(_)) => Shape::Tile(rows.clone()),
+            _ => Shape::Scalar,
+        };
+        match (op, axis) {
+            (Reduction::Reduce(op), None) => self.fresh(Ty::scalar(ty.dtype), Expr::Reduce(op, id)),
+            (Reduction::Reduce(op), Some(axis)) => {
+                self.fresh(Ty { dtype: ty.dtype, shape: kept }, Expr::ReduceAxis { op, axis, src: id })
+            }
+            (Reduction::Arg(op), axis) => {
+                self.fresh(Ty { dtype: DType::I32, shape: kept }, Expr::ArgReduce { op, axis, src: id })
+            }
+        }
+    }
+
+    /// A tile argument of a shape function (`expand_dims`, `reshape`, `trans`, ...).
+    fn tile_arg(&mut self, v: Val, sp: Sp, name: &str) -> Option<VarId> {
+        match v {
+            Val::Err => None,
+            Val::Var { id, .. } if !self.ty(id).shape.is_scalar() => Some(id),
+            other => {
+                let d = self.describe(&other);
+                self.diags.error_help(
+                    sp,
+                    format!("`{name}` takes a tile, found {d}"),
+                    "a scalar broadcasts by itself; make a tile with `full([M, N], x)`",
+                );
+                None
+            }
+        }
+    }
+
+    /// `expand_dims(x, axis)`: a unit dim inserted before dim `axis` (Triton's `x[None, :]` is
+    /// axis 0, `x[:, None]` axis 1). Lanes keep their order: a [`Expr::Reshape`].
+    fn expand_dims(&mut self, x: Val, xsp: Sp, axis: Val, asp: Sp) -> Val {
+        let Some(id) = self.tile_arg(x, xsp, "expand_dims") else { return Val::Err };
+        let ty = self.ty(id);
+        let Shape::Tile(len) = &ty.shape else {
+            self.diags.error_help(
+                xsp,
+                format!("`expand_dims` of {} would make a 3-D tile", self.describe_ty(&ty)),
+                "tiles have one or two dims",
+            );
+            return Val::Err;
+        };
+        let unit = Len::literal_log2(0);
+        let shape = match axis {
+            Val::Err => return Val::Err,
+            Val::Weak(Weak::Int(ConstExpr::Lit(0))) => Shape::Tile2(unit, len.clone()),
+            Val::Weak(Weak::Int(ConstExpr::Lit(1))) => Shape::Tile2(len.clone(), unit),
+            other => {
+                let d = self.describe(&other);
+                self.diags.error_help(
+                    asp,
+                    format!("the axis of `expand_dims` of a 1-D tile must be the literal 0 or 1, found {d}"),
+                    "`expand_dims(x, 0)` is `[1, N]` (Triton's `x[None, :]`), `expand_dims(x, 1)` is `[N, 1]` (`x[:, None]`)",
+                );
+                return Val::Err;
+            }
+        };
+        self.fresh(Ty { dtype: ty.dtype, shape }, Expr::Reshape(id))
+    }
+
+    /// `reshape(x, shape)` (same lane count, row-major order kept) or `broadcast_to(x, shape)`.
+    fn reshape_or_broadcast(&mut self, name: &str, x: Val, xsp: Sp, dims: Option<Vec<Len>>, sp: Sp) -> Val {
+        let id = match x {
+            // `broadcast_to` of a scalar is `full`.
+            v @ (Val::Weak(_) | Val::Var { .. }) if name == "broadcast_to" => {
+                self.strong(v, xsp, "the value of `broadcast_to`")
+            }
+            other => self.tile_arg(other, xsp, name),
+        };
+        let (Some(id), Some(dims)) = (id, dims) else { return Val::Err };
+        let Some(shape) = Shape::from_dims(&dims) else { return Val::Err };
+        let ty = self.ty(id);
+        if name == "reshape" {
+            let (from, to) = (ty.shape.len(), shape.len());
+            if from != to {
+                let (a, b) = (self.shape_text(&ty.shape), self.shape_text(&shape));
+                self.diags.error_help(
+                    sp,
+                    format!("`reshape` keeps the number of lanes: {a} cannot become {b}"),
+                    "the product of the dims must stay the same",
+                );
+                return Val::Err;
+            }
+            return self.fresh(Ty { dtype: ty.dtype, shape }, Expr::Reshape(id));
+        }
+        if ty.shape.is_scalar() {
+            return self.fresh(Ty { dtype: ty.dtype, shape }, Expr::Splat(id));
+        }
+        if Self::broadcast_shape(&ty.shape, &shape).as_ref() != Some(&shape) {
+            let (a, b) = (self.shape_text(&ty.shape), self.shape_text(&shape));
+            self.diags.error_help(
+                sp,
+                format!("cannot broadcast {} of shape {a} to {b}", ty.dtype),
+                "dims aligned at the right must be equal, or 1 in the source",
+            );
+            return Val::Err;
+        }
+        let id = self.broadcast_var(id, &shape);
+        Val::Var { id, fresh: true }
+    }
+
+    /// `trans(x)` of a 2-D tile.
+    fn trans(&mut self, x: Val, xsp: Sp) -> Val {
+        let Some(id) = self.tile_arg(x, xsp, "trans") else { return Val::Err };
+        let ty = self.ty(id);
+        let Shape::Tile2(r, c) = &ty.shape else {
+            self.diags.error_help(
+                xsp,
+                format!("`trans` takes a 2-D tile, found {}", self.describe_ty(&ty)),
+                "make it 2-D first: `expand_dims(x, 0)` is `[1, N]`",
+            );
+            return Val::Err;
+        };
+        self.fresh(Ty::tile2(ty.dtype, c.clone(), r.clone()), Expr::Trans(id))
     }
 
     fn math(&mut self, op: UnaryOp, name: &str, v: Val, sp: Sp) -> Val {
@@ -1864,6 +2202,13 @@ impl<'d> Checker<'d> {
         let shape = self.ty(offset).shape;
         self.fresh(Ty { dtype: DType::F32, shape }, Expr::Rand { seed, offset })
     }
+}
+
+/// What a reduction function computes.
+#[derive(Clone, Copy)]
+enum Reduction {
+    Reduce(ReduceOp),
+    Arg(ArgOp),
 }
 
 fn op_symbol(op: BinaryKind) -> &'static str {

@@ -692,9 +692,9 @@ impl Parser<'_> {
                 Some("kernels cannot print or call macros"),
             ),
             E::Tuple(_) => self.reject(e, "a tuple"),
-            E::Array(_) | E::Repeat(_) => {
-                self.reject_help(e, "an array", "make tiles with `arange`, `zeros` or `full`")
-            }
+            // `[M, N]` is a shape; where a shape is not expected the checker says so.
+            E::Array(a) => ExprKind::Shape(a.elems.iter().map(|x| self.expr(x)).collect()),
+            E::Repeat(_) => self.reject_help(e, "an array", "make tiles with `arange`, `zeros` or `full`"),
             E::Field(f) => self.reject_at(Sp::of(&f.dot_token).to(Sp::of(&f.member)), "field access", None),
             E::Block(_) => self.reject(e, "a block expression"),
             E::Unsafe(u) => self.reject_at(

@@ -126,11 +126,9 @@ fn validate(k: &Kernel) {
         assert!(!k.consts.contains(&v.name), "var {} is a const generic", v.name);
     }
     let ty = |id: VarId| k.ty(id).clone();
-    let fits = |id: VarId, shape: &Shape| match (&ty(id).shape, shape) {
-        (Shape::Scalar, _) => true,
-        (Shape::Tile(a), Shape::Tile(b)) => a == b,
-        (Shape::Tile(_), Shape::Scalar) => false,
-    };
+    // Element-wise operands are scalars or have the result's shape (the checker inserts
+    // explicit broadcasts).
+    let fits = |id: VarId, shape: &Shape| ty(id).shape.is_scalar() || ty(id).shape == *shape;
     let pointee = |p: u32| match k.params[p as usize].kind {
         ParamKind::Ptr { elem, mutable } => (elem, mutable),
         ParamKind::Scalar(_) => panic!("param {p} is not a pointer"),
@@ -191,6 +189,21 @@ fn validate(k: &Kernel) {
                     assert!(ty(*seed).dtype.is_int() && ty(*seed).shape.is_scalar());
                     assert!(ty(*offset).dtype.is_int());
                     assert_eq!(t, Ty { dtype: DType::F32, shape: ty(*offset).shape });
+                }
+                Expr::Broadcast(a) | Expr::Reshape(a) | Expr::Trans(a) => {
+                    assert_eq!(ty(*a).dtype, t.dtype);
+                    assert!(!ty(*a).shape.is_scalar() && !t.shape.is_scalar());
+                    assert_ne!(ty(*a).shape, t.shape, "a no-op shape operation");
+                }
+                Expr::ReduceAxis { src, axis, .. } => {
+                    assert_eq!(ty(*src).shape.rank(), 2);
+                    assert!(*axis < 2);
+                    assert_eq!(t.shape.rank(), 1);
+                    assert_eq!(ty(*src).dtype, t.dtype);
+                }
+                Expr::ArgReduce { src, axis, .. } => {
+                    assert_eq!(t.dtype, DType::I32);
+                    assert_eq!(t.shape.rank(), if axis.is_some() { 1 } else { 0 });
                 }
             }
         }
@@ -986,7 +999,12 @@ fn expands_to_module_with_launcher() {
 #[test]
 fn expands_half_buffers() {
     let text = expand_src("", &with_dtype(LAYERNORM_F16, "f16", "bf16"));
-    assert!(text.contains("x : & (impl :: fuse :: DeviceRead < :: fuse :: half :: bf16 > + ? :: core :: marker :: Sized)"), "{text}");
+    assert!(
+        text.contains(
+            "x : & (impl :: fuse :: DeviceRead < :: fuse :: half :: bf16 > + ? :: core :: marker :: Sized)"
+        ),
+        "{text}"
+    );
     assert!(text.contains("y : & mut (impl :: fuse :: DeviceWrite < :: fuse :: half :: bf16 > + ? :: core :: marker :: Sized)"), "{text}");
     assert!(text.contains("eps : f32"));
 }

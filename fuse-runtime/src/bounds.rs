@@ -321,7 +321,17 @@ impl BoundsPlan {
                     get(*v)?
                 }
                 Expr::Where(_, a, b) => get(*a)?.hull(get(*b)?),
-                Expr::Load { .. } | Expr::Reduce(..) | Expr::Rand { .. } => return None,
+                // Broadcast and reshape keep the set of values, and a lane of the result reads
+                // the same lane of a narrowed operand (a narrowed var has the access's shape, and
+                // no chain of shape operations leads from it back to that shape but a reshape).
+                Expr::Broadcast(v) | Expr::Reshape(v) => get(*v)?,
+                // A transpose of a square tile would read another lane of a narrowed operand.
+                Expr::Trans(_) => return None,
+                Expr::Load { .. }
+                | Expr::Reduce(..)
+                | Expr::Rand { .. }
+                | Expr::ReduceAxis { .. }
+                | Expr::ArgReduce { .. } => return None,
             },
         };
         fit(d, iv)

@@ -60,6 +60,11 @@ impl Ctx<'_> {
             Expr::Load { param, offset, mask, other } => self.load(dst, *param, *offset, *mask, *other),
             Expr::Reduce(op, src) => self.reduce(dst, *op, *src),
             Expr::Rand { seed, offset } => self.rand(dst, *seed, *offset),
+            Expr::Broadcast(src) => self.broadcast(dst, *src),
+            Expr::Reshape(src) => self.reshape(dst, *src),
+            Expr::Trans(src) => self.trans(dst, *src),
+            Expr::ReduceAxis { op, axis, src } => self.reduce_axis(dst, *op, *axis, *src),
+            Expr::ArgReduce { op, axis, src } => self.arg_reduce(dst, *op, *axis, *src),
             Expr::Binary(BinaryOp::Rem, a, b)
                 if self.dtype(*a).is_int()
                     && self.dtype(*a).size_bytes() >= 4
@@ -223,7 +228,14 @@ impl Ctx<'_> {
                 let (x, y) = (self.at_as(a, i, to), self.at_as(b, i, to));
                 format!("({c} ? {x} : {y})")
             }
-            Expr::Load { .. } | Expr::Reduce(..) | Expr::Rand { .. } => unreachable!("handled by assign"),
+            Expr::Load { .. }
+            | Expr::Reduce(..)
+            | Expr::Rand { .. }
+            | Expr::Broadcast(_)
+            | Expr::Reshape(_)
+            | Expr::Trans(_)
+            | Expr::ReduceAxis { .. }
+            | Expr::ArgReduce { .. } => unreachable!("handled by assign"),
         }
     }
 

@@ -24,6 +24,7 @@ mod prelude;
 mod random;
 mod reduce;
 mod schedule;
+mod shape;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -51,6 +52,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         specs: Vec::new(),
         chunk_uniform: Vec::new(),
         reduce_types: Vec::new(),
+        scratch_bytes: Vec::new(),
         loops: 0,
         accesses: 0,
         rand_words: Vec::new(),
@@ -86,6 +88,9 @@ struct Ctx<'k> {
     chunk_uniform: Vec<Option<String>>,
     /// Accumulator dtypes of the reductions (one shared-memory buffer each).
     reduce_types: Vec<DType>,
+    /// The byte sizes (C expressions) of the tiles that pass through the shared scratch `fuse_xs`
+    /// ([`shape`]): it is as large as the largest.
+    scratch_bytes: Vec<String>,
     /// Counter for the per-loop bound names.
     loops: usize,
     /// Loads and stores emitted so far (the next one's index in `Kernel::accesses`).
@@ -117,7 +122,7 @@ impl Ctx<'_> {
 
     /// The layout index of a tile var, `None` for a scalar.
     fn tile(&self, v: VarId) -> Option<usize> {
-        self.k.ty(v).shape.len().map(|l| self.layout.index(l))
+        self.k.ty(v).shape.len().map(|l| self.layout.index(&l))
     }
 
     /// The value of `v` in slot `i` (a tile) or its value (a scalar, broadcast).
@@ -267,11 +272,18 @@ impl Ctx<'_> {
             out.line("  int fuse_phase = 0;");
             out.pp("#endif");
         }
+        if !self.scratch_bytes.is_empty() {
+            // The largest tile that moves lanes between threads (shape.rs).
+            let size = self.scratch_bytes.iter().skip(1).fold(self.scratch_bytes[0].clone(), |acc, b| {
+                format!("({acc} > {b} ? {acc} : {b})")
+            });
+            out.line(format!("  __shared__ __align__(16) unsigned char fuse_xs[{size}];"));
+        }
         for (i, v) in k.vars.iter().enumerate() {
             let n = &self.names.vars[i];
             match v.ty.shape.len() {
                 Some(l) => {
-                    out.line(format!("  {} {n}[FUSE_EPT{}];", c_type(v.ty.dtype), self.layout.index(l)))
+                    out.line(format!("  {} {n}[FUSE_EPT{}];", c_type(v.ty.dtype), self.layout.index(&l)))
                 }
                 None => out.line(format!("  {} {n};", c_type(v.ty.dtype))),
             }

@@ -77,7 +77,8 @@ fn identity(op: ReduceOp, d: DType) -> String {
     }
 }
 
-fn combine(op: ReduceOp, d: DType, a: &str, b: &str) -> String {
+/// `a op b` in dtype `d` (ints wrap; float max/min ignore NaN, IEEE maxNum/minNum).
+pub(super) fn combine(op: ReduceOp, d: DType, a: &str, b: &str) -> String {
     match (op, d) {
         (ReduceOp::Sum, DType::F32) => format!("{a} + {b}"),
         (ReduceOp::Sum, d) if d.is_signed_int() => {

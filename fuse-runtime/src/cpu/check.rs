@@ -2,7 +2,7 @@
 //! malformed kernel is an `InvalidKernel` error and never a panic.
 
 use super::CpuError;
-use fuse_ir::{DType, Expr, Kernel, ParamKind, ReduceOp, Shape, Stmt, UnaryOp, VarId};
+use fuse_ir::{DType, Expr, Kernel, ParamKind, ReduceOp, Stmt, UnaryOp, VarId};
 
 /// Tiles longer than this are refused (the interpreter allocates every var per worker).
 pub(crate) const MAX_TILE: u64 = 1 << 26;
@@ -13,6 +13,8 @@ const MAX_STATE_BYTES: u64 = 1 << 30;
 pub(crate) struct Layout {
     /// Element count: 1 for scalars.
     pub lens: Vec<usize>,
+    /// Launch-time dims: none for scalars, `[len]` or `[rows, cols]` for tiles.
+    pub dims: Vec<Vec<usize>>,
     /// Bytes of var storage one worker holds (two copies of every var; see `interp::Prog`).
     pub state: u64,
     pub dtypes: Vec<DType>,
@@ -36,36 +38,43 @@ pub(crate) fn check(kernel: &Kernel, consts: &[u64]) -> Result<Layout, CpuError>
     let mut lens = Vec::with_capacity(kernel.vars.len());
     let mut dtypes = Vec::with_capacity(kernel.vars.len());
     let mut state: u64 = 0;
+    let mut dims_of = Vec::with_capacity(kernel.vars.len());
     for v in &kernel.vars {
-        let len = match &v.ty.shape {
-            Shape::Scalar => 1,
-            Shape::Tile(l) => {
-                if l.consts.iter().any(|&c| c as usize >= consts.len()) {
+        let mut dims = Vec::new();
+        for l in v.ty.shape.dims() {
+            if l.consts.iter().any(|&c| c as usize >= consts.len()) {
+                return Err(bad(
+                    kernel,
+                    format!("var `{}`: tile length names a missing const generic", v.name),
+                ));
+            }
+            match l.eval(consts) {
+                Some(n) if n <= MAX_TILE => dims.push(n),
+                Some(n) => {
                     return Err(bad(
                         kernel,
-                        format!("var `{}`: tile length names a missing const generic", v.name),
-                    ));
+                        format!(
+                            "var `{}`: tile length {n} is over the CPU back end's limit {MAX_TILE}",
+                            v.name
+                        ),
+                    ))
                 }
-                match l.eval(consts) {
-                    Some(n) if n <= MAX_TILE => n,
-                    Some(n) => {
-                        return Err(bad(
-                            kernel,
-                            format!(
-                                "var `{}`: tile length {n} is over the CPU back end's limit {MAX_TILE}",
-                                v.name
-                            ),
-                        ))
-                    }
-                    None => {
-                        return Err(bad(
-                            kernel,
-                            format!("var `{}`: tile length is not a power of two in range", v.name),
-                        ))
-                    }
+                None => {
+                    return Err(bad(
+                        kernel,
+                        format!("var `{}`: tile length is not a power of two in range", v.name),
+                    ))
                 }
             }
-        };
+        }
+        let len = dims.iter().product::<u64>();
+        if len > MAX_TILE {
+            return Err(bad(
+                kernel,
+                format!("var `{}`: tile of {len} lanes is over the CPU back end's limit {MAX_TILE}", v.name),
+            ));
+        }
+        dims_of.push(dims.iter().map(|&d| d as usize).collect::<Vec<usize>>());
         state += 2 * len * v.ty.dtype.size_bytes() as u64;
         lens.push(len as usize);
         dtypes.push(v.ty.dtype);
@@ -76,14 +85,15 @@ pub(crate) fn check(kernel: &Kernel, consts: &[u64]) -> Result<Layout, CpuError>
             format!("per-program state of {state} bytes is too large for the CPU back end"),
         ));
     }
-    let ck = Ck { k: kernel, lens: &lens, dtypes: &dtypes };
+    let ck = Ck { k: kernel, lens: &lens, dims: &dims_of, dtypes: &dtypes };
     ck.stmts(&kernel.body)?;
-    Ok(Layout { lens, dtypes, state })
+    Ok(Layout { lens, dims: dims_of, dtypes, state })
 }
 
 struct Ck<'a> {
     k: &'a Kernel,
     lens: &'a [usize],
+    dims: &'a [Vec<usize>],
     dtypes: &'a [DType],
 }
 
@@ -292,6 +302,52 @@ impl Ck<'_> {
                     return Err(self.err(format!("{op:?} of {vd} into {d} with {n} lanes")));
                 }
             }
+            Expr::Broadcast(v) | Expr::Reshape(v) | Expr::Trans(v) => {
+                let (vd, vl) = self.var(*v)?;
+                let (sd, dd) = (&self.dims[v.0 as usize], &self.dims[dst.0 as usize]);
+                let ok = vd == d
+                    && !sd.is_empty()
+                    && match e {
+                        Expr::Broadcast(_) => broadcasts(sd, dd),
+                        Expr::Reshape(_) => vl == n && !dd.is_empty(),
+                        _ => sd.len() == 2 && dd.len() == 2 && sd[0] == dd[1] && sd[1] == dd[0],
+                    };
+                if !ok {
+                    return Err(
+                        self.err(format!("`{dname}`: bad shape operation {e:?} from {sd:?} to {dd:?}"))
+                    );
+                }
+            }
+            Expr::ReduceAxis { axis, src, .. } | Expr::ArgReduce { axis: Some(axis), src, .. } => {
+                let (vd, _) = self.var(*src)?;
+                let (sd, dd) = (&self.dims[src.0 as usize], &self.dims[dst.0 as usize]);
+                let kept = match (sd.as_slice(), axis) {
+                    ([_, c], 0) => Some(*c),
+                    ([r, _], 1) => Some(*r),
+                    _ => None,
+                };
+                let arg = matches!(e, Expr::ArgReduce { .. });
+                let dtype_ok = if arg { d == DType::I32 } else { vd == d };
+                let ok = dtype_ok
+                    && matches!(vd, DType::I32 | DType::U32 | DType::I64 | DType::U64 | DType::F32)
+                    && kept.is_some_and(|k| dd.as_slice() == [k]);
+                if !ok {
+                    return Err(
+                        self.err(format!("`{dname}`: bad axis reduction {e:?} from {sd:?} to {dd:?}"))
+                    );
+                }
+            }
+            Expr::ArgReduce { axis: None, src, .. } => {
+                let (vd, vl) = self.var(*src)?;
+                let ok = d == DType::I32
+                    && n == 1
+                    && vl >= 1
+                    && !self.dims[src.0 as usize].is_empty()
+                    && matches!(vd, DType::I32 | DType::U32 | DType::I64 | DType::U64 | DType::F32);
+                if !ok {
+                    return Err(self.err(format!("`{dname}`: bad argmax/argmin {e:?}")));
+                }
+            }
             Expr::Rand { seed, offset } => {
                 if !is_offset_int(self.scalar(*seed, "rand seed")?) {
                     return Err(self.err("rand seed is not an integer".into()));
@@ -306,4 +362,9 @@ impl Ck<'_> {
         }
         Ok(())
     }
+}
+
+/// NumPy's rule: `src` (dims aligned at the right) broadcasts to exactly `dst`.
+fn broadcasts(src: &[usize], dst: &[usize]) -> bool {
+    src.len() <= dst.len() && src.iter().rev().zip(dst.iter().rev()).all(|(&s, &d)| s == d || s == 1)
 }

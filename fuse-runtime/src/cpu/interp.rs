@@ -4,7 +4,7 @@
 use super::elem::{dispatch, Atomics, Bc, Bits, Bitwise, Data, Elem, Mem, Num, Source};
 use super::CpuError;
 use fuse_ir::philox::{philox4x32_10, uniform};
-use fuse_ir::{BinaryOp, DType, Expr, Kernel, Literal, ParamKind, ReduceOp, Stmt, UnaryOp, VarId};
+use fuse_ir::{ArgOp, BinaryOp, DType, Expr, Kernel, Literal, ParamKind, ReduceOp, Stmt, UnaryOp, VarId};
 
 type Res = Result<(), CpuError>;
 
@@ -28,6 +28,8 @@ pub(crate) struct Ctx<'a> {
     pub consts: &'a [u64],
     pub grid: [u32; 3],
     pub lens: Vec<usize>,
+    /// Per var: its launch-time dims (none for a scalar).
+    pub dims: Vec<Vec<usize>>,
     pub dtypes: Vec<DType>,
     /// Per parameter: the buffer view (pointer params) or the value (scalar params).
     pub mems: Vec<Option<Mem<'a>>>,
@@ -264,6 +266,98 @@ fn reduce_t<T: Num>(op: ReduceOp, a: &[T]) -> T {
 fn reduce(op: ReduceOp, a: &Data, out: &mut Data) -> Res {
     let dt = a.dtype();
     dispatch!(num dt, T => fill(out, 1, reduce_t::<T>(op, sl::<T>(a)?)), else Err(bad(format!("{op:?} of {dt}"))))
+}
+
+/// Per destination lane, the source lane it reads: a broadcast (NumPy), a reshape (itself), a
+/// transpose (`[R, C]` -> `[C, R]`).
+fn source_lanes(e: &Expr, src: &[usize], dst: &[usize], n: usize) -> Vec<usize> {
+    match e {
+        Expr::Reshape(_) => (0..n).collect(),
+        Expr::Trans(_) => {
+            // dst is [C, R]: lane f = c * R + r reads src lane r * C + c.
+            let (c, r) = (dst[0], dst[1]);
+            (0..n).map(|f| (f % r) * c + f / r).collect()
+        }
+        _ => {
+            let (s, d): (Vec<u64>, Vec<u64>) =
+                (src.iter().map(|&x| x as u64).collect(), dst.iter().map(|&x| x as u64).collect());
+            (0..n).map(|f| fuse_ir::broadcast_source_lane(&s, &d, f as u64) as usize).collect()
+        }
+    }
+}
+
+fn gather<T: Copy>(a: &[T], lanes: &[usize], out: &mut Vec<T>) -> Res {
+    out.clear();
+    for &l in lanes {
+        out.push(*a.get(l).ok_or_else(|| shape_err(a.len(), l + 1))?);
+    }
+    Ok(())
+}
+
+/// How an axis reduction walks a row-major 2-D tile: output `o` folds `count` lanes
+/// `o * out_stride + e * step`.
+struct AxisWalk {
+    outputs: usize,
+    count: usize,
+    out_stride: usize,
+    step: usize,
+}
+
+impl AxisWalk {
+    fn new(dims: &[usize], axis: u8) -> Result<AxisWalk, CpuError> {
+        match (dims, axis) {
+            ([r, c], 0) => Ok(AxisWalk { outputs: *c, count: *r, out_stride: 1, step: *c }),
+            ([r, c], 1) => Ok(AxisWalk { outputs: *r, count: *c, out_stride: *c, step: 1 }),
+            _ => Err(bad(format!("axis {axis} reduction of a tile of dims {dims:?}"))),
+        }
+    }
+
+    fn lanes(&self, o: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.count).map(move |e| o * self.out_stride + e * self.step)
+    }
+}
+
+/// Each output lane folds its row or column in lane order (the GPU folds in the same order, so
+/// float sums agree bit for bit).
+fn reduce_axis<T: Num>(op: ReduceOp, a: &[T], walk: &AxisWalk, out: &mut Vec<T>) -> Res {
+    out.clear();
+    for o in 0..walk.outputs {
+        let mut lanes = walk.lanes(o).map(|l| a[l]);
+        let first = lanes.next().ok_or_else(|| bad("axis reduction over no lanes"))?;
+        out.push(lanes.fold(first, |acc, x| match op {
+            ReduceOp::Sum => acc.vadd(x),
+            ReduceOp::Max => acc.vmax(x),
+            ReduceOp::Min => acc.vmin(x),
+        }));
+    }
+    Ok(())
+}
+
+/// The first index of the largest (smallest) lane of each output's row or column; a NaN beats
+/// every number and the first NaN wins.
+fn arg_reduce<T: Num>(op: ArgOp, a: &[T], walk: &AxisWalk, out: &mut Vec<i32>) -> Res {
+    out.clear();
+    #[allow(clippy::eq_op)]
+    let is_nan = |x: T| x != x;
+    for o in 0..walk.outputs {
+        let (mut best, mut best_i) = (None::<T>, 0usize);
+        for (e, l) in walk.lanes(o).enumerate() {
+            let x = a[l];
+            let wins = match best {
+                None => true,
+                Some(b) => {
+                    let strictly = if op == ArgOp::Max { x > b } else { x < b };
+                    strictly || (is_nan(x) && !is_nan(b))
+                }
+            };
+            if wins {
+                best = Some(x);
+                best_i = e;
+            }
+        }
+        out.push(i32::try_from(best_i).map_err(|_| bad("argmax index past i32"))?);
+    }
+    Ok(())
 }
 
 /// Offsets of a load/store/rand: a tile of an integer compute type.
@@ -716,6 +810,24 @@ impl<'c, 'a> Prog<'c, 'a> {
                     }
                 }
                 Expr::Reduce(op, a) => reduce(*op, v(a), out)?,
+                Expr::Broadcast(a) | Expr::Reshape(a) | Expr::Trans(a) => {
+                    let lanes = source_lanes(expr, &ctx.dims[a.0 as usize], &ctx.dims[di], n);
+                    dispatch!(all dt, T => gather(sl::<T>(v(a))?, &lanes, vm::<T>(out)?), else Err(no()))?
+                }
+                Expr::ReduceAxis { op, axis, src } => {
+                    let walk = AxisWalk::new(&ctx.dims[src.0 as usize], *axis)?;
+                    let a = v(src);
+                    dispatch!(num dt, T => reduce_axis::<T>(*op, sl::<T>(a)?, &walk, vm::<T>(out)?), else Err(no()))?
+                }
+                Expr::ArgReduce { op, axis, src } => {
+                    let a = v(src);
+                    let sd = a.dtype();
+                    let walk = match axis {
+                        Some(axis) => AxisWalk::new(&ctx.dims[src.0 as usize], *axis)?,
+                        None => AxisWalk { outputs: 1, count: a.len(), out_stride: 0, step: 1 },
+                    };
+                    dispatch!(num sd, T => arg_reduce::<T>(*op, sl::<T>(a)?, &walk, vm::<i32>(out)?), else Err(no()))?
+                }
                 Expr::Rand { seed, offset } => {
                     let seed = match v(seed) {
                         Data::I32(s) => s[0] as i64 as u64,
