@@ -1,0 +1,12 @@
+use fuse::fused_kernel;
+
+// A 2-D tile has axes 0 and 1.
+#[fused_kernel]
+fn k<const M: usize, const N: usize>(x: *const f32, out: *mut f32) {
+    let r = arange(0, M);
+    let c = arange(0, N);
+    let t = load(x + r.expand_dims(1) * N + c.expand_dims(0));
+    store(out + r, t.sum(2));
+}
+
+fn main() {}

@@ -1,0 +1,13 @@
+use fuse::fused_kernel;
+
+// A shape is not a value.
+#[fused_kernel]
+fn k<const M: usize, const N: usize>(x: *const f32, out: *mut f32) {
+    let r = arange(0, M);
+    let c = arange(0, N);
+    let t = load(x + r.expand_dims(1) * N + c.expand_dims(0));
+    let s = [M, N];
+    store(out + r, t.sum(1));
+}
+
+fn main() {}
