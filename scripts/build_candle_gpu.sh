@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds fuse-candle's GPU binaries (`--features cuda`: candle's CUDA backend) on a machine with no
-# CUDA toolkit and no GPU, for the device machine (CUDA 13.0, driver 580, sm_90, no cargo), and
-# stages them stripped in .gpu2/: candle_layernorm (the example) and test-candle_gpu (the GPU tests).
+# CUDA toolkit and no GPU, for the device machine (CUDA 13.0, driver 580, sm_90, no cargo):
+# candle_layernorm (the example) and test-candle_gpu (the GPU tests), stripped, in .candle-gpu/bin/
+# and staged together as .gpu2/candle-gpu.tar.xz (~5 MB).
 #
 # What the build needs, and where it comes from (all under $TOOLS, default .candle-gpu/, git-ignored):
 # * nvcc, for candle-kernels' .cu files (PTX and a static library compiled at build time): the PyPI
@@ -17,8 +18,9 @@
 #   wheels). Every stub function returns an error (libcuda's: CUDA_ERROR_NO_DEVICE), so on this
 #   machine the binaries start, find no GPU and say so. On the device the real libraries are used:
 #
-#   LD_LIBRARY_PATH=/usr/local/cuda/lib64 .gpu2/candle_layernorm
-#   LD_LIBRARY_PATH=/usr/local/cuda/lib64 .gpu2/test-candle_gpu
+#   mkdir -p /tmp/cg && tar -xJf .gpu2/candle-gpu.tar.xz -C /tmp/cg &&
+#   LD_LIBRARY_PATH=/usr/local/cuda/lib64 /tmp/cg/candle_layernorm &&
+#   LD_LIBRARY_PATH=/usr/local/cuda/lib64 /tmp/cg/test-candle_gpu
 #
 # Usage: bash scripts/build_candle_gpu.sh     (CARGO_TARGET_DIR defaults to target/candle-gpu)
 set -euo pipefail
@@ -34,6 +36,16 @@ WHEELS=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.88 
         nvidia-cuda-runtime==13.0.96 nvidia-cuda-nvrtc==13.0.88)
 
 say() { echo "== $*" >&2; }
+DEVICE_CMD='mkdir -p /tmp/cg && tar -xJf .gpu2/candle-gpu.tar.xz -C /tmp/cg && export LD_LIBRARY_PATH=/usr/local/cuda/lib64 && /tmp/cg/candle_layernorm && /tmp/cg/test-candle_gpu'
+
+# 0. fuse-runtime must build with cudarc's `dynamic-linking` (which candle's `cuda` feature turns on
+#    for the whole graph): cudarc's `is_culib_present` exists only with its dynamic loading.
+if grep -q 'sys::is_culib_present' "$ROOT/fuse-runtime/src/cuda/libs.rs"; then
+    echo "fuse-runtime/src/cuda/libs.rs calls cudarc's is_culib_present, which does not exist when" \
+        "cudarc is built with dynamic-linking (candle's cuda feature); probe by dlopen instead" \
+        "(Lib::cudarc_finds_it) before building with --features cuda" >&2
+    exit 2
+fi
 
 # 1. The toolkit wheels (once; a stamp records the pinned set).
 if [ "$(cat "$TOOLS/py/.pinned" 2>/dev/null)" != "${WHEELS[*]}" ]; then
@@ -102,20 +114,26 @@ TEST=$(exe candle_gpu)
 rm -f "$JSON"
 [ -n "$EXAMPLE" ] && [ -n "$TEST" ] || { echo "cargo built no executables?" >&2; exit 1; }
 
-# 4. Stage, stripped.
-mkdir -p "$STAGE"
-strip -o "$STAGE/candle_layernorm" "$EXAMPLE"
-strip -o "$STAGE/test-candle_gpu" "$TEST"
-for b in "$STAGE/candle_layernorm" "$STAGE/test-candle_gpu"; do
+# 4. Stripped, into $TOOLS/bin; staged in $STAGE as one xz tarball. Each binary is ~40 MB, 32 MB
+#    of it candle-kernels' MoE/GGUF cubins (linked because candle-core references them; their
+#    fatbin registration keeps them past --gc-sections); the two share almost everything and
+#    compress together to ~5 MB, well inside what a device call carries.
+BIN=$TOOLS/bin
+mkdir -p "$BIN" "$STAGE"
+strip -o "$BIN/candle_layernorm" "$EXAMPLE"
+strip -o "$BIN/test-candle_gpu" "$TEST"
+for b in "$BIN/candle_layernorm" "$BIN/test-candle_gpu"; do
     say "$b: $(du -h "$b" | cut -f1); needs $(readelf -d "$b" | grep NEEDED | sed -E 's/.*\[(.*)\]/\1/' | tr '\n' ' ')"
     say "    newest glibc / libstdc++ symbol versions: $(objdump -T "$b" | grep -oE 'GLIBC_[0-9.]+' | sort -uV | tail -1)" \
         "$(objdump -T "$b" | grep -oE 'GLIBCXX_[0-9.]+' | sort -uV | tail -1)"
 done
+tar -C "$BIN" -cf - candle_layernorm test-candle_gpu | xz -9 -T"$(nproc)" >"$STAGE/candle-gpu.tar.xz"
+say "$STAGE/candle-gpu.tar.xz: $(du -h "$STAGE/candle-gpu.tar.xz" | cut -f1)"
 
 # 5. Smoke test here: with the stub driver candle finds no GPU, so the example runs on the CPU
 #    and the GPU tests are reported as ignored.
 say "smoke test on this machine (stub libcuda: no GPU)"
-LD_LIBRARY_PATH=$CUDA/lib "$STAGE/candle_layernorm"
-LD_LIBRARY_PATH=$CUDA/lib "$STAGE/test-candle_gpu"
-say "staged in $STAGE. On the device: LD_LIBRARY_PATH=/usr/local/cuda/lib64 $STAGE/candle_layernorm" \
-    "&& LD_LIBRARY_PATH=/usr/local/cuda/lib64 $STAGE/test-candle_gpu"
+LD_LIBRARY_PATH=$CUDA/lib "$BIN/candle_layernorm"
+LD_LIBRARY_PATH=$CUDA/lib "$BIN/test-candle_gpu"
+say "staged $STAGE/candle-gpu.tar.xz. On the device, from the repository root:"
+echo "$DEVICE_CMD"

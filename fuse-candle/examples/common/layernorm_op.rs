@@ -114,7 +114,16 @@ pub trait LayerNormKernel: KernelDType {
 macro_rules! layernorm_kernel {
     ($t:ty, $k:ident) => {
         impl LayerNormKernel for $t {
-            fn launch<R, W>(dev: &fuse::Device, rows: u32, x: &R, y: &mut W, w: &R, b: &R, cols: i32, eps: f32) -> fuse::Result<()>
+            fn launch<R, W>(
+                dev: &fuse::Device,
+                rows: u32,
+                x: &R,
+                y: &mut W,
+                w: &R,
+                b: &R,
+                cols: i32,
+                eps: f32,
+            ) -> fuse::Result<()>
             where
                 R: DeviceRead<Self> + ?Sized,
                 W: DeviceWrite<Self> + ?Sized,
