@@ -148,8 +148,6 @@ struct Checker<'d> {
     scopes: Vec<HashMap<String, Binding>>,
     used_names: HashSet<String>,
     next_temp: u32,
-    /// Whether the call being checked was written as a method (`a.max(b)`), for hints.
-    method_call: bool,
 }
 
 fn is_builtin(name: &str) -> bool {
@@ -167,7 +165,6 @@ impl<'d> Checker<'d> {
             scopes: vec![HashMap::new()],
             used_names: C_RESERVED.iter().map(|s| s.to_string()).collect(),
             next_temp: 0,
-            method_call: false,
         };
         c.used_names.insert("fuse_err".into());
         c.used_names.insert(f.name.to_string());
@@ -1625,8 +1622,7 @@ impl<'d> Checker<'d> {
                 };
                 let tile = arg();
                 let axis = if args.len() > 1 { Some((arg(), asp(1))) } else { None };
-                self.method_call = method;
-                self.reduce(op, &name, tile, asp(0), axis)
+                self.reduce(op, &name, tile, asp(0), axis, method)
             }
             "expand_dims" => {
                 let x = arg();
@@ -1931,13 +1927,22 @@ impl<'d> Checker<'d> {
     }
 
     /// `sum/max/min/argmax/argmin(x)` (every lane, to a scalar) or `(x, axis)`.
-    fn reduce(&mut self, op: Reduction, name: &str, v: Val, sp: Sp, axis: Option<(Val, Sp)>) -> Val {
+    /// `method`: written `t.max(..)` (for the hint's spelling).
+    fn reduce(
+        &mut self,
+        op: Reduction,
+        name: &str,
+        v: Val,
+        sp: Sp,
+        axis: Option<(Val, Sp)>,
+        method: bool,
+    ) -> Val {
         // `max(a, b)` meant `maximum(a, b)`: say so before anything about `a`.
         if let Some((other, asp)) = &axis {
             if !matches!(other, Val::Err | Val::Weak(Weak::Int(ConstExpr::Lit(_)))) {
                 let d = self.describe(other);
                 let help = match op {
-                    Reduction::Reduce(ReduceOp::Max | ReduceOp::Min) if self.method_call => format!(
+                    Reduction::Reduce(ReduceOp::Max | ReduceOp::Min) if method => format!(
                         "`.{name}()` reduces one tile; for the element-wise {name} of two values use `a.{name}imum(b)`"
                     ),
                     Reduction::Reduce(ReduceOp::Max | ReduceOp::Min) => format!(

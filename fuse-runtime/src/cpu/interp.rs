@@ -268,27 +268,47 @@ fn reduce(op: ReduceOp, a: &Data, out: &mut Data) -> Res {
     dispatch!(num dt, T => fill(out, 1, reduce_t::<T>(op, sl::<T>(a)?)), else Err(bad(format!("{op:?} of {dt}"))))
 }
 
-/// Per destination lane, the source lane it reads: a broadcast (NumPy), a reshape (itself), a
-/// transpose (`[R, C]` -> `[C, R]`).
-fn source_lanes(e: &Expr, src: &[usize], dst: &[usize], n: usize) -> Vec<usize> {
-    match e {
-        Expr::Reshape(_) => (0..n).collect(),
-        Expr::Trans(_) => {
-            // dst is [C, R]: lane f = c * R + r reads src lane r * C + c.
-            let (c, r) = (dst[0], dst[1]);
-            (0..n).map(|f| (f % r) * c + f / r).collect()
+/// Which source lane each destination lane reads: a reshape (the same lane), a transpose
+/// (`[R, C]` -> `[C, R]`), or a NumPy broadcast.
+enum SourceLane {
+    Same,
+    /// Destination `[C, R]`.
+    Trans {
+        c: usize,
+        r: usize,
+    },
+    Broadcast {
+        src: Vec<u64>,
+        dst: Vec<u64>,
+    },
+}
+
+impl SourceLane {
+    fn new(e: &Expr, src: &[usize], dst: &[usize]) -> SourceLane {
+        match (e, dst) {
+            (Expr::Reshape(_), _) => SourceLane::Same,
+            (Expr::Trans(_), [c, r]) => SourceLane::Trans { c: *c, r: *r },
+            _ => SourceLane::Broadcast {
+                src: src.iter().map(|&x| x as u64).collect(),
+                dst: dst.iter().map(|&x| x as u64).collect(),
+            },
         }
-        _ => {
-            let (s, d): (Vec<u64>, Vec<u64>) =
-                (src.iter().map(|&x| x as u64).collect(), dst.iter().map(|&x| x as u64).collect());
-            (0..n).map(|f| fuse_ir::broadcast_source_lane(&s, &d, f as u64) as usize).collect()
+    }
+
+    fn of(&self, f: usize) -> usize {
+        match self {
+            SourceLane::Same => f,
+            // Lane f = c * R + r of the destination reads lane r * C + c.
+            SourceLane::Trans { c, r } => (f % r) * c + f / r,
+            SourceLane::Broadcast { src, dst } => fuse_ir::broadcast_source_lane(src, dst, f as u64) as usize,
         }
     }
 }
 
-fn gather<T: Copy>(a: &[T], lanes: &[usize], out: &mut Vec<T>) -> Res {
+fn gather<T: Copy>(a: &[T], n: usize, lane: &SourceLane, out: &mut Vec<T>) -> Res {
     out.clear();
-    for &l in lanes {
+    for f in 0..n {
+        let l = lane.of(f);
         out.push(*a.get(l).ok_or_else(|| shape_err(a.len(), l + 1))?);
     }
     Ok(())
@@ -811,8 +831,8 @@ impl<'c, 'a> Prog<'c, 'a> {
                 }
                 Expr::Reduce(op, a) => reduce(*op, v(a), out)?,
                 Expr::Broadcast(a) | Expr::Reshape(a) | Expr::Trans(a) => {
-                    let lanes = source_lanes(expr, &ctx.dims[a.0 as usize], &ctx.dims[di], n);
-                    dispatch!(all dt, T => gather(sl::<T>(v(a))?, &lanes, vm::<T>(out)?), else Err(no()))?
+                    let lane = SourceLane::new(expr, &ctx.dims[a.0 as usize], &ctx.dims[di]);
+                    dispatch!(all dt, T => gather(sl::<T>(v(a))?, n, &lane, vm::<T>(out)?), else Err(no()))?
                 }
                 Expr::ReduceAxis { op, axis, src } => {
                     let walk = AxisWalk::new(&ctx.dims[src.0 as usize], *axis)?;
