@@ -23,69 +23,6 @@ use fuse_candle::{
     cpu_device, cpu_slice, cpu_storage, to_i32, to_u32, unsupported_dtype, KernelDType, KernelResultExt,
 };
 
-#[fused_kernel]
-pub fn layernorm_f32<const BLOCK: usize>(
-    x: *const f32,
-    y: *mut f32,
-    w: *const f32,
-    b: *const f32,
-    stride: i32,
-    n_cols: i32,
-    eps: f32,
-) {
-    let row = program_id(0);
-    let cols = arange(0, BLOCK);
-    let mask = cols < n_cols;
-    let xs = load(x + row * stride + cols, mask, 0.0);
-    let inv_n = 1.0 / n_cols as f32;
-    let mean = sum(xs) * inv_n;
-    let xc = where_(mask, xs - mean, 0.0);
-    let rstd = rsqrt(sum(xc * xc) * inv_n + eps);
-    store(y + row * stride + cols, xc * rstd * load(w + cols, mask) + load(b + cols, mask), mask);
-}
-
-#[fused_kernel]
-pub fn layernorm_f16<const BLOCK: usize>(
-    x: *const f16,
-    y: *mut f16,
-    w: *const f16,
-    b: *const f16,
-    stride: i32,
-    n_cols: i32,
-    eps: f32,
-) {
-    let row = program_id(0);
-    let cols = arange(0, BLOCK);
-    let mask = cols < n_cols;
-    let xs = load(x + row * stride + cols, mask, 0.0);
-    let inv_n = 1.0 / n_cols as f32;
-    let mean = sum(xs) * inv_n;
-    let xc = where_(mask, xs - mean, 0.0);
-    let rstd = rsqrt(sum(xc * xc) * inv_n + eps);
-    store(y + row * stride + cols, xc * rstd * load(w + cols, mask) + load(b + cols, mask), mask);
-}
-
-#[fused_kernel]
-pub fn layernorm_bf16<const BLOCK: usize>(
-    x: *const bf16,
-    y: *mut bf16,
-    w: *const bf16,
-    b: *const bf16,
-    stride: i32,
-    n_cols: i32,
-    eps: f32,
-) {
-    let row = program_id(0);
-    let cols = arange(0, BLOCK);
-    let mask = cols < n_cols;
-    let xs = load(x + row * stride + cols, mask, 0.0);
-    let inv_n = 1.0 / n_cols as f32;
-    let mean = sum(xs) * inv_n;
-    let xc = where_(mask, xs - mean, 0.0);
-    let rstd = rsqrt(sum(xc * xc) * inv_n + eps);
-    store(y + row * stride + cols, xc * rstd * load(w + cols, mask) + load(b + cols, mask), mask);
-}
-
 /// The widest row one tile holds here.
 pub const MAX_COLS: usize = 16384;
 
@@ -111,9 +48,32 @@ pub trait LayerNormKernel: KernelDType {
         W: DeviceWrite<Self> + ?Sized;
 }
 
+/// The kernel for one element type (`$t` as the kernel spells it, `$host` as Rust does) and its
+/// [`LayerNormKernel`] impl: one body for the three dtypes (f16/bf16 widen to f32 at the loads).
 macro_rules! layernorm_kernel {
-    ($t:ty, $k:ident) => {
-        impl LayerNormKernel for $t {
+    ($k:ident, $t:ident, $host:ty) => {
+        #[fused_kernel]
+        pub fn $k<const BLOCK: usize>(
+            x: *const $t,
+            y: *mut $t,
+            w: *const $t,
+            b: *const $t,
+            stride: i32,
+            n_cols: i32,
+            eps: f32,
+        ) {
+            let row = program_id(0);
+            let cols = arange(0, BLOCK);
+            let mask = cols < n_cols;
+            let xs = load(x + row * stride + cols, mask, 0.0);
+            let inv_n = 1.0 / n_cols as f32;
+            let mean = sum(xs) * inv_n;
+            let xc = where_(mask, xs - mean, 0.0);
+            let rstd = rsqrt(sum(xc * xc) * inv_n + eps);
+            store(y + row * stride + cols, xc * rstd * load(w + cols, mask) + load(b + cols, mask), mask);
+        }
+
+        impl LayerNormKernel for $host {
             fn launch<R, W>(
                 dev: &fuse::Device,
                 rows: u32,
@@ -134,9 +94,9 @@ macro_rules! layernorm_kernel {
         }
     };
 }
-layernorm_kernel!(f32, layernorm_f32);
-layernorm_kernel!(fuse::half::f16, layernorm_f16);
-layernorm_kernel!(fuse::half::bf16, layernorm_bf16);
+layernorm_kernel!(layernorm_f32, f32, f32);
+layernorm_kernel!(layernorm_f16, f16, fuse::half::f16);
+layernorm_kernel!(layernorm_bf16, bf16, fuse::half::bf16);
 
 /// The op: `x.apply_op3_no_bwd(&weight, &bias, &FusedLayerNorm { eps: 1e-5 })?`.
 #[derive(Clone, Copy, Debug)]
