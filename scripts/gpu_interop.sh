@@ -5,17 +5,7 @@
 # Usage on the device: bash scripts/gpu_interop.sh   (logs packed into $OUT/interop-logs.tgz)
 set -uo pipefail
 BIN=${BIN:-.gpu2}
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda/bin:$PATH
-L=${OUT:-/tmp}/logs
-mkdir -p "$L"
-status=0
-run() { # name, command...
-    local name=$1; shift
-    echo "=== $name: $*"
-    if "$@" >"$L/$name.log" 2>&1; then echo "    ok"; else echo "    FAILED (rc $?)"; status=1; fi
-    grep -E "^test result|FAILED|panicked" "$L/$name.log" | head -20
-}
+. "$(dirname "$0")/gpu_common.sh"
 nvidia-smi -L | tee "$L/gpus.txt"
 date -u | tee -a "$L/gpus.txt"
 run gpu_interop "$BIN/test-gpu_interop"

@@ -4,17 +4,7 @@
 # staged, the candle example. Binaries come staged in $BIN (default .gpu). Logs: $OUT/logs.tgz.
 set -uo pipefail
 BIN=${BIN:-.gpu}
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda/bin:$PATH
-L=${OUT:-/tmp}/logs
-mkdir -p "$L"
-status=0
-run() { # name, command...
-    local name=$1; shift
-    echo "=== $name: $*"
-    if "$@" >"$L/$name.log" 2>&1; then echo "    ok"; else echo "    FAILED (rc $?)"; status=1; fi
-    grep -E "^test result|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|PASS|FAIL" "$L/$name.log" | head -20
-}
+. "$(dirname "$0")/gpu_common.sh"
 nvidia-smi -L | tee "$L/gpus.txt"; date -u | tee -a "$L/gpus.txt"
 run tiles_2d "$BIN/test-tiles_2d"
 run gpu_interop "$BIN/test-gpu_interop"

@@ -1,0 +1,14 @@
+# Sourced by the device scripts (gpu_interop.sh, gpu_tiles2d.sh): CUDA on the paths, a log folder
+# under $OUT, and `run NAME CMD..` which logs CMD to $L/NAME.log, prints its summary lines and
+# sets status=1 when it fails.
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+L=${OUT:-/tmp}/logs
+mkdir -p "$L"
+status=0
+run() { # name, command...
+    local name=$1; shift
+    echo "=== $name: $*"
+    if "$@" >"$L/$name.log" 2>&1; then echo "    ok"; else echo "    FAILED (rc $?)"; status=1; fi
+    grep -E "^test result|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|PASS|FAIL" "$L/$name.log" | head -20
+}
