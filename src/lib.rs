@@ -11,7 +11,7 @@ pub use fuse_runtime::*;
 pub mod prelude {
     pub use fuse_macros::fused_kernel;
     pub use fuse_runtime::half::{bf16, f16};
-    pub use fuse_runtime::{Buffer, Device, Error, Grid, LaunchConfig};
+    pub use fuse_runtime::{Buffer, Device, Error, Float, Grid, Half, LaunchConfig};
 }
 
 /// Calls `$body` with `$name` bound as a `const usize` equal to `$value`, which must be a power of

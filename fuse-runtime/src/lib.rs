@@ -27,14 +27,14 @@ mod launch;
 mod memory;
 mod spec;
 
-pub use device::{Buffer, Device};
-pub use element::Element;
-pub use error::{Error, Result};
-pub use graph::Graph;
-pub use memory::{BufferView, BufferViewMut, DeviceRead, DeviceWrite};
 /// cudarc, the CUDA binding fuse runs on (the version whose memory and streams fuse accepts).
 pub use cudarc;
+pub use device::{Buffer, Device};
+pub use element::{Element, Float, Half};
+pub use error::{Error, Result};
+pub use graph::Graph;
 pub use launch::{launch, BufferArg, BufferArgMut, Grid, KernelArg, LaunchConfig, MAX_TILE_LEN};
+pub use memory::{BufferView, BufferViewMut, DeviceRead, DeviceWrite};
 pub use spec::{default_num_warps, KernelSpec};
 
 /// NVRTC's version `(major, minor)`, loading it if needed: also the check that kernels can be
