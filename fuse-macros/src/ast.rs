@@ -18,9 +18,50 @@ pub struct KernelFn {
     pub body: Block,
 }
 
+/// A type parameter of a generic kernel, `T: Float`: the kernel is instantiated once for each
+/// element type of its bound (each combination, for several).
+pub struct TypeParam {
+    pub name: Ident,
+    /// `None` if the declaration was rejected (already reported): uses of the name are then not
+    /// reported again, and the kernel is not instantiated over it.
+    pub bound: Option<TypeBound>,
+}
+
+/// The bounds a kernel's type parameter may have: a named set of element types.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TypeBound {
+    /// `f32`, `f16`, `bf16` (`fuse::Float`).
+    Float,
+    /// `f16`, `bf16` (`fuse::Half`).
+    Half,
+}
+
+impl TypeBound {
+    pub const ALL: [TypeBound; 2] = [TypeBound::Float, TypeBound::Half];
+
+    /// The trait's name, as written in a bound and as `fuse` exports it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TypeBound::Float => "Float",
+            TypeBound::Half => "Half",
+        }
+    }
+
+    /// The element types, in the order of the trait's `select` arguments.
+    pub fn dtypes(self) -> &'static [DType] {
+        match self {
+            TypeBound::Float => &[DType::F32, DType::F16, DType::BF16],
+            TypeBound::Half => &[DType::F16, DType::BF16],
+        }
+    }
+}
+
 pub struct ParamDecl {
     pub name: Ident,
     pub ty: ParamTy,
+    /// The type parameter a pointer's element type was written as (`x: *const T`), whose
+    /// instantiation `ty` holds.
+    pub elem_param: Option<Ident>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

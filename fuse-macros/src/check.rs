@@ -23,9 +23,16 @@ use std::collections::{HashMap, HashSet};
 
 /// Checks a parsed kernel. The returned kernel is only meaningful when no error was reported.
 pub fn check_kernel(f: &ast::KernelFn, diags: &mut Diags) -> Kernel {
+    check_instance(f, &f.name.to_string(), diags)
+}
+
+/// Checks one instantiation of a kernel (a generic kernel's, parsed with its type parameters
+/// bound), whose CUDA entry point is `entry` (`layernorm_f16`): the IR kernel's name.
+pub fn check_instance(f: &ast::KernelFn, entry: &str, diags: &mut Diags) -> Kernel {
     let mut c = Checker::new(f, diags);
+    c.used_names.insert(entry.to_string());
     c.block_in_scope(&f.body);
-    Kernel { name: f.name.to_string(), consts: c.consts, params: c.params, vars: c.vars, body: c.out }
+    Kernel { name: entry.to_string(), consts: c.consts, params: c.params, vars: c.vars, body: c.out }
 }
 
 /// An integer constant over literals and const generics, kept symbolic.

@@ -62,6 +62,11 @@ impl Diags {
         self.errors.push(error);
     }
 
+    /// Every error, one `syn::Error` each, in the order reported.
+    pub fn into_errors(self) -> Vec<syn::Error> {
+        self.errors.into_iter().flat_map(|e| e.into_iter()).collect()
+    }
+
     /// All errors as one `syn::Error` (`None` if there were none).
     pub fn combined(self) -> Option<syn::Error> {
         let mut iter = self.errors.into_iter();

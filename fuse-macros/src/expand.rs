@@ -2,15 +2,19 @@
 //! source, the checked IR as JSON, the kernel spec and a typed `launch` function (DESIGN.md,
 //! "The generated Rust item").
 //!
+//! A generic kernel (`fn k<T: Float, ..>`) expands to a module holding one submodule per
+//! instantiation (`k::f16::SPEC`, ...), a `spec::<T>()` that picks one, and one generic `launch`.
+//!
 //! On errors the same module is still emitted, with a `launch` of the same signature whose body is
 //! `unreachable!()`, next to the `compile_error!`s: call sites keep type-checking, so the user sees
 //! only the kernel's own errors.
 
-use crate::ast::{KernelFn, ParamTy};
+use crate::ast::{KernelFn, ParamDecl, ParamTy, TypeBound};
 use crate::diag::{Diags, Sp};
+use crate::generic::{self, Generic};
 use crate::{check, emit_cuda, parse};
 use fuse_ir::{DType, Kernel, Specialization};
-use proc_macro2::{Delimiter, TokenStream as TokenStream2, TokenTree};
+use proc_macro2::{Delimiter, Ident, TokenStream as TokenStream2, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
 
 pub fn fused_kernel(attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
@@ -22,6 +26,9 @@ pub fn fused_kernel(attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
         Ok(func) => func,
         Err(parse_error) => return not_a_function(item, parse_error, diags),
     };
+    if func.sig.generics.type_params().next().is_some() {
+        return generic_kernel(&func, diags);
+    }
     let kernel_fn = parse::parse_kernel(&func, &mut diags);
     let kernel = check::check_kernel(&kernel_fn, &mut diags);
     match diags.combined() {
@@ -106,33 +113,96 @@ fn item_head(item: &TokenStream2) -> Sp {
     }
 }
 
+/// How the generated code spells primitive types: `f32`, or `::core::primitive::f32` inside a
+/// generic kernel's module, where `mod f32` (the `T = f32` instantiation) shadows the type.
+#[derive(Clone, Copy)]
+enum Prim {
+    Plain,
+    Qualified,
+}
+
 /// The launcher's parameter type for a kernel parameter: a reference to any memory of the element
 /// type that the kernel may read (`*const T`: `&M`, a `&mut M` coerces) or write (`*mut T`: `&mut
 /// M`, exclusive, and reborrowed rather than moved when the caller passes a `&mut` variable).
-fn launch_type(ty: ParamTy) -> TokenStream2 {
-    match ty {
+fn launch_type(p: &ParamDecl, prim: Prim) -> TokenStream2 {
+    match p.ty {
         ParamTy::Ptr { elem, mutable: false } => {
-            let t = rust_elem(elem);
+            let t = elem_type(p, elem, prim);
             quote! { &(impl ::fuse::DeviceRead<#t> + ?::core::marker::Sized) }
         }
         ParamTy::Ptr { elem, mutable: true } => {
-            let t = rust_elem(elem);
+            let t = elem_type(p, elem, prim);
             quote! { &mut (impl ::fuse::DeviceWrite<#t> + ?::core::marker::Sized) }
         }
-        ParamTy::Scalar(d) => rust_elem(d),
+        ParamTy::Scalar(d) => rust_elem(d, prim),
         // Only in the stub after an error: accept whatever the call site passes.
         ParamTy::Invalid => quote! { impl ::core::marker::Sized },
     }
 }
 
-fn rust_elem(d: DType) -> TokenStream2 {
+/// The argument `launch` hands the runtime for a kernel parameter.
+fn launch_arg(p: &ParamDecl, prim: Prim) -> TokenStream2 {
+    let n = &p.name;
+    match p.ty {
+        ParamTy::Ptr { elem, mutable: false } => {
+            let t = elem_type(p, elem, prim);
+            quote! { ::fuse::DeviceRead::<#t>::kernel_arg(#n) }
+        }
+        ParamTy::Ptr { elem, mutable: true } => {
+            let t = elem_type(p, elem, prim);
+            quote! { ::fuse::DeviceWrite::<#t>::kernel_arg_mut(#n) }
+        }
+        _ => quote! { ::fuse::KernelArg::from(#n) },
+    }
+}
+
+/// A pointer's element type: the type parameter it was written as (`T`), else its own.
+fn elem_type(p: &ParamDecl, elem: DType, prim: Prim) -> TokenStream2 {
+    match &p.elem_param {
+        Some(t) => quote! { #t },
+        None => rust_elem(elem, prim),
+    }
+}
+
+fn rust_elem(d: DType, prim: Prim) -> TokenStream2 {
     match d {
         DType::F16 => quote! { ::fuse::half::f16 },
         DType::BF16 => quote! { ::fuse::half::bf16 },
         other => {
             let id = format_ident!("{}", other.name());
-            quote! { #id }
+            match prim {
+                Prim::Plain => quote! { #id },
+                Prim::Qualified => quote! { ::core::primitive::#id },
+            }
         }
+    }
+}
+
+/// The runtime's spelling of the specializations the source reads.
+fn spec_list(specs: &[Specialization]) -> TokenStream2 {
+    let specs = specs.iter().map(|s| match s {
+        Specialization::Align16(i) => quote! { ::fuse::fuse_ir::Specialization::Align16(#i) },
+        Specialization::Div16(i) => quote! { ::fuse::fuse_ir::Specialization::Div16(#i) },
+        Specialization::InBounds(i) => quote! { ::fuse::fuse_ir::Specialization::InBounds(#i) },
+        Specialization::AllTrue(i) => quote! { ::fuse::fuse_ir::Specialization::AllTrue(#i) },
+    });
+    quote! { &[#(#specs),*] }
+}
+
+/// `NAME`, `SOURCE`, `IR_JSON` and `SPEC`: one compiled kernel (the module of a kernel of concrete
+/// types, or one instantiation's of a generic kernel).
+fn spec_items(name: &str, source: &str, ir_json: &str, specs: &[Specialization]) -> TokenStream2 {
+    let specs = spec_list(specs);
+    quote! {
+        /// The kernel's name (also its CUDA entry point).
+        pub const NAME: &str = #name;
+        /// The CUDA C the kernel compiles to (const generics are `#define`d at launch).
+        pub const SOURCE: &str = #source;
+        /// The checked IR, for the CPU interpreter.
+        pub const IR_JSON: &str = #ir_json;
+        /// The kernel as the runtime takes it: name, CUDA C, IR and the specializations the
+        /// source reads.
+        pub static SPEC: ::fuse::KernelSpec = ::fuse::KernelSpec::new(NAME, SOURCE, IR_JSON, #specs);
     }
 }
 
@@ -148,31 +218,17 @@ fn module(
     let attrs = &f.attrs;
     let vis = &f.vis;
     let name = &f.name;
-    let name_str = name.to_string();
+    let items = spec_items(&name.to_string(), source, ir_json, specs);
     let params = f.params.iter().map(|p| {
         let n = &p.name;
-        let t = launch_type(p.ty);
+        let t = launch_type(p, Prim::Plain);
         quote! { #n: #t }
-    });
-    let specs = specs.iter().map(|s| match s {
-        Specialization::Align16(i) => quote! { ::fuse::fuse_ir::Specialization::Align16(#i) },
-        Specialization::Div16(i) => quote! { ::fuse::fuse_ir::Specialization::Div16(#i) },
-        Specialization::InBounds(i) => quote! { ::fuse::fuse_ir::Specialization::InBounds(#i) },
-        Specialization::AllTrue(i) => quote! { ::fuse::fuse_ir::Specialization::AllTrue(#i) },
     });
     let where_clause = &f.generics.where_clause;
     quote! {
         #(#attrs)*
         #vis mod #name {
-            /// The kernel's name (also its CUDA entry point).
-            pub const NAME: &str = #name_str;
-            /// The CUDA C the kernel compiles to (const generics are `#define`d at launch).
-            pub const SOURCE: &str = #source;
-            /// The checked IR, for the CPU interpreter.
-            pub const IR_JSON: &str = #ir_json;
-            /// The kernel as the runtime takes it: name, CUDA C, IR and the specializations the
-            /// source reads.
-            pub static SPEC: ::fuse::KernelSpec = ::fuse::KernelSpec::new(NAME, SOURCE, IR_JSON, &[#(#specs),*]);
+            #items
 
             /// Launches the kernel on `device` over the grid in `config`.
             #[allow(clippy::too_many_arguments, unused_variables)]
@@ -187,32 +243,26 @@ fn module(
     }
 }
 
+/// Spanned at the const generic in the kernel's signature: a bad `launch::<1000>` is reported
+/// there, with rustc's note pointing at the call that instantiated it.
+fn power_of_two_asserts(f: &KernelFn) -> Vec<TokenStream2> {
+    let name_str = f.name.to_string();
+    f.consts
+        .iter()
+        .map(|c| {
+            let msg = format!(
+                "fuse: const generic {c} of kernel {name_str} must be a power of two, like 256 or 1024 (a run-time size goes through fuse::with_block!)"
+            );
+            quote_spanned! {c.span()=> const { ::core::assert!(#c.is_power_of_two(), #msg) }; }
+        })
+        .collect()
+}
+
 fn kernel_module(f: &KernelFn, kernel: &Kernel) -> TokenStream2 {
     let cuda = emit_cuda::emit_cuda(kernel);
-    let name_str = f.name.to_string();
     let consts = &f.consts;
-    // Spanned at the const generic in the kernel's signature: a bad `launch::<1000>` is reported
-    // there, with rustc's note pointing at the call that instantiated it.
-    let asserts = consts.iter().map(|c| {
-        let msg = format!(
-            "fuse: const generic {c} of kernel {name_str} must be a power of two, like 256 or 1024 (a run-time size goes through fuse::with_block!)"
-        );
-        quote_spanned! {c.span()=> const { ::core::assert!(#c.is_power_of_two(), #msg) }; }
-    });
-    let args = f.params.iter().map(|p| {
-        let n = &p.name;
-        match p.ty {
-            ParamTy::Ptr { elem, mutable: false } => {
-                let t = rust_elem(elem);
-                quote! { ::fuse::DeviceRead::<#t>::kernel_arg(#n) }
-            }
-            ParamTy::Ptr { elem, mutable: true } => {
-                let t = rust_elem(elem);
-                quote! { ::fuse::DeviceWrite::<#t>::kernel_arg_mut(#n) }
-            }
-            _ => quote! { ::fuse::KernelArg::from(#n) },
-        }
-    });
+    let asserts = power_of_two_asserts(f);
+    let args = f.params.iter().map(|p| launch_arg(p, Prim::Plain));
     let body = quote! {
         #(#asserts)*
         ::fuse::launch(&SPEC, device, config.into(), &[#(#consts as u64),*], &mut [#(#args),*])
@@ -226,4 +276,166 @@ fn stub_module(f: &KernelFn) -> TokenStream2 {
     // an error of its own, and prints nothing when there are no parameters.
     let (generics, _, _) = f.generics.split_for_impl();
     module(f, "", "", &[], quote! { #generics }, quote! { ::core::unreachable!() })
+}
+
+// ---- generic kernels ----------------------------------------------------------------------------
+
+fn generic_kernel(func: &syn::ItemFn, mut diags: Diags) -> TokenStream2 {
+    let g = generic::instantiate(func, &mut diags);
+    match diags.combined() {
+        None => generic_module(&g, false),
+        Some(errors) => {
+            let errors = errors.to_compile_error();
+            let stub = generic_module(&g, true);
+            quote! { #errors #stub }
+        }
+    }
+}
+
+/// The trait of a bound, as `fuse` exports it.
+fn bound_trait(b: TypeBound) -> TokenStream2 {
+    let t = format_ident!("{}", b.name());
+    quote! { ::fuse::#t }
+}
+
+/// The launcher's (and `spec`'s) generics, in the order of the kernel's: `T: ::fuse::Float`,
+/// `const BLOCK: usize`. In the stub, a rejected type parameter keeps no bound, a const generic
+/// its type as written, and a lifetime is kept.
+fn generic_params(func_generics: &syn::Generics, g: &Generic, types_only: bool) -> TokenStream2 {
+    let params = func_generics.params.iter().filter_map(|p| match p {
+        syn::GenericParam::Type(t) => {
+            let name = &t.ident;
+            let bound = g.type_params.iter().find(|tp| tp.name == *name).and_then(|tp| tp.bound);
+            Some(match bound {
+                Some(b) => {
+                    let tr = bound_trait(b);
+                    quote! { #name: #tr }
+                }
+                None => quote! { #name },
+            })
+        }
+        _ if types_only => None,
+        syn::GenericParam::Const(c) => {
+            let (name, ty) = (&c.ident, &c.ty);
+            Some(quote! { const #name: #ty })
+        }
+        syn::GenericParam::Lifetime(l) => {
+            let l = &l.lifetime;
+            Some(quote! { #l })
+        }
+    });
+    quote! { <#(#params),*> }
+}
+
+/// `<T as ::fuse::Float>::select(&self::f32::SPEC, &self::f16::SPEC, &self::bf16::SPEC)`, nested
+/// for several type parameters (the first one outermost, as `generic::instantiate` orders them).
+fn select(bounded: &[(&Ident, TypeBound)], prefix: &mut Vec<DType>) -> TokenStream2 {
+    let Some(((t, bound), rest)) = bounded.split_first() else {
+        let m = instance_module_name(prefix);
+        return quote! { &self::#m::SPEC };
+    };
+    let arms: Vec<TokenStream2> = bound
+        .dtypes()
+        .iter()
+        .map(|&d| {
+            prefix.push(d);
+            let arm = select(rest, prefix);
+            prefix.pop();
+            arm
+        })
+        .collect();
+    let tr = bound_trait(*bound);
+    match bound {
+        TypeBound::Float => quote! { <#t as #tr>::select(#(#arms),*) },
+        TypeBound::Half => quote! { <#t as #tr>::select_half(#(#arms),*) },
+    }
+}
+
+fn instance_module_name(dtypes: &[DType]) -> Ident {
+    format_ident!("{}", dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join("_"))
+}
+
+/// A generic kernel's module: one submodule per instantiation with its `NAME`, `SOURCE`, `IR_JSON`
+/// and `SPEC`; `spec::<T, ..>()`, the instantiation for the given element types; and `launch`,
+/// generic over the type parameters and the const generics. As a stub (after an error) the same
+/// items, with empty sources and `unreachable!()` bodies.
+fn generic_module(g: &Generic, stub: bool) -> TokenStream2 {
+    // Every instantiation has the same signature but for the pointers' element types, which the
+    // launcher names by their type parameters.
+    let f = &g.instances[0].kernel_fn;
+    let attrs = &f.attrs;
+    let vis = &f.vis;
+    let name = &f.name;
+    let bounded = g.bounded();
+    let instances = g.instances.iter().filter(|i| !i.suffix.is_empty()).map(|i| {
+        let m = format_ident!("{}", i.suffix);
+        let doc = format!(
+            " The kernel instantiated for {}.",
+            i.binding.iter().map(|(t, d)| format!("`{t} = {d}`")).collect::<Vec<_>>().join(", ")
+        );
+        let items = if stub {
+            spec_items(&i.kernel.name, "", "", &[])
+        } else {
+            let cuda = emit_cuda::emit_cuda(&i.kernel);
+            spec_items(&i.kernel.name, &cuda.source, &i.kernel.to_json(), &cuda.specializations)
+        };
+        quote! {
+            #[doc = #doc]
+            pub mod #m {
+                #items
+            }
+        }
+    });
+    let type_generics = generic_params(&f.generics, g, true);
+    let generics = generic_params(&f.generics, g, false);
+    let type_names = g.type_params.iter().map(|t| &t.name);
+    let params = f.params.iter().map(|p| {
+        let n = &p.name;
+        let t = launch_type(p, Prim::Qualified);
+        quote! { #n: #t }
+    });
+    let (spec_body, launch_body) = if stub {
+        (quote! { ::core::unreachable!() }, quote! { ::core::unreachable!() })
+    } else {
+        let asserts = power_of_two_asserts(f);
+        let consts = &f.consts;
+        let args = f.params.iter().map(|p| launch_arg(p, Prim::Qualified));
+        let spec = select(&bounded, &mut Vec::new());
+        (
+            spec,
+            quote! {
+                #(#asserts)*
+                ::fuse::launch(
+                    self::spec::<#(#type_names),*>(),
+                    device,
+                    config.into(),
+                    &[#(#consts as ::core::primitive::u64),*],
+                    &mut [#(#args),*],
+                )
+            },
+        )
+    };
+    quote! {
+        #(#attrs)*
+        #vis mod #name {
+            #(#instances)*
+
+            /// The instantiation for the given element types: one of the `SPEC`s above.
+            pub fn spec #type_generics () -> &'static ::fuse::KernelSpec {
+                #spec_body
+            }
+
+            /// Launches the kernel on `device` over the grid in `config`, instantiated for the
+            /// element types given (`launch::<f16, 1024>`) or taken from the buffers
+            /// (`launch::<_, 1024>`).
+            #[allow(clippy::too_many_arguments, unused_variables)]
+            pub fn launch #generics (
+                device: &::fuse::Device,
+                config: impl ::core::convert::Into<::fuse::LaunchConfig>,
+                #(#params),*
+            ) -> ::core::result::Result<(), ::fuse::Error> {
+                #launch_body
+            }
+        }
+    }
 }

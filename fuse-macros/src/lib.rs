@@ -15,10 +15,13 @@ mod diag;
 #[path = "emit_cuda/mod.rs"]
 mod emit_cuda;
 mod expand;
+mod generic;
 mod parse;
 
 #[cfg(test)]
 mod fuzz;
+#[cfg(test)]
+mod generic_tests;
 #[cfg(test)]
 mod tests;
 

@@ -12,12 +12,30 @@ use syn::spanned::Spanned;
 
 /// Parses the kernel function. The signature is always returned (rejected parameters are
 /// [`ParamTy::Invalid`]) so that the expander can still write a launcher stub.
+///
+/// A generic kernel's type parameters are declared here but stand for nothing: their uses are
+/// rejected silently. [`parse_instance`] parses one instantiation.
 pub fn parse_kernel(item: &syn::ItemFn, diags: &mut Diags) -> KernelFn {
+    parse_instance(item, &[], diags)
+}
+
+/// Parses the kernel with each type parameter named in `binding` standing for its element type
+/// (`*const T`, `.to(T)`, `x as T`, `T::MAX`); a type parameter absent from it, or rejected, is
+/// poisoned (its uses are not reported again). The errors are the same for every binding except
+/// where a use of a type parameter is wrong for one element type.
+pub fn parse_instance(item: &syn::ItemFn, binding: &[(Ident, DType)], diags: &mut Diags) -> KernelFn {
     let sig = &item.sig;
-    let mut p = Parser { diags, type_generics: Vec::new() };
+    let mut p = Parser { diags, types: Vec::new() };
     let returns_value = p.signature(sig);
     let attrs = p.attributes(&item.attrs);
-    let consts = p.generics(&sig.generics);
+    let (consts, type_params) = p.generics(&sig.generics);
+    p.types = type_params
+        .iter()
+        .map(|t| {
+            let d = t.bound.and_then(|_| binding.iter().find(|(n, _)| *n == t.name).map(|(_, d)| *d));
+            (t.name.clone(), d)
+        })
+        .collect();
     let params = sig.inputs.iter().filter_map(|arg| p.param(arg)).collect();
     let mut body = p.block(&item.block);
     if returns_value {
@@ -38,10 +56,181 @@ pub fn parse_kernel(item: &syn::ItemFn, diags: &mut Diags) -> KernelFn {
     }
 }
 
+/// The most type parameters a kernel may have (the instantiations are their cross product).
+pub const MAX_TYPE_PARAMS: usize = 3;
+
+/// The type parameters of a kernel's signature, each with its bound if the declaration is valid.
+/// Reports what is wrong with each (the same errors [`parse_instance`] reports).
+pub fn type_params(generics: &syn::Generics, diags: &mut Diags) -> Vec<TypeParam> {
+    let mut out: Vec<TypeParam> = Vec::new();
+    let mut consts: Vec<&Ident> = Vec::new();
+    let duplicate = |diags: &mut Diags, id: &Ident| {
+        diags.error(
+            Sp::single(id.span()),
+            format!("the name `{id}` is declared more than once in the kernel signature"),
+        );
+    };
+    for param in &generics.params {
+        match param {
+            syn::GenericParam::Type(t) => {
+                let mut p = type_param(t, where_bounds(generics, &t.ident), out.len(), diags);
+                if consts.contains(&&t.ident) || out.iter().any(|o| o.name == t.ident) {
+                    duplicate(diags, &t.ident);
+                    p.bound = None;
+                }
+                out.push(p);
+            }
+            syn::GenericParam::Const(c) => {
+                // A const generic after a type parameter of its name (the reverse is above).
+                if let Some(t) = out.iter_mut().find(|t| t.name == c.ident) {
+                    duplicate(diags, &c.ident);
+                    t.bound = None;
+                }
+                consts.push(&c.ident);
+            }
+            syn::GenericParam::Lifetime(_) => {}
+        }
+    }
+    out
+}
+
+/// The bounds a `where` clause gives the type parameter `name` (`where T: Float`): rejected with
+/// the clause, but they stand for the bounds the parameter lacks, so it is not reported again.
+fn where_bounds<'g>(
+    generics: &'g syn::Generics,
+    name: &Ident,
+) -> Option<&'g syn::punctuated::Punctuated<syn::TypeParamBound, syn::Token![+]>> {
+    generics.where_clause.as_ref()?.predicates.iter().find_map(|p| match p {
+        syn::WherePredicate::Type(pt) => match &pt.bounded_ty {
+            syn::Type::Path(tp) if tp.qself.is_none() && tp.path.is_ident(name) => Some(&pt.bounds),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// Validates one type parameter: a name that is not an element type, exactly one known bound
+/// (`Float`, `Half`, optionally as `fuse::Float`), no default. A parameter with no bound of its
+/// own takes the bounds of a `where` clause (`where_bounds`), which is reported by itself.
+fn type_param(
+    t: &syn::TypeParam,
+    where_bounds: Option<&syn::punctuated::Punctuated<syn::TypeParamBound, syn::Token![+]>>,
+    index: usize,
+    diags: &mut Diags,
+) -> TypeParam {
+    let name = t.ident.clone();
+    let reject = |bound: Option<TypeBound>| TypeParam { name: t.ident.clone(), bound };
+    const BOUNDS_HELP: &str =
+        "bound it by the element types it ranges over: `T: Float` (f32, f16, bf16) or `T: Half` (f16, bf16); the kernel is instantiated for each";
+    let s = name.to_string();
+    if DType::from_name(&s).is_some() || s == "f64" {
+        diags.error_help(
+            Sp::single(name.span()),
+            format!("`{s}` cannot name a type parameter: it is an element type"),
+            "name it `T`",
+        );
+        return reject(None);
+    }
+    if index >= MAX_TYPE_PARAMS {
+        diags.error_help(
+            Sp::single(name.span()),
+            format!("a kernel takes at most {MAX_TYPE_PARAMS} type parameters"),
+            "each combination of their element types is compiled: give the others concrete types",
+        );
+        return reject(None);
+    }
+    if let Some(d) = &t.default {
+        diags.error_help(
+            Sp::of(d),
+            unsupported("a default type for a type parameter"),
+            format!("the launch gives the type, `k::launch::<f32, ..>(..)`, or `k::launch::<_, ..>(..)` takes it from the buffers; remove `= {}`", compact(d)),
+        );
+    }
+    let all_bounds = match where_bounds {
+        Some(w) if t.bounds.is_empty() => w,
+        _ => &t.bounds,
+    };
+    let mut bounds = all_bounds.iter();
+    let Some(first) = bounds.next() else {
+        diags.error_help(
+            Sp::single(name.span()),
+            "unsupported syntax: a generic type parameter without a bound is not part of the fuse tile language",
+            BOUNDS_HELP,
+        );
+        return reject(None);
+    };
+    let bound = known_bound(first);
+    if bound.is_none() {
+        diags.error_help(
+            Sp::of(first),
+            format!("unknown bound `{}` on the kernel's type parameter `{name}`", compact(first)),
+            BOUNDS_HELP,
+        );
+    }
+    if let Some(second) = bounds.next() {
+        let last = all_bounds.iter().last().map_or(Sp::of(second), Sp::of);
+        diags.error_help(
+            Sp::of(second).to(last),
+            "a kernel's type parameter takes exactly one bound, `Float` or `Half`",
+            format!("remove `+ {}`", compact(second)),
+        );
+    }
+    reject(bound)
+}
+
+/// `Float`, `Half`, `fuse::Float`, `::fuse::prelude::Half`, ...
+fn known_bound(b: &syn::TypeParamBound) -> Option<TypeBound> {
+    let syn::TypeParamBound::Trait(t) = b else { return None };
+    if t.lifetimes.is_some()
+        || !matches!(t.modifier, syn::TraitBoundModifier::None)
+        || t.paren_token.is_some()
+    {
+        return None;
+    }
+    if t.path.segments.iter().any(|s| !s.arguments.is_none()) {
+        return None;
+    }
+    let segs: Vec<String> = t.path.segments.iter().map(|s| s.ident.to_string()).collect();
+    let (last, prefix) = segs.split_last()?;
+    let prefix_ok = match prefix {
+        [] => t.path.leading_colon.is_none(),
+        [a] => a == "fuse",
+        [a, b] => a == "fuse" && b == "prelude",
+        _ => false,
+    };
+    if !prefix_ok {
+        return None;
+    }
+    TypeBound::ALL.into_iter().find(|b| b.name() == last)
+}
+
+/// The value of `NAME` (`INFINITY`, `MAX`, ...) for a float element type, as in Rust (`f16`/`bf16`
+/// as in the `half` crate); every one is exact in f32.
+fn float_const(d: DType, name: &str) -> Option<f64> {
+    let (max, min_positive, epsilon) = match d {
+        DType::F32 => (f64::from(f32::MAX), f64::from(f32::MIN_POSITIVE), f64::from(f32::EPSILON)),
+        // 65504, 2^-14, 2^-10.
+        DType::F16 => (65504.0, 2f64.powi(-14), 2f64.powi(-10)),
+        // (2 - 2^-7) * 2^127, 2^-126, 2^-7.
+        DType::BF16 => ((2.0 - 2f64.powi(-7)) * 2f64.powi(127), 2f64.powi(-126), 2f64.powi(-7)),
+        _ => return None,
+    };
+    Some(match name {
+        "INFINITY" => f64::INFINITY,
+        "NEG_INFINITY" => f64::NEG_INFINITY,
+        "MAX" => max,
+        "MIN" => -max,
+        "MIN_POSITIVE" => min_positive,
+        "EPSILON" => epsilon,
+        _ => return None,
+    })
+}
+
 struct Parser<'d> {
     diags: &'d mut Diags,
-    /// Type generics (already reported): their uses in parameter types are not reported again.
-    type_generics: Vec<Ident>,
+    /// The type parameters and the element type each stands for in this instantiation (`None`:
+    /// poisoned, its uses are not reported).
+    types: Vec<(Ident, Option<DType>)>,
 }
 
 fn unsupported(what: &str) -> String {
@@ -105,7 +294,7 @@ impl Parser<'_> {
         kept
     }
 
-    fn generics(&mut self, generics: &syn::Generics) -> Vec<Ident> {
+    fn generics(&mut self, generics: &syn::Generics) -> (Vec<Ident>, Vec<TypeParam>) {
         let mut consts = Vec::new();
         for param in &generics.params {
             match param {
@@ -124,22 +313,41 @@ impl Parser<'_> {
                     }
                     consts.push(c.ident.clone());
                 }
-                syn::GenericParam::Type(t) => {
-                    self.diags.error_help(
-                        Sp::single(t.ident.span()),
-                        unsupported("a generic type parameter"),
-                        "kernels take concrete element types (`*const f32`, `*const f16`, ...); only `const N: usize` generics are allowed",
-                    );
-                    self.type_generics.push(t.ident.clone());
-                }
+                // Declared by `type_params` below.
+                syn::GenericParam::Type(_) => {}
                 syn::GenericParam::Lifetime(l) => self.unsupported(l, "a lifetime parameter"),
             }
         }
+        let types = type_params(generics, self.diags);
         if let Some(w) = &generics.where_clause {
             // At `where` itself: an empty clause prints no tokens.
-            self.unsupported(&w.where_token, "a `where` clause");
+            if types.is_empty() {
+                self.unsupported(&w.where_token, "a `where` clause");
+            } else {
+                self.unsupported_help(
+                    &w.where_token,
+                    "a `where` clause",
+                    "bound each type parameter where it is declared: `fn k<T: Float, ..>`",
+                );
+            }
         }
-        consts
+        (consts, types)
+    }
+
+    /// The element type a type parameter's name stands for: `Some(Some(d))` in this
+    /// instantiation, `Some(None)` poisoned (already reported), `None` not a type parameter.
+    fn type_param_type(&self, id: &Ident) -> Option<Option<DType>> {
+        self.types.iter().find(|(n, _)| n == id).map(|(_, d)| *d)
+    }
+
+    /// " and the kernel's type parameter `T`", for the helps that list the types.
+    fn type_param_list(&self) -> String {
+        let names: Vec<String> = self.types.iter().map(|(n, _)| format!("`{n}`")).collect();
+        match names.as_slice() {
+            [] => String::new(),
+            [one] => format!(", and the kernel's type parameter {one}"),
+            more => format!(", and the kernel's type parameters {}", more.join(", ")),
+        }
     }
 
     fn param(&mut self, arg: &syn::FnArg) -> Option<ParamDecl> {
@@ -171,7 +379,16 @@ impl Parser<'_> {
             }
         };
         let ty = self.param_type(&typed.ty);
-        Some(ParamDecl { name, ty })
+        let elem_param = match (&*typed.ty, ty) {
+            (syn::Type::Ptr(p), ParamTy::Ptr { .. }) => match &*p.elem {
+                syn::Type::Path(tp) => {
+                    tp.path.get_ident().filter(|id| self.type_param_type(id).is_some()).cloned()
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        Some(ParamDecl { name, ty, elem_param })
     }
 
     fn param_type(&mut self, ty: &syn::Type) -> ParamTy {
@@ -181,8 +398,11 @@ impl Parser<'_> {
                 let Some(elem) = self.elem_name(&p.elem) else {
                     return ParamTy::Invalid;
                 };
-                if self.type_generics.contains(&elem) {
-                    return ParamTy::Invalid;
+                if let Some(bound) = self.type_param_type(&elem) {
+                    return match bound {
+                        Some(dtype) => ParamTy::Ptr { elem: dtype, mutable: p.mutability.is_some() },
+                        None => ParamTy::Invalid,
+                    };
                 }
                 match DType::from_name(&elem.to_string()) {
                     Some(DType::Bool) => {
@@ -196,9 +416,12 @@ impl Parser<'_> {
                     Some(dtype) => ParamTy::Ptr { elem: dtype, mutable: p.mutability.is_some() },
                     None => {
                         let help = if elem == "f64" {
-                            "f64 is not supported: store data as f32 (or f16/bf16)"
+                            "f64 is not supported: store data as f32 (or f16/bf16)".to_string()
                         } else {
-                            "pointers point at f32 f16 bf16 i32 i64 u32 u64 u8 or i8"
+                            format!(
+                                "pointers point at f32 f16 bf16 i32 i64 u32 u64 u8 or i8{}",
+                                self.type_param_list()
+                            )
                         };
                         self.diags.error_help(
                             Sp::of(&elem),
@@ -211,7 +434,14 @@ impl Parser<'_> {
             }
             syn::Type::Path(tp) if tp.qself.is_none() && tp.path.get_ident().is_some() => {
                 let Some(ident) = tp.path.get_ident() else { return ParamTy::Invalid };
-                if self.type_generics.contains(ident) {
+                if let Some(bound) = self.type_param_type(ident) {
+                    if bound.is_some() {
+                        self.diags.error_help(
+                            Sp::of(ident),
+                            format!("a scalar parameter cannot have the type parameter `{ident}` as its type"),
+                            "scalar parameters are i32, i64, u32, u64 or f32 (a float scalar is f32 for every element type: values of f16 and bf16 are computed in f32)",
+                        );
+                    }
                     return ParamTy::Invalid;
                 }
                 match DType::from_name(&ident.to_string()) {
@@ -804,22 +1034,44 @@ impl Parser<'_> {
     fn path(&mut self, p: &syn::ExprPath) -> ExprKind {
         if p.qself.is_none() {
             if let Some(id) = p.path.get_ident() {
+                if let Some(bound) = self.type_param_type(id) {
+                    if bound.is_some() {
+                        self.diags.error_help(
+                            Sp::of(id),
+                            format!("`{id}` is a type parameter, not a value"),
+                            format!("convert with `x.to({id})`, or take a constant of it: `{id}::MAX`"),
+                        );
+                    }
+                    return ExprKind::Error;
+                }
                 return ExprKind::Name(id.clone());
             }
             let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
             if p.path.leading_colon.is_none() && p.path.segments.iter().all(|s| s.arguments.is_none()) {
-                match segs.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-                    ["f32", "INFINITY"] => return ExprKind::Float { value: f64::INFINITY, suffix: None },
-                    ["f32", "NEG_INFINITY"] => {
-                        return ExprKind::Float { value: f64::NEG_INFINITY, suffix: None }
+                if let (Some(ty), [_, name]) = (p.path.segments.first(), segs.as_slice()) {
+                    let dtype = match self.type_param_type(&ty.ident) {
+                        Some(None) => return ExprKind::Error,
+                        Some(Some(d)) => Some(d),
+                        None => DType::from_name(&ty.ident.to_string()).filter(|d| d.is_float()),
+                    };
+                    if let Some(d) = dtype {
+                        if let Some(value) = float_const(d, name) {
+                            return ExprKind::Float { value, suffix: None };
+                        }
+                        let ty = &segs[0];
+                        self.diags.error_help(
+                            Sp::of(p),
+                            format!("unsupported syntax: the constant `{ty}::{name}` is not part of the fuse tile language"),
+                            format!("the float constants are `{ty}::INFINITY`, `{ty}::NEG_INFINITY`, `{ty}::MAX`, `{ty}::MIN`, `{ty}::MIN_POSITIVE` and `{ty}::EPSILON`"),
+                        );
+                        return ExprKind::Error;
                     }
-                    _ => {}
                 }
             }
             self.diags.error_help(
                 Sp::of(p),
                 format!("unsupported syntax: the path `{}` is not part of the fuse tile language", segs.join("::")),
-                "the only paths are `f32::INFINITY` and `f32::NEG_INFINITY`; name variables, parameters and const generics directly",
+                "the only paths are float constants like `f32::INFINITY`, `f16::MAX` or `T::MAX`; name variables, parameters and const generics directly",
             );
             return ExprKind::Error;
         }
@@ -893,13 +1145,19 @@ impl Parser<'_> {
     }
 
     fn dtype_name(&mut self, id: &Ident) -> Option<DType> {
+        if let Some(bound) = self.type_param_type(id) {
+            // `None`: a rejected type parameter, already reported.
+            return bound;
+        }
         let name = id.to_string();
         let found = DType::from_name(&name);
         if found.is_none() {
             let help = match name.as_str() {
                 "f64" => "f64 is not supported; use f32".to_string(),
                 "usize" | "isize" => "use i32 or i64".to_string(),
-                _ => "the types are bool i8 u8 i32 u32 i64 u64 f16 bf16 f32".to_string(),
+                _ => {
+                    format!("the types are bool i8 u8 i32 u32 i64 u64 f16 bf16 f32{}", self.type_param_list())
+                }
             };
             self.diags.error_help(Sp::of(id), format!("unsupported cast target `{name}`"), help);
         }
@@ -919,6 +1177,7 @@ fn compact(node: &impl ToTokens) -> String {
         (" ,", ","),
         ("& ", "&"),
         ("* ", "*"),
+        ("? ", "?"),
     ] {
         s = s.replace(from, to);
     }
