@@ -32,14 +32,14 @@ fn main() -> Result<()> {
         let grid = n.div_ceil(1024) as u32;
         let mut direct = || -> Result<()> {
             for _ in 0..KERNELS {
-                add_mul::launch::<1024>(&dev, grid, &x, &x, &x, &mut direct_out, n as i32)?;
+                add_mul::launch::<f32, 1024>(&dev, grid, &x, &x, &x, &mut direct_out, n as i32)?;
             }
             Ok(())
         };
         direct()?; // compiles and loads the kernel before the capture
         let graph = dev.capture(|| {
             for _ in 0..KERNELS {
-                add_mul::launch::<1024>(&dev, grid, &x, &x, &x, &mut graph_out, n as i32)?;
+                add_mul::launch::<f32, 1024>(&dev, grid, &x, &x, &x, &mut graph_out, n as i32)?;
             }
             Ok(())
         })?;

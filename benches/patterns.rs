@@ -32,7 +32,7 @@ fn patterns(c: &mut Criterion) {
     g.throughput(Throughput::Bytes((16 * n) as u64));
     g.bench_function("add_mul 16M f32", |b| {
         b.iter(|| {
-            add_mul::add_mul::launch::<1024>(&dev, (n / 1024) as u32, &x, &x, &x, &mut out, n as i32)
+            add_mul::add_mul::launch::<f32, 1024>(&dev, (n / 1024) as u32, &x, &x, &x, &mut out, n as i32)
                 .unwrap();
             dev.synchronize().unwrap();
         })
@@ -45,7 +45,7 @@ fn patterns(c: &mut Criterion) {
     g.throughput(Throughput::Bytes((4 * (2 * rows * cols + 2 * cols)) as u64));
     g.bench_function("layernorm 4096x1024 f32", |b| {
         b.iter(|| {
-            layernorm::layernorm::launch::<1024>(
+            layernorm::layernorm::launch::<f32, 1024>(
                 &dev,
                 rows as u32,
                 &xs,
@@ -63,7 +63,7 @@ fn patterns(c: &mut Criterion) {
     g.throughput(Throughput::Bytes((8 * rows * cols) as u64));
     g.bench_function("softmax 4096x1024 f32", |b| {
         b.iter(|| {
-            softmax::softmax::launch::<1024>(
+            softmax::softmax::launch::<f32, 1024>(
                 &dev,
                 rows as u32,
                 &mut y,
@@ -80,7 +80,7 @@ fn patterns(c: &mut Criterion) {
     g.bench_function("bias_gelu_dropout 4096x1024 f32", |b| {
         b.iter(|| {
             let n = rows * cols;
-            bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(
+            bias_gelu_dropout::bias_gelu_dropout::launch::<f32, 1024>(
                 &dev,
                 (n / 1024) as u32,
                 &xs,

@@ -7,41 +7,26 @@ mod kernels;
 
 use common::*;
 use fuse::half::f16;
-use fuse::{Buffer, Device};
+use fuse::{Buffer, Device, Float};
 
 const BLOCK: usize = 1024;
 const P: f32 = 0.1;
 
-type Launch<T> = fn(&Device, &Buffer<T>, &Buffer<T>, &mut Buffer<T>, u64, i32, i32) -> fuse::Result<()>;
-
-fn launch_f32(
+fn launch<T: Float>(
     d: &Device,
-    x: &Buffer<f32>,
-    b: &Buffer<f32>,
-    o: &mut Buffer<f32>,
+    x: &Buffer<T>,
+    b: &Buffer<T>,
+    o: &mut Buffer<T>,
     seed: u64,
     n: i32,
     h: i32,
 ) -> fuse::Result<()> {
-    kernels::bias_gelu_dropout::launch::<BLOCK>(d, grid_1d(n as usize, BLOCK), x, b, o, seed, P, n, h)
+    kernels::bias_gelu_dropout::launch::<T, BLOCK>(d, grid_1d(n as usize, BLOCK), x, b, o, seed, P, n, h)
 }
 
-fn launch_f16(
-    d: &Device,
-    x: &Buffer<f16>,
-    b: &Buffer<f16>,
-    o: &mut Buffer<f16>,
-    seed: u64,
-    n: i32,
-    h: i32,
-) -> fuse::Result<()> {
-    kernels::bias_gelu_dropout_f16::launch::<BLOCK>(d, grid_1d(n as usize, BLOCK), x, b, o, seed, P, n, h)
-}
-
-fn run<T: ToF64>(
+fn run<T: ToF64 + Float>(
     device: &Device,
     rng: &mut rand::rngs::StdRng,
-    launch: Launch<T>,
     rows: usize,
     h: usize,
     time_it: bool,
@@ -61,7 +46,7 @@ fn run<T: ToF64>(
     let (out, again, other) = (run_seed(seed)?, run_seed(seed)?, run_seed(seed ^ 0x9E37_79B9_7F4A_7C15)?);
     let gelu = kernels::reference_gelu(&to_f64(&x), &to_f64(&bias), h);
     let half = std::mem::size_of::<T>() == 2;
-    let what = format!("bias_gelu_dropout {} {rows}x{h}", if half { "f16" } else { "f32" });
+    let what = format!("bias_gelu_dropout {} {rows}x{h}", T::DTYPE);
 
     // Kept elements must equal gelu / (1 - p); dropped ones exactly 0. A kept element whose value
     // rounds to 0 in the output type is indistinguishable from a dropped one, so the mask counts
@@ -127,8 +112,8 @@ fn main() {
         &[(333, 1000)],
         &[(8192, 4096), (16384, 8192)],
         |device, rng, rows, cols, time_it| {
-            let f32_ok = run::<f32>(device, rng, launch_f32, rows, cols, time_it)?;
-            let f16_ok = run::<f16>(device, rng, launch_f16, rows, cols, time_it)?;
+            let f32_ok = run::<f32>(device, rng, rows, cols, time_it)?;
+            let f16_ok = run::<f16>(device, rng, rows, cols, time_it)?;
             Ok(f32_ok && f16_ok)
         },
     )

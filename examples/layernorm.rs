@@ -7,7 +7,7 @@ mod kernels;
 
 use common::*;
 use fuse::half::f16;
-use fuse::{Buffer, Device, LaunchConfig};
+use fuse::{Buffer, Device, Float, LaunchConfig};
 
 const EPS: f32 = 1e-5;
 
@@ -22,14 +22,9 @@ struct Args<'a, T: ToF64> {
 type Launch<T> = fn(&Device, &Args<'_, T>, &mut Buffer<T>) -> fuse::Result<()>;
 
 /// One tile per row: BLOCK = next power of two of the row length.
-fn one_tile_f32(d: &Device, a: &Args<'_, f32>, y: &mut Buffer<f32>) -> fuse::Result<()> {
+fn one_tile<T: ToF64 + Float>(d: &Device, a: &Args<'_, T>, y: &mut Buffer<T>) -> fuse::Result<()> {
     let block = (a.cols as usize).next_power_of_two();
-    fuse::with_block!(block, B => kernels::layernorm::launch::<B>(d, a.rows, a.x, y, a.w, a.b, a.cols, a.cols, EPS))
-}
-
-fn one_tile_f16(d: &Device, a: &Args<'_, f16>, y: &mut Buffer<f16>) -> fuse::Result<()> {
-    let block = (a.cols as usize).next_power_of_two();
-    fuse::with_block!(block, B => kernels::layernorm_f16::launch::<B>(d, a.rows, a.x, y, a.w, a.b, a.cols, a.cols, EPS))
+    fuse::with_block!(block, B => kernels::layernorm::launch::<T, B>(d, a.rows, a.x, y, a.w, a.b, a.cols, a.cols, EPS))
 }
 
 /// Rows of any width: three passes over column blocks of 1024, 4 warps.
@@ -97,11 +92,11 @@ fn main() {
     };
     for (rows, cols, time_it) in shapes {
         record(
-            run::<f32>(&device, &mut rng, "layernorm f32", one_tile_f32, rows, cols, time_it),
+            run::<f32>(&device, &mut rng, "layernorm f32", one_tile, rows, cols, time_it),
             "layernorm f32",
         );
         record(
-            run::<f16>(&device, &mut rng, "layernorm f16", one_tile_f16, rows, cols, time_it),
+            run::<f16>(&device, &mut rng, "layernorm f16", one_tile, rows, cols, time_it),
             "layernorm f16",
         );
     }

@@ -7,37 +7,23 @@ mod kernels;
 
 use common::*;
 use fuse::half::f16;
-use fuse::{Buffer, Device};
+use fuse::{Buffer, Device, Float};
 
-type Launch<T> = fn(&Device, u32, &mut Buffer<T>, &Buffer<T>, usize, i32) -> fuse::Result<()>;
-
-/// Launches the f32 kernel with BLOCK = the next power of two of the row length.
-fn launch_f32(
+/// Launches the kernel for `T` with BLOCK = the next power of two of the row length.
+fn launch<T: Float>(
     device: &Device,
     rows: u32,
-    out: &mut Buffer<f32>,
-    x: &Buffer<f32>,
+    out: &mut Buffer<T>,
+    x: &Buffer<T>,
     block: usize,
     cols: i32,
 ) -> fuse::Result<()> {
-    fuse::with_block!(block, B => kernels::softmax::launch::<B>(device, rows, out, x, cols, cols, cols))
+    fuse::with_block!(block, B => kernels::softmax::launch::<T, B>(device, rows, out, x, cols, cols, cols))
 }
 
-fn launch_f16(
-    device: &Device,
-    rows: u32,
-    out: &mut Buffer<f16>,
-    x: &Buffer<f16>,
-    block: usize,
-    cols: i32,
-) -> fuse::Result<()> {
-    fuse::with_block!(block, B => kernels::softmax_f16::launch::<B>(device, rows, out, x, cols, cols, cols))
-}
-
-fn run<T: ToF64>(
+fn run<T: ToF64 + Float>(
     device: &Device,
     rng: &mut rand::rngs::StdRng,
-    launch: Launch<T>,
     rows: usize,
     cols: usize,
     time_it: bool,
@@ -51,7 +37,7 @@ fn run<T: ToF64>(
     launch(device, grid, &mut out, &xb, block, ncols)?;
     let half = std::mem::size_of::<T>() == 2;
     let (atol, rtol) = if half { (1e-3, 2e-3) } else { (1e-6, 1e-5) };
-    let what = format!("softmax {} {rows}x{cols}", if half { "f16" } else { "f32" });
+    let what = format!("softmax {} {rows}x{cols}", T::DTYPE);
     let ok = check(&what, &to_f64(&out.to_vec()?), &kernels::reference(&to_f64(&x), rows, cols), atol, rtol);
     if time_it {
         report_speed(device, &what, 2 * rows * cols * std::mem::size_of::<T>(), 50, || {
@@ -67,8 +53,8 @@ fn main() {
         &[(257, 1000)],
         &[(1024, 512), (4096, 4096), (32768, 1024), (8192, 8192)],
         |device, rng, rows, cols, time_it| {
-            let f32_ok = run::<f32>(device, rng, launch_f32, rows, cols, time_it)?;
-            let f16_ok = run::<f16>(device, rng, launch_f16, rows, cols, time_it)?;
+            let f32_ok = run::<f32>(device, rng, rows, cols, time_it)?;
+            let f16_ok = run::<f16>(device, rng, rows, cols, time_it)?;
             Ok(f32_ok && f16_ok)
         },
     )

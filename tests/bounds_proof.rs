@@ -169,12 +169,12 @@ fn the_launches_the_examples_make_are_proven() {
     // Element-wise, exact and with a masked tail.
     for n in [4096usize, 4000] {
         let v = vec![f32s(&d, n), f32s(&d, n), f32s(&d, n), f32s(&d, n), Value::I32(n as i32)];
-        proven("add_mul", &add_mul::add_mul::SPEC, &[1024], n.div_ceil(1024) as u32, v);
+        proven("add_mul_f32", add_mul::add_mul::spec::<f32>(), &[1024], n.div_ceil(1024) as u32, v);
     }
     // Rows of 1000 in tiles of 1024: the mask `cols < n_cols` bounds the offsets.
     let (rows, cols) = (5usize, 1000usize);
     let v = layernorm_args(&d, DType::F16, rows, cols, cols as i32);
-    proven("layernorm_f16", &layernorm::layernorm_f16::SPEC, &[1024], rows as u32, v);
+    proven("layernorm_f16", &layernorm::layernorm::f16::SPEC, &[1024], rows as u32, v);
     // A loop over column blocks: the counter is bounded by the loop's range.
     let (rows, cols) = (3usize, 3000usize);
     let v = layernorm_args(&d, DType::F32, rows, cols, cols as i32);
@@ -186,7 +186,7 @@ fn the_launches_the_examples_make_are_proven() {
         Value::I32(cols as i32),
         Value::I32(cols as i32),
     ];
-    proven("softmax", &softmax::softmax::SPEC, &[4096], rows as u32, v);
+    proven("softmax_f32", &softmax::softmax::f32::SPEC, &[4096], rows as u32, v);
     // `offs % h` bounded by the divisor.
     let (n, h) = (8192usize, 768usize);
     let v = vec![
@@ -200,7 +200,7 @@ fn the_launches_the_examples_make_are_proven() {
     ];
     proven(
         "bias_gelu_dropout_f16",
-        &bias_gelu_dropout::bias_gelu_dropout_f16::SPEC,
+        bias_gelu_dropout::bias_gelu_dropout::spec::<f16>(),
         &[1024],
         (n / 1024) as u32,
         v,
@@ -225,14 +225,14 @@ fn an_offset_the_proof_cannot_bound_is_not_proven() {
     // One element short of the grid's span, no mask that covers it: the store is not proven.
     let n = 4096usize;
     let mut v = vec![f32s(&d, n), f32s(&d, n), f32s(&d, n), f32s(&d, n - 1), Value::I32(n as i32)];
-    let (proof, run) = prove_and_run(&add_mul::add_mul::SPEC, &[1024], 4, &mut v);
+    let (proof, run) = prove_and_run(&add_mul::add_mul::f32::SPEC, &[1024], 4, &mut v);
     assert!(matches!(run, Err(Error::OutOfBounds { .. })), "{run:?}");
     assert_eq!(proof, vec![true, true, true, false]);
     // A stride the rows overlap with: still in bounds, still proven; a negative one is not.
     for (stride, want) in [(500, true), (-1000, false)] {
         let (rows, cols) = (4usize, 1000usize);
         let mut v = layernorm_args(&d, DType::F32, rows, cols, stride);
-        let (proof, _) = prove_and_run(&layernorm::layernorm::SPEC, &[1024], rows as u32, &mut v);
+        let (proof, _) = prove_and_run(&layernorm::layernorm::f32::SPEC, &[1024], rows as u32, &mut v);
         assert_eq!(proof[0], want, "stride {stride}: {proof:?}");
     }
 }
@@ -302,7 +302,7 @@ fn the_examples_masks_are_proven_where_the_grid_fits_the_data() {
     for (n, want) in [(4096usize, true), (4000, false)] {
         let mut v = vec![f32s(&d, n), f32s(&d, n), f32s(&d, n), f32s(&d, n), Value::I32(n as i32)];
         let grid = LaunchConfig::new(n.div_ceil(1024) as u32);
-        let proof = add_mul::add_mul::SPEC.proven_all_true(&d, grid, &[1024], &args_of(&mut v)).unwrap();
+        let proof = add_mul::add_mul::f32::SPEC.proven_all_true(&d, grid, &[1024], &args_of(&mut v)).unwrap();
         assert_eq!(proof, vec![want], "n = {n}");
     }
     // LayerNorm: `cols < n_cols` holds when the tile is the row.
@@ -310,7 +310,7 @@ fn the_examples_masks_are_proven_where_the_grid_fits_the_data() {
         let mut v = layernorm_args(&d, DType::F32, 3, cols, cols as i32);
         let config = LaunchConfig::new(3);
         let proof =
-            layernorm::layernorm::SPEC.proven_all_true(&d, config, &[block], &args_of(&mut v)).unwrap();
+            layernorm::layernorm::f32::SPEC.proven_all_true(&d, config, &[block], &args_of(&mut v)).unwrap();
         assert!(proof.iter().all(|&p| p == want), "cols {cols}: {proof:?}");
     }
 }

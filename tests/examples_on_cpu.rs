@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use fuse::half::f16;
+use fuse::half::{bf16, f16};
 use fuse::Device;
 
 fn cpu() -> Device {
@@ -21,14 +21,16 @@ fn add_mul_case<T: Elem>(rng: &mut Rng, tol: f64) {
 }
 
 #[test]
-fn add_mul_f32_and_f16() {
+fn add_mul_f32_f16_and_bf16() {
     let mut rng = Rng::fresh("add_mul");
     add_mul_case::<f32>(&mut rng, 1e-6);
     add_mul_case::<f16>(&mut rng, 1e-3);
+    // One rounding to bf16 at the store: half a bf16 ulp (2^-9 relative) plus slack.
+    add_mul_case::<bf16>(&mut rng, 4e-3);
 }
 
 #[test]
-fn softmax_f32_and_f16() {
+fn softmax_f32_f16_and_bf16() {
     let mut rng = Rng::fresh("softmax");
     let (rows, cols) = (67, 1000);
     let x = rng.vec(rows * cols, 5.0);
@@ -37,6 +39,9 @@ fn softmax_f32_and_f16() {
     let xh = f16s(&x);
     let got = softmax_on::<f16, 1024>(&cpu(), &xh, rows, cols);
     assert_close("softmax f16", &got, &softmax::reference(&f16_to_f64(&xh), rows, cols), 1e-4, 2e-3);
+    let xb = bf16s(&x);
+    let got = softmax_on::<bf16, 1024>(&cpu(), &xb, rows, cols);
+    assert_close("softmax bf16", &got, &softmax::reference(&bf16_to_f64(&xb), rows, cols), 1e-6, 4e-3);
 }
 
 #[test]
@@ -57,6 +62,12 @@ fn layernorm_one_tile_and_looped() {
     let want = layernorm::reference(&f16_to_f64(&xh), &f16_to_f64(&wh), &f16_to_f64(&bh), rows, cols, 1e-5);
     let got = layernorm_on::<f16, 2048>(&d, &xh, &wh, &bh, rows, cols);
     assert_close("layernorm f16", &got, &want, 4e-3, 4e-3);
+
+    let (xb, wb, bb) = (bf16s(&x), bf16s(&w), bf16s(&b));
+    let want =
+        layernorm::reference(&bf16_to_f64(&xb), &bf16_to_f64(&wb), &bf16_to_f64(&bb), rows, cols, 1e-5);
+    let got = layernorm_on::<bf16, 2048>(&d, &xb, &wb, &bb, rows, cols);
+    assert_close("layernorm bf16", &got, &want, 1e-3, 4e-3);
 }
 
 #[test]
@@ -71,7 +82,7 @@ fn bias_gelu_dropout_matches_reference_and_statistics() {
     let (xb, bb) = (d.upload(&x).unwrap(), d.upload(&bias).unwrap());
     let run = |seed: u64| {
         let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
-        bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(
+        bias_gelu_dropout::bias_gelu_dropout::launch::<f32, 1024>(
             &d,
             n.div_ceil(1024) as u32,
             &xb,
@@ -120,7 +131,7 @@ fn out_of_bounds_is_an_error_naming_the_parameter() {
     let x = d.upload(&vec![1.0f32; n]).unwrap();
     let mut out = d.upload(&vec![0.0f32; n]).unwrap();
     // Claim 2000 elements: the mask lets lanes 1000.. through, past the buffers' ends.
-    let err = add_mul::add_mul::launch::<1024>(&d, 2, &x, &x, &x, &mut out, 2000).unwrap_err();
+    let err = add_mul::add_mul::launch::<f32, 1024>(&d, 2, &x, &x, &x, &mut out, 2000).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, fuse::Error::OutOfBounds { .. }), "{msg}");
     assert!(msg.contains('x') && msg.contains("1000"), "names the parameter and index: {msg}");

@@ -39,6 +39,38 @@ fn add_mul_f16_unaligned_views_and_odd_sizes(g: &Device) {
     }
 }
 
+/// The generic kernels' instantiations other than f32 (f16 and bf16) on the GPU against the CPU
+/// interpreter and float64.
+fn generic_kernels_in_half_types_match_cpu(g: &Device) {
+    fn case<T: Elem>(g: &Device, rng: &mut Rng, tol: f64) {
+        let c = Device::cpu();
+        let (rows, cols) = (19, 1000);
+        let x = T::from_f32s(&rng.vec(rows * cols, 3.0));
+        let (w, b) = (T::from_f32s(&rng.vec(cols, 1.0)), T::from_f32s(&rng.vec(cols, 1.0)));
+        let name = T::NAME;
+        let want = add_mul::reference(&T::to_f64s(&x), &T::to_f64s(&x), &T::to_f64s(&x));
+        let (on_gpu, on_cpu) =
+            (add_mul_on::<T, 1024>(g, None, &x, &x, &x), add_mul_on::<T, 1024>(&c, None, &x, &x, &x));
+        assert_close(&format!("add_mul {name} on the GPU"), &on_gpu, &want, tol, tol);
+        assert_close(&format!("add_mul {name} gpu vs cpu"), &on_gpu, &on_cpu, tol, tol);
+        let want = softmax::reference(&T::to_f64s(&x), rows, cols);
+        let (on_gpu, on_cpu) =
+            (softmax_on::<T, 1024>(g, &x, rows, cols), softmax_on::<T, 1024>(&c, &x, rows, cols));
+        assert_close(&format!("softmax {name} on the GPU"), &on_gpu, &want, 1e-4, tol);
+        assert_close(&format!("softmax {name} gpu vs cpu"), &on_gpu, &on_cpu, 1e-4, tol);
+        let want = layernorm::reference(&T::to_f64s(&x), &T::to_f64s(&w), &T::to_f64s(&b), rows, cols, 1e-5);
+        let (on_gpu, on_cpu) = (
+            layernorm_on::<T, 1024>(g, &x, &w, &b, rows, cols),
+            layernorm_on::<T, 1024>(&c, &x, &w, &b, rows, cols),
+        );
+        assert_close(&format!("layernorm {name} on the GPU"), &on_gpu, &want, tol, tol);
+        assert_close(&format!("layernorm {name} gpu vs cpu"), &on_gpu, &on_cpu, tol, tol);
+    }
+    let mut rng = Rng::fresh("generic kernels gpu");
+    case::<f16>(g, &mut rng, 4e-3);
+    case::<fuse::half::bf16>(g, &mut rng, 1.6e-2);
+}
+
 fn softmax_and_layernorm_on_gpu_match_cpu(g: &Device) {
     let c = Device::cpu();
     let mut rng = Rng::fresh("softmax/layernorm gpu");
@@ -75,7 +107,7 @@ fn dropout_masks_are_bit_identical_on_gpu_and_cpu(g: &Device) {
     let mut outs = Vec::new();
     for d in [g, &c] {
         let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
-        bias_gelu_dropout::bias_gelu_dropout::launch::<1024>(
+        bias_gelu_dropout::bias_gelu_dropout::launch::<f32, 1024>(
             d,
             n.div_ceil(1024) as u32,
             &d.upload(&x).unwrap(),
@@ -203,14 +235,15 @@ fn erf_is_within_two_ulp_of_float64(g: &Device) {
 fn gpu_out_of_bounds_is_reported_not_performed(g: &Device) {
     let x = g.upload(&vec![1.0f32; 1000]).unwrap();
     let mut out = g.upload(&vec![0.0f32; 1000]).unwrap();
-    let r = add_mul::add_mul::launch::<1024>(&g, 2, &x, &x, &x, &mut out, 2000).and_then(|_| g.synchronize());
+    let r = add_mul::add_mul::launch::<f32, 1024>(&g, 2, &x, &x, &x, &mut out, 2000)
+        .and_then(|_| g.synchronize());
     let err = r.unwrap_err();
     assert!(matches!(err, fuse::Error::OutOfBounds { .. }), "{err}");
     // In-bounds lanes were still computed.
     assert!(out.to_vec().unwrap().iter().all(|&v| v == 2.0));
     // The error was consumed: the device is usable again.
     let mut out2 = g.upload(&vec![0.0f32; 1000]).unwrap();
-    add_mul::add_mul::launch::<1024>(&g, 1, &x, &x, &x, &mut out2, 1000).unwrap();
+    add_mul::add_mul::launch::<f32, 1024>(&g, 1, &x, &x, &x, &mut out2, 1000).unwrap();
     assert!(out2.to_vec().unwrap().iter().all(|&v| v == 2.0));
 }
 
@@ -264,6 +297,7 @@ fn main() {
         ("add_mul_on_gpu_matches_float64_and_cpu", add_mul_on_gpu_matches_float64_and_cpu),
         ("add_mul_f16_unaligned_views_and_odd_sizes", add_mul_f16_unaligned_views_and_odd_sizes),
         ("softmax_and_layernorm_on_gpu_match_cpu", softmax_and_layernorm_on_gpu_match_cpu),
+        ("generic_kernels_in_half_types_match_cpu", generic_kernels_in_half_types_match_cpu),
         ("dropout_masks_are_bit_identical_on_gpu_and_cpu", dropout_masks_are_bit_identical_on_gpu_and_cpu),
         ("rand_thresholds_match_cpu_for_every_kind_of_p", rand_thresholds_match_cpu_for_every_kind_of_p),
         ("erf_is_within_two_ulp_of_float64", erf_is_within_two_ulp_of_float64),

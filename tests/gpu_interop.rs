@@ -60,14 +60,14 @@ fn cudarc_memory_on_the_callers_stream(_: &Device) {
     let (xs, ys, zs) =
         (stream.clone_htod(&x).unwrap(), stream.clone_htod(&y).unwrap(), stream.clone_htod(&z).unwrap());
     let mut out = poisoned(&stream, n);
-    add_mul::launch::<1024>(&dev, n.div_ceil(1024) as u32, &xs, &ys, &zs, &mut out, n as i32).unwrap();
+    add_mul::launch::<_, 1024>(&dev, n.div_ceil(1024) as u32, &xs, &ys, &zs, &mut out, n as i32).unwrap();
     let got = stream.clone_dtoh(&out).unwrap();
     close("whole slices", &got, &reference(&f64s(&x), &f64s(&y), &f64s(&z)));
 
     // Views: odd offsets (unaligned for the 16-byte specialisation), the output a sub-range.
     let (a, len) = (3usize, 50_001usize);
     let mut out2 = poisoned(&stream, n);
-    add_mul::launch::<256>(
+    add_mul::launch::<f32, 256>(
         &dev,
         len.div_ceil(256) as u32,
         &xs.slice(a..a + len),
@@ -319,8 +319,16 @@ fn two_gpus_from_two_threads(_: &Device) {
                     let (x, y, z) = (random(n), random(n), random(n));
                     let (xb, yb, zb) = (d.upload(&x).unwrap(), d.upload(&y).unwrap(), d.upload(&z).unwrap());
                     let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
-                    add_mul::launch::<1024>(d, n.div_ceil(1024) as u32, &xb, &yb, &zb, &mut out, n as i32)
-                        .unwrap();
+                    add_mul::launch::<f32, 1024>(
+                        d,
+                        n.div_ceil(1024) as u32,
+                        &xb,
+                        &yb,
+                        &zb,
+                        &mut out,
+                        n as i32,
+                    )
+                    .unwrap();
                     close("per GPU", &out.to_vec().unwrap(), &reference(&f64s(&x), &f64s(&y), &f64s(&z)));
                 }
             });

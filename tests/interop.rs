@@ -37,7 +37,7 @@ fn buffer_views_are_kernel_arguments_and_writes_stay_inside_them() {
     let (xb, yb, zb) = (dev.upload(&x).unwrap(), dev.upload(&y).unwrap(), dev.upload(&z).unwrap());
     let mut out = dev.upload(&vec![f32::NAN; n_all]).unwrap();
     let range = start..start + n;
-    add_mul::launch::<256>(
+    add_mul::launch::<_, 256>(
         &dev,
         n.div_ceil(256) as u32,
         &xb.slice(range.clone()).unwrap(),
@@ -63,10 +63,10 @@ fn host_slices_run_in_place_on_the_cpu() {
     let n = 1000;
     let (x, y, z) = (random(n), random(n), random(n));
     let mut out = vec![f32::NAN; n];
-    add_mul::launch::<128>(&dev, 8, &x, x.as_slice(), &z[..], &mut out, n as i32).unwrap();
+    add_mul::launch::<_, 128>(&dev, 8, &x, x.as_slice(), &z[..], &mut out, n as i32).unwrap();
     close("host slices", &out, &reference(&f64s(&x), &f64s(&x), &f64s(&z)));
     let mut out2 = vec![f32::NAN; n];
-    add_mul::launch::<128>(&dev, 8, &y, &y, &out, out2.as_mut_slice(), n as i32).unwrap();
+    add_mul::launch::<_, 128>(&dev, 8, &y, &y, &out, out2.as_mut_slice(), n as i32).unwrap();
     let first = reference(&f64s(&x), &f64s(&x), &f64s(&z));
     let want: Vec<f64> = f64s(&y).iter().zip(&first).map(|(y, f)| (y + y) * (*f as f32 as f64)).collect();
     close("host slices, second launch", &out2, &want);

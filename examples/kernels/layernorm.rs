@@ -1,14 +1,15 @@
 //! LayerNorm forward with weight and bias, one row per program.
-//! `layernorm` / `layernorm_f16` keep the whole row in one tile (BLOCK >= n_cols): one read, one write.
+//! `layernorm` keeps the whole row in one tile (BLOCK >= n_cols): one read, one write; one kernel
+//! for f32, f16 and bf16 rows (statistics in f32 either way).
 //! `layernorm_wide` loops over column blocks for rows wider than any tile (Triton tutorial 05).
 use fuse::fused_kernel;
 
 #[fused_kernel]
-pub fn layernorm<const BLOCK: usize>(
-    x: *const f32,
-    y: *mut f32,
-    w: *const f32,
-    b: *const f32,
+pub fn layernorm<T: Float, const BLOCK: usize>(
+    x: *const T,
+    y: *mut T,
+    w: *const T,
+    b: *const T,
     stride: i32,
     n_cols: i32,
     eps: f32,
@@ -23,27 +24,6 @@ pub fn layernorm<const BLOCK: usize>(
     let rstd = rsqrt(sum(xc * xc) * inv_n + eps);
     let out = xc * rstd * load(w + cols, mask) + load(b + cols, mask);
     store(y + row * stride + cols, out, mask);
-}
-
-#[fused_kernel]
-pub fn layernorm_f16<const BLOCK: usize>(
-    x: *const f16,
-    y: *mut f16,
-    w: *const f16,
-    b: *const f16,
-    stride: i32,
-    n_cols: i32,
-    eps: f32,
-) {
-    let row = program_id(0);
-    let cols = arange(0, BLOCK);
-    let mask = cols < n_cols;
-    let xs = load(x + row * stride + cols, mask, 0.0);
-    let inv_n = 1.0 / n_cols as f32;
-    let mean = sum(xs) * inv_n;
-    let xc = where_(mask, xs - mean, 0.0);
-    let rstd = rsqrt(sum(xc * xc) * inv_n + eps);
-    store(y + row * stride + cols, xc * rstd * load(w + cols, mask) + load(b + cols, mask), mask);
 }
 
 #[fused_kernel]

@@ -1,11 +1,12 @@
 //! Row-wise softmax, one row per program, the row in one tile (BLOCK >= n_cols): the row is read
-//! once, max and sum are reductions in registers, and the result is written once.
+//! once, max and sum are reductions in registers, and the result is written once. One kernel for
+//! f32, f16 and bf16 rows (f16/bf16 widen to f32 at the load and round at the store).
 use fuse::fused_kernel;
 
 #[fused_kernel]
-pub fn softmax<const BLOCK: usize>(
-    out: *mut f32,
-    inp: *const f32,
+pub fn softmax<T: Float, const BLOCK: usize>(
+    out: *mut T,
+    inp: *const T,
     in_stride: i32,
     out_stride: i32,
     n_cols: i32,
@@ -21,22 +22,6 @@ pub fn softmax<const BLOCK: usize>(
     let num = exp2(x * 1.4426950408889634);
     let y = num * (1.0 / sum(num)); // one division per row, a multiply per element
     store(out + row * out_stride + cols, y, mask);
-}
-
-#[fused_kernel]
-pub fn softmax_f16<const BLOCK: usize>(
-    out: *mut f16,
-    inp: *const f16,
-    in_stride: i32,
-    out_stride: i32,
-    n_cols: i32,
-) {
-    let row = program_id(0);
-    let cols = arange(0, BLOCK);
-    let mask = cols < n_cols;
-    let x = load(inp + row * in_stride + cols, mask, f32::NEG_INFINITY);
-    let num = exp2((x - max(x)) * 1.4426950408889634); // exp, as in `softmax`
-    store(out + row * out_stride + cols, num * (1.0 / sum(num)), mask);
 }
 
 /// Float64 reference over a row-major `rows x cols` matrix.

@@ -66,18 +66,23 @@ pub mod paths {
     }
 }
 
-/// Every example kernel (and the [`paths`] kernels) with the const-generic values it is compiled for in tests.
+/// Every example kernel (and the [`paths`] kernels) with the const-generic values it is compiled for in tests;
+/// a generic kernel's every instantiation.
 pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
     vec![
-        (&add_mul::add_mul::SPEC, vec![1024]),
-        (&add_mul::add_mul_f16::SPEC, vec![1024]),
-        (&softmax::softmax::SPEC, vec![1024]),
-        (&softmax::softmax_f16::SPEC, vec![4096]),
-        (&layernorm::layernorm::SPEC, vec![1024]),
-        (&layernorm::layernorm_f16::SPEC, vec![8192]),
+        (&add_mul::add_mul::f32::SPEC, vec![1024]),
+        (&add_mul::add_mul::f16::SPEC, vec![1024]),
+        (&add_mul::add_mul::bf16::SPEC, vec![1024]),
+        (&softmax::softmax::f32::SPEC, vec![1024]),
+        (&softmax::softmax::f16::SPEC, vec![4096]),
+        (&softmax::softmax::bf16::SPEC, vec![4096]),
+        (&layernorm::layernorm::f32::SPEC, vec![1024]),
+        (&layernorm::layernorm::f16::SPEC, vec![8192]),
+        (&layernorm::layernorm::bf16::SPEC, vec![8192]),
         (&layernorm::layernorm_wide::SPEC, vec![1024]),
-        (&bias_gelu_dropout::bias_gelu_dropout::SPEC, vec![1024]),
-        (&bias_gelu_dropout::bias_gelu_dropout_f16::SPEC, vec![1024]),
+        (&bias_gelu_dropout::bias_gelu_dropout::f32::SPEC, vec![1024]),
+        (&bias_gelu_dropout::bias_gelu_dropout::f16::SPEC, vec![1024]),
+        (&bias_gelu_dropout::bias_gelu_dropout::bf16::SPEC, vec![1024]),
         (&add_rmsnorm::add_rmsnorm::SPEC, vec![4096]),
         (&silu_and_mul::silu_and_mul::SPEC, vec![1024]),
         (&layernorm_quant::layernorm_quant::SPEC, vec![4096]),
@@ -144,103 +149,48 @@ pub fn f16_to_f64(v: &[fuse::half::f16]) -> Vec<f64> {
     v.iter().map(|x| f64::from(x.to_f32())).collect()
 }
 
-/// f32 or f16: the element types the add_mul, softmax and LayerNorm examples come in, each launch
-/// behind one name, so a test states a case once for both.
-pub trait Elem: fuse::Element + Copy {
-    /// "f32" or "f16", for failure messages.
+/// f32, f16 or bf16: the element types of the generic add_mul, softmax and LayerNorm kernels, with
+/// what a test needs to state a case once for all of them.
+pub trait Elem: fuse::Float {
+    /// "f32", "f16" or "bf16", for failure messages.
     const NAME: &'static str;
     const NAN: Self;
     fn from_f32s(v: &[f32]) -> Vec<Self>;
     fn to_f64s(v: &[Self]) -> Vec<f64>;
-    fn add_mul<const B: usize>(
-        d: &Device,
-        c: LaunchConfig,
-        inputs: &[&Buffer<Self>; 3],
-        out: &mut Buffer<Self>,
-        n: i32,
-    ) -> fuse::Result<()>;
-    fn softmax<const B: usize>(
-        d: &Device,
-        rows: u32,
-        out: &mut Buffer<Self>,
-        x: &Buffer<Self>,
-        cols: i32,
-    ) -> fuse::Result<()>;
-    fn layernorm<const B: usize>(
-        d: &Device,
-        rows: u32,
-        inputs: &[&Buffer<Self>; 3],
-        y: &mut Buffer<Self>,
-        cols: i32,
-        eps: f32,
-    ) -> fuse::Result<()>;
 }
 
-macro_rules! impl_elem {
-    ($t:ty, $name:literal, $nan:expr, $from:expr, $to:expr, $add_mul:path, $softmax:path, $layernorm:path) => {
-        impl Elem for $t {
-            const NAME: &'static str = $name;
-            const NAN: Self = $nan;
-            fn from_f32s(v: &[f32]) -> Vec<Self> {
-                $from(v)
-            }
-            fn to_f64s(v: &[Self]) -> Vec<f64> {
-                $to(v)
-            }
-            fn add_mul<const B: usize>(
-                d: &Device,
-                c: LaunchConfig,
-                [x, y, z]: &[&Buffer<Self>; 3],
-                out: &mut Buffer<Self>,
-                n: i32,
-            ) -> fuse::Result<()> {
-                use $add_mul as k;
-                k::launch::<B>(d, c, x, y, z, out, n)
-            }
-            fn softmax<const B: usize>(
-                d: &Device,
-                rows: u32,
-                out: &mut Buffer<Self>,
-                x: &Buffer<Self>,
-                cols: i32,
-            ) -> fuse::Result<()> {
-                use $softmax as k;
-                k::launch::<B>(d, rows, out, x, cols, cols, cols)
-            }
-            fn layernorm<const B: usize>(
-                d: &Device,
-                rows: u32,
-                [x, w, b]: &[&Buffer<Self>; 3],
-                y: &mut Buffer<Self>,
-                cols: i32,
-                eps: f32,
-            ) -> fuse::Result<()> {
-                use $layernorm as k;
-                k::launch::<B>(d, rows, x, y, w, b, cols, cols, eps)
-            }
-        }
-    };
+impl Elem for f32 {
+    const NAME: &'static str = "f32";
+    const NAN: Self = f32::NAN;
+    fn from_f32s(v: &[f32]) -> Vec<Self> {
+        v.to_vec()
+    }
+    fn to_f64s(v: &[Self]) -> Vec<f64> {
+        f64s(v)
+    }
 }
-impl_elem!(
-    f32,
-    "f32",
-    f32::NAN,
-    |v: &[f32]| v.to_vec(),
-    f64s,
-    add_mul::add_mul,
-    softmax::softmax,
-    layernorm::layernorm
-);
-impl_elem!(
-    fuse::half::f16,
-    "f16",
-    fuse::half::f16::NAN,
-    f16s,
-    f16_to_f64,
-    add_mul::add_mul_f16,
-    softmax::softmax_f16,
-    layernorm::layernorm_f16
-);
+
+impl Elem for fuse::half::f16 {
+    const NAME: &'static str = "f16";
+    const NAN: Self = fuse::half::f16::NAN;
+    fn from_f32s(v: &[f32]) -> Vec<Self> {
+        f16s(v)
+    }
+    fn to_f64s(v: &[Self]) -> Vec<f64> {
+        f16_to_f64(v)
+    }
+}
+
+impl Elem for fuse::half::bf16 {
+    const NAME: &'static str = "bf16";
+    const NAN: Self = fuse::half::bf16::NAN;
+    fn from_f32s(v: &[f32]) -> Vec<Self> {
+        bf16s(v)
+    }
+    fn to_f64s(v: &[Self]) -> Vec<f64> {
+        bf16_to_f64(v)
+    }
+}
 
 /// Uploads every input to `d`, runs `launch` into a NaN-poisoned output of `len` elements and
 /// returns it as f64.
@@ -272,13 +222,16 @@ pub fn add_mul_on<T: Elem, const B: usize>(
         None => c,
     };
     run_on(d, &[x, y, z], n, |inputs, out| {
-        T::add_mul::<B>(d, c, &[inputs[0], inputs[1], inputs[2]], out, n as i32)
+        add_mul::add_mul::launch::<T, B>(d, c, inputs[0], inputs[1], inputs[2], out, n as i32)
     })
 }
 
 /// Row-wise softmax of `x` (`rows` x `cols`) on `d`, one row per tile of `B`.
 pub fn softmax_on<T: Elem, const B: usize>(d: &Device, x: &[T], rows: usize, cols: usize) -> Vec<f64> {
-    run_on(d, &[x], rows * cols, |inputs, out| T::softmax::<B>(d, rows as u32, out, inputs[0], cols as i32))
+    run_on(d, &[x], rows * cols, |inputs, out| {
+        let cols = cols as i32;
+        softmax::softmax::launch::<T, B>(d, rows as u32, out, inputs[0], cols, cols, cols)
+    })
 }
 
 /// LayerNorm (weight `w`, bias `b`, eps 1e-5) of `x` (`rows` x `cols`) on `d`, one row per tile of `B`.
@@ -291,7 +244,8 @@ pub fn layernorm_on<T: Elem, const B: usize>(
     cols: usize,
 ) -> Vec<f64> {
     run_on(d, &[x, w, b], rows * cols, |inputs, y| {
-        T::layernorm::<B>(d, rows as u32, &[inputs[0], inputs[1], inputs[2]], y, cols as i32, 1e-5)
+        let ([x, w, b], cols) = ([inputs[0], inputs[1], inputs[2]], cols as i32);
+        layernorm::layernorm::launch::<T, B>(d, rows as u32, x, y, w, b, cols, cols, 1e-5)
     })
 }
 
