@@ -7,7 +7,9 @@
 //!   re-delimited or added), one to four per case;
 //! * kernels generated from a small grammar of the tile language (signatures, `let`, assignments,
 //!   `store`, `if`, `for`, calls with right and wrong arities, methods, casts, operators), whose
-//!   names and types are chosen at random, so most of them are wrong in some way.
+//!   names and types are chosen at random, so most of them are wrong in some way; a quarter are
+//!   generic (`T: Float`, `O: Half`, wrong bounds, defaults, `where` clauses) and use their type
+//!   parameters in pointer types, casts and constants (`T::MAX`).
 //!
 //! `FUSE_FUZZ_CASES` overrides the number of cases (default 12,000); `FUSE_FUZZ_SEED` the seed.
 
@@ -99,6 +101,12 @@ const TRICKY: &[&str] = &[
             store(out + offs, full(2 * BLOCK, t) + cdiv(offs, 4) + where_(r > 0.5, 1, -1), offs < n);
         }
     }"#,
+    r#"fn mean_sq<T: Float, O: Half, const BLOCK: usize>(x: *const T, out: *mut O, w: *const f32, n: i32) {
+        let cols = arange(0, BLOCK);
+        let v = minimum(load(x + program_id(0) * n + cols, cols < n, 0.0), T::MAX) * load(w + cols, cols < n);
+        let m = (sum(v * v) / n as f32).to(O) as T;
+        store(out + program_id(0), maximum(m, O::MIN_POSITIVE) + T::EPSILON);
+    }"#,
     r#"fn fill(out: *mut u64, value: u64, n: i64) {
         let offs = program_id(0).to(i64) * 256 + arange(0, 256).to(i64);
         let v = maximum(full(256, value) * 3 + 1, value) ^ 7;
@@ -168,6 +176,15 @@ const IDENTS: &[&str] = &[
     "seed",
     "INFINITY",
     "NEG_INFINITY",
+    "MAX",
+    "MIN",
+    "EPSILON",
+    "T",
+    "O",
+    "Float",
+    "Half",
+    "Copy",
+    "spec",
     "Vec",
     "String",
     "Self",
@@ -645,6 +662,8 @@ struct Gen<'r> {
     rng: &'r mut Rng,
     names: Vec<String>,
     consts: Vec<String>,
+    /// The kernel's type parameters (right or wrong), usable where a type goes.
+    types: Vec<String>,
     depth: u32,
 }
 
@@ -668,6 +687,14 @@ impl Gen<'_> {
         self.rng.pick(&["1", "2", "4", "128", "256", "3", "100", "0", "1024", "65536", "-4"]).to_string()
     }
 
+    /// An element type: the kernel's type parameters as often as the concrete ones.
+    fn elem_type(&mut self) -> String {
+        if !self.types.is_empty() && self.rng.chance(50) {
+            return self.rng.pick(&self.types).clone();
+        }
+        self.rng.pick(ELEM_TYPES).to_string()
+    }
+
     fn expr(&mut self) -> String {
         self.depth += 1;
         let leaf = self.depth > 4 || self.rng.chance(25);
@@ -675,7 +702,13 @@ impl Gen<'_> {
             match self.rng.below(6) {
                 0 => self.rng.pick(LITERALS).to_string(),
                 1 => self.constant(),
-                2 => "f32::NEG_INFINITY".into(),
+                2 => {
+                    let ty = if self.rng.chance(50) { self.elem_type() } else { "f32".into() };
+                    format!(
+                        "{ty}::{}",
+                        self.rng.pick(&["NEG_INFINITY", "INFINITY", "MAX", "MIN", "EPSILON", "ONE"])
+                    )
+                }
                 _ => self.name(),
             }
         } else {
@@ -702,7 +735,7 @@ impl Gen<'_> {
                     format!("({recv}).{m}({arg})")
                 }
                 4 => {
-                    let t = *self.rng.pick(ELEM_TYPES);
+                    let t = self.elem_type();
                     let e = self.expr();
                     if self.rng.chance(50) {
                         format!("({e}).to({t})")
@@ -802,27 +835,51 @@ fn generated_kernel(rng: &mut Rng) -> TokenStream {
         .iter()
         .map(|c| format!("const {c}: {}", if rng.chance(95) { "usize" } else { "u32" }))
         .collect();
-    if rng.chance(3) {
-        generics.insert(0, "T".into());
+    // Generic kernels: mostly right (`T: Float`, `O: Half`), sometimes not.
+    let mut types = Vec::new();
+    let mut where_clause = String::new();
+    if rng.chance(25) {
+        let most = if rng.chance(10) { 4 } else { 2 };
+        for name in ["T", "O", "U", "V"].into_iter().take(1 + rng.below(most)) {
+            let decl = match rng.below(20) {
+                0 => name.to_string(),
+                1 => format!("{name}: Copy"),
+                2 => format!("{name}: Float + Copy"),
+                3 => format!("{name}: Float = f32"),
+                4 => format!("{name}: fuse::Float"),
+                5 => format!("{name}: ?Sized"),
+                6 => {
+                    where_clause = format!(" where {name}: Float");
+                    name.to_string()
+                }
+                7 | 8 => format!("{name}: Half"),
+                _ => format!("{name}: Float"),
+            };
+            generics.insert(types.len(), decl);
+            types.push(name.to_string());
+        }
+        if rng.chance(5) {
+            generics.insert(0, "'a".into());
+        }
     }
+    let mut g = Gen { rng, names: Vec::new(), consts: consts.clone(), types, depth: 0 };
     let mut params = Vec::new();
-    let mut names = Vec::new();
-    for _ in 0..rng.below(6) {
-        let name = rng_ident(rng);
-        let ty = match rng.below(5) {
-            0 | 1 => format!("*const {}", rng.pick(ELEM_TYPES)),
-            2 | 3 => format!("*mut {}", rng.pick(ELEM_TYPES)),
-            _ => rng.pick(SCALAR_TYPES).to_string(),
+    for _ in 0..g.rng.below(6) {
+        let name = rng_ident(g.rng);
+        let ty = match g.rng.below(5) {
+            0 | 1 => format!("*const {}", g.elem_type()),
+            2 | 3 => format!("*mut {}", g.elem_type()),
+            _ if !g.types.is_empty() && g.rng.chance(10) => g.rng.pick(&g.types).clone(),
+            _ => g.rng.pick(SCALAR_TYPES).to_string(),
         };
         params.push(format!("{name}: {ty}"));
-        names.push(name);
+        g.names.push(name);
     }
-    names.extend(consts.iter().cloned());
-    let mut g = Gen { rng, names, consts: consts.clone(), depth: 0 };
+    g.names.extend(consts.iter().cloned());
     let n = 1 + g.rng.below(8);
     let body = g.stmts(n, 0);
     let generics = if generics.is_empty() { String::new() } else { format!("<{}>", generics.join(", ")) };
-    let src = format!("fn gen{generics}({}) {{\n{body}}}", params.join(", "));
+    let src = format!("fn gen{generics}({}){where_clause} {{\n{body}}}", params.join(", "));
     // Every generated string lexes (balanced delimiters, known tokens).
     tokens(&src)
 }
@@ -836,6 +893,8 @@ struct Tally {
     errors: usize,
     /// Error outputs whose every `compile_error!` sits at the call site.
     call_site_only: usize,
+    /// Generic kernels that expanded without errors.
+    generic_ok: usize,
 }
 
 fn span_text(s: Span) -> String {
@@ -876,6 +935,9 @@ fn check_case(label: &str, attr: TokenStream, item: TokenStream, tally: &mut Tal
         let has_module = file.items.iter().any(|i| matches!(i, syn::Item::Mod(_)));
         assert!(has_module, "{label}: no error and no kernel module:\n{out}\n\non:\n{shown}");
         tally.ok += 1;
+        if out.to_string().contains("pub fn spec <") {
+            tally.generic_ok += 1;
+        }
     } else {
         tally.errors += 1;
         let call_site = span_text(Span::call_site());
@@ -925,12 +987,14 @@ fn macro_never_panics_on_random_and_mutated_kernels() {
             tally.ok += t.ok;
             tally.errors += t.errors;
             tally.call_site_only += t.call_site_only;
+            tally.generic_ok += t.generic_ok;
         }
     }
     eprintln!("fuzz: {tally:?} in {:.1?}", start.elapsed());
     assert_eq!(tally.cases as u64, cases);
     // Both outcomes occur: the inputs are neither all broken nor all fine.
     assert!(tally.ok > 0 && tally.errors > 0, "{tally:?}");
+    assert!(tally.generic_ok > 0, "some generic kernels must expand: {tally:?}");
 }
 
 fn run_batch(seed: u64, cases: std::ops::Range<u64>) -> Tally {
