@@ -5,7 +5,8 @@
 //!
 //! The work happens in ordinary functions over `proc_macro2` token streams so that it can be
 //! unit-tested, in private modules: `parse` (syn → `ast`), `check` (ast → [`fuse_ir::Kernel`]),
-//! `emit_cuda` (IR → CUDA C) and `expand` (the generated Rust module).
+//! `generic` (a generic kernel's instantiations, each parsed and checked), `emit_cuda` (IR → CUDA C)
+//! and `expand` (the generated Rust module).
 #![warn(missing_docs)]
 
 mod ast;
@@ -37,12 +38,15 @@ mod tests;
 /// # What it accepts
 ///
 /// `#[fused_kernel]` takes no arguments. It applies to a free `fn` with:
-/// * **const generics** `const NAME: usize` only (no type or lifetime parameters, defaults or
-///   `where` clause), typically the block size. Each must be a power of two; that is checked
-///   where `launch::<N>` is instantiated.
+/// * **const generics** `const NAME: usize` (no lifetime parameters, defaults or `where`
+///   clause), typically the block size. Each must be a power of two; that is checked where
+///   `launch::<N>` is instantiated.
+/// * **type parameters** `T: Float` (f32, f16, bf16) or `T: Half` (f16, bf16), up to three: the
+///   kernel is compiled once for each combination of their element types (see "Generic kernels"
+///   below).
 /// * **parameters** `x: *const T` (a read-only buffer), `y: *mut T` (a writable buffer: `store`
-///   needs one), with `T` one of `f32 f16 bf16 i32 i64 u32 u64 u8 i8`, or scalars by value of type
-///   `i32 i64 u32 u64 f32`.
+///   needs one), with `T` one of `f32 f16 bf16 i32 i64 u32 u64 u8 i8` or a type parameter, or
+///   scalars by value of type `i32 i64 u32 u64 f32`.
 /// * **no return value**: results are written through `*mut` parameters with `store`.
 /// * **attributes**: doc comments, `cfg`, `cfg_attr` and lint attributes (`allow`, `warn`,
 ///   `deny`, `expect`), which go on the generated module. The `fn` may not be `const`, `async`,
@@ -65,9 +69,9 @@ mod tests;
 ///     pub fn launch<const BLOCK: usize>(
 ///         device: &::fuse::Device,
 ///         config: impl Into<::fuse::LaunchConfig>, // a grid: u32, (u32, u32) or (u32, u32, u32)
-///         x: &::fuse::Buffer<f32>,
-///         y: &::fuse::Buffer<f32>,
-///         out: &mut ::fuse::Buffer<f32>,
+///         x: &(impl ::fuse::DeviceRead<f32> + ?Sized), // a Buffer<f32>, a view, cudarc memory, ..
+///         y: &(impl ::fuse::DeviceRead<f32> + ?Sized),
+///         out: &mut (impl ::fuse::DeviceWrite<f32> + ?Sized),
 ///         n: i32,
 ///     ) -> Result<(), ::fuse::Error>;
 /// }
@@ -78,6 +82,31 @@ mod tests;
 /// CUDA C with NVRTC on first use (cached in memory and on disk) and launches it, or runs the
 /// kernel on the CPU; its errors are `fuse::Error`s. `SPEC` also compiles ahead of time
 /// (`KernelSpec::compile`, `compile_for_arch`).
+///
+/// # Generic kernels
+///
+/// `pub fn add_mul<T: Float, const BLOCK: usize>(x: *const T, .., out: *mut T, n: i32)` is
+/// instantiated for `T = f32`, `f16` and `bf16`, each an ordinary kernel with `T` replaced
+/// (`.to(T)`, `x as T` and `T::MAX`-style constants included), checked and compiled to its own
+/// CUDA C under the name `add_mul_f16`. The module holds one submodule per instantiation and one
+/// generic launcher:
+///
+/// ```ignore
+/// pub mod add_mul {
+///     pub mod f16 { pub const NAME: &str = "add_mul_f16"; /* SOURCE, IR_JSON, SPEC */ }
+///     // .. f32, bf16 (`f16_bf16`, .. for several type parameters)
+///     pub fn spec<T: ::fuse::Float>() -> &'static ::fuse::KernelSpec; // the instantiation for T
+///     pub fn launch<T: ::fuse::Float, const BLOCK: usize>(
+///         device: &::fuse::Device,
+///         config: impl Into<::fuse::LaunchConfig>,
+///         x: &(impl ::fuse::DeviceRead<T> + ?Sized),
+///         // ..
+///     ) -> Result<(), ::fuse::Error>;
+/// }
+/// ```
+///
+/// Call it as `add_mul::launch::<f16, 1024>(..)`, or `add_mul::launch::<_, 1024>(..)` to take `T`
+/// from the buffers; a type outside the bound is a Rust type error at the call.
 ///
 /// # Compile errors
 ///
