@@ -1,0 +1,15 @@
+// One `T` is one element type: f16 input and f32 output do not instantiate one kernel.
+use fuse::prelude::*;
+
+#[fused_kernel]
+fn scale<T: Float, const BLOCK: usize>(x: *const T, out: *mut T, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    store(out + offs, load(x + offs, offs < n) * 2.0, offs < n);
+}
+
+fn main() -> Result<(), fuse::Error> {
+    let dev = Device::cpu();
+    let x = dev.zeros::<f16>(16)?;
+    let mut out = dev.zeros::<f32>(16)?;
+    scale::launch::<_, 16>(&dev, 1, &x, &mut out, 16)
+}

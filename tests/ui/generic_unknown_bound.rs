@@ -1,0 +1,10 @@
+use fuse::fused_kernel;
+
+// A kernel's type parameter ranges over a named set of element types: `Float` or `Half`.
+#[fused_kernel]
+fn k<T: Copy, const BLOCK: usize>(x: *const T, out: *mut T, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    store(out + offs, load(x + offs, offs < n), offs < n);
+}
+
+fn main() {}
