@@ -362,7 +362,10 @@ fn instance_module_name(dtypes: &[DType]) -> Ident {
 fn generic_module(g: &Generic, stub: bool) -> TokenStream2 {
     // Every instantiation has the same signature but for the pointers' element types, which the
     // launcher names by their type parameters.
-    let f = &g.instances[0].kernel_fn;
+    let Some(f) = g.instances.first().map(|i| &i.kernel_fn) else {
+        // `generic::instantiate` always gives at least one.
+        return TokenStream2::new();
+    };
     let attrs = &f.attrs;
     let vis = &f.vis;
     let name = &f.name;
