@@ -203,6 +203,7 @@ fn validate(k: &Kernel) {
                 }
                 Expr::ArgReduce { src, axis, .. } => {
                     assert_eq!(t.dtype, DType::I32);
+                    assert_eq!(ty(*src).shape.rank(), if axis.is_some() { 2 } else { ty(*src).shape.rank() });
                     assert_eq!(t.shape.rank(), if axis.is_some() { 1 } else { 0 });
                 }
             }
