@@ -278,7 +278,7 @@ fn graph_capture_errors_are_clear(dev: &Device) {
     }
     // Nested captures.
     match dev.capture(|| dev.capture(|| Ok(())).map(drop)) {
-        Err(Error::InvalidLaunch(m)) => assert!(m.contains("already in progress"), "{m}"),
+        Err(Error::InvalidLaunch(m)) => assert!(m.contains("already capturing"), "{m}"),
         other => panic!("expected InvalidLaunch, got {other:?}"),
     }
     // cudarc memory cannot be kept alive by a graph.
@@ -301,6 +301,60 @@ fn graph_capture_errors_are_clear(dev: &Device) {
     g.launch().unwrap();
     drop(g);
     close("after errors", &out.to_vec().unwrap(), &f64s(&xv).iter().map(|v| v * 3.0).collect::<Vec<_>>());
+}
+
+/// Several threads capture, replay and drop their own graphs on one device at the same time,
+/// while another thread launches directly: each capture records only its own thread's launches.
+fn graphs_capture_on_several_threads_at_once(dev: &Device) {
+    let n: usize = 5000;
+    let grid = n.div_ceil(1024) as u32;
+    let mut warm = dev.upload(&vec![0.0f32; n]).unwrap();
+    axpb::launch::<1024>(dev, grid, &mut warm, 1.0, n as i32).unwrap(); // compiles it once
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            s.spawn(move || {
+                for round in 0..25 {
+                    let x = random(n);
+                    let mut buf = dev.upload(&x).unwrap();
+                    let scales: Vec<f32> = (0..5).map(|i| 0.25 + 0.1 * (i + t + round % 3) as f32).collect();
+                    let graph = dev
+                        .capture(|| {
+                            scales
+                                .iter()
+                                .try_for_each(|&s| axpb::launch::<1024>(dev, grid, &mut buf, s, n as i32))
+                        })
+                        .unwrap();
+                    assert_eq!(graph.kernels(), 5, "thread {t}: another thread's launches were captured");
+                    graph.launch().unwrap();
+                    graph.launch().unwrap();
+                    drop(graph);
+                    let mut want = f64s(&x);
+                    for _ in 0..2 {
+                        for &s in &scales {
+                            want.iter_mut().for_each(|v| *v = *v * f64::from(s) + 1.0);
+                        }
+                    }
+                    let got = buf.to_vec().unwrap();
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        let err = (f64::from(*g) - w).abs();
+                        assert!(
+                            err <= 1e-4 * w.abs().max(1.0),
+                            "thread {t} round {round} element {i}: got {g}, want {w}"
+                        );
+                    }
+                }
+            });
+        }
+        s.spawn(move || {
+            for _ in 0..100 {
+                let x = random(n);
+                let mut buf = dev.upload(&x).unwrap();
+                axpb::launch::<1024>(dev, grid, &mut buf, 2.0, n as i32).unwrap();
+                let want: Vec<f64> = f64s(&x).iter().map(|v| v * 2.0 + 1.0).collect();
+                close("direct beside captures", &buf.to_vec().unwrap(), &want);
+            }
+        });
+    });
 }
 
 /// Every GPU present launches from its own thread; kernels compile once per architecture.
@@ -352,6 +406,7 @@ fn main() {
         ("graphs_replay_captured_launches", graphs_replay_captured_launches),
         ("graphs_keep_moved_buffers_alive", graphs_keep_moved_buffers_alive),
         ("graph_capture_errors_are_clear", graph_capture_errors_are_clear),
+        ("graphs_capture_on_several_threads_at_once", graphs_capture_on_several_threads_at_once),
     ]);
     let gpus = Device::cuda_count().unwrap_or(0);
     let two = if gpus >= 2 && harness::usable_gpu().is_ok() {

@@ -84,6 +84,8 @@ impl Drop for Graph<'_> {
 impl Device {
     /// Captures the kernel launches `f` makes on this device (from this thread) into a [`Graph`],
     /// without running them; [`Graph::launch`] then replays them all with one driver call.
+    /// Other threads may capture their own graphs on the same device at the same time, or launch
+    /// directly: a capture records only its own thread's launches.
     ///
     /// Every kernel `f` launches must have run once before with the same configuration (a capture
     /// cannot compile or load a module), and its memory arguments must be fuse [`crate::Buffer`]s or
@@ -100,8 +102,8 @@ impl Device {
     /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidLaunch`] on the CPU device, when a capture is already in progress on this
-    /// device, or when `f` launches a kernel that is not compiled yet; any error `f` returns
+    /// [`Error::InvalidLaunch`] on the CPU device, when this thread is already capturing on this
+    /// device (captures do not nest), or when `f` launches a kernel that is not compiled yet; any error `f` returns
     /// (the capture is then discarded); [`Error::Cuda`] when the driver refuses the capture.
     pub fn capture<'a>(&self, f: impl FnOnce() -> Result<()> + 'a) -> Result<Graph<'a>> {
         let Some(cuda) = self.cuda_inner() else {

@@ -533,7 +533,8 @@ fn launch_cuda(
     args: &mut [KernelArg<'_>],
 ) -> Result<()> {
     let k = &info.kernel;
-    let capturing = cuda.is_capturing_on_this_thread();
+    let capture_stream = cuda.capture_stream_of_this_thread();
+    let capturing = capture_stream.is_some();
     if capturing {
         refuse_uncapturable(k, args)?;
     }
@@ -635,7 +636,7 @@ fn launch_cuda(
             _ => None,
         }));
     }
-    let queued = cuda.launch(&loaded, grid, num_warps, words, capturing);
+    let queued = cuda.launch(&loaded, grid, num_warps, words, capture_stream);
     drop(guards);
     queued
 }

@@ -274,9 +274,11 @@ impl Ctx<'_> {
         }
         if !self.scratch_bytes.is_empty() {
             // The largest tile that moves lanes between threads (shape.rs).
-            let size = self.scratch_bytes.iter().skip(1).fold(self.scratch_bytes[0].clone(), |acc, b| {
-                format!("({acc} > {b} ? {acc} : {b})")
-            });
+            let size = self
+                .scratch_bytes
+                .iter()
+                .skip(1)
+                .fold(self.scratch_bytes[0].clone(), |acc, b| format!("({acc} > {b} ? {acc} : {b})"));
             out.line(format!("  __shared__ __align__(16) unsigned char fuse_xs[{size}];"));
         }
         for (i, v) in k.vars.iter().enumerate() {

@@ -64,7 +64,10 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
             Stmt::Assign { dst, expr }
                 if k.ty(*dst).shape.len().is_none()
                     && once(dst)
-                    && !matches!(expr, Expr::Load { .. } | Expr::Reduce(..) | Expr::Rand { .. } | Expr::ArgReduce { .. })
+                    && !matches!(
+                        expr,
+                        Expr::Load { .. } | Expr::Reduce(..) | Expr::Rand { .. } | Expr::ArgReduce { .. }
+                    )
                     && expr.operands().iter().all(|o| available.contains(o)) =>
             {
                 available.push(*dst);

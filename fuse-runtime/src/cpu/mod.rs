@@ -164,7 +164,16 @@ pub fn run(kernel: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [CpuArg<'
     // for kernels with long tiles, so their total stays within a budget instead of aborting.
     let workers =
         (CPU_STATE_BUDGET / layout.state.max(1)).clamp(1, rayon::current_num_threads() as u64) as usize;
-    let ctx = Ctx { kernel, consts, grid, lens: layout.lens, dims: layout.dims, dtypes: layout.dtypes, mems, scalars };
+    let ctx = Ctx {
+        kernel,
+        consts,
+        grid,
+        lens: layout.lens,
+        dims: layout.dims,
+        dtypes: layout.dtypes,
+        mems,
+        scalars,
+    };
     let pid_of = |f: usize| {
         let f = f as u64;
         [(f % gx) as u32, ((f / gx) % gy) as u32, (f / (gx * gy)) as u32]

@@ -133,7 +133,7 @@ pub(crate) struct CudaDevice {
     /// Full source → loaded kernel (single flight per source).
     modules: Mutex<HashMap<String, Cell<Arc<Loaded>>>>,
     hot: std::sync::RwLock<HashMap<HotKey, Arc<Loaded>, BuildHasherDefault<FxHasher>>>,
-    /// The graph capture in progress, if any (see `capture.rs`).
+    /// The graph captures in progress, one per capturing thread (see `capture.rs`).
     pub(crate) capture: capture::CaptureSlot,
 }
 
@@ -351,7 +351,7 @@ impl CudaDevice {
         grid: [u32; 3],
         num_warps: u32,
         words: &mut [u64],
-        capturing: bool,
+        capture_stream: Option<cudarc::driver::sys::CUstream>,
     ) -> Result<()> {
         const STACK: usize = 48;
         let mut stack = [std::ptr::null_mut::<c_void>(); STACK];
@@ -366,7 +366,7 @@ impl CudaDevice {
             *p = (w as *mut u64).cast();
         }
         self.ctx.bind_to_thread().map_err(|e| Error::Cuda(format!("binding the context: {}", drv(e))))?;
-        let stream = if capturing { self.capture.stream() } else { self.stream.cu_stream() };
+        let stream = capture_stream.unwrap_or_else(|| self.stream.cu_stream());
         // SAFETY: `launch::launch` checked the arguments against the kernel's parameters (the C
         // signature the emitter writes from them), `words` outlives the call, the buffers are live
         // and device-side bounds checks guard every access.
@@ -381,7 +381,7 @@ impl CudaDevice {
             )
         }
         .map_err(|e| Error::Cuda(format!("launching: {}", drv(e))))?;
-        if capturing {
+        if capture_stream.is_some() {
             return Ok(());
         }
         // Set only once the kernel is queued: a `synchronize` on another thread that clears the
