@@ -75,15 +75,26 @@ impl Lib {
         }
     }
 
-    /// cudarc's own non-panicking probe: does a by-name load succeed?
+    /// Does a by-name load succeed, as cudarc's would? The names are the Linux ones among cudarc's
+    /// candidates (`get_lib_name_candidates`). Not cudarc's own `is_culib_present`: that exists
+    /// only with cudarc's dynamic loading, and a build that links the libraries instead (candle's
+    /// CUDA backend turns on cudarc's `dynamic-linking` for the whole graph) has no such function;
+    /// there the libraries are already loaded and the by-name load finds them by SONAME.
     fn cudarc_finds_it(self) -> bool {
-        // SAFETY: these only try `dlopen` by name and close again.
-        unsafe {
-            match self {
-                Lib::Nvrtc => cudarc::nvrtc::sys::is_culib_present(),
-                Lib::Driver => cudarc::driver::sys::is_culib_present(),
-            }
-        }
+        let names: &[&str] = match self {
+            Lib::Nvrtc => &[
+                "libnvrtc.so",
+                "libnvrtc.so.13",
+                "libnvrtc.so.12",
+                "libnvrtc.so.11",
+                "libnvrtc.so.10",
+                "libnvrtc.so.9",
+                "libnvrtc.so.1",
+            ],
+            Lib::Driver => &["libcuda.so", "libcuda.so.13", "libcuda.so.12", "libcuda.so.1"],
+        };
+        // SAFETY: this only tries `dlopen` by name and closes again.
+        names.iter().any(|n| unsafe { libloading::Library::new(*n) }.is_ok())
     }
 }
 
