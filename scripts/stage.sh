@@ -4,6 +4,7 @@
 # (which has no cargo). Faster than ../shared/gpu/stage when only a few targets are needed.
 # Usage: bash scripts/stage.sh -p fuse --test gpu_interop --example softmax [-p fuse-runtime --test gpu ...]
 # (arguments are cargo build's; run it once per package).
+# STRIP=0 keeps the symbols (for a backtrace from a crash on the device).
 set -euo pipefail
 STAGE=${STAGE:-.gpu}
 mkdir -p "$STAGE"

@@ -14,5 +14,6 @@ for line in sys.stdin:
     dst = os.path.join(stage, f"{kind}-{name}")
     shutil.copyfile(m["executable"], dst)
     os.chmod(dst, 0o755)
-    subprocess.run(["strip", dst], check=False)
+    if os.environ.get("STRIP", "1") != "0":
+        subprocess.run(["strip", dst], check=False)
     print("staged", dst, os.path.getsize(dst) // 1024, "KiB")

@@ -39,6 +39,21 @@ fn close(what: &str, got: &[f32], want: &[f64]) {
     assert_close(what, &f64s(got), want, 1e-5, 1e-5);
 }
 
+/// CUDA refuses a context-wide synchronisation while a graph capture is in progress on any thread
+/// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the capture is invalidated; on an H100 with driver
+/// 580 it also crashed inside `cuCtxSynchronize` in 2 of 60 runs). cudarc's
+/// `CudaContext::new_stream` synchronises the context, so the tests that make cudarc streams or
+/// contexts hold this lock exclusively, and the graph tests hold it shared.
+static CONTEXT_WIDE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CONTEXT_WIDE.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    CONTEXT_WIDE.read().unwrap_or_else(|p| p.into_inner())
+}
+
 fn user_stream() -> (Arc<CudaContext>, Arc<CudaStream>) {
     let ctx = CudaContext::new(0).unwrap();
     let stream = ctx.new_stream().unwrap();
@@ -52,6 +67,7 @@ fn poisoned(stream: &Arc<CudaStream>, n: usize) -> CudaSlice<f32> {
 /// cudarc slices and views on the caller's own stream; results read back by cudarc on that
 /// stream with no explicit synchronisation: the stream orders them.
 fn cudarc_memory_on_the_callers_stream(_: &Device) {
+    let _no_capture_meanwhile = exclusive();
     let (ctx, stream) = user_stream();
     let dev = Device::from_cudarc(ctx, stream.clone()).unwrap();
     assert!(dev.description().contains("caller's stream"), "{}", dev.description());
@@ -87,6 +103,7 @@ fn cudarc_memory_on_the_callers_stream(_: &Device) {
 /// cudarc memory whose context tracks events across several streams: the launch on one stream
 /// waits for a write on another and a read on a third waits for the launch.
 fn cudarc_event_tracking_orders_other_streams(_: &Device) {
+    let _no_capture_meanwhile = exclusive();
     let ctx = CudaContext::new(0).unwrap();
     let (s_fuse, s_write, s_read) =
         (ctx.new_stream().unwrap(), ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
@@ -107,6 +124,7 @@ fn cudarc_event_tracking_orders_other_streams(_: &Device) {
 /// fuse's own `Device::cuda(0)` takes cudarc memory of the same GPU when nothing needs ordering
 /// beyond one stream, and refuses memory of an event-tracking context it is not built on.
 fn foreign_contexts_are_checked(dev: &Device) {
+    let _no_capture_meanwhile = exclusive();
     // A single-stream cudarc context on device 0 (the same primary context): accepted.
     let ctx = CudaContext::new(0).unwrap();
     let stream = ctx.default_stream();
@@ -154,6 +172,7 @@ fn foreign_contexts_are_checked(dev: &Device) {
 
 /// Views of fuse buffers on the GPU: the view's length bounds the accesses (reported at sync).
 fn buffer_views_on_the_gpu(dev: &Device) {
+    let _no_capture_meanwhile = exclusive();
     let n_all = 10_000;
     let x = random(n_all);
     let xb = dev.upload(&x).unwrap();
@@ -170,6 +189,11 @@ fn buffer_views_on_the_gpu(dev: &Device) {
     let want: Vec<f64> = f64s(&x[1..2049]).iter().map(|v| v * -1.5).collect();
     close("unaligned views", &got[5..2053], &want);
     assert!(got[..5].iter().chain(&got[2053..]).all(|v| v.is_nan()));
+    // A view shorter than the launch: on a device of its own, so that no other test's
+    // synchronize reports this error.
+    let dev = &harness::isolated_gpu();
+    let xb = dev.upload(&x).unwrap();
+    let mut out = dev.upload(&vec![f32::NAN; n_all]).unwrap();
     scale_unmasked::launch::<256>(
         dev,
         8,
@@ -190,6 +214,7 @@ fn buffer_views_on_the_gpu(dev: &Device) {
 /// A graph of ten launches replays to the same result as ten direct launches, and capturing runs
 /// nothing (three replays give three passes through the chain, not four).
 fn graphs_replay_captured_launches(dev: &Device) {
+    let _captures_only = shared();
     let n = 3000;
     let x = random(n);
     let mut direct = dev.upload(&x).unwrap();
@@ -232,6 +257,7 @@ fn graphs_replay_captured_launches(dev: &Device) {
 
 /// A buffer moved into the capture closure dies there; the graph keeps its memory alive.
 fn graphs_keep_moved_buffers_alive(dev: &Device) {
+    let _captures_only = shared();
     let x = random(1024);
     let xb = dev.upload(&x).unwrap();
     let mut tmp = dev.upload(&vec![f32::NAN; 1024]).unwrap();
@@ -250,6 +276,7 @@ fn graphs_keep_moved_buffers_alive(dev: &Device) {
 
 /// What a capture cannot do is a clear error, and the device stays usable after it.
 fn graph_capture_errors_are_clear(dev: &Device) {
+    let _captures_only = shared();
     let x = dev.upload(&random(4096)).unwrap();
     let mut out = dev.zeros::<f32>(4096).unwrap();
     // A configuration never launched before: the capture would have to compile it.
@@ -306,6 +333,7 @@ fn graph_capture_errors_are_clear(dev: &Device) {
 /// Several threads capture, replay and drop their own graphs on one device at the same time,
 /// while another thread launches directly: each capture records only its own thread's launches.
 fn graphs_capture_on_several_threads_at_once(dev: &Device) {
+    let _captures_only = shared();
     let n: usize = 5000;
     let grid = n.div_ceil(1024) as u32;
     let mut warm = dev.upload(&vec![0.0f32; n]).unwrap();

@@ -236,12 +236,13 @@ mod gpu {
         };
         let (x, w, b) = inputs(&[64, 32], DType::F32, device)?;
         let xt = x.reshape((32, 64))?.t()?;
-        let (w64, b64) = inputs(&[1, 64], DType::F32, device).map(|(_, w, b)| (w, b))?;
+        // xt is [64, 32]: its rows have 32 elements, so the weight and bias have 32.
+        let (w32, b32) = inputs(&[1, 32], DType::F32, device).map(|(_, w, b)| (w, b))?;
         expect_err(
-            xt.apply_op3_no_bwd(&w64, &b64, &OP),
+            xt.apply_op3_no_bwd(&w32, &b32, &OP),
             &["argument `x`", "not contiguous", ".contiguous()"],
         )?;
-        fused_vs_candle("transposed then contiguous", &xt.contiguous()?, &w64, &b64)?;
+        fused_vs_candle("transposed then contiguous", &xt.contiguous()?, &w32, &b32)?;
         expect_err(
             x.apply_op3_no_bwd(&w.to_dtype(DType::F16)?, &b, &OP),
             &["argument `weight`", "F16", "written for F32"],

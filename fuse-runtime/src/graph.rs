@@ -87,6 +87,12 @@ impl Device {
     /// Other threads may capture their own graphs on the same device at the same time, or launch
     /// directly: a capture records only its own thread's launches.
     ///
+    /// While any capture is in progress, no thread may synchronise the whole CUDA context: CUDA
+    /// refuses it (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`) and invalidates the capture, and on
+    /// an H100 (driver 580) we saw `cuCtxSynchronize` crash in that situation. fuse itself only
+    /// synchronises streams; cudarc's `CudaContext::synchronize` and `CudaContext::new_stream` (which
+    /// synchronises the context) are the calls to keep out of a capture's time span.
+    ///
     /// Every kernel `f` launches must have run once before with the same configuration (a capture
     /// cannot compile or load a module), and its memory arguments must be fuse [`crate::Buffer`]s or
     /// their views (the graph keeps those alive; cudarc memory it could not). Inside `f`, this

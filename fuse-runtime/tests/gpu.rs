@@ -54,7 +54,8 @@ fn upload_launch_read_back(d: &Device) {
     assert_eq!(d.zeros::<i64>(5).unwrap().to_vec().unwrap(), vec![0i64; 5]);
 }
 
-fn out_of_bounds_is_reported_at_the_next_sync(d: &Device) {
+fn out_of_bounds_is_reported_at_the_next_sync(_: &Device) {
+    let d = &harness::isolated_gpu();
     let xb = d.upload(&[1.0f32; 10]).unwrap();
     let mut out = d.zeros::<f32>(16).unwrap();
     // n = 16 > len(x) = 10: lanes 10..16 read x out of bounds; the launch itself succeeds.

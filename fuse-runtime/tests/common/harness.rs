@@ -36,6 +36,32 @@ pub fn usable_gpu() -> Result<Device, String> {
     Ok(d)
 }
 
+/// A device of its own on GPU 0 (its own stream, hence its own error words): a test that provokes
+/// an out-of-bounds error runs there, so that the error is not reported to another test's
+/// `synchronize` (errors are reported per device by whichever thread synchronises first, and the
+/// tests run in parallel threads).
+pub fn isolated_gpu() -> Device {
+    let ctx = fuse_runtime::cudarc::driver::CudaContext::new(0).expect("GPU 0 opened before");
+    let stream = ctx.new_stream().expect("a stream on GPU 0");
+    Device::from_cudarc(ctx, stream).expect("a device over GPU 0's primary context")
+}
+
+/// On SIGSEGV, print a backtrace before dying (not async-signal-safe, but it is a dying process's
+/// best effort to say where: a crash must be diagnosable from a device run's log).
+pub fn backtrace_on_segfault() {
+    extern "C" fn on_segv(_: i32) {
+        eprintln!("SIGSEGV; backtrace:\n{}", std::backtrace::Backtrace::force_capture());
+        std::process::abort();
+    }
+    extern "C" {
+        fn signal(signum: i32, handler: extern "C" fn(i32)) -> usize;
+    }
+    // SAFETY: installs a handler for SIGSEGV (11 on Linux); the handler never returns.
+    unsafe {
+        signal(11, on_segv);
+    }
+}
+
 /// A test that needs nothing special.
 pub fn trial(name: &'static str, test: fn()) -> Trial {
     Trial::test(name, move || {
@@ -48,6 +74,7 @@ pub fn trial(name: &'static str, test: fn()) -> Trial {
 /// to stderr) every one is ignored with the kind "needs an NVIDIA GPU"; run anyway with
 /// `--include-ignored`, each fails with the reason.
 pub fn gpu_trials(tests: Vec<(&'static str, fn(&Device))>) -> Vec<Trial> {
+    backtrace_on_segfault();
     let gpu = usable_gpu();
     if let Err(e) = &gpu {
         eprintln!("no usable GPU: {e}");
