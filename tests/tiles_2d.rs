@@ -220,6 +220,18 @@ fn softmax_rows_gpu_matches_cpu(gpu: &Device) {
         let want = softmax_reference(&x, n_rows, n_cols);
         assert_close(&format!("GPU softmax_rows {n_rows}x{n_cols}"), &f64s(&got), &want, 1e-6, 1e-5);
     }
+    // Rows wider than a warp's vectors: a row spans several warps (and, at 8 warps, several
+    // chunks of a thread), so its reduction crosses warps through shared memory.
+    for (n_rows, n_cols, warps) in [(33, 4000, 4), (5, 4096, 8), (7, 1500, 1)] {
+        let x = rng.vec(n_rows * n_cols, 4.0);
+        let xb = gpu.upload(&x).unwrap();
+        let mut out = gpu.upload(&vec![f32::NAN; n_rows * n_cols]).unwrap();
+        let cfg = fuse::LaunchConfig::new(n_rows.div_ceil(2) as u32).num_warps(warps);
+        softmax_rows::launch::<2, 4096>(gpu, cfg, &xb, &mut out, n_rows as i32, n_cols as i32).unwrap();
+        let want = softmax_reference(&x, n_rows, n_cols);
+        let what = format!("GPU softmax_rows [2, 4096] {n_rows}x{n_cols}, {warps} warps");
+        assert_close(&what, &f64s(&out.to_vec().unwrap()), &want, 1e-6, 1e-5);
+    }
 }
 
 fn shape_ops_gpu_matches_cpu(gpu: &Device) {

@@ -159,6 +159,15 @@ pub enum Fact {
     /// at a multiple of VEC when VEC divides the bound. So a chunk whose last value is its first
     /// plus VEC - 1 is consecutive: one subtraction licenses a vector access (the bias `offs % h`).
     ContigRem(Div),
+    /// An integer tile whose every lane is a multiple of the bound (`rows * n_cols`).
+    Mult(Div),
+    /// An integer tile constant on every VEC-aligned chunk, every lane a multiple of the bound:
+    /// a `[R, 1]` tile broadcast along the columns of `[R, C]` (VEC never exceeds C for a length
+    /// with 2-D tiles, see `layout`, so a chunk lies in one row).
+    BlockUniform(Div),
+    /// An integer tile consecutive within every VEC-aligned chunk, each chunk starting at a
+    /// multiple of VEC when VEC divides the bound: `row_base + cols` over a `[R, C]` tile.
+    ChunkContig(Div),
     /// A bool tile that is constant on every VEC-aligned chunk when VEC divides every listed
     /// bound (none: always), e.g. `cols < n` for a contiguous `cols` and `n` a multiple of VEC.
     /// Its lanes may then be read at the chunk's first slot, so one predicate serves the chunk.
@@ -173,8 +182,23 @@ impl Fact {
             (Fact::Int(a), Fact::Int(b)) => Fact::Int(a.min(b)),
             (Fact::Uniform(a), Fact::Uniform(b)) => Fact::Uniform(a.min(b)),
             (Fact::Contig(a), Fact::Contig(b)) => Fact::Contig(a.min(b)),
-            (Fact::ContigRem(a) | Fact::Contig(a), Fact::ContigRem(b) | Fact::Contig(b)) => {
-                Fact::ContigRem(a.min(b))
+            (Fact::ChunkContig(a) | Fact::Contig(a), Fact::ChunkContig(b) | Fact::Contig(b)) => {
+                Fact::ChunkContig(a.min(b))
+            }
+            (
+                Fact::ContigRem(a) | Fact::Contig(a) | Fact::ChunkContig(a),
+                Fact::ContigRem(b) | Fact::Contig(b) | Fact::ChunkContig(b),
+            ) => Fact::ContigRem(a.min(b)),
+            (Fact::BlockUniform(a) | Fact::Uniform(a), Fact::BlockUniform(b) | Fact::Uniform(b)) => {
+                Fact::BlockUniform(a.min(b))
+            }
+            (x, y)
+                if x.lane_div().is_some()
+                    && y.lane_div().is_some()
+                    && !x.is_scalar_fact()
+                    && !y.is_scalar_fact() =>
+            {
+                Fact::Mult(x.lane_div().unwrap().min(&y.lane_div().unwrap()))
             }
             (Fact::ChunkUniform(a), Fact::ChunkUniform(b)) => match union(a, b) {
                 u if u.len() <= MAX_TERMS => Fact::ChunkUniform(u),
@@ -182,6 +206,27 @@ impl Fact {
             },
             _ => Fact::Unknown,
         }
+    }
+
+    /// A bound dividing every lane of an integer tile whose lanes are each known to be multiples
+    /// (uniform, multiple, block-uniform).
+    fn lane_div(&self) -> Option<Div> {
+        match self {
+            Fact::Uniform(d) | Fact::Mult(d) | Fact::BlockUniform(d) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
+    /// The bound of a tile constant on every VEC-aligned chunk (uniform or block-uniform).
+    fn block_div(&self) -> Option<Div> {
+        match self {
+            Fact::Uniform(d) | Fact::BlockUniform(d) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
+    fn is_scalar_fact(&self) -> bool {
+        matches!(self, Fact::Int(_))
     }
 
     /// The divisibility of a uniform value (scalar or splat tile), if it is one.
@@ -265,7 +310,7 @@ impl Facts {
     fn transfer_expr(&self, k: &Kernel, dst: VarId, e: &Expr) -> Fact {
         let ty = k.ty(dst);
         if ty.dtype == DType::Bool && !ty.shape.is_scalar() {
-            return self.transfer_mask(k, e);
+            return self.transfer_mask(k, dst, e);
         }
         if !is_int(ty.dtype) {
             return Fact::Unknown;
@@ -273,7 +318,18 @@ impl Facts {
         let scalar = matches!(ty.shape, Shape::Scalar);
         let lift = |d: Div| if scalar { Fact::Int(d) } else { Fact::Uniform(d) };
         match e {
-            Expr::Copy(v) => self.get(*v).clone(),
+            // Lane indices are kept: `t[e]` is the source's `e`-th lane.
+            Expr::Copy(v) | Expr::Reshape(v) => self.get(*v).clone(),
+            Expr::Broadcast(v) => match (broadcast_kind(k, *v, dst), self.get(*v)) {
+                (_, Fact::Top) => Fact::Top,
+                (_, Fact::Uniform(d)) => Fact::Uniform(d.clone()),
+                (Kind::Rows | Kind::Other, f) => Fact::BlockUniform(f.lane_div().unwrap_or_else(Div::one)),
+                (Kind::Columns, Fact::Contig(d) | Fact::ChunkContig(d)) => Fact::ChunkContig(d.clone()),
+                (Kind::Columns, f @ (Fact::ContigRem(_) | Fact::Mult(_) | Fact::BlockUniform(_))) => {
+                    f.clone()
+                }
+                _ => Fact::Unknown,
+            },
             Expr::Lit(Literal::Int(v)) => lift(Div::of_int(i128::from(*v))),
             Expr::Lit(Literal::UInt(v)) => lift(Div::of_int(i128::from(*v))),
             Expr::Param(p) => match k.params[*p as usize].kind {
@@ -304,7 +360,7 @@ impl Facts {
     }
 
     /// Chunk-uniformity of a bool tile.
-    fn transfer_mask(&self, k: &Kernel, e: &Expr) -> Fact {
+    fn transfer_mask(&self, k: &Kernel, dst: VarId, e: &Expr) -> Fact {
         let always = Fact::ChunkUniform(Vec::new());
         // A scalar operand is the same in every lane.
         let of = |v: &VarId| if k.ty(*v).shape.is_scalar() { always.clone() } else { self.get(*v).clone() };
@@ -318,6 +374,14 @@ impl Facts {
                 all(&[a, b])
             }
             Expr::Where(c, a, b) => all(&[c, a, b]),
+            Expr::Copy(v) | Expr::Reshape(v) => of(v),
+            Expr::Broadcast(v) => match (broadcast_kind(k, *v, dst), of(v)) {
+                (_, Fact::Top) => Fact::Top,
+                // Constant along each row (or a single lane repeated everywhere).
+                (Kind::Rows | Kind::Other, _) => always,
+                (Kind::Columns, f @ Fact::ChunkUniform(_)) => f,
+                _ => Fact::Unknown,
+            },
             Expr::Binary(op, a, b) if op.is_comparison() && is_int(k.ty(*a).dtype) => {
                 let (fa, fb) = (self.get(*a), self.get(*b));
                 if matches!(fa, Fact::Top) || matches!(fb, Fact::Top) {
@@ -325,13 +389,18 @@ impl Facts {
                 }
                 match (fa, fb, op) {
                     (x, y, _) if x.uniform_div().is_some() && y.uniform_div().is_some() => always,
+                    (x, y, _) if x.block_div().is_some() && y.block_div().is_some() => always,
+                    (x, y, _) if x.uniform_div().is_some() && y.block_div().is_some() => always,
+                    (x, y, _) if x.block_div().is_some() && y.uniform_div().is_some() => always,
                     // An aligned block of consecutive values [cV, cV + V) lies wholly below or
                     // wholly at-or-above a multiple of V; `<=` and `>` split at `u + 1`.
-                    (Fact::Contig(s), u, BinaryOp::Lt | BinaryOp::Ge)
-                    | (u, Fact::Contig(s), BinaryOp::Gt | BinaryOp::Le) => match u.uniform_div() {
-                        Some(d) => Fact::ChunkUniform(union(std::slice::from_ref(s), &[d])),
-                        None => Fact::Unknown,
-                    },
+                    (Fact::Contig(s) | Fact::ChunkContig(s), u, BinaryOp::Lt | BinaryOp::Ge)
+                    | (u, Fact::Contig(s) | Fact::ChunkContig(s), BinaryOp::Gt | BinaryOp::Le) => {
+                        match u.uniform_div() {
+                            Some(d) => Fact::ChunkUniform(union(std::slice::from_ref(s), &[d])),
+                            None => Fact::Unknown,
+                        }
+                    }
                     _ => Fact::Unknown,
                 }
             }
@@ -352,13 +421,26 @@ impl Facts {
                 (u, Fact::Contig(s)) if op == BinaryOp::Add && u.uniform_div().is_some() => {
                     Fact::Contig(s.min(&u.uniform_div().unwrap()))
                 }
+                // A chunk-constant term keeps every chunk consecutive.
+                (Fact::Contig(s) | Fact::ChunkContig(s), u) if u.block_div().is_some() => {
+                    Fact::ChunkContig(s.min(&u.block_div().unwrap()))
+                }
+                (u, Fact::Contig(s) | Fact::ChunkContig(s))
+                    if op == BinaryOp::Add && u.block_div().is_some() =>
+                {
+                    Fact::ChunkContig(s.min(&u.block_div().unwrap()))
+                }
                 (x, y) => match (x.uniform_div(), y.uniform_div()) {
                     (Some(p), Some(q)) => lift(p.min(&q)),
-                    _ => Fact::Unknown,
+                    _ => match (x.block_div(), y.block_div(), x.lane_div(), y.lane_div()) {
+                        (Some(p), Some(q), _, _) => Fact::BlockUniform(p.min(&q)),
+                        (_, _, Some(p), Some(q)) if !scalar => Fact::Mult(p.min(&q)),
+                        _ => Fact::Unknown,
+                    },
                 },
             },
             BinaryOp::Rem if !scalar => match (a, b.uniform_div()) {
-                (Fact::Contig(s), Some(d)) => Fact::ContigRem(s.min(&d)),
+                (Fact::Contig(s) | Fact::ChunkContig(s), Some(d)) => Fact::ContigRem(s.min(&d)),
                 (x, Some(d)) => match x.uniform_div() {
                     Some(p) => Fact::Uniform(p.min(&d)),
                     None => Fact::Unknown,
@@ -367,7 +449,17 @@ impl Facts {
             },
             BinaryOp::Mul => match (a.uniform_div(), b.uniform_div()) {
                 (Some(p), Some(q)) => lift(p.mul(&q)),
-                _ => Fact::Unknown,
+                _ if scalar => Fact::Unknown,
+                _ => match (a.block_div(), b.block_div()) {
+                    (Some(p), Some(q)) => Fact::BlockUniform(p.mul(&q)),
+                    // Any integer times a multiple of d is a multiple of d.
+                    _ => Fact::Mult(
+                        a.lane_div()
+                            .or(a.uniform_div())
+                            .unwrap_or_else(Div::one)
+                            .mul(&b.lane_div().or(b.uniform_div()).unwrap_or_else(Div::one)),
+                    ),
+                },
             },
             // The result is one of the operands.
             BinaryOp::Max | BinaryOp::Min => match (a.uniform_div(), b.uniform_div()) {
@@ -376,6 +468,26 @@ impl Facts {
             },
             _ => Fact::Unknown,
         }
+    }
+}
+
+/// How `dst = broadcast(src)` repeats lanes: a `[R, 1]` source along the columns of `[R, C]`, a
+/// `[C]` or `[1, C]` one down its rows, or otherwise (then one lane everywhere: `[1, 1]`, `[1]`).
+enum Kind {
+    Rows,
+    Columns,
+    Other,
+}
+
+fn broadcast_kind(k: &Kernel, src: VarId, dst: VarId) -> Kind {
+    let unit = fuse_ir::Len::literal_log2(0);
+    let (sd, dd) = (k.ty(src).shape.dims(), k.ty(dst).shape.dims());
+    match (sd.as_slice(), dd.as_slice()) {
+        ([r, one], [r2, c]) if r == r2 && *one == unit && *c != unit => Kind::Rows,
+        ([c], [r, c2]) | ([_, c], [r, c2]) if c == c2 && *r != unit && (sd.len() == 1 || sd[0] == unit) => {
+            Kind::Columns
+        }
+        _ => Kind::Other,
     }
 }
 

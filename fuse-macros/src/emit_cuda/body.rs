@@ -68,7 +68,7 @@ impl Ctx<'_> {
             Expr::Binary(BinaryOp::Rem, a, b)
                 if self.dtype(*a).is_int()
                     && self.dtype(*a).size_bytes() >= 4
-                    && self.tile(dst).is_some()
+                    && self.tile(dst).is_some_and(|k| self.layout.row(k).is_none())
                     && self.tile(*b).is_none()
                     && matches!(self.facts.get(*a), Fact::Contig(_)) =>
             {

@@ -8,12 +8,41 @@
 //! two warp count every thread is busy; otherwise (or when L < THREADS) the chunks past L are
 //! "not ok" and are left out of memory accesses and reductions.
 //! Everything is a preprocessor constant, so `#if` can test it and loops fully unroll.
+//!
+//! 2-D tiles `[R, C]` are row-major: lane `r * C + c`. VEC of a length that some 2-D tile with
+//! `C > 1` has is capped at `C`, so a chunk never straddles two rows: a row is `C / VEC` whole
+//! chunks, held by consecutive threads (`FUSE_G`), and an axis-1 reduction is a fold over the
+//! chunk plus a butterfly over those threads.
+//!
+//! A **row layout** (Triton's slice layout) holds a `[R]` (or `[R, 1]`) tile the way its parent
+//! `[R, C]` tile holds rows: one slot per parent chunk, slot `j` holding the row of chunk `j`, so
+//! the `C / VEC` threads of a row each hold its value. An axis-1 reduction produces it in
+//! registers, element-wise code runs on it unchanged (its macros describe it), and broadcasting it
+//! back over the parent's columns reads slot `i / VEC` with no data movement (`slices.rs` decides
+//! which tiles take it).
 use fuse_ir::{Kernel, Len, ParamKind};
 
 pub struct Layout {
     pub lens: Vec<Len>,
     /// The widest VEC any tile may use.
     pub veck: u32,
+    /// Per length: the column counts of the 2-D tiles of that length with more than one column
+    /// (VEC is capped at each).
+    caps: Vec<Vec<Len>>,
+    /// The row layouts; layout index `lens.len() + i` is `rows[i]`.
+    pub rows: Vec<RowLayout>,
+}
+
+/// A tile held as the rows (`[R]`, `[R, 1]`) or the columns (`[C]`, `[1, C]`) of its parent
+/// `[R, C]` layout (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowLayout {
+    /// The parent's layout index (a length's).
+    pub parent: usize,
+    /// The parent's column count.
+    pub cols: Len,
+    /// Columns rather than rows: slot `i` holds the column of the parent's slot `i`.
+    pub columns: bool,
 }
 
 impl Layout {
@@ -27,12 +56,42 @@ impl Layout {
             })
             .min()
             .unwrap_or(4);
-        Layout { lens: k.tile_lens(), veck: 16 / narrowest }
+        let lens = k.tile_lens();
+        let mut caps: Vec<Vec<Len>> = vec![Vec::new(); lens.len()];
+        for v in &k.vars {
+            let dims = v.ty.shape.dims();
+            if let ([_, cols], Some(len)) = (dims.as_slice(), v.ty.shape.len()) {
+                let i = lens.iter().position(|l| *l == len).expect("every tile length is listed");
+                if *cols != Len::literal_log2(0) && !caps[i].contains(cols) {
+                    caps[i].push(cols.clone());
+                }
+            }
+        }
+        Layout { lens, veck: 16 / narrowest, caps, rows: Vec::new() }
     }
 
     /// The index `k` of a tile length, naming its `FUSE_*k` macros.
     pub fn index(&self, len: &Len) -> usize {
         self.lens.iter().position(|l| l == len).expect("every tile length is in Kernel::tile_lens")
+    }
+
+    /// The index of the row (or, with `columns`, column) layout of `parent` with `cols`
+    /// columns, made on first use.
+    pub fn row_index(&mut self, parent: usize, cols: &Len, columns: bool) -> usize {
+        let row = RowLayout { parent, cols: cols.clone(), columns };
+        let i = match self.rows.iter().position(|r| *r == row) {
+            Some(i) => i,
+            None => {
+                self.rows.push(row);
+                self.rows.len() - 1
+            }
+        };
+        self.lens.len() + i
+    }
+
+    /// The row or column layout with layout index `k`, if `k` is one.
+    pub fn row(&self, k: usize) -> Option<&RowLayout> {
+        k.checked_sub(self.lens.len()).map(|i| &self.rows[i])
     }
 
     /// The `#define`s of every tile length.
@@ -52,7 +111,12 @@ impl Layout {
                 vec = format!("FUSE_L{k} >= FUSE_THREADS * {w} ? {w} : ({vec})");
                 w *= 2;
             }
-            let vec = vec.replacen("? 2 : (1)", "? 2 : 1", 1);
+            let mut vec = vec.replacen("? 2 : (1)", "? 2 : 1", 1);
+            for c in &self.caps[k] {
+                // At most the columns of a 2-D tile of this length: a chunk stays inside a row.
+                let c = c.c_expr(const_names);
+                vec = format!("({vec}) < ({c}) ? ({vec}) : ({c})");
+            }
             out.push(format!("#define FUSE_VEC{k} ({vec})"));
             out.push(format!("#define FUSE_NCH{k} ((FUSE_L{k} + FUSE_THREADS * FUSE_VEC{k} - 1) / (FUSE_THREADS * FUSE_VEC{k}))"));
             out.push(format!("#define FUSE_EPT{k} (FUSE_NCH{k} * FUSE_VEC{k})"));
@@ -63,6 +127,39 @@ impl Layout {
             out.push(format!(
                 "#define FUSE_IDX{k}(i) ((((i) / FUSE_VEC{k}) * FUSE_THREADS + fuse_tid) * FUSE_VEC{k} + (i) % FUSE_VEC{k})"
             ));
+        }
+        for (i, r) in self.rows.iter().enumerate() {
+            let (k, p) = (self.lens.len() + i, r.parent);
+            let c = r.cols.c_expr(const_names);
+            if r.columns {
+                out.push(format!(
+                    "// column layout {k}: the columns of layout {p}'s [R, {}] tiles",
+                    r.cols.display(const_names)
+                ));
+                out.push(format!("#define FUSE_L{k} ({c})"));
+                for m in ["VEC", "NCH", "EPT", "FULL"] {
+                    out.push(format!("#define FUSE_{m}{k} FUSE_{m}{p}"));
+                }
+                out.push(format!("#define FUSE_OK{k}(j) FUSE_OK{p}(j)"));
+                out.push(format!("#define FUSE_IDX{k}(i) (FUSE_IDX{p}(i) % ({c}))"));
+                continue;
+            }
+            out.push(format!(
+                "// row layout {k}: the rows of layout {p}'s [R, {}] tiles",
+                r.cols.display(const_names)
+            ));
+            out.push(format!("#define FUSE_L{k} (FUSE_L{p} / ({c}))"));
+            out.push(format!("#define FUSE_VEC{k} 1"));
+            out.push(format!("#define FUSE_NCH{k} FUSE_NCH{p}"));
+            out.push(format!("#define FUSE_EPT{k} FUSE_NCH{p}"));
+            out.push(format!("#define FUSE_FULL{k} FUSE_FULL{p}"));
+            out.push(format!("#define FUSE_OK{k}(j) FUSE_OK{p}(j)"));
+            out.push("// the row of parent chunk i".to_string());
+            out.push(format!(
+                "#define FUSE_IDX{k}(i) ((((i) * FUSE_THREADS + fuse_tid) * FUSE_VEC{p}) / ({c}))"
+            ));
+            out.push("// how many consecutive threads hold one row".to_string());
+            out.push(format!("#define FUSE_G{k} (({c}) / FUSE_VEC{p})"));
         }
         out
     }

@@ -55,7 +55,9 @@ impl Ctx<'_> {
 
     /// The `#if` condition for the vector path of tile length `k`, if the offsets allow one.
     fn vector_cond(&mut self, a: &Access, k: usize) -> Option<String> {
-        let (Fact::Contig(div) | Fact::ContigRem(div)) = self.facts.get(a.offset).clone() else {
+        let (Fact::Contig(div) | Fact::ContigRem(div) | Fact::ChunkContig(div)) =
+            self.facts.get(a.offset).clone()
+        else {
             return None;
         };
         if a.elem == DType::Bool {
@@ -75,7 +77,7 @@ impl Ctx<'_> {
     /// (The runtime's proof is per lane; reading a chunk's mask at its first lane is sound because
     /// `affine::Fact::ChunkUniform` proves every lane of the chunk has that value.)
     fn unchecked_cond(&self, a: &Access, vector_cond: &str) -> Option<String> {
-        let Fact::Contig(_) = self.facts.get(a.offset) else { return None };
+        let (Fact::Contig(_) | Fact::ChunkContig(_)) = self.facts.get(a.offset) else { return None };
         let uniform = match a.mask {
             Some(m) if self.tile(m).is_some() => self.chunk_uniform[m.0 as usize].clone()?,
             _ => "1".to_string(),

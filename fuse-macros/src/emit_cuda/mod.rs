@@ -25,6 +25,7 @@ mod random;
 mod reduce;
 mod schedule;
 mod shape;
+mod slices;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -43,10 +44,13 @@ pub struct CudaSource {
 }
 
 pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
+    let mut layout = Layout::new(kernel);
+    let var_layout = slices::assign(kernel, &mut layout);
     let mut cx = Ctx {
         k: kernel,
         names: Names::new(kernel),
-        layout: Layout::new(kernel),
+        layout,
+        var_layout,
         facts: Facts::analyse(kernel),
         needs: Needs::default(),
         specs: Vec::new(),
@@ -80,6 +84,8 @@ struct Ctx<'k> {
     k: &'k Kernel,
     names: Names,
     layout: Layout,
+    /// Per var: its layout index (`None` for scalars); see [`slices`].
+    var_layout: Vec<Option<usize>>,
     facts: Facts,
     needs: Needs,
     specs: Vec<Specialization>,
@@ -122,7 +128,7 @@ impl Ctx<'_> {
 
     /// The layout index of a tile var, `None` for a scalar.
     fn tile(&self, v: VarId) -> Option<usize> {
-        self.k.ty(v).shape.len().map(|l| self.layout.index(&l))
+        self.var_layout[v.0 as usize]
     }
 
     /// The value of `v` in slot `i` (a tile) or its value (a scalar, broadcast).
@@ -283,10 +289,8 @@ impl Ctx<'_> {
         }
         for (i, v) in k.vars.iter().enumerate() {
             let n = &self.names.vars[i];
-            match v.ty.shape.len() {
-                Some(l) => {
-                    out.line(format!("  {} {n}[FUSE_EPT{}];", c_type(v.ty.dtype), self.layout.index(&l)))
-                }
+            match self.var_layout[i] {
+                Some(l) => out.line(format!("  {} {n}[FUSE_EPT{l}];", c_type(v.ty.dtype))),
                 None => out.line(format!("  {} {n};", c_type(v.ty.dtype))),
             }
         }

@@ -12,13 +12,7 @@ use fuse_ir::{DType, ReduceOp, VarId};
 impl Ctx<'_> {
     pub(super) fn reduce(&mut self, dst: VarId, op: ReduceOp, src: VarId) {
         let k = self.tile(src).expect("reductions take tiles");
-        let sd = self.dtype(src).compute();
-        // bool reduces as 0/1 ints: sum and max are "any", min is "all".
-        let (acc, op) = match (sd, op) {
-            (DType::Bool, ReduceOp::Min) => (DType::I32, ReduceOp::Min),
-            (DType::Bool, _) => (DType::I32, ReduceOp::Max),
-            (d, op) => (d, op),
-        };
+        let (acc, op) = accumulate(self.dtype(src), op);
         if !self.reduce_types.contains(&acc) {
             self.reduce_types.push(acc);
         }
@@ -62,7 +56,18 @@ impl Ctx<'_> {
     }
 }
 
-fn identity(op: ReduceOp, d: DType) -> String {
+/// The accumulator dtype and operation of reducing `d` with `op`: bool reduces as 0/1 ints (sum
+/// and max are "any", min is "all"), f16/bf16 in f32.
+pub(super) fn accumulate(d: DType, op: ReduceOp) -> (DType, ReduceOp) {
+    match (d.compute(), op) {
+        (DType::Bool, ReduceOp::Min) => (DType::I32, ReduceOp::Min),
+        (DType::Bool, _) => (DType::I32, ReduceOp::Max),
+        (d, op) => (d, op),
+    }
+}
+
+/// The neutral value of `op` in dtype `d`.
+pub(super) fn identity(op: ReduceOp, d: DType) -> String {
     match (op, d) {
         (ReduceOp::Sum, DType::F32) => "0.0f".into(),
         (ReduceOp::Sum, d) => ctype::int_lit(0, d),

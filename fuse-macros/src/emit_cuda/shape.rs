@@ -9,11 +9,15 @@
 //! reads what its destination slots need, a barrier before the buffer is reused. A broadcast
 //! unit axis is read from shared memory, never from global memory again.
 //!
-//! An axis reduction folds its row or column serially per output lane (lanes in order, so the
-//! result is deterministic): simple and exact, but the output lanes of a narrow tile are few, so
-//! it leaves threads idle; a shuffle-based path for VEC-aligned rows is the planned fast path.
+//! A reduction along axis 1 of a `[R, C]` tile with `C > 1` (whose chunks never straddle rows,
+//! see [`super::layout`]) folds each chunk in its thread and combines the `C / VEC` threads of a
+//! row by butterfly shuffles (plus one exchange through shared memory when a row spans several
+//! warps); the rows stay in registers in a row layout ([`super::slices`]), from which a broadcast
+//! back over the columns is free. Other axis reductions and arg-reductions fold their row or
+//! column serially per output lane (in lane order, deterministic) through the scratch.
 use super::ctype::{self, c_type};
-use super::reduce::combine;
+use super::reduce::{accumulate, combine, identity};
+use super::slices;
 use super::Ctx;
 use fuse_ir::{ArgOp, DType, Len, ReduceOp, VarId};
 
@@ -41,6 +45,16 @@ impl Ctx<'_> {
 
     /// NumPy broadcast of a tile to `dst`'s shape.
     pub(super) fn broadcast(&mut self, dst: VarId, src: VarId) {
+        let (ks, kd) = (self.tile(src).expect("broadcasts read tiles"), self.tile(dst).expect("tile"));
+        if let Some(columns) = slices::free_broadcast(self.k, &mut self.layout, ks, src, dst) {
+            // Slot j of a row layout is the row of dst's chunk j; slot i of a column layout the
+            // column of dst's slot i.
+            let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
+            let at = if columns { "fuse_i".to_string() } else { format!("fuse_i / FUSE_VEC{kd}") };
+            self.w.line(format!("// {d} = broadcast({s}): each thread holds what its slots need"));
+            self.w.unrolled("fuse_i", &format!("FUSE_EPT{kd}"), format!("{d}[fuse_i] = {s}[{at}];"));
+            return;
+        }
         let (sd, dd) = (self.k.ty(src).shape.dims(), self.k.ty(dst).shape.dims());
         let lane = self.broadcast_lane(&sd, &dd);
         let what = format!("{} = broadcast({})", self.name(dst), self.name(src));
@@ -79,6 +93,10 @@ impl Ctx<'_> {
 
     /// `dst = op(src, axis)` for a 2-D `src`.
     pub(super) fn reduce_axis(&mut self, dst: VarId, op: ReduceOp, axis: u8, src: VarId) {
+        let dims = self.k.ty(src).shape.dims();
+        if axis == 1 && dims[1] != Len::literal_log2(0) {
+            return self.reduce_rows(dst, op, src, &dims[1]);
+        }
         let acc = self.dtype(src).compute();
         let t = c_type(acc);
         let what = format!("{} = {}({}, {axis})", self.name(dst), reduce_name(op), self.name(src));
@@ -100,6 +118,104 @@ impl Ctx<'_> {
         self.w.close();
         self.w.close();
         self.scratch_out();
+    }
+
+    /// `dst = op(src, 1)` for a `[R, C]` `src`, `C > 1`: a fold per chunk, then a butterfly over
+    /// the `FUSE_G` threads of each row (through shared memory between warps when a row spans
+    /// several), leaving every row's value in each of its threads (the row layout).
+    fn reduce_rows(&mut self, dst: VarId, op: ReduceOp, src: VarId, cols: &Len) {
+        let p = self.tile(src).expect("reductions read tiles");
+        let r = self.layout.row_index(p, cols, false);
+        let (acc, op) = accumulate(self.dtype(src), op);
+        let (t, id) = (c_type(acc), identity(op, acc));
+        let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
+        let fold = |a: &str, b: &str| combine(op, acc, a, b);
+        self.w.line(format!("// {d} = {}({s}, 1): each row over FUSE_G{r} threads", reduce_name(op)));
+        self.w.open("");
+        self.w.line(format!("{t} fuse_rv[FUSE_NCH{p}];"));
+        self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{p}"));
+        self.w.line(format!("{t} fuse_r = {id};"));
+        let x = self.at_as(src, &format!("fuse_j * FUSE_VEC{p} + fuse_v"), acc);
+        self.w.open(format!("if (FUSE_OK{p}(fuse_j))"));
+        self.w.unrolled("fuse_v", &format!("FUSE_VEC{p}"), format!("fuse_r = {};", fold("fuse_r", &x)));
+        self.w.close();
+        self.w.line("fuse_rv[fuse_j] = fuse_r;");
+        self.w.close();
+        let shfl = |w: &mut super::writer::Writer, from: &str| {
+            w.pp("#pragma unroll");
+            w.open(format!("for (int fuse_s = {from}; fuse_s > 0; fuse_s >>= 1)"));
+            w.unrolled(
+                "fuse_j",
+                &format!("FUSE_NCH{p}"),
+                format!(
+                    "fuse_rv[fuse_j] = {};",
+                    fold("fuse_rv[fuse_j]", "__shfl_xor_sync(0xffffffffu, fuse_rv[fuse_j], fuse_s)")
+                ),
+            );
+            w.close();
+        };
+        self.w.pp(format!("#if FUSE_G{r} <= 32"));
+        shfl(&mut self.w, &format!("FUSE_G{r} / 2"));
+        self.w.pp("#else");
+        // A row spans FUSE_G / 32 whole warps: one value per (chunk, warp), then each thread folds
+        // its row's in order.
+        shfl(&mut self.w, "16");
+        let xs = format!("(({t}*)fuse_xs)");
+        self.scratch_bytes_for(format!("(FUSE_NCH{p} * FUSE_NUM_WARPS * {})", acc.size_bytes()));
+        self.w.line("__syncthreads();");
+        self.w.unrolled(
+            "fuse_j",
+            &format!("FUSE_NCH{p}"),
+            format!(
+                "if ((fuse_tid & 31) == 0 && FUSE_OK{p}(fuse_j)) {xs}[fuse_j * FUSE_NUM_WARPS + (fuse_tid >> 5)] = fuse_rv[fuse_j];"
+            ),
+        );
+        self.w.line("__syncthreads();");
+        self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{p}"));
+        self.w.open(format!("if (FUSE_OK{p}(fuse_j))"));
+        self.w.line(format!("const int fuse_w0 = FUSE_IDX{r}(fuse_j) * (FUSE_G{r} / 32);"));
+        self.w.line(format!("{t} fuse_r = {xs}[fuse_w0];"));
+        self.w.line(format!(
+            "for (int fuse_q = 1; fuse_q < FUSE_G{r} / 32; ++fuse_q) fuse_r = {};",
+            fold("fuse_r", &format!("{xs}[fuse_w0 + fuse_q]"))
+        ));
+        self.w.line("fuse_rv[fuse_j] = fuse_r;");
+        self.w.close();
+        self.w.close();
+        self.w.pp("#endif");
+        let dd = self.dtype(dst);
+        let out = ctype::convert("fuse_rv[fuse_j]", acc, dd, &mut self.needs);
+        match self.tile(dst).expect("axis reductions of 2-D tiles make tiles") {
+            kd if kd == r => {
+                self.w.unrolled("fuse_j", &format!("FUSE_NCH{p}"), format!("{d}[fuse_j] = {out};"));
+            }
+            kd => {
+                // dst is wanted in its length's layout: each row's first thread posts it.
+                self.scratch_bytes_for(format!("(FUSE_L{kd} * {})", acc.size_bytes()));
+                self.w.line("__syncthreads();");
+                self.w.unrolled(
+                    "fuse_j",
+                    &format!("FUSE_NCH{p}"),
+                    format!(
+                        "if (FUSE_OK{p}(fuse_j) && (fuse_j * FUSE_THREADS + fuse_tid) % FUSE_G{r} == 0) {xs}[FUSE_IDX{r}(fuse_j)] = fuse_rv[fuse_j];"
+                    ),
+                );
+                self.w.line("__syncthreads();");
+                let got = ctype::convert(&format!("{xs}[FUSE_IDX{kd}(fuse_i)]"), acc, dd, &mut self.needs);
+                self.w.unrolled(
+                    "fuse_i",
+                    &format!("FUSE_EPT{kd}"),
+                    format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = {got};"),
+                );
+            }
+        }
+        self.w.close();
+    }
+
+    fn scratch_bytes_for(&mut self, bytes: String) {
+        if !self.scratch_bytes.contains(&bytes) {
+            self.scratch_bytes.push(bytes);
+        }
     }
 
     /// `dst = argmax/argmin(src[, axis])`: the first index of the extreme lane, NaN first.
@@ -166,10 +282,7 @@ impl Ctx<'_> {
     fn scratch_in(&mut self, src: VarId, what: &str) {
         let ks = self.tile(src).expect("scratch holds tiles");
         let t = c_type(self.dtype(src));
-        let bytes = format!("(FUSE_L{ks} * {})", self.dtype(src).size_bytes());
-        if !self.scratch_bytes.contains(&bytes) {
-            self.scratch_bytes.push(bytes);
-        }
+        self.scratch_bytes_for(format!("(FUSE_L{ks} * {})", self.dtype(src).size_bytes()));
         let s = self.name(src).to_string();
         self.w.line(format!("// {what}: through shared memory"));
         self.w.open("");

@@ -4,7 +4,8 @@ use super::*;
 use fuse_ir::*;
 
 pub(super) mod kernels;
-mod nvrtc;
+pub(super) mod nvrtc;
+mod rows;
 
 use kernels::*;
 

@@ -17,7 +17,7 @@ const CONFIGS: &[(u32, u32, u32)] = &[
 ];
 const ARCHS: &[&str] = &["sm_80", "sm_90"];
 
-fn nvrtc_present() -> bool {
+pub(super) fn nvrtc_present() -> bool {
     // cudarc panics when the library is missing; probe first.
     if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         return true;
@@ -31,7 +31,14 @@ fn nvrtc_present() -> bool {
     false
 }
 
-fn defines(k: &Kernel, specs: &[Specialization], block: u32, r: u32, warps: u32, spec_value: u32) -> String {
+pub(super) fn defines(
+    k: &Kernel,
+    specs: &[Specialization],
+    block: u32,
+    r: u32,
+    warps: u32,
+    spec_value: u32,
+) -> String {
     let mut d = String::new();
     for c in &k.consts {
         d.push_str(&format!("#define {c} {}\n", if c == "BLOCK" { block } else { r }));
@@ -43,7 +50,7 @@ fn defines(k: &Kernel, specs: &[Specialization], block: u32, r: u32, warps: u32,
     d
 }
 
-fn compile(src: &str, arch: &str) -> Result<String, String> {
+pub(super) fn compile(src: &str, arch: &str) -> Result<String, String> {
     let opts = cudarc::nvrtc::CompileOptions {
         options: vec![format!("--gpu-architecture={arch}")],
         ..Default::default()
@@ -55,7 +62,7 @@ fn compile(src: &str, arch: &str) -> Result<String, String> {
     }
 }
 
-fn numbered(src: &str) -> String {
+pub(super) fn numbered(src: &str) -> String {
     src.lines().enumerate().map(|(i, l)| format!("{:4} {l}\n", i + 1)).collect()
 }
 

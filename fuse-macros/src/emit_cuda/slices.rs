@@ -1,0 +1,159 @@
+//! Which tiles live in a row or column layout ([`super::layout::RowLayout`]) instead of their
+//! length's.
+//!
+//! An axis-1 reduction of a `[R, C]` tile (`C > 1`) yields its rows in a row layout, in
+//! registers. A tile broadcast to `[R, C]` along the columns (`[R, 1]` source) or down the rows
+//! (`[C]` / `[1, C]` source) takes the row or column layout of that `[R, C]` where nothing else
+//! decided its layout, so the broadcast moves nothing (the row and column indices built from
+//! `arange`, their masks, a weight vector's load). A layout spreads through element-wise
+//! operations, casts, `where_`, `reshape` (which keeps lane indices), loads and stores: all their
+//! tiles share one layout. Where two layouts meet, or an operation needs each lane held once (a
+//! full reduction, `trans`, `rand`, any other broadcast, `arange`'s own lanes are fine anywhere),
+//! the tiles involved are demoted to their length's layout, which moves values through shared
+//! memory where a derived value meets it. Layouts only fall (undecided → row/column → length's)
+//! and the pass runs to a fixed point over every assignment (a var assigned in a loop has one
+//! layout for all of them), so it ends.
+use super::layout::Layout;
+use fuse_ir::{Expr, Kernel, Len, Stmt, VarId};
+
+/// A var's layout while the pass runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lay {
+    /// Nothing decided it yet (`arange`, a splat, a literal fit any layout).
+    Free,
+    /// A row or column layout (its index).
+    Derived(usize),
+    /// Its length's layout.
+    Len,
+}
+
+impl Lay {
+    fn meet(self, o: Lay) -> Lay {
+        match (self, o) {
+            (Lay::Free, x) | (x, Lay::Free) => x,
+            (Lay::Derived(a), Lay::Derived(b)) if a == b => Lay::Derived(a),
+            _ => Lay::Len,
+        }
+    }
+}
+
+/// The layout index of every tile var (`None` for scalars), making the row and column layouts.
+pub fn assign(k: &Kernel, layout: &mut Layout) -> Vec<Option<usize>> {
+    let mut lay = vec![Lay::Free; k.vars.len()];
+    loop {
+        let before = lay.clone();
+        k.visit_stmts(&mut |s| visit(k, layout, &mut lay, s));
+        if lay == before {
+            break;
+        }
+    }
+    (0..k.vars.len())
+        .map(|i| {
+            let len = k.vars[i].ty.shape.len()?;
+            Some(match lay[i] {
+                Lay::Derived(r) => r,
+                Lay::Free | Lay::Len => layout.index(&len),
+            })
+        })
+        .collect()
+}
+
+fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
+    let is_tile = |v: &VarId| !k.ty(*v).shape.is_scalar();
+    // Every tile of `vars` takes the meet of their layouts (all demoted on a conflict).
+    let unify = |lay: &mut [Lay], vars: &[VarId]| {
+        let tiles: Vec<usize> = vars.iter().filter(|v| is_tile(v)).map(|v| v.0 as usize).collect();
+        let m = tiles.iter().fold(Lay::Free, |m, &v| m.meet(lay[v]));
+        for v in tiles {
+            lay[v] = m;
+        }
+    };
+    let demote = |lay: &mut [Lay], vars: &[VarId]| {
+        for v in vars.iter().filter(|v| is_tile(v)) {
+            lay[v.0 as usize] = Lay::Len;
+        }
+    };
+    match s {
+        Stmt::Store { offset, value, mask, .. } => {
+            let mut vars = vec![*offset, *value];
+            vars.extend(*mask);
+            unify(lay, &vars);
+        }
+        Stmt::Assign { dst, expr } if is_tile(dst) => {
+            let d = dst.0 as usize;
+            match expr {
+                Expr::ReduceAxis { src, axis, .. } => {
+                    demote(lay, &[*src]);
+                    let made = match (k.ty(*src).shape.dims().as_slice(), k.ty(*src).shape.len()) {
+                        ([_, cols], Some(len)) if *axis == 1 && *cols != unit() => {
+                            Lay::Derived(layout.row_index(layout.index(&len), cols, false))
+                        }
+                        _ => Lay::Len,
+                    };
+                    lay[d] = lay[d].meet(made);
+                }
+                Expr::Broadcast(src) => {
+                    let si = src.0 as usize;
+                    lay[d] = Lay::Len;
+                    match wanted_by_broadcast(k, layout, *src, *dst) {
+                        Some(want) if lay[si].meet(want) == want => lay[si] = want,
+                        _ => demote(lay, &[*src]),
+                    }
+                }
+                Expr::Reduce(..) | Expr::ArgReduce { .. } | Expr::Trans(_) | Expr::Rand { .. } => {
+                    demote(lay, &expr.operands());
+                    lay[d] = Lay::Len;
+                }
+                // Element-wise, casts, `where_`, reshapes, loads, `arange`, splats: every tile
+                // operand and the result share a layout.
+                _ => {
+                    let mut vars = expr.operands();
+                    vars.push(*dst);
+                    unify(lay, &vars);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn unit() -> Len {
+    Len::literal_log2(0)
+}
+
+/// The row or column layout in which `src` makes `dst = broadcast(src)` free: a `[R, 1]` source
+/// of a `[R, C]` destination takes the rows of `dst`'s layout, a `[C]` or `[1, C]` one its
+/// columns (`C > 1`, `R > 1`).
+fn wanted_by_broadcast(k: &Kernel, layout: &mut Layout, src: VarId, dst: VarId) -> Option<Lay> {
+    let (sd, dd) = (k.ty(src).shape.dims(), k.ty(dst).shape.dims());
+    let len = k.ty(dst).shape.len()?;
+    let [rows, cols] = dd.as_slice() else { return None };
+    if *rows == unit() || *cols == unit() {
+        return None;
+    }
+    let parent = layout.index(&len);
+    match sd.as_slice() {
+        [r, one] if r == rows && *one == unit() => Some(Lay::Derived(layout.row_index(parent, cols, false))),
+        [c] | [_, c] if c == cols && (sd.len() == 1 || sd[0] == unit()) => {
+            Some(Lay::Derived(layout.row_index(parent, cols, true)))
+        }
+        _ => None,
+    }
+}
+
+/// For the emitter: whether `dst = broadcast(src)` with `src` in layout `src_layout` reads the
+/// source's slots directly, and how: `Some(false)` for rows (slot `i / VEC`), `Some(true)` for
+/// columns (slot `i`).
+pub fn free_broadcast(
+    k: &Kernel,
+    layout: &mut Layout,
+    src_layout: usize,
+    src: VarId,
+    dst: VarId,
+) -> Option<bool> {
+    let row = layout.row(src_layout)?.clone();
+    match wanted_by_broadcast(k, layout, src, dst)? {
+        Lay::Derived(w) if w == src_layout => Some(row.columns),
+        _ => None,
+    }
+}
