@@ -37,7 +37,7 @@ fn run<T: ToF64 + Float>(
     let (qw_b, kw_b) = (device.upload(&q_w)?, device.upload(&k_w)?);
     let per = kernels::heads_per_program(h);
     let go = |qkv_b: &mut fuse::Buffer<T>| {
-        kernels::launch(device, tokens, per, qkv_b, &pos_b, &cs_b, &qw_b, &kw_b, h, EPS, neox)
+        kernels::launch(device, None, tokens, per, qkv_b, &pos_b, &cs_b, &qw_b, &kw_b, h, EPS, neox)
     };
     go(&mut qkv_b)?;
     let got = qkv_b.to_vec()?;

@@ -144,10 +144,12 @@ pub fn heads_per_program(h: Heads) -> usize {
 }
 
 /// Launches [`qk_norm_rope`] over `tokens` tokens of `qkv` with `heads` heads per program (a power
-/// of two up to 16) and the tile width the head width rounds up to (64, 128 or 256).
+/// of two up to 16) and the tile width the head width rounds up to (64, 128 or 256), with `warps`
+/// warps (the runtime's default if `None`).
 #[allow(clippy::too_many_arguments)]
 pub fn launch<T: fuse::Float>(
     device: &fuse::Device,
+    warps: Option<u32>,
     tokens: usize,
     heads: usize,
     qkv: &mut fuse::Buffer<T>,
@@ -162,10 +164,14 @@ pub fn launch<T: fuse::Float>(
     let too_big =
         |what: &str| fuse::Error::InvalidLaunch(format!("qk_norm_rope: {what} does not fit an i32"));
     let n = |v: usize, what: &str| i32::try_from(v).map_err(|_| too_big(what));
-    let grid = (
+    let grid = fuse::LaunchConfig::new((
         u32::try_from(tokens).map_err(|_| too_big("tokens"))?,
-        u32::try_from((h.q + h.k).div_ceil(heads)).map_err(|_| too_big("heads"))?,
-    );
+        u32::try_from((h.q + h.k).div_ceil(heads.max(1))).map_err(|_| too_big("heads"))?,
+    ));
+    let grid = match warps {
+        Some(w) => grid.num_warps(w),
+        None => grid,
+    };
     let (nq, nk, nv, dim) = (n(h.q, "n_q")?, n(h.k, "n_k")?, n(h.v, "n_v")?, n(h.dim, "head_dim")?);
     let neox = i32::from(neox);
     macro_rules! go {

@@ -353,8 +353,21 @@ impl<T: Elem> QkCase<T> {
         let per = qk_norm_rope::heads_per_program(self.h);
         let (pos, cs, qw, kw) =
             (d.upload(&self.positions).unwrap(), up(&self.cos_sin), up(&self.q_w), up(&self.k_w));
-        qk_norm_rope::launch(d, self.tokens, per, &mut qkv, &pos, &cs, &qw, &kw, self.h, Self::EPS, neox)
-            .unwrap();
+        qk_norm_rope::launch(
+            d,
+            None,
+            self.tokens,
+            per,
+            &mut qkv,
+            &pos,
+            &cs,
+            &qw,
+            &kw,
+            self.h,
+            Self::EPS,
+            neox,
+        )
+        .unwrap();
         qkv.to_vec().unwrap()
     }
 
