@@ -1,24 +1,33 @@
 //! The anchor benchmark (issue 6): for every pattern, shape and dtype of ANCHORS.md, times the fused
 //! fuse kernel, the same computation as a chain of separate (unfused) fuse kernels, and a
-//! device-to-device copy of the same bytes; then the host launch overhead. Timing matches
+//! device-to-device copy of the same bytes; then the host launch overhead. Issue 14's patterns
+//! follow: softmax and LayerNorm of narrow rows (several rows per program, the one-row kernel
+//! beside), QK-norm + RoPE (NeoX and GPT-J), cross-entropy over torch_peers.py's vocabularies, and
+//! residual add + GELU / SiLU. Timing matches
 //! `triton.testing.do_bench`: median of per-call CUDA-event times, L2 flushed before each call.
 //! Prints a table; writes JSON rows `{pattern, shape, dtype, impl, ms, gbs}` to `$FUSE_BENCH_JSON`.
 //!
 //! `cargo bench --bench anchors` (needs a GPU; prints why it skips otherwise).
 #![allow(dead_code)] // the kernel files also hold float64 references the bench does not use
 
+#[path = "../examples/kernels/add_activation.rs"]
+mod add_activation;
 #[path = "../examples/kernels/add_mul.rs"]
 mod add_mul;
 #[path = "../examples/kernels/bias_gelu_dropout.rs"]
 mod bias_gelu_dropout;
+#[path = "../examples/kernels/cross_entropy.rs"]
+mod cross_entropy;
 #[path = "common/host_time.rs"]
 mod host_time;
 #[path = "../examples/kernels/layernorm.rs"]
 mod layernorm;
+#[path = "../examples/kernels/qk_norm_rope.rs"]
+mod qk_norm_rope;
 #[path = "../examples/kernels/softmax.rs"]
 mod softmax;
 
-use fuse::half::f16;
+use fuse::half::{bf16, f16};
 use fuse::{fused_kernel, Buffer, Device, Element, LaunchConfig, Result};
 
 /// `FUSE_BENCH_WARPS=n` launches the fused kernels with `n` warps instead of the runtime's default
@@ -135,6 +144,17 @@ mod unfused {
         store(out + o, where_(rand(seed, o) > p, load(x + o, o < n) / (1.0 - p), 0.0), o < n);
     }
     #[fused_kernel]
+    pub fn add_into<T: Float, const B: usize>(x: *const T, acc: *mut T, n: i32) {
+        let o = program_id(0) * B + arange(0, B);
+        store(acc + o, load(acc + o, o < n) + load(x + o, o < n), o < n);
+    }
+    #[fused_kernel]
+    pub fn silu<T: Float, const B: usize>(x: *const T, out: *mut T, n: i32) {
+        let o = program_id(0) * B + arange(0, B);
+        let v = load(x + o, o < n);
+        store(out + o, v * sigmoid(v), o < n);
+    }
+    #[fused_kernel]
     pub fn fill<T: Float, const B: usize>(out: *mut T, n: i32) {
         let o = program_id(0) * B + arange(0, B);
         store(out + o, zeros(B), o < n);
@@ -231,8 +251,9 @@ struct RowArgs<'a, T: Element> {
 }
 
 impl Bench {
-    /// One row pattern at one shape and dtype: the fused kernel (`fused(args, y)`), its unfused
-    /// chain (`chain(args, y, tmp, row_vec1, row_vec2)`) and a copy of the same bytes.
+    /// One row pattern at one shape and dtype: the fused kernels (`fused`: each `(impl, launch)`,
+    /// `launch(args, y)`; the first is "fuse"), its unfused chain (`chain(args, y, tmp, row_vec1,
+    /// row_vec2)`) and a copy of the same bytes.
     #[allow(clippy::type_complexity)]
     fn row_case<T: Element>(
         &mut self,
@@ -240,7 +261,7 @@ impl Bench {
         (rows, cols): (usize, usize),
         dtype: &'static str,
         conv: fn(&[f32]) -> Vec<T>,
-        mut fused: impl FnMut(&RowArgs<'_, T>, &mut Buffer<T>) -> Result<()>,
+        fused: &mut [(&'static str, &mut dyn FnMut(&RowArgs<'_, T>, &mut Buffer<T>) -> Result<()>)],
         mut chain: impl FnMut(
             &RowArgs<'_, T>,
             &mut Buffer<T>,
@@ -268,7 +289,9 @@ impl Bench {
             w: &w,
             b: &b,
         };
-        self.time(pattern, &shape, dtype, "fuse", bytes, || fused(&a, &mut y));
+        for (imp, launch) in fused.iter_mut() {
+            self.time(pattern, &shape, dtype, imp, bytes, || launch(&a, &mut y));
+        }
         self.time(pattern, &shape, dtype, "fuse unfused chain", bytes, || {
             chain(&a, &mut y, &mut t, &mut r1, &mut r2)
         });
@@ -290,6 +313,10 @@ fn randn(n: usize, seed: u64) -> Vec<f32> {
 
 fn as_f16(v: &[f32]) -> Vec<f16> {
     v.iter().map(|&x| f16::from_f32(x)).collect()
+}
+
+fn as_bf16(v: &[f32]) -> Vec<bf16> {
+    v.iter().map(|&x| bf16::from_f32(x)).collect()
 }
 
 /// One element-wise pattern in one dtype: the fused kernel, its unfused chain and a copy.
@@ -361,44 +388,57 @@ fn run() -> Result<()> {
         add_mul_case!(b, n, f16, "float16", as_f16);
     }
 
-    // The row patterns in one dtype (the element type of the buffers `$conv` makes).
+    // The row patterns in one dtype (the element type of the buffers `$conv` makes). The narrow
+    // shapes (`rows`) time the multi-row kernels as "fuse" and the one-row kernel beside them.
     macro_rules! softmax_case {
         ($shape:expr, $dt:literal, $conv:expr) => {
-            b.row_case(
-                "softmax",
-                $shape,
-                $dt,
-                $conv,
-                |a, y| fuse::with_block!(a.blk, B => softmax::softmax::launch::<_, B>(a.d, cfg(a.gr), y, a.x, a.c, a.c, a.c)),
-                |a, y, t, m, s| {
-                    fuse::with_block!(a.blk, B => {
-                        unfused::row_max::launch::<_, B>(a.d, a.gr, a.x, m, a.c)?;
-                        unfused::sub_exp::launch::<_, B>(a.d, a.gr, a.x, m, t, a.c)?;
-                        unfused::row_sum::launch::<_, B>(a.d, a.gr, t, s, a.c)?;
-                        unfused::div_row::launch::<_, B>(a.d, a.gr, t, s, y, a.c)
-                    })
-                },
-            )?
+            softmax_case!(@ $shape, $dt, $conv, &mut [("fuse", &mut |a, y| {
+                fuse::with_block!(a.blk, B => softmax::softmax::launch::<_, B>(a.d, cfg(a.gr), y, a.x, a.c, a.c, a.c))
+            })])
+        };
+        ($shape:expr, $dt:literal, $conv:expr, rows) => {
+            softmax_case!(@ $shape, $dt, $conv, &mut [
+                ("fuse", &mut |a, y| softmax::launch_rows(a.d, warps_override(), y, a.x, a.gr as usize, a.c as usize)),
+                ("fuse 1 row/program", &mut |a, y| {
+                    fuse::with_block!(a.blk, B => softmax::softmax::launch::<_, B>(a.d, cfg(a.gr), y, a.x, a.c, a.c, a.c))
+                }),
+            ])
+        };
+        (@ $shape:expr, $dt:literal, $conv:expr, $fused:expr) => {
+            b.row_case("softmax", $shape, $dt, $conv, $fused, |a, y, t, m, s| {
+                fuse::with_block!(a.blk, B => {
+                    unfused::row_max::launch::<_, B>(a.d, a.gr, a.x, m, a.c)?;
+                    unfused::sub_exp::launch::<_, B>(a.d, a.gr, a.x, m, t, a.c)?;
+                    unfused::row_sum::launch::<_, B>(a.d, a.gr, t, s, a.c)?;
+                    unfused::div_row::launch::<_, B>(a.d, a.gr, t, s, y, a.c)
+                })
+            })?
         };
     }
     macro_rules! layernorm_case {
         ($shape:expr, $dt:literal, $conv:expr) => {
-            b.row_case(
-                "layernorm",
-                $shape,
-                $dt,
-                $conv,
-                |a, y| {
+            layernorm_case!(@ $shape, $dt, $conv, &mut [("fuse", &mut |a, y| {
+                fuse::with_block!(a.blk, B => layernorm::layernorm::launch::<_, B>(a.d, cfg(a.gr), a.x, y, a.w, a.b, a.c, a.c, 1e-5))
+            })])
+        };
+        ($shape:expr, $dt:literal, $conv:expr, rows) => {
+            layernorm_case!(@ $shape, $dt, $conv, &mut [
+                ("fuse", &mut |a, y| {
+                    layernorm::launch_rows(a.d, warps_override(), a.x, y, a.w, a.b, a.gr as usize, a.c as usize, 1e-5)
+                }),
+                ("fuse 1 row/program", &mut |a, y| {
                     fuse::with_block!(a.blk, B => layernorm::layernorm::launch::<_, B>(a.d, cfg(a.gr), a.x, y, a.w, a.b, a.c, a.c, 1e-5))
-                },
-                |a, y, _t, m, r| {
-                    fuse::with_block!(a.blk, B => {
-                        unfused::row_mean::launch::<_, B>(a.d, a.gr, a.x, m, a.c)?;
-                        unfused::row_rstd::launch::<_, B>(a.d, a.gr, a.x, m, r, a.c, 1e-5)?;
-                        unfused::normalize::launch::<_, B>(a.d, a.gr, a.x, m, r, a.w, a.b, y, a.c)
-                    })
-                },
-            )?
+                }),
+            ])
+        };
+        (@ $shape:expr, $dt:literal, $conv:expr, $fused:expr) => {
+            b.row_case("layernorm", $shape, $dt, $conv, $fused, |a, y, _t, m, r| {
+                fuse::with_block!(a.blk, B => {
+                    unfused::row_mean::launch::<_, B>(a.d, a.gr, a.x, m, a.c)?;
+                    unfused::row_rstd::launch::<_, B>(a.d, a.gr, a.x, m, r, a.c, 1e-5)?;
+                    unfused::normalize::launch::<_, B>(a.d, a.gr, a.x, m, r, a.w, a.b, y, a.c)
+                })
+            })?
         };
     }
     for shape in [(1024usize, 512usize), (4096, 4096), (32768, 1024), (8192, 8192)] {
@@ -408,6 +448,13 @@ fn run() -> Result<()> {
     for shape in [(4096usize, 1024usize), (4096, 4096), (8192, 8192), (32768, 768)] {
         layernorm_case!(shape, "float32", |v| v.to_vec());
         layernorm_case!(shape, "float16", as_f16);
+    }
+    // Narrow rows: several rows per program (issue 14).
+    for shape in [(65536usize, 128usize), (16384, 256)] {
+        softmax_case!(shape, "float32", |v| v.to_vec(), rows);
+        softmax_case!(shape, "float16", as_f16, rows);
+        layernorm_case!(shape, "float32", |v| v.to_vec(), rows);
+        layernorm_case!(shape, "float16", as_f16, rows);
     }
 
     macro_rules! bgd_case {
@@ -437,6 +484,109 @@ fn run() -> Result<()> {
     for (rows, h) in [(8192usize, 4096usize), (16384, 8192)] {
         bgd_case!(rows, h, f32, "float32", |v: &[f32]| v.to_vec());
         bgd_case!(rows, h, f16, "float16", as_f16);
+    }
+
+    // QK-norm + RoPE in place on a packed qkv of 8192 tokens x (32 q + 8 k + 8 v) heads x 128, the
+    // positions of one prefill (0..8192, so every cache row is read once). Compulsory bytes: q and k
+    // read and written, a cache row and a position per token, both weight rows; v not counted.
+    macro_rules! qk_case {
+        ($T:ty, $dt:literal, $conv:expr) => {{
+            let (tokens, h) = (8192usize, qk_norm_rope::Heads { q: 32, k: 8, v: 8, dim: 128 });
+            let d = b.dev.clone();
+            let mut qkv = d.upload(&$conv(&randn(tokens * (h.q + h.k + h.v) * h.dim, 8)))?;
+            let cache: Vec<f32> =
+                qk_norm_rope::cos_sin_cache(tokens, h.dim, 1e6).iter().map(|&v| v as f32).collect();
+            let cos_sin = d.upload(&$conv(&cache))?;
+            let positions = d.upload(&(0..tokens as i64).collect::<Vec<i64>>())?;
+            let (q_w, k_w) = (d.upload(&$conv(&randn(h.dim, 12)))?, d.upload(&$conv(&randn(h.dim, 13)))?);
+            let es = std::mem::size_of::<$T>();
+            let bytes = (2 * tokens * (h.q + h.k) * h.dim + tokens * h.dim + 2 * h.dim) * es + tokens * 8;
+            let shape = format!("{tokens}x{}x{}", h.q + h.k + h.v, h.dim);
+            let per = qk_norm_rope::heads_per_program(h);
+            for (pattern, neox) in [("qk_norm_rope_neox", true), ("qk_norm_rope_gptj", false)] {
+                b.time(pattern, &shape, $dt, "fuse", bytes, || {
+                    qk_norm_rope::launch(
+                        &d,
+                        warps_override(),
+                        tokens,
+                        per,
+                        &mut qkv,
+                        &positions,
+                        &cos_sin,
+                        &q_w,
+                        &k_w,
+                        h,
+                        1e-6,
+                        neox,
+                    )
+                });
+                let src = d.zeros::<$T>(bytes / (2 * es))?;
+                b.copy(pattern, &shape, $dt, &src, 2 * src.len() * es)?;
+            }
+        }};
+    }
+    qk_case!(f16, "float16", as_f16);
+    qk_case!(bf16, "bfloat16", as_bf16);
+
+    // Cross-entropy per row (reduction none) over the vocabularies of torch_peers.py. Compulsory
+    // bytes: the logits and labels read, the losses written (torch_peers.py counts the logits only:
+    // 12 bytes a row apart).
+    macro_rules! ce_case {
+        ($rows:expr, $cols:expr, $T:ty, $dt:literal, $conv:expr) => {{
+            let (rows, cols): (usize, usize) = ($rows, $cols);
+            let d = b.dev.clone();
+            let x = d.upload(&$conv(&randn(rows * cols, 9)))?;
+            let labels: Vec<i64> =
+                (0..rows as u64).map(|r| (r * 2_654_435_761 % cols as u64) as i64).collect();
+            let labels = d.upload(&labels)?;
+            let mut loss = d.zeros::<f32>(rows)?;
+            let es = std::mem::size_of::<$T>();
+            let bytes = rows * cols * es + rows * (8 + 4);
+            let shape = format!("{rows}x{cols}");
+            b.time("cross_entropy", &shape, $dt, "fuse", bytes, || {
+                cross_entropy::launch(&d, warps_override(), &x, &labels, &mut loss, rows, cols)
+            });
+            let src = d.zeros::<$T>(bytes / (2 * es))?;
+            b.copy("cross_entropy", &shape, $dt, &src, 2 * src.len() * es)?;
+        }};
+    }
+    for (rows, cols) in [(4096usize, 50257usize), (8192, 32000), (4096, 128256)] {
+        ce_case!(rows, cols, f32, "float32", |v: &[f32]| v.to_vec());
+        ce_case!(rows, cols, bf16, "bfloat16", as_bf16);
+    }
+
+    // Residual add + GELU / SiLU, the sum written back into the residual. Compulsory bytes: x and
+    // the residual read, the residual and the output written. The unfused chain: `residual += x`,
+    // then the activation of the residual (torch eager's two ops).
+    macro_rules! add_act_case {
+        ($rows:expr, $cols:expr, $act:expr, $T:ty, $dt:literal, $conv:expr) => {{
+            let (rows, cols): (usize, usize) = ($rows, $cols);
+            let n = rows * cols;
+            let d = b.dev.clone();
+            let x = d.upload(&$conv(&randn(n, 10)))?;
+            let mut res = d.upload(&$conv(&randn(n, 11)))?;
+            let mut o = d.zeros::<$T>(n)?;
+            let es = std::mem::size_of::<$T>();
+            let bytes = 4 * n * es;
+            let (shape, pattern, act) = (format!("{rows}x{cols}"), $act.name(), $act);
+            let (g, nn, eb) = (grid(n, EW), n as i32, ew_block());
+            b.time(pattern, &shape, $dt, "fuse", bytes, || {
+                add_activation::launch(&d, act, eb, warps_override(), &x, &mut res, &mut o)
+            });
+            b.time(pattern, &shape, $dt, "fuse unfused chain", bytes, || {
+                unfused::add_into::launch::<$T, EW>(&d, g, &x, &mut res, nn)?;
+                match act {
+                    add_activation::Act::Gelu => unfused::gelu::launch::<$T, EW>(&d, g, &res, &mut o, nn),
+                    add_activation::Act::Silu => unfused::silu::launch::<$T, EW>(&d, g, &res, &mut o, nn),
+                }
+            });
+            let src = d.zeros::<$T>(2 * n)?;
+            b.copy(pattern, &shape, $dt, &src, 2 * src.len() * es)?;
+        }};
+    }
+    for act in [add_activation::Act::Gelu, add_activation::Act::Silu] {
+        add_act_case!(8192, 4096, act, f16, "float16", as_f16);
+        add_act_case!(8192, 4096, act, bf16, "bfloat16", as_bf16);
     }
 
     println!("{:<18} {:<11} {:<8} {:<20} {:>9} {:>7}", "pattern", "shape", "dtype", "impl", "ms", "GB/s");

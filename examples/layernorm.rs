@@ -1,4 +1,6 @@
-//! LayerNorm forward (weight and bias), f32 and f16, checked against float64.
+//! LayerNorm forward (weight and bias), f32 and f16, checked against float64: one row per program,
+//! several narrow rows per program as one 2-D tile (`layernorm_rows`), and a looped form for
+//! wide rows.
 //! `cargo run --release --example layernorm`
 #[path = "common/mod.rs"]
 mod common;
@@ -25,6 +27,11 @@ type Launch<T> = fn(&Device, &Args<'_, T>, &mut Buffer<T>) -> fuse::Result<()>;
 fn one_tile<T: ToF64 + Float>(d: &Device, a: &Args<'_, T>, y: &mut Buffer<T>) -> fuse::Result<()> {
     let block = (a.cols as usize).next_power_of_two();
     fuse::with_block!(block, B => kernels::layernorm::launch::<T, B>(d, a.rows, a.x, y, a.w, a.b, a.cols, a.cols, EPS))
+}
+
+/// Narrow rows, several per program: a `[ROWS, BLOCK]` tile.
+fn rows_tile<T: ToF64 + Float>(d: &Device, a: &Args<'_, T>, y: &mut Buffer<T>) -> fuse::Result<()> {
+    kernels::launch_rows(d, None, a.x, y, a.w, a.b, a.rows as usize, a.cols as usize, EPS)
 }
 
 /// Rows of any width: three passes over column blocks of 1024, 4 warps.
@@ -81,9 +88,12 @@ fn run<T: ToF64>(
 fn main() {
     let device = pick_device();
     let mut rng = rng();
-    let mut shapes = vec![(300, 1000, false)];
+    // Narrow rows (256 columns or fewer) also run several rows per program: a ragged last
+    // program, rows that are not a power of two.
+    let mut shapes = vec![(300, 1000, false), (37, 100, false), (50, 250, false), (5, 7, false)];
     if device.is_cuda() {
         shapes.extend([(4096, 1024, true), (4096, 4096, true), (8192, 8192, true), (32768, 768, true)]);
+        shapes.extend([(65536, 128, true), (16384, 256, true)]);
     }
     let mut all = true;
     let mut record = |r: fuse::Result<bool>, what: &str| match r {
@@ -99,6 +109,16 @@ fn main() {
             run::<f16>(&device, &mut rng, "layernorm f16", one_tile, rows, cols, time_it),
             "layernorm f16",
         );
+        if cols <= 256 {
+            record(
+                run::<f32>(&device, &mut rng, "layernorm_rows f32", rows_tile, rows, cols, time_it),
+                "layernorm_rows f32",
+            );
+            record(
+                run::<f16>(&device, &mut rng, "layernorm_rows f16", rows_tile, rows, cols, time_it),
+                "layernorm_rows f16",
+            );
+        }
     }
     // A row wider than any tile goes through the looped kernel.
     record(

@@ -242,3 +242,141 @@ fn l2norm_including_a_zero_row() {
         1e-5,
     );
 }
+
+#[test]
+fn softmax_rows_and_layernorm_rows_on_ragged_shapes() {
+    fn case<T: Elem>(rng: &mut Rng, tol: f64) {
+        let d = cpu();
+        let name = T::NAME;
+        // A ragged last program (37 rows of 16 per program), rows that are not a power of two,
+        // a tile mostly masked (5x7 in a [64, 16] tile), and the bench widths.
+        for (rows, cols) in [(37usize, 100usize), (50, 250), (5, 7), (33, 128), (19, 256), (3, 1000)] {
+            let x = T::from_f32s(&rng.vec(rows * cols, 4.0));
+            let (w, b) = (T::from_f32s(&rng.vec(cols, 1.0)), T::from_f32s(&rng.vec(cols, 1.0)));
+            let want = softmax::reference(&T::to_f64s(&x), rows, cols);
+            let got = softmax_rows_on(&d, &x, rows, cols);
+            assert_close(&format!("softmax_rows {name} {rows}x{cols}"), &got, &want, tol * 1e-2, tol);
+            let want =
+                layernorm::reference(&T::to_f64s(&x), &T::to_f64s(&w), &T::to_f64s(&b), rows, cols, 1e-5);
+            let got = layernorm_rows_on(&d, &x, &w, &b, rows, cols);
+            assert_close(&format!("layernorm_rows {name} {rows}x{cols}"), &got, &want, tol, tol);
+        }
+    }
+    let mut rng = Rng::fresh("softmax_rows/layernorm_rows");
+    case::<f32>(&mut rng, 2e-5);
+    case::<f16>(&mut rng, 4e-3);
+    case::<bf16>(&mut rng, 1.6e-2);
+}
+
+#[test]
+fn qk_norm_rope_neox_and_gptj_in_place_v_untouched() {
+    use qk_norm_rope::Heads;
+    fn case<T: Elem>(rng: &mut Rng, atol: f64, rtol: f64) {
+        let d = cpu();
+        // The bench's heads (32 q + 8 k + 8 v of 128), heads straddling q and k in one program
+        // (6 + 3 with 8 per program), a head width that is not a power of two (96 in 128 lanes).
+        let shapes = [
+            (11, Heads { q: 32, k: 8, v: 8, dim: 128 }),
+            (6, Heads { q: 6, k: 3, v: 3, dim: 128 }),
+            (5, Heads { q: 4, k: 2, v: 1, dim: 96 }),
+            (4, Heads { q: 12, k: 4, v: 4, dim: 64 }),
+        ];
+        for (tokens, h) in shapes {
+            let c = QkCase::<T>::random(rng, tokens, h);
+            for neox in [true, false] {
+                let what = format!("qk_norm_rope {} neox={neox} {tokens}x{h:?}", T::NAME);
+                c.check(&what, &c.run_on(&d, neox), neox, atol, rtol);
+            }
+        }
+    }
+    let mut rng = Rng::fresh("qk_norm_rope");
+    case::<f32>(&mut rng, 2e-5, 2e-5);
+    case::<f16>(&mut rng, 2e-3, 2e-3);
+    case::<bf16>(&mut rng, 1e-2, 8e-3);
+}
+
+#[test]
+fn qk_norm_rope_styles_differ() {
+    // The two pairings must give different results (the check above can tell them apart).
+    let mut rng = Rng::fresh("qk_norm_rope styles");
+    let c = QkCase::<f32>::random(&mut rng, 3, qk_norm_rope::Heads { q: 2, k: 1, v: 1, dim: 64 });
+    let (neox, gptj) = (c.run_on(&cpu(), true), c.run_on(&cpu(), false));
+    let differ = neox.iter().zip(&gptj).filter(|(a, b)| (**a - **b).abs() > 1e-3).count();
+    assert!(
+        differ > neox.len() / 4,
+        "NeoX and GPT-J agree on {} of {} elements",
+        neox.len() - differ,
+        neox.len()
+    );
+}
+
+#[test]
+fn cross_entropy_online_logsumexp_with_ignore_index() {
+    fn case<T: Elem>(rng: &mut Rng) {
+        // A vocabulary in one block, a ragged last block, and GPT-2's vocabulary (13 blocks).
+        for (rows, cols) in [(16usize, 1000usize), (21, 5000), (5, 50257)] {
+            let mut x = rng.vec(rows * cols, 8.0);
+            // A spike in a random block of every other row: the running max jumps mid-row.
+            for r in (0..rows).step_by(2) {
+                x[r * cols + (rng.next_u64() % cols as u64) as usize] += 30.0;
+            }
+            let x = T::from_f32s(&x);
+            let labels: Vec<i64> = (0..rows)
+                .map(|r| {
+                    if r % 5 == 3 {
+                        cross_entropy::IGNORE_INDEX
+                    } else {
+                        (rng.next_u64() % cols as u64) as i64
+                    }
+                })
+                .collect();
+            let got = cross_entropy_on(&cpu(), &x, &labels, cols);
+            let want = cross_entropy::reference(&T::to_f64s(&x), &labels, cols, cross_entropy::IGNORE_INDEX);
+            let what = format!("cross_entropy {} {rows}x{cols}", T::NAME);
+            assert_close(&what, &f64s(&got), &want, 2e-5, 2e-6);
+            for (r, &l) in labels.iter().enumerate() {
+                if l == cross_entropy::IGNORE_INDEX {
+                    assert_eq!(got[r].to_bits(), 0.0f32.to_bits(), "{what}: ignored row {r} must be +0");
+                }
+            }
+        }
+    }
+    let mut rng = Rng::fresh("cross_entropy");
+    case::<f32>(&mut rng);
+    case::<bf16>(&mut rng);
+    case::<f16>(&mut rng);
+}
+
+#[test]
+fn cross_entropy_label_out_of_range_is_nan_not_a_read() {
+    let mut rng = Rng::fresh("cross_entropy bad labels");
+    let (rows, cols) = (4, 300);
+    let x = rng.vec(rows * cols, 2.0);
+    // Past the row (inside the buffer: it would read the next row), negative, far past the buffer.
+    let labels = [cols as i64, -1, 7, i64::MAX];
+    let got = cross_entropy_on(&cpu(), &x, &labels, cols);
+    assert!(got[0].is_nan() && got[1].is_nan() && got[3].is_nan(), "{got:?}");
+    let row2 = cross_entropy::reference(&f64s(&x[2 * cols..3 * cols]), &[7], cols, -100);
+    assert_close("the valid row", &f64s(&got[2..3]), &row2, 2e-5, 2e-6);
+}
+
+#[test]
+fn add_gelu_and_add_silu_update_the_residual() {
+    use add_activation::Act;
+    fn case<T: Elem>(rng: &mut Rng, atol: f64, rtol: f64) {
+        let n = 37 * 1000 + 13; // a ragged last program
+        let (x, res) = (T::from_f32s(&rng.vec(n, 6.0)), T::from_f32s(&rng.vec(n, 6.0)));
+        for act in [Act::Gelu, Act::Silu] {
+            let (got_res, got) = add_activation_on(&cpu(), act, &x, &res);
+            let (want_res, want) =
+                add_activation::reference(&T::to_f64s(&x), &T::to_f64s(&res), act, bias_gelu_dropout::erf64);
+            let what = format!("{} {}", act.name(), T::NAME);
+            assert_close(&format!("{what} residual"), &got_res, &want_res, atol, rtol);
+            assert_close(&format!("{what} output"), &got, &want, atol, rtol);
+        }
+    }
+    let mut rng = Rng::fresh("add_activation");
+    case::<f32>(&mut rng, 1e-6, 1e-6);
+    case::<f16>(&mut rng, 1e-4, 1e-3);
+    case::<bf16>(&mut rng, 1e-3, 8e-3);
+}

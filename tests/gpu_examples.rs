@@ -1,7 +1,9 @@
 //! GPU integration tests (harness = false, fuse-runtime/tests/common/harness.rs): need an NVIDIA GPU;
 //! elsewhere each is reported as ignored, "needs an NVIDIA GPU", and the reason is printed once.
 //! The differential tests run the same kernel on the same inputs on the GPU and the CPU
-//! interpreter: outputs within tolerance, dropout masks bit-identical.
+//! interpreter: outputs within tolerance, dropout masks bit-identical. One test needs NVRTC but no
+//! GPU: the kernels of the examples added after the emitted-CUDA snapshots (multi-row softmax and
+//! LayerNorm, QK-norm + RoPE, cross-entropy, add + activation) compile for sm_80 and sm_90.
 mod common;
 #[path = "../fuse-runtime/tests/common/harness.rs"]
 mod harness;
@@ -293,8 +295,204 @@ fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit(g: &Device) {
     println!("rem gather: {cases} cases bit-identical on GPU and CPU");
 }
 
+/// softmax_rows and layernorm_rows on the GPU against float64 and the CPU interpreter: ragged
+/// shapes and the narrow bench widths, every element type.
+fn rows_kernels_on_gpu_match_float64_and_cpu(g: &Device) {
+    fn case<T: Elem>(g: &Device, rng: &mut Rng, tol: f64) {
+        let c = Device::cpu();
+        let name = T::NAME;
+        for (rows, cols) in [(37usize, 100usize), (5, 7), (4099, 128), (1025, 256), (77, 1000)] {
+            let x = T::from_f32s(&rng.vec(rows * cols, 4.0));
+            let (w, b) = (T::from_f32s(&rng.vec(cols, 1.0)), T::from_f32s(&rng.vec(cols, 1.0)));
+            let want = softmax::reference(&T::to_f64s(&x), rows, cols);
+            let (on_gpu, on_cpu) = (softmax_rows_on(g, &x, rows, cols), softmax_rows_on(&c, &x, rows, cols));
+            assert_close(
+                &format!("softmax_rows {name} {rows}x{cols} on the GPU"),
+                &on_gpu,
+                &want,
+                tol * 1e-2,
+                tol,
+            );
+            assert_close(
+                &format!("softmax_rows {name} {rows}x{cols} gpu vs cpu"),
+                &on_gpu,
+                &on_cpu,
+                tol * 1e-2,
+                tol,
+            );
+            let want =
+                layernorm::reference(&T::to_f64s(&x), &T::to_f64s(&w), &T::to_f64s(&b), rows, cols, 1e-5);
+            let (on_gpu, on_cpu) =
+                (layernorm_rows_on(g, &x, &w, &b, rows, cols), layernorm_rows_on(&c, &x, &w, &b, rows, cols));
+            assert_close(
+                &format!("layernorm_rows {name} {rows}x{cols} on the GPU"),
+                &on_gpu,
+                &want,
+                tol,
+                tol,
+            );
+            assert_close(
+                &format!("layernorm_rows {name} {rows}x{cols} gpu vs cpu"),
+                &on_gpu,
+                &on_cpu,
+                tol,
+                tol,
+            );
+        }
+    }
+    let mut rng = Rng::fresh("rows kernels gpu");
+    case::<f32>(g, &mut rng, 3e-5);
+    case::<f16>(g, &mut rng, 4e-3);
+    case::<fuse::half::bf16>(g, &mut rng, 1.6e-2);
+}
+
+/// qk_norm_rope in place on the GPU, both pairings, every element type: q and k against float64
+/// and the CPU interpreter, v bit-identical; the bench shape (8192 tokens of 32 + 8 + 8 heads of
+/// 128) against float64.
+fn qk_norm_rope_on_gpu_matches_float64_and_cpu(g: &Device) {
+    use qk_norm_rope::Heads;
+    fn case<T: Elem>(g: &Device, rng: &mut Rng, atol: f64, rtol: f64) {
+        let c = Device::cpu();
+        let bench = Heads { q: 32, k: 8, v: 8, dim: 128 };
+        let shapes = [
+            (1024, bench),
+            (6, Heads { q: 6, k: 3, v: 3, dim: 128 }),
+            (5, Heads { q: 4, k: 2, v: 1, dim: 96 }),
+            (33, Heads { q: 16, k: 2, v: 2, dim: 256 }),
+        ];
+        for (tokens, h) in shapes {
+            let case = QkCase::<T>::random(rng, tokens, h);
+            for neox in [true, false] {
+                let what = format!("qk_norm_rope {} neox={neox} {tokens}x{h:?}", T::NAME);
+                let on_gpu = case.run_on(g, neox);
+                case.check(&format!("{what} on the GPU"), &on_gpu, neox, atol, rtol);
+                let on_cpu = case.run_on(&c, neox);
+                assert_close(
+                    &format!("{what} gpu vs cpu"),
+                    &T::to_f64s(&on_gpu),
+                    &T::to_f64s(&on_cpu),
+                    atol,
+                    rtol,
+                );
+            }
+        }
+        let case = QkCase::<T>::random(rng, 8192, bench);
+        for neox in [true, false] {
+            let what = format!("qk_norm_rope {} neox={neox} 8192x{bench:?} on the GPU", T::NAME);
+            case.check(&what, &case.run_on(g, neox), neox, atol, rtol);
+        }
+    }
+    let mut rng = Rng::fresh("qk_norm_rope gpu");
+    case::<f32>(g, &mut rng, 3e-5, 3e-5);
+    case::<f16>(g, &mut rng, 2e-3, 2e-3);
+    case::<fuse::half::bf16>(g, &mut rng, 1e-2, 8e-3);
+}
+
+/// cross_entropy on the GPU against float64 and the CPU interpreter, with ignored rows, over the
+/// bench's vocabularies (fewer rows).
+fn cross_entropy_on_gpu_matches_float64_and_cpu(g: &Device) {
+    fn case<T: Elem>(g: &Device, rng: &mut Rng) {
+        let c = Device::cpu();
+        for (rows, cols) in [(100usize, 1000usize), (64, 50257), (48, 32000), (16, 128256)] {
+            let mut x = rng.vec(rows * cols, 8.0);
+            for r in (0..rows).step_by(2) {
+                x[r * cols + (rng.next_u64() % cols as u64) as usize] += 30.0;
+            }
+            let x = T::from_f32s(&x);
+            let labels: Vec<i64> = (0..rows)
+                .map(|r| {
+                    if r % 7 == 2 {
+                        cross_entropy::IGNORE_INDEX
+                    } else {
+                        (rng.next_u64() % cols as u64) as i64
+                    }
+                })
+                .collect();
+            let want = cross_entropy::reference(&T::to_f64s(&x), &labels, cols, cross_entropy::IGNORE_INDEX);
+            let (on_gpu, on_cpu) =
+                (cross_entropy_on(g, &x, &labels, cols), cross_entropy_on(&c, &x, &labels, cols));
+            let what = format!("cross_entropy {} {rows}x{cols}", T::NAME);
+            assert_close(&format!("{what} on the GPU"), &f64s(&on_gpu), &want, 3e-5, 3e-6);
+            assert_close(&format!("{what} gpu vs cpu"), &f64s(&on_gpu), &f64s(&on_cpu), 3e-5, 3e-6);
+        }
+    }
+    let mut rng = Rng::fresh("cross_entropy gpu");
+    case::<f32>(g, &mut rng);
+    case::<fuse::half::bf16>(g, &mut rng);
+}
+
+/// add_gelu and add_silu on the GPU against float64 and the CPU interpreter.
+fn add_activation_on_gpu_matches_float64_and_cpu(g: &Device) {
+    use add_activation::Act;
+    fn case<T: Elem>(g: &Device, rng: &mut Rng, atol: f64, rtol: f64) {
+        let c = Device::cpu();
+        for n in [1usize, 1025, 1000 * 4096 + 3] {
+            let (x, res) = (T::from_f32s(&rng.vec(n, 6.0)), T::from_f32s(&rng.vec(n, 6.0)));
+            for act in [Act::Gelu, Act::Silu] {
+                let (want_res, want) = add_activation::reference(
+                    &T::to_f64s(&x),
+                    &T::to_f64s(&res),
+                    act,
+                    bias_gelu_dropout::erf64,
+                );
+                let what = format!("{} {} n={n}", act.name(), T::NAME);
+                let (g_res, g_out) = add_activation_on(g, act, &x, &res);
+                let (c_res, c_out) = add_activation_on(&c, act, &x, &res);
+                assert_close(&format!("{what} residual on the GPU"), &g_res, &want_res, atol, rtol);
+                assert_close(&format!("{what} output on the GPU"), &g_out, &want, atol, rtol);
+                assert_eq!(g_res, c_res, "{what}: the residual is exact arithmetic, the same on both");
+                assert_close(&format!("{what} gpu vs cpu"), &g_out, &c_out, atol, rtol);
+            }
+        }
+    }
+    let mut rng = Rng::fresh("add_activation gpu");
+    case::<f32>(g, &mut rng, 2e-6, 2e-6);
+    case::<f16>(g, &mut rng, 1e-4, 1e-3);
+    case::<fuse::half::bf16>(g, &mut rng, 1e-3, 8e-3);
+}
+
+/// The kernels of the examples that have no emitted-CUDA snapshot compile with NVRTC (no GPU
+/// needed) for sm_80 and sm_90, at the tiles their launchers use, with every launch-time
+/// specialisation on (the proven, unchecked paths) and off (the checked ones).
+fn newer_example_kernels_compile_with_nvrtc() {
+    use fuse::KernelSpec;
+    let specs: Vec<(&'static KernelSpec, Vec<u64>)> = vec![
+        (&softmax::softmax_rows::f32::SPEC, vec![16, 128]),
+        (&softmax::softmax_rows::f16::SPEC, vec![8, 256]),
+        (&softmax::softmax_rows::bf16::SPEC, vec![64, 16]),
+        (&layernorm::layernorm_rows::f32::SPEC, vec![16, 128]),
+        (&layernorm::layernorm_rows::f16::SPEC, vec![8, 256]),
+        (&layernorm::layernorm_rows::bf16::SPEC, vec![2, 1024]),
+        (&qk_norm_rope::qk_norm_rope::f32::SPEC, vec![8, 128]),
+        (&qk_norm_rope::qk_norm_rope::f16::SPEC, vec![8, 128]),
+        (&qk_norm_rope::qk_norm_rope::bf16::SPEC, vec![4, 256]),
+        (&cross_entropy::cross_entropy::f32::SPEC, vec![cross_entropy::BLOCK as u64]),
+        (&cross_entropy::cross_entropy::bf16::SPEC, vec![cross_entropy::BLOCK as u64]),
+        (&add_activation::add_gelu::f16::SPEC, vec![1024]),
+        (&add_activation::add_gelu::bf16::SPEC, vec![1024]),
+        (&add_activation::add_silu::f16::SPEC, vec![1024]),
+        (&add_activation::add_silu::bf16::SPEC, vec![1024]),
+    ];
+    let mut compiled = 0;
+    for (spec, consts) in specs {
+        for arch in ["sm_80", "sm_90"] {
+            for all in [true, false] {
+                let values = vec![all; spec.specializations().len()];
+                match spec.compile_for_arch_with(arch, &consts, 4, &values) {
+                    Ok(cubin) => assert!(cubin.len() > 64, "{} {arch}: empty cubin", spec.name()),
+                    Err(e) => {
+                        panic!("{} {consts:?} for {arch} (specialisations {all}) failed:\n{e}", spec.name())
+                    }
+                }
+                compiled += 1;
+            }
+        }
+    }
+    println!("compiled {compiled} kernel variants");
+}
+
 fn main() {
-    harness::run(harness::gpu_trials(vec![
+    let mut trials = harness::gpu_trials(vec![
         ("add_mul_on_gpu_matches_float64_and_cpu", add_mul_on_gpu_matches_float64_and_cpu),
         ("add_mul_f16_unaligned_views_and_odd_sizes", add_mul_f16_unaligned_views_and_odd_sizes),
         ("softmax_and_layernorm_on_gpu_match_cpu", softmax_and_layernorm_on_gpu_match_cpu),
@@ -307,5 +505,14 @@ fn main() {
             "chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit",
             chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit,
         ),
-    ]))
+        ("rows_kernels_on_gpu_match_float64_and_cpu", rows_kernels_on_gpu_match_float64_and_cpu),
+        ("qk_norm_rope_on_gpu_matches_float64_and_cpu", qk_norm_rope_on_gpu_matches_float64_and_cpu),
+        ("cross_entropy_on_gpu_matches_float64_and_cpu", cross_entropy_on_gpu_matches_float64_and_cpu),
+        ("add_activation_on_gpu_matches_float64_and_cpu", add_activation_on_gpu_matches_float64_and_cpu),
+    ]);
+    trials.extend(harness::nvrtc_trials(vec![(
+        "newer_example_kernels_compile_with_nvrtc",
+        newer_example_kernels_compile_with_nvrtc,
+    )]));
+    harness::run(trials)
 }

@@ -2,6 +2,7 @@
 //! `layernorm` keeps the whole row in one tile (BLOCK >= n_cols): one read, one write; one kernel
 //! for f32, f16 and bf16 rows (statistics in f32 either way).
 //! `layernorm_wide` loops over column blocks for rows wider than any tile (Triton tutorial 05).
+//! `layernorm_rows` takes several narrow rows per program as one 2-D tile.
 use fuse::fused_kernel;
 
 #[fused_kernel]
@@ -58,6 +59,83 @@ pub fn layernorm_wide<const BLOCK: usize>(
         let m = cols < n_cols;
         let v = (load(x + cols, m) - mean) * rstd * load(w + cols, m) + load(b + cols, m);
         store(y + cols, v, m);
+    }
+}
+
+/// LayerNorm of narrow rows, `ROWS` rows per program as one `[ROWS, BLOCK]` tile
+/// (`BLOCK >= n_cols`): row and column masks, mean and variance as axis-1 reductions broadcast
+/// back with `expand_dims(1)`, the weight and bias rows broadcast down with `expand_dims(0)`.
+/// Launch on `cdiv(n_rows, ROWS)` programs.
+#[fused_kernel]
+pub fn layernorm_rows<T: Float, const ROWS: usize, const BLOCK: usize>(
+    x: *const T,
+    y: *mut T,
+    w: *const T,
+    b: *const T,
+    stride: i32,
+    n_rows: i32,
+    n_cols: i32,
+    eps: f32,
+) {
+    let rows = program_id(0) * ROWS + arange(0, ROWS);
+    let cols = arange(0, BLOCK);
+    let col_ok = cols < n_cols;
+    let mask = (rows < n_rows).expand_dims(1) & col_ok.expand_dims(0);
+    let offs = rows.expand_dims(1) * stride + cols.expand_dims(0);
+    let xs = load(x + offs, mask, 0.0);
+    let inv_n = 1.0 / n_cols as f32;
+    let mean = xs.sum(1) * inv_n;
+    let xc = where_(col_ok.expand_dims(0), xs - mean.expand_dims(1), 0.0);
+    let rstd = rsqrt((xc * xc).sum(1) * inv_n + eps);
+    let wb = load(w + cols, col_ok).expand_dims(0);
+    let bb = load(b + cols, col_ok).expand_dims(0);
+    store(y + offs, xc * rstd.expand_dims(1) * wb + bb, mask);
+}
+
+/// Launches [`layernorm_rows`] over a contiguous `n_rows x n_cols` matrix (`n_cols <= 1024`)
+/// with the tile `[ROWS, BLOCK]` the width calls for: BLOCK the next power of two of the row (at
+/// least 16), ROWS = 2048 / BLOCK (at most 64): 16 rows of 128, 8 of 256. `warps`: the runtime's
+/// default if `None`.
+#[allow(clippy::too_many_arguments)]
+pub fn launch_rows<T: fuse::Float>(
+    device: &fuse::Device,
+    warps: Option<u32>,
+    x: &fuse::Buffer<T>,
+    y: &mut fuse::Buffer<T>,
+    w: &fuse::Buffer<T>,
+    b: &fuse::Buffer<T>,
+    n_rows: usize,
+    n_cols: usize,
+    eps: f32,
+) -> fuse::Result<()> {
+    let block = n_cols.next_power_of_two().max(16);
+    let (r, c) = (i32::try_from(n_rows), i32::try_from(n_cols));
+    let (Ok(r), Ok(c)) = (r, c) else {
+        return Err(fuse::Error::InvalidLaunch(format!(
+            "layernorm_rows: {n_rows}x{n_cols} does not fit i32"
+        )));
+    };
+    macro_rules! go {
+        ($R:literal, $B:literal) => {{
+            let grid = fuse::LaunchConfig::new(n_rows.div_ceil($R) as u32);
+            let grid = match warps {
+                Some(w) => grid.num_warps(w),
+                None => grid,
+            };
+            layernorm_rows::launch::<T, $R, $B>(device, grid, x, y, w, b, c, r, c, eps)
+        }};
+    }
+    match block {
+        16 => go!(64, 16),
+        32 => go!(64, 32),
+        64 => go!(32, 64),
+        128 => go!(16, 128),
+        256 => go!(8, 256),
+        512 => go!(4, 512),
+        1024 => go!(2, 1024),
+        _ => Err(fuse::Error::InvalidLaunch(format!(
+            "layernorm_rows: {n_cols} columns: use `layernorm` past 1024"
+        ))),
     }
 }
 

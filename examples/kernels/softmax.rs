@@ -1,6 +1,7 @@
 //! Row-wise softmax, one row per program, the row in one tile (BLOCK >= n_cols): the row is read
 //! once, max and sum are reductions in registers, and the result is written once. One kernel for
 //! f32, f16 and bf16 rows (f16/bf16 widen to f32 at the load and round at the store).
+//! `softmax_rows` takes several narrow rows per program as one 2-D tile.
 use fuse::fused_kernel;
 
 #[fused_kernel]
@@ -22,6 +23,71 @@ pub fn softmax<T: Float, const BLOCK: usize>(
     let num = exp2(x * 1.4426950408889634);
     let y = num * (1.0 / sum(num)); // one division per row, a multiply per element
     store(out + row * out_stride + cols, y, mask);
+}
+
+/// Row-wise softmax of narrow rows, `ROWS` rows per program as one `[ROWS, BLOCK]` tile
+/// (`BLOCK >= n_cols`): a row mask for the last program's missing rows and a column mask for the
+/// tile's columns past the row, per-row max and sum as axis-1 reductions broadcast back with
+/// `expand_dims(1)`. Launch on `cdiv(n_rows, ROWS)` programs. For rows of 128–256 columns, where
+/// one row per program would leave each program a few hundred bytes.
+#[fused_kernel]
+pub fn softmax_rows<T: Float, const ROWS: usize, const BLOCK: usize>(
+    out: *mut T,
+    inp: *const T,
+    in_stride: i32,
+    out_stride: i32,
+    n_rows: i32,
+    n_cols: i32,
+) {
+    let rows = program_id(0) * ROWS + arange(0, ROWS);
+    let cols = arange(0, BLOCK);
+    let mask = (rows < n_rows).expand_dims(1) & (cols < n_cols).expand_dims(0);
+    let x = load(inp + rows.expand_dims(1) * in_stride + cols.expand_dims(0), mask, f32::NEG_INFINITY);
+    // As in `softmax`: exp(x - max) as exp2((x - max) log2 e), one division per row.
+    let num = exp2((x - x.max(1).expand_dims(1)) * 1.4426950408889634);
+    let y = num * (1.0 / num.sum(1)).expand_dims(1);
+    store(out + rows.expand_dims(1) * out_stride + cols.expand_dims(0), y, mask);
+}
+
+/// Launches [`softmax_rows`] over a contiguous `n_rows x n_cols` matrix (`n_cols <= 1024`) with
+/// the tile `[ROWS, BLOCK]` the width calls for: BLOCK the next power of two of the row (at least
+/// 16), ROWS = 2048 / BLOCK (at most 64), so a tile of 1024–2048 lanes: 16 rows of 128, 8 of 256.
+/// `warps`: the runtime's default if `None`.
+pub fn launch_rows<T: fuse::Float>(
+    device: &fuse::Device,
+    warps: Option<u32>,
+    out: &mut fuse::Buffer<T>,
+    x: &fuse::Buffer<T>,
+    n_rows: usize,
+    n_cols: usize,
+) -> fuse::Result<()> {
+    let block = n_cols.next_power_of_two().max(16);
+    let (r, c) = (i32::try_from(n_rows), i32::try_from(n_cols));
+    let (Ok(r), Ok(c)) = (r, c) else {
+        return Err(fuse::Error::InvalidLaunch(format!("softmax_rows: {n_rows}x{n_cols} does not fit i32")));
+    };
+    macro_rules! go {
+        ($R:literal, $B:literal) => {{
+            let grid = fuse::LaunchConfig::new(n_rows.div_ceil($R) as u32);
+            let grid = match warps {
+                Some(w) => grid.num_warps(w),
+                None => grid,
+            };
+            softmax_rows::launch::<T, $R, $B>(device, grid, out, x, c, c, r, c)
+        }};
+    }
+    match block {
+        16 => go!(64, 16),
+        32 => go!(64, 32),
+        64 => go!(32, 64),
+        128 => go!(16, 128),
+        256 => go!(8, 256),
+        512 => go!(4, 512),
+        1024 => go!(2, 1024),
+        _ => Err(fuse::Error::InvalidLaunch(format!(
+            "softmax_rows: {n_cols} columns: use `softmax` past 1024"
+        ))),
+    }
 }
 
 /// Float64 reference over a row-major `rows x cols` matrix.

@@ -2,18 +2,24 @@
 //! small helpers for fresh random inputs and float64 comparisons.
 #![allow(dead_code)]
 
+#[path = "../../examples/kernels/add_activation.rs"]
+pub mod add_activation;
 #[path = "../../examples/kernels/add_mul.rs"]
 pub mod add_mul;
 #[path = "../../examples/kernels/add_rmsnorm.rs"]
 pub mod add_rmsnorm;
 #[path = "../../examples/kernels/bias_gelu_dropout.rs"]
 pub mod bias_gelu_dropout;
+#[path = "../../examples/kernels/cross_entropy.rs"]
+pub mod cross_entropy;
 #[path = "../../examples/kernels/l2norm.rs"]
 pub mod l2norm;
 #[path = "../../examples/kernels/layernorm.rs"]
 pub mod layernorm;
 #[path = "../../examples/kernels/layernorm_quant.rs"]
 pub mod layernorm_quant;
+#[path = "../../examples/kernels/qk_norm_rope.rs"]
+pub mod qk_norm_rope;
 #[path = "../../examples/kernels/silu_and_mul.rs"]
 pub mod silu_and_mul;
 #[path = "../../examples/kernels/softmax.rs"]
@@ -264,4 +270,140 @@ pub fn layernorm_wide_on<const B: usize>(
         let [x, w, b] = [inputs[0], inputs[1], inputs[2]];
         layernorm::layernorm_wide::launch::<B>(d, c, x, y, w, b, cols as i32, cols as i32, 1e-5)
     })
+}
+
+/// `softmax_rows` (several narrow rows per program, the tile its launcher picks) on `d`.
+pub fn softmax_rows_on<T: Elem>(d: &Device, x: &[T], rows: usize, cols: usize) -> Vec<f64> {
+    run_on(d, &[x], rows * cols, |inputs, out| softmax::launch_rows(d, None, out, inputs[0], rows, cols))
+}
+
+/// `layernorm_rows` (weight `w`, bias `b`, eps 1e-5; several narrow rows per program) on `d`.
+pub fn layernorm_rows_on<T: Elem>(
+    d: &Device,
+    x: &[T],
+    w: &[T],
+    b: &[T],
+    rows: usize,
+    cols: usize,
+) -> Vec<f64> {
+    run_on(d, &[x, w, b], rows * cols, |inputs, y| {
+        layernorm::launch_rows(d, None, inputs[0], y, inputs[1], inputs[2], rows, cols, 1e-5)
+    })
+}
+
+/// Per-row cross-entropy losses of `x` (`rows` x `cols` logits) on `d`, into NaN-poisoned f32.
+pub fn cross_entropy_on<T: Elem>(d: &Device, x: &[T], labels: &[i64], cols: usize) -> Vec<f32> {
+    let rows = labels.len();
+    let (xb, lb) = (d.upload(x).unwrap(), d.upload(labels).unwrap());
+    let mut loss = d.upload(&vec![f32::NAN; rows]).unwrap();
+    cross_entropy::launch(d, None, &xb, &lb, &mut loss, rows, cols).unwrap();
+    loss.to_vec().unwrap()
+}
+
+/// `add_gelu` / `add_silu` on `d`: (the residual after the launch, the NaN-poisoned output), as f64.
+pub fn add_activation_on<T: Elem>(
+    d: &Device,
+    act: add_activation::Act,
+    x: &[T],
+    residual: &[T],
+) -> (Vec<f64>, Vec<f64>) {
+    let xb = d.upload(x).unwrap();
+    let mut res = d.upload(residual).unwrap();
+    let mut out = d.upload(&vec![T::NAN; x.len()]).unwrap();
+    add_activation::launch(d, act, add_activation::BLOCK, None, &xb, &mut res, &mut out).unwrap();
+    (T::to_f64s(&res.to_vec().unwrap()), T::to_f64s(&out.to_vec().unwrap()))
+}
+
+/// One qk_norm_rope problem: random packed qkv, positions, a cos/sin cache and both weights.
+pub struct QkCase<T: Elem> {
+    pub h: qk_norm_rope::Heads,
+    pub tokens: usize,
+    pub qkv: Vec<T>,
+    pub positions: Vec<i64>,
+    pub cos_sin: Vec<T>,
+    pub q_w: Vec<T>,
+    pub k_w: Vec<T>,
+}
+
+impl<T: Elem> QkCase<T> {
+    pub const EPS: f32 = 1e-6;
+
+    pub fn random(rng: &mut Rng, tokens: usize, h: qk_norm_rope::Heads) -> QkCase<T> {
+        let max_pos = 512;
+        let row = (h.q + h.k + h.v) * h.dim;
+        let weights =
+            |rng: &mut Rng| T::from_f32s(&rng.vec(h.dim, 0.5).iter().map(|v| v + 1.0).collect::<Vec<_>>());
+        let cache: Vec<f32> =
+            qk_norm_rope::cos_sin_cache(max_pos, h.dim, 10000.0).iter().map(|&v| v as f32).collect();
+        QkCase {
+            h,
+            tokens,
+            qkv: T::from_f32s(&rng.vec(tokens * row, 3.0)),
+            positions: (0..tokens).map(|_| (rng.next_u64() % max_pos as u64) as i64).collect(),
+            cos_sin: T::from_f32s(&cache),
+            q_w: weights(rng),
+            k_w: weights(rng),
+        }
+    }
+
+    /// The packed qkv after the kernel on `d` (heads per program: the launcher's default).
+    pub fn run_on(&self, d: &Device, neox: bool) -> Vec<T> {
+        let up = |v: &[T]| d.upload(v).unwrap();
+        let mut qkv = up(&self.qkv);
+        let per = qk_norm_rope::heads_per_program(self.h);
+        let (pos, cs, qw, kw) =
+            (d.upload(&self.positions).unwrap(), up(&self.cos_sin), up(&self.q_w), up(&self.k_w));
+        qk_norm_rope::launch(
+            d,
+            None,
+            self.tokens,
+            per,
+            &mut qkv,
+            &pos,
+            &cs,
+            &qw,
+            &kw,
+            self.h,
+            Self::EPS,
+            neox,
+        )
+        .unwrap();
+        qkv.to_vec().unwrap()
+    }
+
+    /// Checks `got` (a whole qkv after the kernel): q and k within tolerance of float64, v
+    /// bit-identical to the input.
+    pub fn check(&self, what: &str, got: &[T], neox: bool, atol: f64, rtol: f64) {
+        let input = T::to_f64s(&self.qkv);
+        let want = qk_norm_rope::reference(
+            &input,
+            &self.positions,
+            &T::to_f64s(&self.cos_sin),
+            &T::to_f64s(&self.q_w),
+            &T::to_f64s(&self.k_w),
+            self.h,
+            f64::from(Self::EPS),
+            neox,
+        );
+        let (row, qk) = ((self.h.q + self.h.k + self.h.v) * self.h.dim, (self.h.q + self.h.k) * self.h.dim);
+        let got64 = T::to_f64s(got);
+        for t in 0..self.tokens {
+            let at = t * row;
+            assert_close(
+                &format!("{what} token {t} q,k"),
+                &got64[at..at + qk],
+                &want[at..at + qk],
+                atol,
+                rtol,
+            );
+            for i in at + qk..at + row {
+                assert!(
+                    got64[i].to_bits() == input[i].to_bits(),
+                    "{what}: v element {i} changed: {} -> {}",
+                    input[i],
+                    got64[i]
+                );
+            }
+        }
+    }
 }

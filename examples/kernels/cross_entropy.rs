@@ -1,0 +1,91 @@
+//! Softmax cross-entropy per row with a label gather (torch's `F.cross_entropy(x, labels,
+//! reduction="none")`): `loss[r] = logsumexp(x[r, :]) - x[r, label[r]]`, over a vocabulary wider
+//! than a tile. One program per row loops over column blocks of `BLOCK` with an online
+//! logsumexp: a running max `m` (a scalar: one block reduction per block) and per-lane running
+//! sums of `exp(x - m)`, rescaled by `exp(m_old - m_new)` when the max grows, so each logit is
+//! read once and exponentiated once. A row whose label is `ignore_index` (torch's -100) gets loss
+//! 0 without reading its logits; a label outside `[0, n_cols)` otherwise gives NaN (torch raises).
+//! Logits of any float type; the loss is f32.
+use fuse::fused_kernel;
+
+#[fused_kernel]
+pub fn cross_entropy<T: Float, const BLOCK: usize>(
+    logits: *const T,
+    labels: *const i64,
+    loss: *mut f32,
+    stride: i32,
+    n_cols: i32,
+    ignore_index: i64,
+) {
+    let row = program_id(0);
+    let label = load(labels + row);
+    if label == ignore_index {
+        store(loss + row, 0.0);
+    } else {
+        let x = logits + row * stride;
+        let mut m = f32::NEG_INFINITY; // running max of the row so far
+        let mut s = zeros(BLOCK); // per lane: sum of exp(x - m) over its columns so far
+        for start in (0..n_cols).step_by(BLOCK) {
+            let cols = start + arange(0, BLOCK);
+            let v = load(x + cols, cols < n_cols, f32::NEG_INFINITY);
+            let m_new = maximum(m, max(v));
+            // exp(a) as exp2(a log2 e), as in `softmax`; exp2(-inf) = 0 for the first block and
+            // for the masked lanes of the last.
+            s = s * exp2((m - m_new) * 1.4426950408889634) + exp2((v - m_new) * 1.4426950408889634);
+            m = m_new;
+        }
+        let lse = m + log(sum(s));
+        let valid = (label >= 0) & (label < n_cols.to(i64));
+        let nan = f32::INFINITY - f32::INFINITY; // the language has no `f32::NAN`
+        let target = load(x + label.to(i32), valid, nan);
+        store(loss + row, lse - target);
+    }
+}
+
+/// Float64 reference (torch's rule: loss 0 where the label is `ignore_index`).
+pub fn reference(x: &[f64], labels: &[i64], cols: usize, ignore_index: i64) -> Vec<f64> {
+    labels
+        .iter()
+        .enumerate()
+        .map(|(r, &label)| {
+            if label == ignore_index {
+                return 0.0;
+            }
+            let row = &x[r * cols..(r + 1) * cols];
+            let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let lse = m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+            lse - row[label as usize]
+        })
+        .collect()
+}
+
+/// torch's default `ignore_index`.
+pub const IGNORE_INDEX: i64 = -100;
+
+/// The column block of the loop: 4096 logits per step (16 KiB of f32, 8 KiB of bf16).
+pub const BLOCK: usize = 4096;
+
+/// Launches [`cross_entropy`] over a contiguous `rows x cols` matrix of logits in column blocks of
+/// [`BLOCK`] (`warps`: the runtime's default if `None`).
+pub fn launch<T: fuse::Float>(
+    device: &fuse::Device,
+    warps: Option<u32>,
+    logits: &fuse::Buffer<T>,
+    labels: &fuse::Buffer<i64>,
+    loss: &mut fuse::Buffer<f32>,
+    rows: usize,
+    cols: usize,
+) -> fuse::Result<()> {
+    let Ok(c) = i32::try_from(cols) else {
+        return Err(fuse::Error::InvalidLaunch(format!("cross_entropy: {cols} columns do not fit i32")));
+    };
+    let Ok(r) = u32::try_from(rows) else {
+        return Err(fuse::Error::InvalidLaunch(format!("cross_entropy: {rows} rows do not fit u32")));
+    };
+    let grid = fuse::LaunchConfig::new(r);
+    let grid = match warps {
+        Some(w) => grid.num_warps(w),
+        None => grid,
+    };
+    cross_entropy::launch::<T, BLOCK>(device, grid, logits, labels, loss, c, c, IGNORE_INDEX)
+}

@@ -1,0 +1,206 @@
+//! vLLM's fused QK-norm + RoPE (Qwen3-style attention input), in place on the packed `qkv`
+//! projection `[tokens, (n_q + n_k + n_v) * head_dim]` (row-major; per token the q heads, then
+//! the k heads, then the v heads, each `head_dim` wide).
+//!
+//! For each q and k head of each token: RMSNorm over the head, `x * rsqrt(mean(x^2) + eps) * w`
+//! (`q_w` for q heads, `k_w` for k heads, both `[head_dim]`), then the rotary embedding at the
+//! token's position from a cos/sin cache `[max_pos, head_dim]` (row `p`: `head_dim / 2` cosines,
+//! then `head_dim / 2` sines, of `p * theta_i`). Two pairings of the rotated columns:
+//! - NeoX (`neox != 0`): column `i` pairs with `i + head_dim / 2` (rotate halves);
+//! - GPT-J (`neox == 0`): column `2i` pairs with `2i + 1` (interleaved),
+//!
+//! and in both the pair `(a, b)` with angle `i` becomes `(a cos - b sin, b cos + a sin)`.
+//! v is neither read nor written.
+//!
+//! A program handles `HEADS` consecutive heads of one token (q then k numbered together, so a
+//! program may hold q and k heads at once) as one `[HEADS, D]` tile (`D >= head_dim`, a power of
+//! two): launch on the grid `(tokens, cdiv(n_q + n_k, HEADS))`. Each element of q and k is read
+//! from memory once and written once, with the statistics in registers: the rotation partner of
+//! column `c` is loaded from the partner's address (the same cache lines, so the same memory
+//! traffic) and normalised with the same per-head `rstd`, so no exchange between lanes is needed.
+use fuse::fused_kernel;
+
+#[fused_kernel]
+pub fn qk_norm_rope<T: Float, const HEADS: usize, const D: usize>(
+    qkv: *mut T,
+    positions: *const i64,
+    cos_sin: *const T,
+    q_w: *const T,
+    k_w: *const T,
+    n_q_heads: i32,
+    n_k_heads: i32,
+    n_v_heads: i32,
+    head_dim: i32,
+    eps: f32,
+    neox: i32,
+) {
+    let token = program_id(0);
+    let heads = program_id(1) * HEADS + arange(0, HEADS); // [HEADS]: q heads, then k heads
+    let cols = arange(0, D); // [D]
+    let col_ok = cols < head_dim;
+    let mask = (heads < n_q_heads + n_k_heads).expand_dims(1) & col_ok.expand_dims(0);
+
+    // Per column: whether it is the first of its pair, its partner, and its angle index.
+    let half = head_dim / 2;
+    let is_neox = neox != 0;
+    let first = where_(is_neox, cols < half, cols % 2 == 0);
+    let partner = where_(is_neox, where_(first, cols + half, cols - half), cols ^ 1);
+    let angle = where_(is_neox, where_(first, cols, cols - half), cols / 2);
+    let sign = where_(first, -1.0, 1.0); // a' = a cos - b sin, b' = b cos + a sin
+
+    let base = qkv + token * ((n_q_heads + n_k_heads + n_v_heads) * head_dim);
+    let head_offs = heads.expand_dims(1) * head_dim; // [HEADS, 1]
+    let offs = head_offs + cols.expand_dims(0); // [HEADS, D]
+    let x = load(base + offs, mask, 0.0);
+    let xp = load(base + head_offs + partner.expand_dims(0), mask, 0.0);
+
+    // RMS over each head (masked columns are 0). The partner tile is a permutation of each
+    // row's columns, so its squares sum to the same value; folding both into the statistic makes
+    // every store of a head depend on every lane's reads of that head (x and partner), so the
+    // in-place stores cannot overtake another lane's read of its partner on any back end or
+    // schedule (the language has no barrier statement; this data dependency is the ordering).
+    let ms = (x * x + xp * xp).sum(1) * (0.5 / head_dim as f32);
+    let rstd = rsqrt(ms + eps).expand_dims(1); // [HEADS, 1]
+
+    // The weights of each head's kind at each column and at its partner.
+    let is_q = (heads < n_q_heads).expand_dims(1); // [HEADS, 1]
+    let w = where_(is_q, load(q_w + cols, col_ok).expand_dims(0), load(k_w + cols, col_ok).expand_dims(0));
+    let wp =
+        where_(is_q, load(q_w + partner, col_ok).expand_dims(0), load(k_w + partner, col_ok).expand_dims(0));
+
+    let pos = load(positions + token).to(i32);
+    let row = cos_sin + pos * head_dim;
+    let cos = load(row + angle, col_ok).expand_dims(0); // [1, D]
+    let sin = load(row + half + angle, col_ok).expand_dims(0);
+
+    let a = x * rstd * w;
+    let b = xp * rstd * wp;
+    store(base + offs, a * cos + sign.expand_dims(0) * b * sin, mask);
+}
+
+/// The cos/sin cache `[max_pos, head_dim]` of rotary base `theta`, in float64 (round it to the
+/// kernel's element type before uploading): row `p` holds `cos(p * theta^(-2i / head_dim))` for
+/// `i < head_dim / 2`, then the sines.
+pub fn cos_sin_cache(max_pos: usize, head_dim: usize, theta: f64) -> Vec<f64> {
+    let half = head_dim / 2;
+    let mut cache = vec![0.0; max_pos * head_dim];
+    for p in 0..max_pos {
+        for i in 0..half {
+            let angle = p as f64 * theta.powf(-2.0 * i as f64 / head_dim as f64);
+            cache[p * head_dim + i] = angle.cos();
+            cache[p * head_dim + half + i] = angle.sin();
+        }
+    }
+    cache
+}
+
+/// The shape of one launch: heads per kind and the head width.
+#[derive(Clone, Copy, Debug)]
+pub struct Heads {
+    pub q: usize,
+    pub k: usize,
+    pub v: usize,
+    pub dim: usize,
+}
+
+/// Float64 reference: `qkv` after the kernel (q and k heads normalised and rotated, v as it was).
+#[allow(clippy::too_many_arguments)]
+pub fn reference(
+    qkv: &[f64],
+    positions: &[i64],
+    cos_sin: &[f64],
+    q_w: &[f64],
+    k_w: &[f64],
+    h: Heads,
+    eps: f64,
+    neox: bool,
+) -> Vec<f64> {
+    let (d, half) = (h.dim, h.dim / 2);
+    let row_len = (h.q + h.k + h.v) * d;
+    let mut out = qkv.to_vec();
+    for (t, &pos) in positions.iter().enumerate() {
+        let cache = &cos_sin[pos as usize * d..(pos as usize + 1) * d];
+        for head in 0..h.q + h.k {
+            let at = t * row_len + head * d;
+            let x = &qkv[at..at + d];
+            let w = if head < h.q { q_w } else { k_w };
+            let rstd = 1.0 / (x.iter().map(|v| v * v).sum::<f64>() / d as f64 + eps).sqrt();
+            let n: Vec<f64> = (0..d).map(|c| x[c] * rstd * w[c]).collect();
+            for i in 0..half {
+                let (a, b) = if neox { (i, i + half) } else { (2 * i, 2 * i + 1) };
+                let (cos, sin) = (cache[i], cache[half + i]);
+                out[at + a] = n[a] * cos - n[b] * sin;
+                out[at + b] = n[b] * cos + n[a] * sin;
+            }
+        }
+    }
+    out
+}
+
+/// Heads per program for a head width: a tile of about 1024 lanes (8 heads of 128), never more
+/// heads than there are.
+pub fn heads_per_program(h: Heads) -> usize {
+    (1024 / h.dim.next_power_of_two()).clamp(1, (h.q + h.k).next_power_of_two())
+}
+
+/// Launches [`qk_norm_rope`] over `tokens` tokens of `qkv` with `heads` heads per program (a power
+/// of two up to 16) and the tile width the head width rounds up to (64, 128 or 256), with `warps`
+/// warps (the runtime's default if `None`).
+#[allow(clippy::too_many_arguments)]
+pub fn launch<T: fuse::Float>(
+    device: &fuse::Device,
+    warps: Option<u32>,
+    tokens: usize,
+    heads: usize,
+    qkv: &mut fuse::Buffer<T>,
+    positions: &fuse::Buffer<i64>,
+    cos_sin: &fuse::Buffer<T>,
+    q_w: &fuse::Buffer<T>,
+    k_w: &fuse::Buffer<T>,
+    h: Heads,
+    eps: f32,
+    neox: bool,
+) -> fuse::Result<()> {
+    let too_big =
+        |what: &str| fuse::Error::InvalidLaunch(format!("qk_norm_rope: {what} does not fit an i32"));
+    let n = |v: usize, what: &str| i32::try_from(v).map_err(|_| too_big(what));
+    let grid = fuse::LaunchConfig::new((
+        u32::try_from(tokens).map_err(|_| too_big("tokens"))?,
+        u32::try_from((h.q + h.k).div_ceil(heads.max(1))).map_err(|_| too_big("heads"))?,
+    ));
+    let grid = match warps {
+        Some(w) => grid.num_warps(w),
+        None => grid,
+    };
+    let (nq, nk, nv, dim) = (n(h.q, "n_q")?, n(h.k, "n_k")?, n(h.v, "n_v")?, n(h.dim, "head_dim")?);
+    let neox = i32::from(neox);
+    macro_rules! go {
+        ($H:literal, $D:literal) => {
+            qk_norm_rope::launch::<T, $H, $D>(
+                device, grid, qkv, positions, cos_sin, q_w, k_w, nq, nk, nv, dim, eps, neox,
+            )
+        };
+    }
+    macro_rules! width {
+        ($H:literal) => {
+            match h.dim.next_power_of_two() {
+                64 => go!($H, 64),
+                128 => go!($H, 128),
+                256 => go!($H, 256),
+                other => Err(fuse::Error::InvalidLaunch(format!(
+                    "qk_norm_rope: head width {other} not in 64/128/256"
+                ))),
+            }
+        };
+    }
+    match heads {
+        1 => width!(1),
+        2 => width!(2),
+        4 => width!(4),
+        8 => width!(8),
+        16 => width!(16),
+        other => {
+            Err(fuse::Error::InvalidLaunch(format!("qk_norm_rope: {other} heads per program not in 1..=16")))
+        }
+    }
+}
