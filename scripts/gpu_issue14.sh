@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Issue 14 on the device, over binaries staged by scripts/stage.sh (carry: [".gpu"]).
+# Usage: bash scripts/gpu_issue14.sh check|bench|peers|anchors
+#   check:   2-D tile tests, GPU example tests, memcheck+racecheck of the 2-D tests, the examples
+#            (PASS/FAIL and GB/s), and the fused kernels of the new bench rows alone (a quick look).
+#   bench:   the whole anchor bench (fuse, unfused chains, same-bytes copies) -> $OUT/anchors.json.
+#   peers:   scripts/peers_v2.py (Triton, torch eager, torch.compile for the new rows) -> $OUT/peers_v2.json.
+#   anchors: ../shared/anchors/triton_anchor.py (the 24 memory-bound anchor shapes) -> its JSON.
+# Several modes in one call run in the order given, so fuse and its peers share the call.
+set -uo pipefail
+BIN=${BIN:-.gpu}
+. "$(dirname "$0")/gpu_common.sh"
+export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$L/device.txt"
+date -u | tee -a "$L/device.txt"
+for mode in "$@"; do
+    case $mode in
+    check)
+        run tiles_2d "$BIN/test-tiles_2d"
+        run gpu_examples "$BIN/test-gpu_examples"
+        run memcheck_tiles_2d compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test-tiles_2d" --test-threads=1
+        run racecheck_tiles_2d compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test-tiles_2d" --test-threads=1
+        for e in softmax layernorm qk_norm_rope cross_entropy add_activation; do
+            [ -x "$BIN/example-$e" ] && run "example_$e" "$BIN/example-$e"
+        done
+        FUSE_BENCH_ONLY=65536x128,16384x256,qk_norm_rope,cross_entropy,add_gelu,add_silu \
+            run bench_new_rows "$BIN/bench-anchors"
+        cat "$L/bench_new_rows.log"
+        ;;
+    bench)
+        FUSE_BENCH_JSON=${OUT:-/tmp}/anchors.json run bench "$BIN/bench-anchors"
+        cat "$L/bench.log"
+        ;;
+    peers)
+        (cd "${OUT:-/tmp}" && PYTHONUNBUFFERED=1 python "$OLDPWD/scripts/peers_v2.py") >"$L/peers_v2.log" 2>&1 || status=1
+        tail -60 "$L/peers_v2.log"
+        ;;
+    anchors)
+        (cd "${OUT:-/tmp}" && python "$OLDPWD/../shared/anchors/triton_anchor.py") >"$L/triton_anchor.log" 2>&1 || status=1
+        tail -40 "$L/triton_anchor.log"
+        ;;
+    esac
+done
+tar czf "${OUT:-/tmp}/logs.tgz" -C "$(dirname "$L")" logs
+echo "status $status"
+exit $status
