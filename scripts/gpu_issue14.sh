@@ -5,7 +5,7 @@
 #            (PASS/FAIL and GB/s), and the fused kernels of the new bench rows alone (a quick look).
 #   bench:   the whole anchor bench (fuse, unfused chains, same-bytes copies) -> $OUT/anchors.json.
 #   peers:   scripts/peers_v2.py (Triton, torch eager, torch.compile for the new rows) -> $OUT/peers_v2.json.
-#   anchors: ../shared/anchors/triton_anchor.py (the 24 memory-bound anchor shapes) -> its JSON.
+#   anchors: triton_anchor.py (copied into $BIN from ../shared/anchors; the 24 memory-bound shapes).
 # Several modes in one call run in the order given, so fuse and its peers share the call.
 set -uo pipefail
 BIN=${BIN:-.gpu}
@@ -36,7 +36,7 @@ for mode in "$@"; do
         tail -60 "$L/peers_v2.log"
         ;;
     anchors)
-        (cd "${OUT:-/tmp}" && python "$OLDPWD/../shared/anchors/triton_anchor.py") >"$L/triton_anchor.log" 2>&1 || status=1
+        (cd "${OUT:-/tmp}" && python "$OLDPWD/$BIN/triton_anchor.py") >"$L/triton_anchor.log" 2>&1 || status=1
         tail -40 "$L/triton_anchor.log"
         ;;
     esac
