@@ -13,6 +13,7 @@ BIN=${BIN:-.gpu}
 export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$L/device.txt"
 date -u | tee -a "$L/device.txt"
+pack() { cp -f "${OUT:-/tmp}"/*.json "$L/" 2>/dev/null; tar czf "${OUT:-/tmp}/logs.tgz" -C "$(dirname "$L")" logs; }
 for mode in "$@"; do
     case $mode in
     check)
@@ -40,7 +41,7 @@ for mode in "$@"; do
         tail -40 "$L/triton_anchor.log"
         ;;
     esac
+    pack  # after each mode, so a call cut short still returns what it measured
 done
-tar czf "${OUT:-/tmp}/logs.tgz" -C "$(dirname "$L")" logs
 echo "status $status"
 exit $status

@@ -212,15 +212,16 @@ impl Fact {
     /// (uniform, multiple, block-uniform).
     fn lane_div(&self) -> Option<Div> {
         match self {
-            Fact::Uniform(d) | Fact::Mult(d) | Fact::BlockUniform(d) => Some(d.clone()),
+            Fact::Int(d) | Fact::Uniform(d) | Fact::Mult(d) | Fact::BlockUniform(d) => Some(d.clone()),
             _ => None,
         }
     }
 
-    /// The bound of a tile constant on every VEC-aligned chunk (uniform or block-uniform).
+    /// The bound of a value constant on every VEC-aligned chunk (a scalar, uniform or
+    /// block-uniform).
     fn block_div(&self) -> Option<Div> {
         match self {
-            Fact::Uniform(d) | Fact::BlockUniform(d) => Some(d.clone()),
+            Fact::Int(d) | Fact::Uniform(d) | Fact::BlockUniform(d) => Some(d.clone()),
             _ => None,
         }
     }
