@@ -502,7 +502,11 @@ fn run() -> Result<()> {
             let es = std::mem::size_of::<$T>();
             let bytes = (2 * tokens * (h.q + h.k) * h.dim + tokens * h.dim + 2 * h.dim) * es + tokens * 8;
             let shape = format!("{tokens}x{}x{}", h.q + h.k + h.v, h.dim);
-            let per = qk_norm_rope::heads_per_program(h);
+            // FUSE_BENCH_QK_HEADS: heads per program (a power of two up to 64), for tuning sweeps.
+            let per = std::env::var("FUSE_BENCH_QK_HEADS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| qk_norm_rope::heads_per_program(h));
             for (pattern, neox) in [("qk_norm_rope_neox", true), ("qk_norm_rope_gptj", false)] {
                 b.time(pattern, &shape, $dt, "fuse", bytes, || {
                     qk_norm_rope::launch(

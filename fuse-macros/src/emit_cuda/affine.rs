@@ -87,6 +87,21 @@ impl Div {
         Div { terms: vec![Term::lit(log2)] }
     }
 
+    /// No bound (blocks of any power-of-two size up to 2^CAP).
+    fn any_block() -> Div {
+        Div { terms: vec![Term::lit(CAP)] }
+    }
+
+    /// A bound for blocks of `len` lanes: every power of two dividing `len` (a length with a
+    /// division, `BLOCK / 2`, is taken as 1: never a wider block).
+    fn of_len(len: &fuse_ir::Len) -> Div {
+        if len.log2 < 0 {
+            return Div::one();
+        }
+        let consts: Vec<u32> = len.consts.iter().copied().take(MAX_CONSTS).collect();
+        Div::normalise(vec![Term { log2: (len.log2 as u8).min(CAP), consts, div16: Vec::new() }])
+    }
+
     fn atom_const(c: u32) -> Div {
         Div { terms: vec![Term { log2: 0, consts: vec![c], div16: Vec::new() }] }
     }
@@ -161,13 +176,14 @@ pub enum Fact {
     ContigRem(Div),
     /// An integer tile whose every lane is a multiple of the bound (`rows * n_cols`).
     Mult(Div),
-    /// An integer tile constant on every VEC-aligned chunk, every lane a multiple of the bound:
-    /// a `[R, 1]` tile broadcast along the columns of `[R, C]` (VEC never exceeds C for a length
-    /// with 2-D tiles, see `layout`, so a chunk lies in one row).
-    BlockUniform(Div),
-    /// An integer tile consecutive within every VEC-aligned chunk, each chunk starting at a
-    /// multiple of VEC when VEC divides the bound: `row_base + cols` over a `[R, C]` tile.
-    ChunkContig(Div),
+    /// An integer tile constant on every aligned block of V lanes for V dividing the second bound
+    /// (a row's `C` columns), every lane a multiple of the first: a `[R, 1]` tile broadcast along
+    /// the columns of `[R, C]` (`rows * n_cols`).
+    BlockUniform(Div, Div),
+    /// An integer tile consecutive within every aligned block of V lanes for V dividing the second
+    /// bound, each block starting at a multiple of V when V also divides the first: `row_base +
+    /// cols` over a `[R, C]` tile.
+    ChunkContig(Div, Div),
     /// A bool tile that is constant on every VEC-aligned chunk when VEC divides every listed
     /// bound (none: always), e.g. `cols < n` for a contiguous `cols` and `n` a multiple of VEC.
     /// Its lanes may then be read at the chunk's first slot, so one predicate serves the chunk.
@@ -182,15 +198,22 @@ impl Fact {
             (Fact::Int(a), Fact::Int(b)) => Fact::Int(a.min(b)),
             (Fact::Uniform(a), Fact::Uniform(b)) => Fact::Uniform(a.min(b)),
             (Fact::Contig(a), Fact::Contig(b)) => Fact::Contig(a.min(b)),
-            (Fact::ChunkContig(a) | Fact::Contig(a), Fact::ChunkContig(b) | Fact::Contig(b)) => {
-                Fact::ChunkContig(a.min(b))
+            (
+                x @ (Fact::ChunkContig(..) | Fact::Contig(_)),
+                y @ (Fact::ChunkContig(..) | Fact::Contig(_)),
+            ) => {
+                let ((a, ab), (b, bb)) = (x.chunk_contig().unwrap(), y.chunk_contig().unwrap());
+                Fact::ChunkContig(a.min(&b), ab.min(&bb))
+            }
+            (Fact::ContigRem(a) | Fact::Contig(a), Fact::ContigRem(b) | Fact::Contig(b)) => {
+                Fact::ContigRem(a.min(b))
             }
             (
-                Fact::ContigRem(a) | Fact::Contig(a) | Fact::ChunkContig(a),
-                Fact::ContigRem(b) | Fact::Contig(b) | Fact::ChunkContig(b),
-            ) => Fact::ContigRem(a.min(b)),
-            (Fact::BlockUniform(a) | Fact::Uniform(a), Fact::BlockUniform(b) | Fact::Uniform(b)) => {
-                Fact::BlockUniform(a.min(b))
+                x @ (Fact::BlockUniform(..) | Fact::Uniform(_)),
+                y @ (Fact::BlockUniform(..) | Fact::Uniform(_)),
+            ) => {
+                let ((a, ab), (b, bb)) = (x.block().unwrap(), y.block().unwrap());
+                Fact::BlockUniform(a.min(&b), ab.min(&bb))
             }
             (x, y)
                 if x.lane_div().is_some()
@@ -212,16 +235,27 @@ impl Fact {
     /// (uniform, multiple, block-uniform).
     fn lane_div(&self) -> Option<Div> {
         match self {
-            Fact::Int(d) | Fact::Uniform(d) | Fact::Mult(d) | Fact::BlockUniform(d) => Some(d.clone()),
+            Fact::Int(d) | Fact::Uniform(d) | Fact::Mult(d) | Fact::BlockUniform(d, _) => Some(d.clone()),
             _ => None,
         }
     }
 
-    /// The bound of a value constant on every VEC-aligned chunk (a scalar, uniform or
-    /// block-uniform).
-    fn block_div(&self) -> Option<Div> {
+    /// A value constant on aligned blocks (a scalar, uniform or block-uniform): the divisor of
+    /// its lanes and the bound of the block sizes (unbounded for a uniform value).
+    fn block(&self) -> Option<(Div, Div)> {
         match self {
-            Fact::Int(d) | Fact::Uniform(d) | Fact::BlockUniform(d) => Some(d.clone()),
+            Fact::Int(d) | Fact::Uniform(d) => Some((d.clone(), Div::any_block())),
+            Fact::BlockUniform(d, b) => Some((d.clone(), b.clone())),
+            _ => None,
+        }
+    }
+
+    /// Consecutive on aligned blocks (contiguous or chunk-contiguous): the start divisor and the
+    /// bound of the block sizes.
+    fn chunk_contig(&self) -> Option<(Div, Div)> {
+        match self {
+            Fact::Contig(s) => Some((s.clone(), Div::any_block())),
+            Fact::ChunkContig(s, b) => Some((s.clone(), b.clone())),
             _ => None,
         }
     }
@@ -323,12 +357,23 @@ impl Facts {
             Expr::Copy(v) | Expr::Reshape(v) => self.get(*v).clone(),
             Expr::Broadcast(v) => match (broadcast_kind(k, *v, dst), self.get(*v)) {
                 (_, Fact::Top) => Fact::Top,
+                (Kind::Identity, f) => f.clone(),
                 (_, Fact::Uniform(d)) => Fact::Uniform(d.clone()),
-                (Kind::Rows | Kind::Other, f) => Fact::BlockUniform(f.lane_div().unwrap_or_else(Div::one)),
-                (Kind::Columns, Fact::Contig(d) | Fact::ChunkContig(d)) => Fact::ChunkContig(d.clone()),
-                (Kind::Columns, f @ (Fact::ContigRem(_) | Fact::Mult(_) | Fact::BlockUniform(_))) => {
-                    f.clone()
+                (Kind::Single, f) => {
+                    Fact::BlockUniform(f.lane_div().unwrap_or_else(Div::one), Div::any_block())
                 }
+                (Kind::Rows(c), f) => {
+                    Fact::BlockUniform(f.lane_div().unwrap_or_else(Div::one), Div::of_len(&c))
+                }
+                // Lane e reads column e % C: an aligned block of V | C lanes is one of the source.
+                (Kind::Columns(c), f @ (Fact::Contig(_) | Fact::ChunkContig(..))) => {
+                    let (s, b) = f.chunk_contig().unwrap();
+                    Fact::ChunkContig(s, b.min(&Div::of_len(&c)))
+                }
+                (Kind::Columns(c), Fact::BlockUniform(d, b)) => {
+                    Fact::BlockUniform(d.clone(), b.min(&Div::of_len(&c)))
+                }
+                (Kind::Columns(_), f @ (Fact::ContigRem(_) | Fact::Mult(_))) => f.clone(),
                 _ => Fact::Unknown,
             },
             Expr::Lit(Literal::Int(v)) => lift(Div::of_int(i128::from(*v))),
@@ -378,9 +423,13 @@ impl Facts {
             Expr::Copy(v) | Expr::Reshape(v) => of(v),
             Expr::Broadcast(v) => match (broadcast_kind(k, *v, dst), of(v)) {
                 (_, Fact::Top) => Fact::Top,
-                // Constant along each row (or a single lane repeated everywhere).
-                (Kind::Rows | Kind::Other, _) => always,
-                (Kind::Columns, f @ Fact::ChunkUniform(_)) => f,
+                (Kind::Identity, f) => f,
+                (Kind::Single, _) => always,
+                // Constant along each row: on aligned blocks of V | C lanes.
+                (Kind::Rows(c), _) => Fact::ChunkUniform(vec![Div::of_len(&c)]),
+                (Kind::Columns(c), Fact::ChunkUniform(b)) => {
+                    Fact::ChunkUniform(union(&b, &[Div::of_len(&c)]))
+                }
                 _ => Fact::Unknown,
             },
             Expr::Binary(op, a, b) if op.is_comparison() && is_int(k.ty(*a).dtype) => {
@@ -390,18 +439,22 @@ impl Facts {
                 }
                 match (fa, fb, op) {
                     (x, y, _) if x.uniform_div().is_some() && y.uniform_div().is_some() => always,
-                    (x, y, _) if x.block_div().is_some() && y.block_div().is_some() => always,
-                    (x, y, _) if x.uniform_div().is_some() && y.block_div().is_some() => always,
-                    (x, y, _) if x.block_div().is_some() && y.uniform_div().is_some() => always,
+                    (x, y, _) if x.block().is_some() && y.block().is_some() => {
+                        let (bx, by) = (x.block().unwrap().1, y.block().unwrap().1);
+                        Fact::ChunkUniform(union(&[bx], &[by]))
+                    }
                     // An aligned block of consecutive values [cV, cV + V) lies wholly below or
                     // wholly at-or-above a multiple of V; `<=` and `>` split at `u + 1`.
-                    (Fact::Contig(s) | Fact::ChunkContig(s), u, BinaryOp::Lt | BinaryOp::Ge)
-                    | (u, Fact::Contig(s) | Fact::ChunkContig(s), BinaryOp::Gt | BinaryOp::Le) => {
-                        match u.uniform_div() {
-                            Some(d) => Fact::ChunkUniform(union(std::slice::from_ref(s), &[d])),
-                            None => Fact::Unknown,
-                        }
-                    }
+                    (Fact::Contig(s), u, BinaryOp::Lt | BinaryOp::Ge)
+                    | (u, Fact::Contig(s), BinaryOp::Gt | BinaryOp::Le) => match u.uniform_div() {
+                        Some(d) => Fact::ChunkUniform(union(std::slice::from_ref(s), &[d])),
+                        None => Fact::Unknown,
+                    },
+                    (Fact::ChunkContig(st, b), u, BinaryOp::Lt | BinaryOp::Ge)
+                    | (u, Fact::ChunkContig(st, b), BinaryOp::Gt | BinaryOp::Le) => match u.uniform_div() {
+                        Some(d) => Fact::ChunkUniform(union(&[st.clone(), b.clone()], &[d])),
+                        None => Fact::Unknown,
+                    },
                     _ => Fact::Unknown,
                 }
             }
@@ -422,26 +475,26 @@ impl Facts {
                 (u, Fact::Contig(s)) if op == BinaryOp::Add && u.uniform_div().is_some() => {
                     Fact::Contig(s.min(&u.uniform_div().unwrap()))
                 }
-                // A chunk-constant term keeps every chunk consecutive.
-                (Fact::Contig(s) | Fact::ChunkContig(s), u) if u.block_div().is_some() => {
-                    Fact::ChunkContig(s.min(&u.block_div().unwrap()))
+                // A block-constant term keeps every block consecutive.
+                (c, u) if c.chunk_contig().is_some() && u.block().is_some() => {
+                    let ((s, b), (d, bb)) = (c.chunk_contig().unwrap(), u.block().unwrap());
+                    Fact::ChunkContig(s.min(&d), b.min(&bb))
                 }
-                (u, Fact::Contig(s) | Fact::ChunkContig(s))
-                    if op == BinaryOp::Add && u.block_div().is_some() =>
-                {
-                    Fact::ChunkContig(s.min(&u.block_div().unwrap()))
+                (u, c) if op == BinaryOp::Add && c.chunk_contig().is_some() && u.block().is_some() => {
+                    let ((s, b), (d, bb)) = (c.chunk_contig().unwrap(), u.block().unwrap());
+                    Fact::ChunkContig(s.min(&d), b.min(&bb))
                 }
                 (x, y) => match (x.uniform_div(), y.uniform_div()) {
                     (Some(p), Some(q)) => lift(p.min(&q)),
-                    _ => match (x.block_div(), y.block_div(), x.lane_div(), y.lane_div()) {
-                        (Some(p), Some(q), _, _) => Fact::BlockUniform(p.min(&q)),
+                    _ => match (x.block(), y.block(), x.lane_div(), y.lane_div()) {
+                        (Some((p, pb)), Some((q, qb)), _, _) => Fact::BlockUniform(p.min(&q), pb.min(&qb)),
                         (_, _, Some(p), Some(q)) if !scalar => Fact::Mult(p.min(&q)),
                         _ => Fact::Unknown,
                     },
                 },
             },
             BinaryOp::Rem if !scalar => match (a, b.uniform_div()) {
-                (Fact::Contig(s) | Fact::ChunkContig(s), Some(d)) => Fact::ContigRem(s.min(&d)),
+                (Fact::Contig(s), Some(d)) => Fact::ContigRem(s.min(&d)),
                 (x, Some(d)) => match x.uniform_div() {
                     Some(p) => Fact::Uniform(p.min(&d)),
                     None => Fact::Unknown,
@@ -451,8 +504,8 @@ impl Facts {
             BinaryOp::Mul => match (a.uniform_div(), b.uniform_div()) {
                 (Some(p), Some(q)) => lift(p.mul(&q)),
                 _ if scalar => Fact::Unknown,
-                _ => match (a.block_div(), b.block_div()) {
-                    (Some(p), Some(q)) => Fact::BlockUniform(p.mul(&q)),
+                _ => match (a.block(), b.block()) {
+                    (Some((p, pb)), Some((q, qb))) => Fact::BlockUniform(p.mul(&q), pb.min(&qb)),
                     // Any integer times a multiple of d is a multiple of d.
                     _ => Fact::Mult(
                         a.lane_div()
@@ -472,21 +525,31 @@ impl Facts {
     }
 }
 
-/// How `dst = broadcast(src)` repeats lanes: a `[R, 1]` source along the columns of `[R, C]`, a
-/// `[C]` or `[1, C]` one down its rows, or otherwise (then one lane everywhere: `[1, 1]`, `[1]`).
+/// How `dst = broadcast(src)` repeats lanes: the same lanes (`[N]` to `[1, N]`), one lane
+/// everywhere (`[1]`, `[1, 1]`), a `[R, 1]` source along the `C` columns of `[R, C]`, a `[C]` or
+/// `[1, C]` one down its rows, or otherwise.
 enum Kind {
-    Rows,
-    Columns,
+    Identity,
+    Single,
+    Rows(fuse_ir::Len),
+    Columns(fuse_ir::Len),
     Other,
 }
 
 fn broadcast_kind(k: &Kernel, src: VarId, dst: VarId) -> Kind {
     let unit = fuse_ir::Len::literal_log2(0);
+    let (sl, dl) = (k.ty(src).shape.len(), k.ty(dst).shape.len());
+    if sl == dl {
+        return Kind::Identity;
+    }
+    if sl.is_none() || sl == Some(unit.clone()) {
+        return Kind::Single;
+    }
     let (sd, dd) = (k.ty(src).shape.dims(), k.ty(dst).shape.dims());
     match (sd.as_slice(), dd.as_slice()) {
-        ([r, one], [r2, c]) if r == r2 && *one == unit && *c != unit => Kind::Rows,
+        ([r, one], [r2, c]) if r == r2 && *one == unit && *c != unit => Kind::Rows(c.clone()),
         ([c], [r, c2]) | ([_, c], [r, c2]) if c == c2 && *r != unit && (sd.len() == 1 || sd[0] == unit) => {
-            Kind::Columns
+            Kind::Columns(c.clone())
         }
         _ => Kind::Other,
     }
@@ -573,5 +636,45 @@ mod tests {
         assert!(out.source.contains(&format!("({name} ? 16 : 1)")), "{}", out.source);
         assert!(out.source.contains(&format!("#ifndef {name}\n")), "{}", out.source);
         assert!(!out.source.contains(&format!("({name}_ ? 16")), "{}", out.source);
+    }
+
+    #[test]
+    fn a_broadcast_that_keeps_the_lanes_keeps_the_fact() {
+        // `[N]` meeting `[1, N]` is broadcast to `[1, N]`: the same lanes, not one lane repeated.
+        let (k, f) = facts(
+            "fn k<const BLOCK: usize>(x: *const f32, y: *mut f32, n: i32) {
+                let cols = arange(0, BLOCK);
+                let offs = cols.expand_dims(0);
+                let m = cols < n;
+                store(y + offs, load(x + offs, m), m);
+            }",
+        );
+        for (i, v) in k.vars.iter().enumerate() {
+            if let fuse_ir::Shape::Tile2(..) = v.ty.shape {
+                if v.ty.dtype == fuse_ir::DType::Bool {
+                    let fact = &f.vars[i];
+                    assert!(
+                        !matches!(fact, Fact::ChunkUniform(b) if b.is_empty()),
+                        "a [1, N] mask from an [N] one is not constant everywhere: {fact:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn column_broadcasts_bound_their_blocks_by_the_columns() {
+        // A chunk-contiguous [8] tile (blocks of 2) broadcast to [R, 8]: blocks stay at most 2.
+        let (k, f) = facts(
+            "fn k<const R: usize>(x: *const f32, y: *mut f32) {
+                let a = arange(0, 4).expand_dims(1) * 64 + arange(0, 2).expand_dims(0);
+                let offs = (arange(0, R) * 512).expand_dims(1) + reshape(a, [8]).expand_dims(0);
+                store(y + offs, load(x + offs));
+            }",
+        );
+        match f.get(var_id(&k, "offs")) {
+            Fact::ChunkContig(_, b) => assert_eq!(b, &super::Div::of_int(2), "{b:?}"),
+            other => assert!(!matches!(other, Fact::Contig(_)), "{other:?}"),
+        }
     }
 }

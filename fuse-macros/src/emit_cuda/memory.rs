@@ -55,17 +55,21 @@ impl Ctx<'_> {
 
     /// The `#if` condition for the vector path of tile length `k`, if the offsets allow one.
     fn vector_cond(&mut self, a: &Access, k: usize) -> Option<String> {
-        let (Fact::Contig(div) | Fact::ContigRem(div) | Fact::ChunkContig(div)) =
-            self.facts.get(a.offset).clone()
-        else {
-            return None;
+        let (div, block) = match self.facts.get(a.offset).clone() {
+            Fact::Contig(d) | Fact::ContigRem(d) => (d, None),
+            Fact::ChunkContig(d, b) => (d, Some(b)),
+            _ => return None,
         };
         if a.elem == DType::Bool {
             return None;
         }
         self.spec(Specialization::Align16(a.param));
         let aligned = Specialization::Align16(a.param).macro_name(&self.k.params);
-        let divisible = self.vec_divides(&div, k);
+        let mut divisible = self.vec_divides(&div, k);
+        if let Some(b) = block {
+            // The chunk is one block of consecutive offsets (VEC divides the block bound).
+            divisible = format!("{divisible} && {}", self.vec_divides(&b, k));
+        }
         // Whole 32-bit words per chunk: bytes need VEC >= 4, wider types VEC >= 2.
         let min_vec = if a.elem.size_bytes() == 1 { 4 } else { 2 };
         Some(format!("{aligned} && {divisible} && FUSE_VEC{k} >= {min_vec}"))
@@ -77,7 +81,7 @@ impl Ctx<'_> {
     /// (The runtime's proof is per lane; reading a chunk's mask at its first lane is sound because
     /// `affine::Fact::ChunkUniform` proves every lane of the chunk has that value.)
     fn unchecked_cond(&self, a: &Access, vector_cond: &str) -> Option<String> {
-        let (Fact::Contig(_) | Fact::ChunkContig(_)) = self.facts.get(a.offset) else { return None };
+        let (Fact::Contig(_) | Fact::ChunkContig(..)) = self.facts.get(a.offset) else { return None };
         let uniform = match a.mask {
             Some(m) if self.tile(m).is_some() => self.chunk_uniform[m.0 as usize].clone()?,
             _ => "1".to_string(),

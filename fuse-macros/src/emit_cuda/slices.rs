@@ -113,6 +113,8 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
                 }
             }
         }
+        // A scalar from tiles (a full reduction, argmax without an axis) reads each lane once.
+        Stmt::Assign { expr, .. } => demote(lay, &expr.operands()),
         _ => {}
     }
 }

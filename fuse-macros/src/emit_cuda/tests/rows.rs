@@ -53,3 +53,24 @@ fn row_reductions_compile_with_nvrtc() {
         }
     }
 }
+
+/// A full reduction reads each lane once: its source never stays in a row or column layout.
+#[test]
+fn full_reductions_read_length_layouts() {
+    let k = ok("fn nvalid<const ROWS: usize, const BLOCK: usize>(x: *const f32, out: *mut i32, s: *mut f32, n: i32) {
+        let rows = program_id(0) * ROWS + arange(0, ROWS);
+        let cols = arange(0, BLOCK);
+        let v = load(x + rows.expand_dims(1) * n + cols.expand_dims(0));
+        store(out + rows, v.max(1).to(i32));
+        store(out + program_id(0), (cols < n).to(i32).sum());
+        store(s + program_id(0), v.sum(1).sum());
+    }");
+    let mut layout = super::super::layout::Layout::new(&k);
+    let lay = super::super::slices::assign(&k, &mut layout);
+    fuse_ir::visit_stmts(&k.body, &mut |st| {
+        if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Reduce(_, src), .. } = st {
+            let l = lay[src.0 as usize].expect("a tile");
+            assert!(layout.row(l).is_none(), "the source of a full reduction is in a derived layout");
+        }
+    });
+}
