@@ -1,9 +1,10 @@
 //! A fused LayerNorm as a candle `CustomOp3` of `(x, weight, bias)`: `y = (x - mean) * rstd *
 //! weight + bias` over the last dimension of `x`, in one read and one write of `x`.
 //!
-//! Used by `examples/candle_layernorm.rs` and the tests (through `#[path]`). The three kernels
-//! are `examples/kernels/layernorm.rs`'s one-tile form (one row per program, the whole row in one
-//! tile) in f32, f16 and bf16: f16/bf16 are loaded, computed in f32 and rounded once at the store.
+//! Used by `examples/candle_layernorm.rs` and the tests (through `#[path]`). The kernel is the
+//! workspace's generic `examples/kernels/layernorm.rs` `layernorm` (one row per program, the whole
+//! row in one tile), instantiated for f32, f16 and bf16: f16/bf16 are loaded, computed in f32 and
+//! rounded once at the store.
 //!
 //! Why `CustomOp3` rather than a `CustomOp1` holding `weight` and `bias`: as arguments they are
 //! tensors like `x`, on `x`'s device (candle checks that), with their own layouts and dtypes,
@@ -18,7 +19,7 @@
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape};
-use fuse::{fused_kernel, DeviceRead, DeviceWrite};
+use fuse::{DeviceRead, DeviceWrite};
 use fuse_candle::{
     cpu_device, cpu_slice, cpu_storage, to_i32, to_u32, unsupported_dtype, KernelDType, KernelResultExt,
 };
@@ -26,77 +27,33 @@ use fuse_candle::{
 /// The widest row one tile holds here.
 pub const MAX_COLS: usize = 16384;
 
-/// One launch of the LayerNorm kernel for element type `Self`, over any memory fuse accepts:
-/// host slices on the CPU, cudarc views and slices on the GPU. One generic launch serves both
+/// The generic kernels of the workspace's own LayerNorm example (`layernorm`, one tile per row).
+#[path = "../../../examples/kernels/layernorm.rs"]
+mod kernels;
+
+/// One launch of the LayerNorm kernel for element type `T`, over any memory fuse accepts: host
+/// slices on the CPU, cudarc views and slices on the GPU (one program per row, `rows` rows of
+/// `cols` elements, BLOCK = cols rounded up to a power of two). One generic launch serves both
 /// `cpu_fwd` and `cuda_fwd`.
-pub trait LayerNormKernel: KernelDType {
-    /// Launches one program per row (`rows` rows of `cols` elements, BLOCK = cols rounded up to a
-    /// power of two).
-    #[allow(clippy::too_many_arguments)]
-    fn launch<R, W>(
-        dev: &fuse::Device,
-        rows: u32,
-        x: &R,
-        y: &mut W,
-        w: &R,
-        b: &R,
-        cols: i32,
-        eps: f32,
-    ) -> fuse::Result<()>
-    where
-        R: DeviceRead<Self> + ?Sized,
-        W: DeviceWrite<Self> + ?Sized;
+#[allow(clippy::too_many_arguments)]
+fn launch<T, R, W>(
+    dev: &fuse::Device,
+    rows: u32,
+    x: &R,
+    y: &mut W,
+    w: &R,
+    b: &R,
+    cols: i32,
+    eps: f32,
+) -> fuse::Result<()>
+where
+    T: fuse::Float,
+    R: DeviceRead<T> + ?Sized,
+    W: DeviceWrite<T> + ?Sized,
+{
+    let block = (cols.max(1) as usize).next_power_of_two();
+    fuse::with_block!(block, B => kernels::layernorm::launch::<T, B>(dev, rows, x, y, w, b, cols, cols, eps))
 }
-
-/// The kernel for one element type (`$t` as the kernel spells it, `$host` as Rust does) and its
-/// [`LayerNormKernel`] impl: one body for the three dtypes (f16/bf16 widen to f32 at the loads).
-macro_rules! layernorm_kernel {
-    ($k:ident, $t:ident, $host:ty) => {
-        #[fused_kernel]
-        pub fn $k<const BLOCK: usize>(
-            x: *const $t,
-            y: *mut $t,
-            w: *const $t,
-            b: *const $t,
-            stride: i32,
-            n_cols: i32,
-            eps: f32,
-        ) {
-            let row = program_id(0);
-            let cols = arange(0, BLOCK);
-            let mask = cols < n_cols;
-            let xs = load(x + row * stride + cols, mask, 0.0);
-            let inv_n = 1.0 / n_cols as f32;
-            let mean = sum(xs) * inv_n;
-            let xc = where_(mask, xs - mean, 0.0);
-            let rstd = rsqrt(sum(xc * xc) * inv_n + eps);
-            store(y + row * stride + cols, xc * rstd * load(w + cols, mask) + load(b + cols, mask), mask);
-        }
-
-        impl LayerNormKernel for $host {
-            fn launch<R, W>(
-                dev: &fuse::Device,
-                rows: u32,
-                x: &R,
-                y: &mut W,
-                w: &R,
-                b: &R,
-                cols: i32,
-                eps: f32,
-            ) -> fuse::Result<()>
-            where
-                R: DeviceRead<Self> + ?Sized,
-                W: DeviceWrite<Self> + ?Sized,
-            {
-                let block = (cols.max(1) as usize).next_power_of_two();
-                fuse::with_block!(block, B => $k::launch::<B>(dev, rows, x, y, w, b, cols, cols, eps))
-            }
-        }
-    };
-}
-layernorm_kernel!(layernorm_f32, f32, f32);
-layernorm_kernel!(layernorm_f16, f16, fuse::half::f16);
-layernorm_kernel!(layernorm_bf16, bf16, fuse::half::bf16);
 
 /// The op: `x.apply_op3_no_bwd(&weight, &bias, &FusedLayerNorm { eps: 1e-5 })?`.
 #[derive(Clone, Copy, Debug)]
@@ -130,7 +87,7 @@ impl FusedLayerNorm {
         Ok((outer.iter().product(), cols))
     }
 
-    fn cpu<T: LayerNormKernel>(
+    fn cpu<T: KernelDType + fuse::Float>(
         &self,
         x: &CpuStorage,
         lx: &Layout,
@@ -149,13 +106,13 @@ impl FusedLayerNorm {
         let mut y = vec![T::from_f64(f64::NAN); x.len()];
         if rows > 0 && cols > 0 {
             let (grid, n) = (to_u32(NAME, "rows", rows)?, to_i32(NAME, "cols", cols)?);
-            T::launch(&cpu_device(), grid, x, &mut y, w, b, n, self.eps).in_op(NAME)?;
+            launch(&cpu_device(), grid, x, &mut y, w, b, n, self.eps).in_op(NAME)?;
         }
         Ok(cpu_storage(y))
     }
 
     #[cfg(feature = "cuda")]
-    fn cuda<T: LayerNormKernel>(
+    fn cuda<T: KernelDType + fuse::Float>(
         &self,
         x: &candle_core::CudaStorage,
         lx: &Layout,
@@ -175,7 +132,7 @@ impl FusedLayerNorm {
         if rows > 0 && cols > 0 {
             let (grid, n) = (to_u32(NAME, "rows", rows)?, to_i32(NAME, "cols", cols)?);
             let dev = cuda::device(&x.device)?; // fuse on candle's stream, cached
-            T::launch(&dev, grid, &xv, &mut y, &wv, &bv, n, self.eps).in_op(NAME)?;
+            launch(&dev, grid, &xv, &mut y, &wv, &bv, n, self.eps).in_op(NAME)?;
         }
         Ok(cuda::storage(y, &x.device))
     }
