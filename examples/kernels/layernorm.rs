@@ -5,6 +5,10 @@
 //! `layernorm_rows` takes several narrow rows per program as one 2-D tile.
 use fuse::fused_kernel;
 
+#[macro_use]
+#[path = "rows_tile.rs"]
+mod rows_tile;
+
 #[fused_kernel]
 pub fn layernorm<T: Float, const BLOCK: usize>(
     x: *const T,
@@ -108,35 +112,24 @@ pub fn launch_rows<T: fuse::Float>(
     n_cols: usize,
     eps: f32,
 ) -> fuse::Result<()> {
-    let block = n_cols.next_power_of_two().max(16);
-    let (r, c) = (i32::try_from(n_rows), i32::try_from(n_cols));
-    let (Ok(r), Ok(c)) = (r, c) else {
-        return Err(fuse::Error::InvalidLaunch(format!(
-            "layernorm_rows: {n_rows}x{n_cols} does not fit i32"
-        )));
-    };
+    let (r, c) = rows_tile::dims("layernorm_rows", n_rows, n_cols)?;
     macro_rules! go {
-        ($R:literal, $B:literal) => {{
-            let grid = fuse::LaunchConfig::new(n_rows.div_ceil($R) as u32);
-            let grid = match warps {
-                Some(w) => grid.num_warps(w),
-                None => grid,
-            };
-            layernorm_rows::launch::<T, $R, $B>(device, grid, x, y, w, b, c, r, c, eps)
-        }};
+        ($R:literal, $B:literal) => {
+            layernorm_rows::launch::<T, $R, $B>(
+                device,
+                rows_tile::grid(n_rows, $R, warps),
+                x,
+                y,
+                w,
+                b,
+                c,
+                r,
+                c,
+                eps,
+            )
+        };
     }
-    match block {
-        16 => go!(64, 16),
-        32 => go!(64, 32),
-        64 => go!(32, 64),
-        128 => go!(16, 128),
-        256 => go!(8, 256),
-        512 => go!(4, 512),
-        1024 => go!(2, 1024),
-        _ => Err(fuse::Error::InvalidLaunch(format!(
-            "layernorm_rows: {n_cols} columns: use `layernorm` past 1024"
-        ))),
-    }
+    with_rows_tile!(n_cols, "layernorm_rows", "layernorm", go)
 }
 
 /// Float64 reference over a row-major `rows x cols` matrix.

@@ -4,6 +4,10 @@
 //! `softmax_rows` takes several narrow rows per program as one 2-D tile.
 use fuse::fused_kernel;
 
+#[macro_use]
+#[path = "rows_tile.rs"]
+mod rows_tile;
+
 #[fused_kernel]
 pub fn softmax<T: Float, const BLOCK: usize>(
     out: *mut T,
@@ -61,33 +65,13 @@ pub fn launch_rows<T: fuse::Float>(
     n_rows: usize,
     n_cols: usize,
 ) -> fuse::Result<()> {
-    let block = n_cols.next_power_of_two().max(16);
-    let (r, c) = (i32::try_from(n_rows), i32::try_from(n_cols));
-    let (Ok(r), Ok(c)) = (r, c) else {
-        return Err(fuse::Error::InvalidLaunch(format!("softmax_rows: {n_rows}x{n_cols} does not fit i32")));
-    };
+    let (r, c) = rows_tile::dims("softmax_rows", n_rows, n_cols)?;
     macro_rules! go {
-        ($R:literal, $B:literal) => {{
-            let grid = fuse::LaunchConfig::new(n_rows.div_ceil($R) as u32);
-            let grid = match warps {
-                Some(w) => grid.num_warps(w),
-                None => grid,
-            };
-            softmax_rows::launch::<T, $R, $B>(device, grid, out, x, c, c, r, c)
-        }};
+        ($R:literal, $B:literal) => {
+            softmax_rows::launch::<T, $R, $B>(device, rows_tile::grid(n_rows, $R, warps), out, x, c, c, r, c)
+        };
     }
-    match block {
-        16 => go!(64, 16),
-        32 => go!(64, 32),
-        64 => go!(32, 64),
-        128 => go!(16, 128),
-        256 => go!(8, 256),
-        512 => go!(4, 512),
-        1024 => go!(2, 1024),
-        _ => Err(fuse::Error::InvalidLaunch(format!(
-            "softmax_rows: {n_cols} columns: use `softmax` past 1024"
-        ))),
-    }
+    with_rows_tile!(n_cols, "softmax_rows", "softmax", go)
 }
 
 /// Float64 reference over a row-major `rows x cols` matrix.
