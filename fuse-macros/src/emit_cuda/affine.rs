@@ -7,6 +7,7 @@
 //! preprocessor, so a divisor is a `min` of products of atoms, printed as a preprocessor
 //! expression. Facts are flow-insensitive (the meet over every assignment of a var) and are
 //! found by an optimistic fixed point, which is sound because every fact is a property of values.
+use super::layout::{broadcast_kind, BroadcastKind as Kind};
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Literal, ParamKind, Shape, Stmt, UnaryOp, VarId};
 
 /// Divisors are only tracked up to 2^CAP: vector widths and the Philox group need at most 16.
@@ -522,36 +523,6 @@ impl Facts {
             },
             _ => Fact::Unknown,
         }
-    }
-}
-
-/// How `dst = broadcast(src)` repeats lanes: the same lanes (`[N]` to `[1, N]`), one lane
-/// everywhere (`[1]`, `[1, 1]`), a `[R, 1]` source along the `C` columns of `[R, C]`, a `[C]` or
-/// `[1, C]` one down its rows, or otherwise.
-enum Kind {
-    Identity,
-    Single,
-    Rows(fuse_ir::Len),
-    Columns(fuse_ir::Len),
-    Other,
-}
-
-fn broadcast_kind(k: &Kernel, src: VarId, dst: VarId) -> Kind {
-    let unit = fuse_ir::Len::literal_log2(0);
-    let (sl, dl) = (k.ty(src).shape.len(), k.ty(dst).shape.len());
-    if sl == dl {
-        return Kind::Identity;
-    }
-    if sl.is_none() || sl == Some(unit.clone()) {
-        return Kind::Single;
-    }
-    let (sd, dd) = (k.ty(src).shape.dims(), k.ty(dst).shape.dims());
-    match (sd.as_slice(), dd.as_slice()) {
-        ([r, one], [r2, c]) if r == r2 && *one == unit && *c != unit => Kind::Rows(c.clone()),
-        ([c], [r, c2]) | ([_, c], [r, c2]) if c == c2 && *r != unit && (sd.len() == 1 || sd[0] == unit) => {
-            Kind::Columns(c.clone())
-        }
-        _ => Kind::Other,
     }
 }
 

@@ -20,7 +20,7 @@
 //! registers, element-wise code runs on it unchanged (its macros describe it), and broadcasting it
 //! back over the parent's columns reads slot `i / VEC` with no data movement (`slices.rs` decides
 //! which tiles take it).
-use fuse_ir::{Kernel, Len, ParamKind};
+use fuse_ir::{Kernel, Len, ParamKind, VarId};
 
 pub struct Layout {
     pub lens: Vec<Len>,
@@ -162,5 +162,35 @@ impl Layout {
             out.push(format!("#define FUSE_G{k} (({c}) / FUSE_VEC{p})"));
         }
         out
+    }
+}
+
+/// How `dst = broadcast(src)` repeats lanes: the same lanes (`[N]` to `[1, N]`), one lane
+/// everywhere (`[1]`, `[1, 1]`), a `[R, 1]` source along the `C` columns of `[R, C]`, a `[C]` or
+/// `[1, C]` one down its rows, or otherwise. Shared by the affine facts and the row/column layouts.
+pub enum BroadcastKind {
+    Identity,
+    Single,
+    Rows(Len),
+    Columns(Len),
+    Other,
+}
+
+pub fn broadcast_kind(k: &Kernel, src: VarId, dst: VarId) -> BroadcastKind {
+    let unit = Len::literal_log2(0);
+    let (sl, dl) = (k.ty(src).shape.len(), k.ty(dst).shape.len());
+    if sl == dl {
+        return BroadcastKind::Identity;
+    }
+    if sl.is_none() || sl == Some(unit.clone()) {
+        return BroadcastKind::Single;
+    }
+    let (sd, dd) = (k.ty(src).shape.dims(), k.ty(dst).shape.dims());
+    match (sd.as_slice(), dd.as_slice()) {
+        ([r, one], [r2, c]) if r == r2 && *one == unit && *c != unit => BroadcastKind::Rows(c.clone()),
+        ([c], [r, c2]) | ([_, c], [r, c2]) if c == c2 && *r != unit && (sd.len() == 1 || sd[0] == unit) => {
+            BroadcastKind::Columns(c.clone())
+        }
+        _ => BroadcastKind::Other,
     }
 }

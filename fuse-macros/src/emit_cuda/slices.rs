@@ -13,7 +13,7 @@
 //! memory where a derived value meets it. Layouts only fall (undecided → row/column → length's)
 //! and the pass runs to a fixed point over every assignment (a var assigned in a loop has one
 //! layout for all of them), so it ends.
-use super::layout::Layout;
+use super::layout::{broadcast_kind, BroadcastKind, Layout};
 use fuse_ir::{Expr, Kernel, Len, Stmt, VarId};
 
 /// A var's layout while the pass runs.
@@ -127,18 +127,10 @@ fn unit() -> Len {
 /// of a `[R, C]` destination takes the rows of `dst`'s layout, a `[C]` or `[1, C]` one its
 /// columns (`C > 1`, `R > 1`).
 fn wanted_by_broadcast(k: &Kernel, layout: &mut Layout, src: VarId, dst: VarId) -> Option<Lay> {
-    let (sd, dd) = (k.ty(src).shape.dims(), k.ty(dst).shape.dims());
-    let len = k.ty(dst).shape.len()?;
-    let [rows, cols] = dd.as_slice() else { return None };
-    if *rows == unit() || *cols == unit() {
-        return None;
-    }
-    let parent = layout.index(&len);
-    match sd.as_slice() {
-        [r, one] if r == rows && *one == unit() => Some(Lay::Derived(layout.row_index(parent, cols, false))),
-        [c] | [_, c] if c == cols && (sd.len() == 1 || sd[0] == unit()) => {
-            Some(Lay::Derived(layout.row_index(parent, cols, true)))
-        }
+    let parent = layout.index(&k.ty(dst).shape.len()?);
+    match broadcast_kind(k, src, dst) {
+        BroadcastKind::Rows(cols) => Some(Lay::Derived(layout.row_index(parent, &cols, false))),
+        BroadcastKind::Columns(cols) => Some(Lay::Derived(layout.row_index(parent, &cols, true))),
         _ => None,
     }
 }
