@@ -315,21 +315,7 @@ fn cross_entropy_online_logsumexp_with_ignore_index() {
     fn case<T: Elem>(rng: &mut Rng) {
         // A vocabulary in one block, a ragged last block, and GPT-2's vocabulary (13 blocks).
         for (rows, cols) in [(16usize, 1000usize), (21, 5000), (5, 50257)] {
-            let mut x = rng.vec(rows * cols, 8.0);
-            // A spike in a random block of every other row: the running max jumps mid-row.
-            for r in (0..rows).step_by(2) {
-                x[r * cols + (rng.next_u64() % cols as u64) as usize] += 30.0;
-            }
-            let x = T::from_f32s(&x);
-            let labels: Vec<i64> = (0..rows)
-                .map(|r| {
-                    if r % 5 == 3 {
-                        cross_entropy::IGNORE_INDEX
-                    } else {
-                        (rng.next_u64() % cols as u64) as i64
-                    }
-                })
-                .collect();
+            let (x, labels) = cross_entropy_inputs::<T>(rng, rows, cols, 5, 3);
             let got = cross_entropy_on(&cpu(), &x, &labels, cols);
             let want = cross_entropy::reference(&T::to_f64s(&x), &labels, cols, cross_entropy::IGNORE_INDEX);
             let what = format!("cross_entropy {} {rows}x{cols}", T::NAME);

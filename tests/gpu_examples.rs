@@ -394,20 +394,7 @@ fn cross_entropy_on_gpu_matches_float64_and_cpu(g: &Device) {
     fn case<T: Elem>(g: &Device, rng: &mut Rng) {
         let c = Device::cpu();
         for (rows, cols) in [(100usize, 1000usize), (64, 50257), (48, 32000), (16, 128256)] {
-            let mut x = rng.vec(rows * cols, 8.0);
-            for r in (0..rows).step_by(2) {
-                x[r * cols + (rng.next_u64() % cols as u64) as usize] += 30.0;
-            }
-            let x = T::from_f32s(&x);
-            let labels: Vec<i64> = (0..rows)
-                .map(|r| {
-                    if r % 7 == 2 {
-                        cross_entropy::IGNORE_INDEX
-                    } else {
-                        (rng.next_u64() % cols as u64) as i64
-                    }
-                })
-                .collect();
+            let (x, labels) = cross_entropy_inputs::<T>(rng, rows, cols, 7, 2);
             let want = cross_entropy::reference(&T::to_f64s(&x), &labels, cols, cross_entropy::IGNORE_INDEX);
             let (on_gpu, on_cpu) =
                 (cross_entropy_on(g, &x, &labels, cols), cross_entropy_on(&c, &x, &labels, cols));

@@ -291,6 +291,32 @@ pub fn layernorm_rows_on<T: Elem>(
     })
 }
 
+/// Cross-entropy inputs: `rows` x `cols` logits in [-8, 8) with a +30 spike in a random column of
+/// every other row (the running max jumps mid-row), and labels with every `ignore_every`-th row
+/// (from `ignore_at`) set to the ignore index.
+pub fn cross_entropy_inputs<T: Elem>(
+    rng: &mut Rng,
+    rows: usize,
+    cols: usize,
+    ignore_every: usize,
+    ignore_at: usize,
+) -> (Vec<T>, Vec<i64>) {
+    let mut x = rng.vec(rows * cols, 8.0);
+    for r in (0..rows).step_by(2) {
+        x[r * cols + (rng.next_u64() % cols as u64) as usize] += 30.0;
+    }
+    let labels = (0..rows)
+        .map(|r| {
+            if r % ignore_every == ignore_at {
+                cross_entropy::IGNORE_INDEX
+            } else {
+                (rng.next_u64() % cols as u64) as i64
+            }
+        })
+        .collect();
+    (T::from_f32s(&x), labels)
+}
+
 /// Per-row cross-entropy losses of `x` (`rows` x `cols` logits) on `d`, into NaN-poisoned f32.
 pub fn cross_entropy_on<T: Elem>(d: &Device, x: &[T], labels: &[i64], cols: usize) -> Vec<f32> {
     let rows = labels.len();
