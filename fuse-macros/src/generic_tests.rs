@@ -43,20 +43,14 @@ fn errors(src: &str) -> Vec<(String, String)> {
     generic::instantiate(&item(src), &mut diags);
     match diags.combined() {
         None => panic!("expected errors, the kernel checked:\n{src}"),
-        Some(e) => {
-            e.into_iter().map(|e| (e.to_string(), e.span().source_text().unwrap_or_default())).collect()
-        }
+        Some(e) => crate::tests::spanned(e),
     }
 }
 
 /// Exactly one error, whose message contains `msg` and whose span covers exactly `text`.
 #[track_caller]
 fn one_error(src: &str, msg: &str, text: &str) {
-    let errs = errors(src);
-    assert_eq!(errs.len(), 1, "expected one error, got {errs:#?}");
-    let (m, t) = &errs[0];
-    assert!(m.contains(msg), "message {m:?} does not contain {msg:?}");
-    assert_eq!(t, text, "span of {m:?}");
+    crate::tests::assert_one_error(&errors(src), msg, text);
 }
 
 const ADD_MUL: &str = r#"

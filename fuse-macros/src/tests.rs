@@ -34,24 +34,32 @@ pub(crate) fn ok(src: &str) -> Kernel {
     k
 }
 
+/// (message, source text under the span) of each error combined in `e`.
+pub(crate) fn spanned(e: syn::Error) -> Vec<(String, String)> {
+    e.into_iter().map(|e| (e.to_string(), e.span().source_text().unwrap_or_default())).collect()
+}
+
+/// `errs` is exactly one error, whose message contains `msg` and whose span covers exactly `text`.
+#[track_caller]
+pub(crate) fn assert_one_error(errs: &[(String, String)], msg: &str, text: &str) {
+    assert_eq!(errs.len(), 1, "expected one error, got {errs:#?}");
+    let (m, t) = &errs[0];
+    assert!(m.contains(msg), "message {m:?} does not contain {msg:?}");
+    assert_eq!(t, text, "span of {m:?}");
+}
+
 /// (message, source text under the span) of every error.
 fn errors(src: &str) -> Vec<(String, String)> {
     match compile(src) {
         Ok(_) => panic!("expected errors, the kernel checked"),
-        Err(e) => {
-            e.into_iter().map(|e| (e.to_string(), e.span().source_text().unwrap_or_default())).collect()
-        }
+        Err(e) => spanned(e),
     }
 }
 
 /// Exactly one error, whose message contains `msg` and whose span covers exactly `text`.
 #[track_caller]
 fn one_error(src: &str, msg: &str, text: &str) {
-    let errs = errors(src);
-    assert_eq!(errs.len(), 1, "expected one error, got {errs:#?}");
-    let (m, t) = &errs[0];
-    assert!(m.contains(msg), "message {m:?} does not contain {msg:?}");
-    assert_eq!(t, text, "span of {m:?}");
+    assert_one_error(&errors(src), msg, text);
 }
 
 fn var<'k>(k: &'k Kernel, name: &str) -> &'k Var {
