@@ -509,10 +509,7 @@ impl Facts {
                     (Some((p, pb)), Some((q, qb))) => Fact::BlockUniform(p.mul(&q), pb.min(&qb)),
                     // Any integer times a multiple of d is a multiple of d.
                     _ => Fact::Mult(
-                        a.lane_div()
-                            .or(a.uniform_div())
-                            .unwrap_or_else(Div::one)
-                            .mul(&b.lane_div().or(b.uniform_div()).unwrap_or_else(Div::one)),
+                        a.lane_div().unwrap_or_else(Div::one).mul(&b.lane_div().unwrap_or_else(Div::one)),
                     ),
                 },
             },
