@@ -13,15 +13,18 @@
 //! v is neither read nor written.
 //!
 //! A program handles `HEADS` consecutive heads of one token (q then k numbered together, so a
-//! program may hold q and k heads at once) as one `[HEADS, D]` tile (`D >= head_dim`, a power of
+//! program may hold q and k heads at once), `2 * HALF >= head_dim` columns wide (`HALF` a power of
 //! two): launch on the grid `(tokens, cdiv(n_q + n_k, HEADS))`. Each element of q and k is read
-//! from memory once and written once, with the statistics in registers: the rotation partner of
-//! column `c` is loaded from the partner's address (the same cache lines, so the same memory
-//! traffic) and normalised with the same per-head `rstd`, so no exchange between lanes is needed.
+//! from memory once and written once, with the statistics in registers.
+//! - NeoX holds each head as two `[HEADS, HALF]` tiles, the first and the second half: a pair is
+//!   one lane of each, so every access is a contiguous (vector) one and nothing moves between lanes.
+//! - GPT-J holds each head as one `[HEADS, 2 * HALF]` tile and loads each column's rotation partner
+//!   `c ^ 1` from the partner's address (the same cache lines, so the same memory traffic),
+//!   normalised with the same per-head `rstd`.
 use fuse::fused_kernel;
 
 #[fused_kernel]
-pub fn qk_norm_rope<T: Float, const HEADS: usize, const D: usize>(
+pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
     qkv: *mut T,
     positions: *const i64,
     cos_sin: *const T,
@@ -36,46 +39,65 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const D: usize>(
 ) {
     let token = program_id(0);
     let heads = program_id(1) * HEADS + arange(0, HEADS); // [HEADS]: q heads, then k heads
-    let cols = arange(0, D); // [D]
-    let col_ok = cols < head_dim;
-    let mask = (heads < n_q_heads + n_k_heads).expand_dims(1) & col_ok.expand_dims(0);
-
-    // Per column: whether it is the first of its pair, its partner, and its angle index.
+    let head_ok = (heads < n_q_heads + n_k_heads).expand_dims(1); // [HEADS, 1]
+    let is_q = (heads < n_q_heads).expand_dims(1);
     let half = head_dim / 2;
-    let is_neox = neox != 0;
-    let first = where_(is_neox, cols < half, cols % 2 == 0);
-    let partner = where_(is_neox, where_(first, cols + half, cols - half), cols ^ 1);
-    let angle = where_(is_neox, where_(first, cols, cols - half), cols / 2);
-    let sign = where_(first, -1.0, 1.0); // a' = a cos - b sin, b' = b cos + a sin
-
     let base = qkv + token * ((n_q_heads + n_k_heads + n_v_heads) * head_dim);
     let head_offs = heads.expand_dims(1) * head_dim; // [HEADS, 1]
-    let offs = head_offs + cols.expand_dims(0); // [HEADS, D]
-    let x = load(base + offs, mask, 0.0);
-    let xp = load(base + head_offs + partner.expand_dims(0), mask, 0.0);
-
-    // RMS over each head (masked columns are 0). The partner tile is a permutation of each
-    // row's columns, so its squares sum to the same value; folding both into the statistic makes
-    // every store of a head depend on every lane's reads of that head (x and partner), so the
-    // in-place stores cannot overtake another lane's read of its partner on any back end or
-    // schedule (the language has no barrier statement; this data dependency is the ordering).
-    let ms = (x * x + xp * xp).sum(1) * (0.5 / head_dim as f32);
-    let rstd = rsqrt(ms + eps).expand_dims(1); // [HEADS, 1]
-
-    // The weights of each head's kind at each column and at its partner.
-    let is_q = (heads < n_q_heads).expand_dims(1); // [HEADS, 1]
-    let w = where_(is_q, load(q_w + cols, col_ok).expand_dims(0), load(k_w + cols, col_ok).expand_dims(0));
-    let wp =
-        where_(is_q, load(q_w + partner, col_ok).expand_dims(0), load(k_w + partner, col_ok).expand_dims(0));
-
     let pos = load(positions + token).to(i32);
-    let row = cos_sin + pos * head_dim;
-    let cos = load(row + angle, col_ok).expand_dims(0); // [1, D]
-    let sin = load(row + half + angle, col_ok).expand_dims(0);
+    let row = cos_sin + pos * head_dim; // cosines, then sines
+    let inv_dim = 1.0 / head_dim as f32;
 
-    let a = x * rstd * w;
-    let b = xp * rstd * wp;
-    store(base + offs, a * cos + sign.expand_dims(0) * b * sin, mask);
+    if neox != 0 {
+        // Pair j is (j, j + half), rotated by angle j.
+        let j = arange(0, HALF); // [HALF]
+        let j_ok = j < half;
+        let mask = head_ok & j_ok.expand_dims(0);
+        let lo = head_offs + j.expand_dims(0); // [HEADS, HALF]
+        let x1 = load(base + lo, mask, 0.0);
+        let x2 = load(base + lo + half, mask, 0.0);
+        let rstd = rsqrt((x1 * x1 + x2 * x2).sum(1) * inv_dim + eps).expand_dims(1);
+        let w1 = where_(is_q, load(q_w + j, j_ok).expand_dims(0), load(k_w + j, j_ok).expand_dims(0));
+        let w2 = where_(
+            is_q,
+            load(q_w + half + j, j_ok).expand_dims(0),
+            load(k_w + half + j, j_ok).expand_dims(0),
+        );
+        let cos = load(row + j, j_ok).expand_dims(0);
+        let sin = load(row + half + j, j_ok).expand_dims(0);
+        let a = x1 * rstd * w1;
+        let b = x2 * rstd * w2;
+        store(base + lo, a * cos - b * sin, mask);
+        store(base + lo + half, b * cos + a * sin, mask);
+    } else {
+        // Pair i is (2i, 2i + 1), rotated by angle i: column c pairs with c ^ 1.
+        let cols = arange(0, 2 * HALF);
+        let col_ok = cols < head_dim;
+        let mask = head_ok & col_ok.expand_dims(0);
+        let partner = cols ^ 1;
+        let angle = cols / 2;
+        let sign = where_(cols % 2 == 0, -1.0, 1.0); // a' = a cos - b sin, b' = b cos + a sin
+        let offs = head_offs + cols.expand_dims(0); // [HEADS, 2 * HALF]
+        let x = load(base + offs, mask, 0.0);
+        let xp = load(base + head_offs + partner.expand_dims(0), mask, 0.0);
+        // The partner tile is a permutation of each row's columns, so its squares sum to the same
+        // value; folding both into the statistic makes every store of a head depend on every
+        // lane's reads of that head (x and partner), so the in-place stores cannot overtake
+        // another lane's read of its partner on any back end or schedule (the language has no
+        // barrier statement; this data dependency is the ordering).
+        let rstd = rsqrt((x * x + xp * xp).sum(1) * (0.5 * inv_dim) + eps).expand_dims(1);
+        let w = where_(is_q, load(q_w + cols, col_ok).expand_dims(0), load(k_w + cols, col_ok).expand_dims(0));
+        let wp = where_(
+            is_q,
+            load(q_w + partner, col_ok).expand_dims(0),
+            load(k_w + partner, col_ok).expand_dims(0),
+        );
+        let cos = load(row + angle, col_ok).expand_dims(0); // [1, 2 * HALF]
+        let sin = load(row + half + angle, col_ok).expand_dims(0);
+        let a = x * rstd * w;
+        let b = xp * rstd * wp;
+        store(base + offs, a * cos + sign.expand_dims(0) * b * sin, mask);
+    }
 }
 
 /// The cos/sin cache `[max_pos, head_dim]` of rotary base `theta`, in float64 (round it to the
@@ -144,7 +166,7 @@ pub fn heads_per_program(h: Heads) -> usize {
 }
 
 /// Launches [`qk_norm_rope`] over `tokens` tokens of `qkv` with `heads` heads per program (a power
-/// of two up to 64) and the tile width the head width rounds up to (64, 128 or 256), with `warps`
+/// of two up to 64) and the tile width the head width rounds up to (64, 128 or 256; `HALF` is half of it), with `warps`
 /// warps (4 if `None`: on an H100, f16 NeoX 8192x48x128 took 0.310 / 0.216 / 0.198 / 0.211 /
 /// 0.223 ms at 1 / 2 / 4 / 8 / 16 warps, 2026-11-24; the runtime's default picks 1 for this
 /// kernel, which needs 255 registers a thread there).
@@ -174,8 +196,8 @@ pub fn launch<T: fuse::Float>(
     let (nq, nk, nv, dim) = (n(h.q, "n_q")?, n(h.k, "n_k")?, n(h.v, "n_v")?, n(h.dim, "head_dim")?);
     let neox = i32::from(neox);
     macro_rules! go {
-        ($H:literal, $D:literal) => {
-            qk_norm_rope::launch::<T, $H, $D>(
+        ($H:literal, $HALF:literal) => {
+            qk_norm_rope::launch::<T, $H, $HALF>(
                 device, grid, qkv, positions, cos_sin, q_w, k_w, nq, nk, nv, dim, eps, neox,
             )
         };
@@ -183,9 +205,9 @@ pub fn launch<T: fuse::Float>(
     macro_rules! width {
         ($H:literal) => {
             match h.dim.next_power_of_two() {
-                64 => go!($H, 64),
-                128 => go!($H, 128),
-                256 => go!($H, 256),
+                64 => go!($H, 32),
+                128 => go!($H, 64),
+                256 => go!($H, 128),
                 other => Err(fuse::Error::InvalidLaunch(format!(
                     "qk_norm_rope: head width {other} not in 64/128/256"
                 ))),
