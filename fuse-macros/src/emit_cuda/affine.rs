@@ -15,12 +15,13 @@ const CAP: u8 = 6;
 const MAX_CONSTS: usize = 2;
 const MAX_TERMS: usize = 4;
 
-/// A product `2^log2 * consts... * (FUSE_DIV16_p ? 16 : 1)...`; every factor is a power of two ≥ 1.
+/// A product `2^log2 * consts... * (FUSE_DIV16_p ? 2^l : 1)...` (`l` is 4 for the parameter
+/// itself, less for a quotient of it); every factor is a power of two ≥ 1.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Term {
     log2: u8,
     consts: Vec<u32>,
-    div16: Vec<u32>,
+    div16: Vec<(u32, u8)>,
 }
 
 impl Term {
@@ -40,6 +41,23 @@ impl Term {
         Term { log2: (self.log2 + o.log2).min(CAP), consts, div16 }
     }
 
+    /// A bound for `value / 2^k` (an exact quotient when the bound holds; otherwise the bound
+    /// claims only what remains): from the literal factor first, then from a lone `FUSE_DIV16_`
+    /// factor; anything else bounds the quotient by 1.
+    fn shr(&self, k: u8) -> Term {
+        if self.log2 >= k {
+            return Term { log2: self.log2 - k, ..self.clone() };
+        }
+        let rest = k - self.log2;
+        match (self.consts.as_slice(), self.div16.as_slice()) {
+            ([], [(p, l)]) if *l >= rest => {
+                let div16 = if *l > rest { vec![(*p, l - rest)] } else { Vec::new() };
+                Term { log2: 0, consts: Vec::new(), div16 }
+            }
+            _ => Term::lit(0),
+        }
+    }
+
     /// `self <= o` for every value of the symbols.
     fn le(&self, o: &Term) -> bool {
         self.log2 <= o.log2 && sub_multiset(&self.consts, &o.consts) && sub_multiset(&self.div16, &o.div16)
@@ -52,7 +70,7 @@ impl Term {
             f.push(format!("{}", 1u64 << self.log2));
         }
         f.extend(self.consts.iter().map(|&c| const_names[c as usize].clone()));
-        f.extend(self.div16.iter().map(|&p| format!("({} ? 16 : 1)", div16_macros[p as usize])));
+        f.extend(self.div16.iter().map(|&(p, l)| format!("({} ? {} : 1)", div16_macros[p as usize], 1u32 << l)));
         if f.len() == 1 {
             f.pop().unwrap()
         } else {
@@ -61,7 +79,7 @@ impl Term {
     }
 }
 
-fn sub_multiset(a: &[u32], b: &[u32]) -> bool {
+fn sub_multiset<T: PartialEq + Clone>(a: &[T], b: &[T]) -> bool {
     let mut b = b.to_vec();
     a.iter().all(|x| match b.iter().position(|y| y == x) {
         Some(i) => {
@@ -108,7 +126,7 @@ impl Div {
     }
 
     fn atom_div16(p: u32) -> Div {
-        Div { terms: vec![Term { log2: 0, consts: Vec::new(), div16: vec![p] }] }
+        Div { terms: vec![Term { log2: 0, consts: Vec::new(), div16: vec![(p, 4)] }] }
     }
 
     fn normalise(mut terms: Vec<Term>) -> Div {
@@ -133,6 +151,11 @@ impl Div {
         Div::normalise([self.terms.clone(), o.terms.clone()].concat())
     }
 
+    /// A bound for the exact quotient by `2^k`.
+    fn shr(&self, k: u8) -> Div {
+        Div::normalise(self.terms.iter().map(|t| t.shr(k)).collect())
+    }
+
     fn mul(&self, o: &Div) -> Div {
         Div::normalise(self.terms.iter().flat_map(|a| o.terms.iter().map(move |b| a.mul(b))).collect())
     }
@@ -149,7 +172,7 @@ impl Div {
         div16_macros: &[String],
     ) -> (String, Vec<u32>) {
         let kept: Vec<&Term> = self.terms.iter().filter(|t| t.log2 < max_log2).collect();
-        let mut read: Vec<u32> = kept.iter().flat_map(|t| t.div16.iter().copied()).collect();
+        let mut read: Vec<u32> = kept.iter().flat_map(|t| t.div16.iter().map(|&(p, _)| p)).collect();
         read.sort_unstable();
         read.dedup();
         let conds: Vec<String> =
@@ -185,6 +208,11 @@ pub enum Fact {
     /// bound, each block starting at a multiple of V when V also divides the first: `row_base +
     /// cols` over a `[R, C]` tile.
     ChunkContig(Div, Div),
+    /// `t[e] = u[e ^ x]` for a [`Fact::ChunkContig`] (or contiguous) `u` with these bounds and a
+    /// constant `x`: when VEC divides both bounds and `x < VEC`, every VEC-aligned chunk is a
+    /// permutation of one aligned run of consecutive offsets (lane `v` holds the run's `v ^ x`),
+    /// so a load reads the run as one vector and permutes it in registers (a RoPE partner `c ^ 1`).
+    ChunkXor(Div, Div, u32),
     /// A bool tile that is constant on every VEC-aligned chunk when VEC divides every listed
     /// bound (none: always), e.g. `cols < n` for a contiguous `cols` and `n` a multiple of VEC.
     /// Its lanes may then be read at the chunk's first slot, so one predicate serves the chunk.
@@ -223,6 +251,9 @@ impl Fact {
                     && !y.is_scalar_fact() =>
             {
                 Fact::Mult(x.lane_div().unwrap().min(&y.lane_div().unwrap()))
+            }
+            (Fact::ChunkXor(a, ab, x), Fact::ChunkXor(b, bb, y)) if x == y => {
+                Fact::ChunkXor(a.min(b), ab.min(bb), *x)
             }
             (Fact::ChunkUniform(a), Fact::ChunkUniform(b)) => match union(a, b) {
                 u if u.len() <= MAX_TERMS => Fact::ChunkUniform(u),
@@ -276,11 +307,13 @@ impl Fact {
 
 pub struct Facts {
     pub vars: Vec<Fact>,
+    /// Per var: its value when it is an integer constant assigned once (`x` of `c ^ x`).
+    constants: Vec<Option<i128>>,
 }
 
 impl Facts {
     pub fn analyse(k: &Kernel) -> Facts {
-        let mut f = Facts { vars: vec![Fact::Top; k.vars.len()] };
+        let mut f = Facts { vars: vec![Fact::Top; k.vars.len()], constants: constants(k) };
         for _ in 0..64 {
             let before = f.vars.clone();
             f.pass(k, &k.body);
@@ -294,11 +327,15 @@ impl Facts {
             }
         }
         // No fixed point (cannot happen with the caps above): know nothing, which is always sound.
-        Facts { vars: vec![Fact::Unknown; k.vars.len()] }
+        Facts { vars: vec![Fact::Unknown; k.vars.len()], constants: Vec::new() }
     }
 
     pub fn get(&self, v: VarId) -> &Fact {
         &self.vars[v.0 as usize]
+    }
+
+    fn constant(&self, v: VarId) -> Option<i128> {
+        self.constants.get(v.0 as usize).copied().flatten()
     }
 
     fn set(&mut self, v: VarId, fact: Fact) {
@@ -374,6 +411,7 @@ impl Facts {
                 (Kind::Columns(c), Fact::BlockUniform(d, b)) => {
                     Fact::BlockUniform(d.clone(), b.min(&Div::of_len(&c)))
                 }
+                (Kind::Columns(c), Fact::ChunkXor(s, b, x)) => Fact::ChunkXor(s.clone(), b.min(&Div::of_len(&c)), *x),
                 (Kind::Columns(_), f @ (Fact::ContigRem(_) | Fact::Mult(_))) => f.clone(),
                 _ => Fact::Unknown,
             },
@@ -399,6 +437,23 @@ impl Facts {
             },
             // Int→int casts wrap at a multiple of 2^8, which no VEC-aligned chunk straddles.
             Expr::Cast(v) if is_int(k.ty(*v).dtype) => self.get(*v).clone(),
+            Expr::Binary(BinaryOp::Xor, a, b) if !scalar => match (self.get(*a), self.constant(*b)) {
+                (Fact::Top, _) => Fact::Top,
+                (f, Some(0)) => f.clone(),
+                (f, Some(x @ 1..=63)) if f.chunk_contig().is_some() => {
+                    let (s, b) = f.chunk_contig().unwrap();
+                    Fact::ChunkXor(s, b, x as u32)
+                }
+                _ => Fact::Unknown,
+            },
+            // A uniform value over a power of two (`head_dim / 2`).
+            Expr::Binary(BinaryOp::Div, a, b) => match (self.get(*a), self.constant(*b)) {
+                (Fact::Top, _) => Fact::Top,
+                (f, Some(c)) if c > 0 && c.count_ones() == 1 && f.uniform_div().is_some() => {
+                    lift(f.uniform_div().unwrap().shr(c.trailing_zeros() as u8))
+                }
+                _ => Fact::Unknown,
+            },
             Expr::Binary(op, a, b) => self.binary(*op, self.get(*a), self.get(*b), scalar),
             // A scalar condition picks one whole operand.
             Expr::Where(c, a, b) if k.ty(*c).shape.is_scalar() => self.get(*a).meet(self.get(*b)),
@@ -485,6 +540,13 @@ impl Facts {
                     let ((s, b), (d, bb)) = (c.chunk_contig().unwrap(), u.block().unwrap());
                     Fact::ChunkContig(s.min(&d), b.min(&bb))
                 }
+                // A block-constant term moves each run as a whole: the permutation stays.
+                (Fact::ChunkXor(s, b, x), u) | (u, Fact::ChunkXor(s, b, x))
+                    if u.block().is_some() && (op == BinaryOp::Add || matches!(a, Fact::ChunkXor(..))) =>
+                {
+                    let (d, bb) = u.block().unwrap();
+                    Fact::ChunkXor(s.min(&d), b.min(&bb), *x)
+                }
                 (x, y) => match (x.uniform_div(), y.uniform_div()) {
                     (Some(p), Some(q)) => lift(p.min(&q)),
                     _ => match (x.block(), y.block(), x.lane_div(), y.lane_div()) {
@@ -504,7 +566,10 @@ impl Facts {
             },
             BinaryOp::Mul => match (a.uniform_div(), b.uniform_div()) {
                 (Some(p), Some(q)) => lift(p.mul(&q)),
-                _ if scalar => Fact::Unknown,
+                // Any integer times a multiple of d is a multiple of d (`pos * head_dim`).
+                _ if scalar => Fact::Int(
+                    a.lane_div().unwrap_or_else(Div::one).mul(&b.lane_div().unwrap_or_else(Div::one)),
+                ),
                 _ => match (a.block(), b.block()) {
                     (Some((p, pb)), Some((q, qb))) => Fact::BlockUniform(p.mul(&q), pb.min(&qb)),
                     // Any integer times a multiple of d is a multiple of d.
@@ -521,6 +586,25 @@ impl Facts {
             _ => Fact::Unknown,
         }
     }
+}
+
+/// The integer constants assigned once (a literal operand is such a var in the IR).
+fn constants(k: &Kernel) -> Vec<Option<i128>> {
+    let counts = k.assignment_counts();
+    let mut out = vec![None; k.vars.len()];
+    k.visit_stmts(&mut |s| {
+        if let Stmt::Assign { dst, expr } = s {
+            let v = match expr {
+                Expr::Lit(Literal::Int(v)) => Some(i128::from(*v)),
+                Expr::Lit(Literal::UInt(v)) => Some(i128::from(*v)),
+                _ => None,
+            };
+            if counts[dst.0 as usize] == 1 {
+                out[dst.0 as usize] = v;
+            }
+        }
+    });
+    out
 }
 
 fn union(a: &[Div], b: &[Div]) -> Vec<Div> {
@@ -644,5 +728,54 @@ mod tests {
             Fact::ChunkContig(_, b) => assert_eq!(b, &super::Div::of_int(2), "{b:?}"),
             other => assert!(!matches!(other, Fact::Contig(_)), "{other:?}"),
         }
+    }
+
+    #[test]
+    fn xor_by_a_small_constant_permutes_within_chunks() {
+        let (k, f) = facts(
+            "fn k<const B: usize>(x: *const f32, y: *mut f32, h: i32) {
+                let cols = arange(0, B);
+                let rows = (arange(0, 4) * h).expand_dims(1);
+                let partner = cols ^ 1;
+                let offs = rows + partner.expand_dims(0);
+                let wide = cols ^ 64;
+                let odd = (cols * 3) ^ 1;
+                store(y + rows + cols.expand_dims(0), load(x + offs) + load(x + wide).expand_dims(0) + load(x + odd).expand_dims(0));
+            }",
+        );
+        assert!(matches!(f.get(var_id(&k, "partner")), Fact::ChunkXor(_, _, 1)), "{:?}", f.get(var_id(&k, "partner")));
+        assert!(matches!(f.get(var_id(&k, "offs")), Fact::ChunkXor(_, _, 1)), "{:?}", f.get(var_id(&k, "offs")));
+        // Beyond any VEC, or of offsets that are not consecutive: nothing.
+        assert_eq!(f.get(var_id(&k, "wide")), &Fact::Unknown);
+        assert_eq!(f.get(var_id(&k, "odd")), &Fact::Unknown);
+        // The load takes the vector path only where the permutation stays inside a chunk.
+        let out = crate::emit_cuda::emit_cuda(&k);
+        assert!(out.source.contains("1 < FUSE_VEC"), "{}", out.source);
+        assert!(out.source.contains("(fuse_i ^ 1)"), "{}", out.source);
+    }
+
+    #[test]
+    fn a_quotient_by_a_power_of_two_keeps_what_divides_it() {
+        let (k, f) = facts(
+            "fn k<const B: usize>(x: *const f32, y: *mut f32, h: i32, p: i32) {
+                let hh = h / 2;
+                let quarter = (h * 8) / 4;
+                let third = h / 3;
+                let row = p * h;
+                let offs = row + hh + arange(0, B);
+                store(y + offs, load(x + offs) + load(x + third) + load(x + quarter));
+            }",
+        );
+        let cond = |v: &str| match f.get(var_id(&k, v)) {
+            Fact::Int(d) => d.multiple_of("8", 6, &["B".into()], &["D16h".into(), "D16h".into(), "D16h".into(), "D16p".into()]).0,
+            other => panic!("{v}: {other:?}"),
+        };
+        // h / 2 is a multiple of 8 when h is one of 16.
+        assert_eq!(cond("hh"), "((D16h ? 8 : 1) % 8 == 0)");
+        // (8h) / 4 = 2h: a multiple of 2 times h's factor.
+        assert_eq!(cond("quarter"), "((2 * (D16h ? 16 : 1)) % 8 == 0)");
+        assert_eq!(f.get(var_id(&k, "third")), &Fact::Unknown);
+        // A product of scalars is a multiple of both factors.
+        assert_eq!(cond("row"), "(((D16h ? 16 : 1) * (D16p ? 16 : 1)) % 8 == 0)");
     }
 }

@@ -54,10 +54,12 @@ impl Ctx<'_> {
     }
 
     /// The `#if` condition for the vector path of tile length `k`, if the offsets allow one.
-    fn vector_cond(&mut self, a: &Access, k: usize) -> Option<String> {
-        let (div, block) = match self.facts.get(a.offset).clone() {
-            Fact::Contig(d) | Fact::ContigRem(d) => (d, None),
-            Fact::ChunkContig(d, b) => (d, Some(b)),
+    /// Offsets permuted within chunks ([`Fact::ChunkXor`]) allow one for loads (`permuted`).
+    fn vector_cond(&mut self, a: &Access, k: usize, permuted: bool) -> Option<String> {
+        let (div, block, xor) = match self.facts.get(a.offset).clone() {
+            Fact::Contig(d) | Fact::ContigRem(d) => (d, None, None),
+            Fact::ChunkContig(d, b) => (d, Some(b), None),
+            Fact::ChunkXor(d, b, x) if permuted => (d, Some(b), Some(x)),
             _ => return None,
         };
         if a.elem == DType::Bool {
@@ -72,6 +74,10 @@ impl Ctx<'_> {
         }
         // Whole 32-bit words per chunk: bytes need VEC >= 4, wider types VEC >= 2.
         let min_vec = if a.elem.size_bytes() == 1 { 4 } else { 2 };
+        if let Some(x) = xor {
+            // Lane v of a chunk reads the run's v ^ x: inside the chunk.
+            divisible = format!("{divisible} && {x} < FUSE_VEC{k}");
+        }
         Some(format!("{aligned} && {divisible} && FUSE_VEC{k} >= {min_vec}"))
     }
 
@@ -81,7 +87,9 @@ impl Ctx<'_> {
     /// (The runtime's proof is per lane; reading a chunk's mask at its first lane is sound because
     /// `affine::Fact::ChunkUniform` proves every lane of the chunk has that value.)
     fn unchecked_cond(&self, a: &Access, vector_cond: &str) -> Option<String> {
-        let (Fact::Contig(_) | Fact::ChunkContig(..)) = self.facts.get(a.offset) else { return None };
+        let (Fact::Contig(_) | Fact::ChunkContig(..) | Fact::ChunkXor(..)) = self.facts.get(a.offset) else {
+            return None;
+        };
         let uniform = match a.mask {
             Some(m) if self.tile(m).is_some() => self.chunk_uniform[m.0 as usize].clone()?,
             _ => "1".to_string(),
@@ -145,7 +153,7 @@ impl Ctx<'_> {
             return;
         };
         let ok = format!("FUSE_OK{k}(fuse_i / FUSE_VEC{k})");
-        match self.vector_cond(&a, k) {
+        match self.vector_cond(&a, k, true) {
             None => {
                 self.w.pp("#pragma unroll");
                 self.load_lane(&a, dst, other, "fuse_i", Some(&ok), &each(&format!("FUSE_EPT{k}"), "fuse_i"));
@@ -200,7 +208,7 @@ impl Ctx<'_> {
         self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
         self.w.open(format!("if ({chunk_on})"));
         let f = if a.mutable { "fuse_ld_words" } else { "fuse_ldg_words" };
-        let first = self.at(a.offset, "fuse_b");
+        let first = self.run_start(a, "fuse_b");
         self.w.line(format!("{f}<{nw}>(fuse_wd + fuse_j * ({nw}), {} + (long long){first});", a.ptr));
         self.w.reopen("} else {");
         let init = self.other_or_zero(a, other, "fuse_b + fuse_v");
@@ -214,10 +222,24 @@ impl Ctx<'_> {
         if !unchecked {
             self.per_lane_load(a, other, k, ok);
         }
-        let v = unpack(a.elem, "fuse_wd", "fuse_i");
+        let lane = match self.facts.get(a.offset) {
+            Fact::ChunkXor(_, _, x) => format!("(fuse_i ^ {x})"),
+            _ => "fuse_i".to_string(),
+        };
+        let v = unpack(a.elem, "fuse_wd", &lane);
         let v = ctype::convert(&v, a.elem, to, &mut self.needs);
         self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{d}[fuse_i] = {v};"));
         self.w.close();
+    }
+
+    /// The first offset of the run of consecutive offsets that the chunk at slot `b` covers: its
+    /// first lane's, or for offsets permuted by `^ x` (lane 0 holds the run's `x`) that minus `x`.
+    fn run_start(&self, a: &Access, b: &str) -> String {
+        let first = self.at(a.offset, b);
+        match self.facts.get(a.offset) {
+            Fact::ChunkXor(_, _, x) => format!("({first} - {x})"),
+            _ => first,
+        }
     }
 
     /// "Chunk `fuse_j` is inside the tile and its lanes are on", for the unchecked path.
@@ -256,7 +278,7 @@ impl Ctx<'_> {
         self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
         self.w.line(format!(
             "const long long fuse_c = (long long){};  // the chunk's first offset",
-            self.at(a.offset, "fuse_b")
+            self.run_start(a, "fuse_b")
         ));
         self.w.line(format!("bool fuse_all = FUSE_OK{k}(fuse_j), fuse_any = FUSE_OK{k}(fuse_j);"));
         if let Some(m) = a.mask {
@@ -351,7 +373,7 @@ impl Ctx<'_> {
             return;
         };
         let ok = format!("FUSE_OK{k}(fuse_i / FUSE_VEC{k})");
-        match self.vector_cond(&a, k) {
+        match self.vector_cond(&a, k, false) {
             None => {
                 self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
                 self.store_lane(&a, value, "fuse_i", Some(&ok));
