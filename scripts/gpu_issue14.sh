@@ -4,7 +4,9 @@
 #   check:   2-D tile tests, GPU example tests, memcheck+racecheck of the 2-D tests, the examples
 #            (PASS/FAIL and GB/s), and the fused kernels of the new bench rows alone (a quick look).
 #   bench:   the whole anchor bench (fuse, unfused chains, same-bytes copies) -> $OUT/anchors.json.
-#   peers:   scripts/peers_v2.py (Triton, torch eager, torch.compile for the new rows) -> $OUT/peers_v2.json.
+#   peers:   scripts/peers_v2.py (Triton, torch eager, torch.compile for the new rows) -> $OUT/peers_v2.json
+#            ($PEERS: its pattern prefixes, e.g. "qk ce"; default all).
+# check's bench rows are $ROWS (FUSE_BENCH_ONLY), default every new row; absent test binaries are skipped.
 #   anchors: triton_anchor.py (copied into $BIN from ../shared/anchors; the 24 memory-bound shapes).
 # Several modes in one call run in the order given, so fuse and its peers share the call.
 set -uo pipefail
@@ -17,14 +19,16 @@ pack() { cp -f "${OUT:-/tmp}"/*.json "$L/" 2>/dev/null; tar czf "${OUT:-/tmp}/lo
 for mode in "$@"; do
     case $mode in
     check)
-        run tiles_2d "$BIN/test-tiles_2d"
+        [ -x "$BIN/test-tiles_2d" ] && run tiles_2d "$BIN/test-tiles_2d"
         run gpu_examples "$BIN/test-gpu_examples"
-        run memcheck_tiles_2d compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test-tiles_2d" --test-threads=1
-        run racecheck_tiles_2d compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test-tiles_2d" --test-threads=1
+        if [ -x "$BIN/test-tiles_2d" ]; then
+            run memcheck_tiles_2d compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test-tiles_2d" --test-threads=1
+            run racecheck_tiles_2d compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/test-tiles_2d" --test-threads=1
+        fi
         for e in softmax layernorm qk_norm_rope cross_entropy add_activation; do
             [ -x "$BIN/example-$e" ] && run "example_$e" "$BIN/example-$e"
         done
-        FUSE_BENCH_ONLY=65536x128,16384x256,qk_norm_rope,cross_entropy,add_gelu,add_silu \
+        FUSE_BENCH_ONLY=${ROWS:-65536x128,16384x256,qk_norm_rope,cross_entropy,add_gelu,add_silu} \
             run bench_new_rows "$BIN/bench-anchors"
         cat "$L/bench_new_rows.log"
         ;;
@@ -33,7 +37,7 @@ for mode in "$@"; do
         cat "$L/bench.log"
         ;;
     peers)
-        (cd "${OUT:-/tmp}" && PYTHONUNBUFFERED=1 python "$OLDPWD/scripts/peers_v2.py") >"$L/peers_v2.log" 2>&1 || status=1
+        (cd "${OUT:-/tmp}" && PYTHONUNBUFFERED=1 python "$OLDPWD/scripts/peers_v2.py" ${PEERS:-}) >"$L/peers_v2.log" 2>&1 || status=1
         tail -60 "$L/peers_v2.log"
         ;;
     anchors)
