@@ -22,26 +22,22 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
     if label == ignore_index {
         store(loss + row, 0.0);
     } else {
-        // The loop's blocks start at a multiple of 16 elements at or before the row's first
-        // logit, so every block is 16-byte aligned (vector loads) even when the row length is
-        // odd (50257); the lanes before the row or past its end are masked off.
-        let base = row * stride;
-        let end = base + n_cols;
+        let x = logits + row * stride;
         let mut m = f32::NEG_INFINITY; // running max of the row so far
         let mut s = zeros(BLOCK); // per lane: sum of exp(x - m) over its columns so far
-        for start in ((base / 16) * 16..end).step_by(BLOCK) {
-            let offs = start + arange(0, BLOCK);
-            let v = load(logits + offs, (offs >= base) & (offs < end), f32::NEG_INFINITY);
+        for start in (0..n_cols).step_by(BLOCK) {
+            let cols = start + arange(0, BLOCK);
+            let v = load(x + cols, cols < n_cols, f32::NEG_INFINITY);
             let m_new = maximum(m, max(v));
             // exp(a) as exp2(a log2 e), as in `softmax`; exp2(-inf) = 0 for the first block and
-            // for the masked lanes.
+            // for the masked lanes of the last.
             s = s * exp2((m - m_new) * 1.4426950408889634) + exp2((v - m_new) * 1.4426950408889634);
             m = m_new;
         }
         let lse = m + log(sum(s));
         let valid = (label >= 0) & (label < n_cols.to(i64));
         let nan = f32::INFINITY - f32::INFINITY; // the language has no `f32::NAN`
-        let target = load(logits + base + label.to(i32), valid, nan);
+        let target = load(x + label.to(i32), valid, nan);
         store(loss + row, lse - target);
     }
 }
