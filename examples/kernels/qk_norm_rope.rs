@@ -38,18 +38,20 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
     neox: i32,
 ) {
     let token = program_id(0);
-    let heads = program_id(1) * HEADS + arange(0, HEADS); // [HEADS]: q heads, then k heads
-    let head_ok = (heads < n_q_heads + n_k_heads).expand_dims(1); // [HEADS, 1]
-    let is_q = (heads < n_q_heads).expand_dims(1);
     let half = head_dim / 2;
     let base = qkv + token * ((n_q_heads + n_k_heads + n_v_heads) * head_dim);
-    let head_offs = heads.expand_dims(1) * head_dim; // [HEADS, 1]
     let pos = load(positions + token).to(i32);
     let row = cos_sin + pos * head_dim; // cosines, then sines
     let inv_dim = 1.0 / head_dim as f32;
 
     if neox != 0 {
         // Pair j is (j, j + half), rotated by angle j.
+        // The per-head tiles are made in each branch, so that each takes its branch's row
+        // layout (registers, no data movement) rather than one layout shared by both widths.
+        let heads = program_id(1) * HEADS + arange(0, HEADS); // [HEADS]: q heads, then k heads
+        let head_ok = (heads < n_q_heads + n_k_heads).expand_dims(1); // [HEADS, 1]
+        let is_q = (heads < n_q_heads).expand_dims(1);
+        let head_offs = heads.expand_dims(1) * head_dim;
         let j = arange(0, HALF); // [HALF]
         let j_ok = j < half;
         let mask = head_ok & j_ok.expand_dims(0);
@@ -71,6 +73,11 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
         store(base + lo + half, b * cos + a * sin, mask);
     } else {
         // Pair i is (2i, 2i + 1), rotated by angle i: column c pairs with c ^ 1.
+        // (As above.)
+        let heads = program_id(1) * HEADS + arange(0, HEADS); // [HEADS]: q heads, then k heads
+        let head_ok = (heads < n_q_heads + n_k_heads).expand_dims(1); // [HEADS, 1]
+        let is_q = (heads < n_q_heads).expand_dims(1);
+        let head_offs = heads.expand_dims(1) * head_dim;
         let cols = arange(0, 2 * HALF);
         let col_ok = cols < head_dim;
         let mask = head_ok & col_ok.expand_dims(0);
