@@ -403,6 +403,11 @@ fn binary(op: BinaryOp, a: Iv, b: Iv, d: DType) -> Option<Iv> {
         BinaryOp::Min => Iv::new(a.lo.min(b.lo), a.hi.min(b.hi)),
         BinaryOp::And if d == DType::Bool => Iv::new(0, 1),
         BinaryOp::And if a.lo >= 0 && b.lo >= 0 => Iv::new(0, a.hi.min(b.hi)),
+        // Non-negative operands: no bit above the wider one's highest (`cols ^ 1`, a RoPE partner).
+        BinaryOp::Or | BinaryOp::Xor if d != DType::Bool && a.lo >= 0 && b.lo >= 0 => {
+            let hi = a.hi.max(b.hi);
+            Iv::new(0, if hi == 0 { 0 } else { (1i128 << (128 - hi.leading_zeros())) - 1 })
+        }
         _ => return None,
     })
 }
@@ -536,5 +541,28 @@ impl Builder<'_> {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{binary, Iv};
+    use fuse_ir::{BinaryOp, DType};
+
+    #[test]
+    fn or_and_xor_of_non_negative_values_stay_below_the_next_power_of_two() {
+        for op in [BinaryOp::Or, BinaryOp::Xor] {
+            for (a, b) in [((0, 127), (1, 1)), ((3, 100), (0, 5)), ((0, 0), (0, 0)), ((0, 128), (0, 1))] {
+                let got = binary(op, Iv::new(a.0, a.1), Iv::new(b.0, b.1), DType::I32).unwrap();
+                for x in a.0..=a.1 {
+                    for y in b.0..=b.1 {
+                        let v = if op == BinaryOp::Or { x | y } else { x ^ y };
+                        assert!(got.lo <= v && v <= got.hi, "{op:?} {a:?} {b:?}: {v} outside {got:?}");
+                    }
+                }
+            }
+        }
+        // Negative operands are not followed.
+        assert!(binary(BinaryOp::Xor, Iv::new(-1, 3), Iv::new(1, 1), DType::I32).is_none());
     }
 }
