@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 14 on the device, over binaries staged by scripts/stage.sh (carry: [".gpu"]).
-# Usage: bash scripts/gpu_issue14.sh check|bench|peers|anchors
+# Usage: bash scripts/gpu_issue14.sh check|bench|peers|anchors|qksweep
 #   check:   2-D tile tests, GPU example tests, memcheck+racecheck of the 2-D tests, the examples
 #            (PASS/FAIL and GB/s), and the fused kernels of the new bench rows alone (a quick look).
 #   bench:   the whole anchor bench (fuse, unfused chains, same-bytes copies) -> $OUT/anchors.json.
@@ -39,6 +39,13 @@ for mode in "$@"; do
     peers)
         (cd "${OUT:-/tmp}" && PYTHONUNBUFFERED=1 python "$OLDPWD/scripts/peers_v2.py" ${PEERS:-}) >"$L/peers_v2.log" 2>&1 || status=1
         tail -60 "$L/peers_v2.log"
+        ;;
+    qksweep)
+        # qk_norm_rope over heads per program x warps (the launcher's defaults are 8 heads, 4 warps).
+        for h in 4 8 16 32 64; do for w in 1 2 4 8; do
+            echo "heads=$h warps=$w: $(FUSE_BENCH_QK_HEADS=$h FUSE_BENCH_WARPS=$w FUSE_BENCH_ONLY=qk_norm_rope \
+                "$BIN/bench-anchors" 2>&1 | grep ' fuse ' | awk '{print $1, $3, $5}' | tr '\n' ' ')"
+        done; done | tee "$L/qksweep.log"
         ;;
     anchors)
         (cd "${OUT:-/tmp}" && python "$OLDPWD/$BIN/triton_anchor.py") >"$L/triton_anchor.log" 2>&1 || status=1
