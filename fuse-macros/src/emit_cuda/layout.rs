@@ -20,6 +20,11 @@
 //! registers, element-wise code runs on it unchanged (its macros describe it), and broadcasting it
 //! back over the parent's columns reads slot `i / VEC` with no data movement (`slices.rs` decides
 //! which tiles take it).
+//!
+//! An **MMA layout** holds a `dot` result as tensor-core accumulators ([`super::mma`]).
+//! Row, column and MMA layouts are *derived* layouts, numbered after the lengths' in the order
+//! they are made (never renumbered).
+use super::mma::MmaLayout;
 use fuse_ir::{Kernel, Len, ParamKind, VarId};
 
 pub struct Layout {
@@ -29,8 +34,15 @@ pub struct Layout {
     /// Per length: the column counts of the 2-D tiles of that length with more than one column
     /// (VEC is capped at each).
     caps: Vec<Vec<Len>>,
-    /// The row layouts; layout index `lens.len() + i` is `rows[i]`.
-    pub rows: Vec<RowLayout>,
+    /// The derived layouts; layout index `lens.len() + i` is `derived[i]`.
+    pub derived: Vec<Derived>,
+}
+
+/// A layout that is not a length's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Derived {
+    Row(RowLayout),
+    Mma(MmaLayout),
 }
 
 /// A tile held as the rows (`[R]`, `[R, 1]`) or the columns (`[C]`, `[1, C]`) of its parent
@@ -67,7 +79,7 @@ impl Layout {
                 }
             }
         }
-        Layout { lens, veck: 16 / narrowest, caps, rows: Vec::new() }
+        Layout { lens, veck: 16 / narrowest, caps, derived: Vec::new() }
     }
 
     /// The index `k` of a tile length, naming its `FUSE_*k` macros.
@@ -78,20 +90,36 @@ impl Layout {
     /// The index of the row (or, with `columns`, column) layout of `parent` with `cols`
     /// columns, made on first use.
     pub fn row_index(&mut self, parent: usize, cols: &Len, columns: bool) -> usize {
-        let row = RowLayout { parent, cols: cols.clone(), columns };
-        let i = match self.rows.iter().position(|r| *r == row) {
+        self.derived_index(Derived::Row(RowLayout { parent, cols: cols.clone(), columns }))
+    }
+
+    /// The index of the MMA layout of `[rows, cols]` dot results, made on first use.
+    pub fn mma_index(&mut self, rows: &Len, cols: &Len) -> usize {
+        self.derived_index(Derived::Mma(MmaLayout { rows: rows.clone(), cols: cols.clone() }))
+    }
+
+    fn derived_index(&mut self, d: Derived) -> usize {
+        let i = match self.derived.iter().position(|x| *x == d) {
             Some(i) => i,
             None => {
-                self.rows.push(row);
-                self.rows.len() - 1
+                self.derived.push(d);
+                self.derived.len() - 1
             }
         };
         self.lens.len() + i
     }
 
+    /// Whether layout `k` is an MMA layout.
+    pub fn is_mma(&self, k: usize) -> bool {
+        matches!(k.checked_sub(self.lens.len()).map(|i| &self.derived[i]), Some(Derived::Mma(_)))
+    }
+
     /// The row or column layout with layout index `k`, if `k` is one.
     pub fn row(&self, k: usize) -> Option<&RowLayout> {
-        k.checked_sub(self.lens.len()).map(|i| &self.rows[i])
+        match &self.derived[k.checked_sub(self.lens.len())?] {
+            Derived::Row(r) => Some(r),
+            Derived::Mma(_) => None,
+        }
     }
 
     /// The `#define`s of every tile length.
@@ -128,8 +156,16 @@ impl Layout {
                 "#define FUSE_IDX{k}(i) ((((i) / FUSE_VEC{k}) * FUSE_THREADS + fuse_tid) * FUSE_VEC{k} + (i) % FUSE_VEC{k})"
             ));
         }
-        for (i, r) in self.rows.iter().enumerate() {
-            let (k, p) = (self.lens.len() + i, r.parent);
+        for (i, d) in self.derived.iter().enumerate() {
+            let k = self.lens.len() + i;
+            let r = match d {
+                Derived::Row(r) => r,
+                Derived::Mma(m) => {
+                    out.extend(m.macros(k, const_names));
+                    continue;
+                }
+            };
+            let p = r.parent;
             let c = r.cols.c_expr(const_names);
             if r.columns {
                 out.push(format!(

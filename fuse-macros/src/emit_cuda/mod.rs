@@ -19,6 +19,7 @@ mod body;
 mod ctype;
 mod layout;
 mod memory;
+mod mma;
 pub(crate) mod names;
 mod prelude;
 mod random;

@@ -16,6 +16,8 @@ pub struct Needs {
     pub philox: bool,
     pub step: bool,
     pub erf: bool,
+    /// Tensor-core `dot` (ldmatrix, mma.sync, the swizzle).
+    pub mma: bool,
 }
 
 const F16: &str = r#"// f16 <-> f32 (the bits travel as unsigned short).
@@ -237,7 +239,7 @@ __device__ __forceinline__ unsigned long long fuse_next(unsigned long long k, un
 impl Needs {
     /// The helper definitions, in a fixed order.
     pub fn text(&self) -> String {
-        let parts: [(bool, &str); 9] = [
+        let parts: [(bool, &str); 10] = [
             (self.f16, F16),
             (self.bf16, BF16),
             (self.f2i, F2I),
@@ -247,6 +249,7 @@ impl Needs {
             (self.philox, PHILOX),
             (self.step, STEP),
             (self.erf, ERF),
+            (self.mma, super::mma::PRELUDE),
         ];
         let mut out = String::new();
         for (used, text) in parts {

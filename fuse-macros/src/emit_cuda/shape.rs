@@ -212,7 +212,7 @@ impl Ctx<'_> {
         self.w.close();
     }
 
-    fn scratch_bytes_for(&mut self, bytes: String) {
+    pub(super) fn scratch_bytes_for(&mut self, bytes: String) {
         if !self.scratch_bytes.contains(&bytes) {
             self.scratch_bytes.push(bytes);
         }

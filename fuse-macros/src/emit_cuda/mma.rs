@@ -1,0 +1,249 @@
+//! `dot` on tensor cores: the MMA layout of its result and the `mma.sync.m16n8k16` lowering for
+//! f16 and bf16 inputs (f32 accumulators).
+//!
+//! **The MMA layout** of a `[M, N]` tile: the program's warps form a `WM x WN` grid, warp
+//! `(wm, wn)` owning the `M / WM` rows from `wm * M / WM` and the `N / WN` columns from
+//! `wn * N / WN`, as `MI x NI` tiles of 16 x 8 (`MI = M / (16 WM)`, `NI = N / (8 WN)`). Lane `l`
+//! (`g = l / 4`, `t = l % 4`) holds, of tile `(mi, ni)`, the elements at rows `g` and `g + 8`,
+//! columns `2t` and `2t + 1`: the four accumulator registers `c0..c3` of `mma.sync`. Slot
+//! `i = ((mi * NI + ni) * 2 + h) * 2 + e` holds row `g + 8h`, column `2t + e` of its tile, so two
+//! consecutive slots are two consecutive lanes of one row (VEC = 2) and tile `(mi, ni)`'s registers
+//! are slots `4 (mi NI + ni) + 0..3`. The layout is described by the same macros as every other
+//! (`FUSE_L/VEC/NCH/EPT/FULL/OK/IDX`), so element-wise code, loads and stores (two-element vectors),
+//! broadcasts and conversions through the scratch, and full reductions work on it unchanged.
+//! The warp grid splits M while the warp tile is at least as tall as wide and has 32 or more rows,
+//! else N while it has 16 or more columns; a tile too small for the warp count is a compile error
+//! of the CUDA source (the runtime reports it with the configuration).
+//!
+//! **The lowering** of `c = dot(a, b, acc)`: `a` (`[M, K]`) and `b` (`[K, N]`), whatever their
+//! layout, are written to shared memory row-major, each row's 16-byte chunks XOR-swizzled by the
+//! row (`fuse_swz`) so that `ldmatrix` reads 8 rows of one chunk from 8 distinct bank groups. Each
+//! warp then walks K in steps of 16: `ldmatrix.x4` gives the A fragments of each of its m-tiles,
+//! `ldmatrix.x4.trans` the B fragments of two n-tiles at a time (`.x2` for a last odd one), and one
+//! `mma.sync` per `(mi, ni)` accumulates in place in the result's slots.
+use super::ctype::c_type;
+use super::Ctx;
+use fuse_ir::{DType, Len, VarId};
+
+/// A `[rows, cols]` tile held as `mma.sync` accumulators (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MmaLayout {
+    pub rows: Len,
+    pub cols: Len,
+}
+
+impl MmaLayout {
+    /// The `#define`s of MMA layout `k`.
+    pub fn macros(&self, k: usize, consts: &[String]) -> Vec<String> {
+        let (m, n) = (self.rows.c_expr(consts), self.cols.c_expr(consts));
+        let mut out = vec![format!(
+            "// MMA layout {k}: [{}, {}] as mma.sync accumulators, warps FUSE_WM{k} x FUSE_WN{k}",
+            self.rows.display(consts),
+            self.cols.display(consts)
+        )];
+        // The warp grid, doubling one side per doubling of the warp count (preprocessor-evaluable:
+        // consts and FUSE_NUM_WARPS are integer literals).
+        out.push(format!("#define FUSE_WM{k}_0 1"));
+        out.push(format!("#define FUSE_WN{k}_0 1"));
+        for s in 1..=5 {
+            let (wm, wn) = (format!("FUSE_WM{k}_{}", s - 1), format!("FUSE_WN{k}_{}", s - 1));
+            let split_m = format!(
+                "((({m}) / {wm} >= 32 && ({m}) / {wm} >= ({n}) / {wn}) || ({n}) / {wn} < 16)"
+            );
+            let grow = format!("FUSE_NUM_WARPS >= {}", 1 << s);
+            out.push(format!("#define FUSE_SPLITM{k}_{s} {split_m}"));
+            out.push(format!(
+                "#define FUSE_WM{k}_{s} (({grow}) && FUSE_SPLITM{k}_{s} ? 2 * {wm} : {wm})"
+            ));
+            out.push(format!(
+                "#define FUSE_WN{k}_{s} (({grow}) && !FUSE_SPLITM{k}_{s} ? 2 * {wn} : {wn})"
+            ));
+        }
+        out.push(format!("#define FUSE_WM{k} FUSE_WM{k}_5"));
+        out.push(format!("#define FUSE_WN{k} FUSE_WN{k}_5"));
+        out.push(format!("#define FUSE_MI{k} (({m}) / (16 * FUSE_WM{k}))"));
+        out.push(format!("#define FUSE_NI{k} (({n}) / (8 * FUSE_WN{k}))"));
+        out.push(format!("#if FUSE_MI{k} < 1 || FUSE_NI{k} < 1"));
+        out.push(format!(
+            "#error \"a dot result of [{}, {}] has fewer 16x8 tiles than FUSE_NUM_WARPS warps can share: use fewer warps\"",
+            self.rows.display(consts),
+            self.cols.display(consts)
+        ));
+        out.push("#endif".into());
+        out.push(format!("#define FUSE_L{k} (({m}) * ({n}))"));
+        out.push(format!("#define FUSE_VEC{k} 2"));
+        out.push(format!("#define FUSE_NCH{k} (FUSE_MI{k} * FUSE_NI{k} * 2)"));
+        out.push(format!("#define FUSE_EPT{k} (FUSE_MI{k} * FUSE_NI{k} * 4)"));
+        out.push(format!("#define FUSE_FULL{k} 1"));
+        out.push(format!("#define FUSE_OK{k}(j) 1"));
+        out.push("// slot i: tile (i / 4) of the warp's MI x NI, row g + 8 ((i / 2) % 2), column 2t + i % 2".into());
+        out.push(format!(
+            "#define FUSE_IDX{k}(i) (((((fuse_tid >> 5) / FUSE_WN{k}) * FUSE_MI{k} + ((i) / 4) / FUSE_NI{k}) * 16 + ((fuse_tid & 31) >> 2) + 8 * (((i) >> 1) & 1)) * ({n}) + (((fuse_tid >> 5) % FUSE_WN{k}) * FUSE_NI{k} + ((i) / 4) % FUSE_NI{k}) * 8 + 2 * (fuse_tid & 3) + ((i) & 1))"
+        ));
+        out
+    }
+}
+
+/// The device helpers of the lowering (inline PTX: NVRTC has no headers).
+pub const PRELUDE: &str = r#"// Tensor cores: the swizzled shared-memory index of element (r, c) of a row-major [., w] matrix
+// of 16-bit values (16-byte chunks XOR-ed with the row, so ldmatrix's 8 rows hit 8 bank groups).
+__device__ __forceinline__ int fuse_swz(int r, int c, int w) {
+  const int cpr = w / 8;
+  const int per = cpr >= 8 ? 1 : 8 / cpr;
+  const int span = cpr >= 8 ? 8 : cpr;
+  return r * w + (((c / 8) ^ ((r / per) % span)) * 8) + (c % 8);
+}
+__device__ __forceinline__ unsigned int fuse_smem_addr(const void* p) {
+  unsigned int a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+__device__ __forceinline__ void fuse_ldmatrix_x4(unsigned int* r, unsigned int a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void fuse_ldmatrix_x4_trans(unsigned int* r, unsigned int a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void fuse_ldmatrix_x2_trans(unsigned int* r, unsigned int a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
+__device__ __forceinline__ void fuse_mma_f16(float* d, const unsigned int* a, const unsigned int* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void fuse_mma_bf16(float* d, const unsigned int* a, const unsigned int* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+"#;
+
+/// Whether `dot` of these input dtypes has a tensor-core lowering here.
+pub fn has_mma(input: DType) -> bool {
+    matches!(input, DType::F16 | DType::BF16)
+}
+
+impl Ctx<'_> {
+    /// `dst = dot(a, b, acc)` on tensor cores; `mma` is the MMA layout of `dst`'s shape. A `dst`
+    /// (or `acc`) held in another layout is computed in (read into) MMA registers and converted
+    /// through the scratch.
+    pub(super) fn dot_mma(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>, mma: usize) {
+        self.needs.mma = true;
+        let input = self.dtype(a);
+        let (da, db) = (self.k.ty(a).shape.dims(), self.k.ty(b).shape.dims());
+        let consts = &self.k.consts;
+        let (m, kk, n) = (da[0].c_expr(consts), da[1].c_expr(consts), db[1].c_expr(consts));
+        let (ka, kb) = (self.tile(a).expect("dot reads tiles"), self.tile(b).expect("dot reads tiles"));
+        let (sa, sb, d) = (self.name(a).to_string(), self.name(b).to_string(), self.name(dst).to_string());
+        let in_place = self.tile(dst) == Some(mma);
+        self.w.line(format!("// {d} = dot({sa}, {sb}{}) on tensor cores", acc.map(|c| format!(", {}", self.name(c))).unwrap_or_default()));
+        self.scratch_bytes_for(format!("(({m}) * ({kk}) * 2 + ({kk}) * ({n}) * 2)"));
+        self.scratch_bytes_for(format!("(FUSE_L{mma} * 4)"));
+        self.w.open("");
+        // The accumulator: dst's own slots, or MMA registers to convert at the end.
+        let c = if in_place { d.clone() } else { "fuse_c".to_string() };
+        if !in_place {
+            self.w.line(format!("float fuse_c[FUSE_EPT{mma}];"));
+        }
+        match acc {
+            Some(acc) if self.tile(acc) == Some(mma) => {
+                let s = self.name(acc).to_string();
+                if s != c {
+                    self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = {s}[fuse_i];"));
+                }
+            }
+            Some(acc) => {
+                // acc in another layout: through the scratch into MMA slots.
+                let ks = self.tile(acc).expect("dot accumulators are tiles");
+                let s = self.name(acc).to_string();
+                self.w.line("__syncthreads();");
+                self.w.unrolled(
+                    "fuse_i",
+                    &format!("FUSE_EPT{ks}"),
+                    format!("if (FUSE_OK{ks}(fuse_i / FUSE_VEC{ks})) ((float*)fuse_xs)[FUSE_IDX{ks}(fuse_i)] = {s}[fuse_i];"),
+                );
+                self.w.line("__syncthreads();");
+                self.w.unrolled(
+                    "fuse_i",
+                    &format!("FUSE_EPT{mma}"),
+                    format!("{c}[fuse_i] = ((float*)fuse_xs)[FUSE_IDX{mma}(fuse_i)];"),
+                );
+            }
+            None => self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = 0.0f;")),
+        }
+        // Stage both operands, swizzled.
+        self.w.line("__syncthreads();");
+        self.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;");
+        self.w.line(format!("unsigned short* fuse_sb = fuse_sa + ({m}) * ({kk});"));
+        for (k, s, buf, w) in [(ka, &sa, "fuse_sa", &kk), (kb, &sb, "fuse_sb", &n)] {
+            self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
+            self.w.open(format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k}))"));
+            self.w.line(format!("const int fuse_f = FUSE_IDX{k}(fuse_i);"));
+            self.w.line(format!("{buf}[fuse_swz(fuse_f / ({w}), fuse_f % ({w}), {w})] = {s}[fuse_i];"));
+            self.w.close();
+            self.w.close();
+        }
+        self.w.line("__syncthreads();");
+        // The warp's tiles, K in steps of 16.
+        self.w.line("const int fuse_lane = fuse_tid & 31;");
+        self.w.line(format!("const int fuse_wm = (fuse_tid >> 5) / FUSE_WN{mma};"));
+        self.w.line(format!("const int fuse_wn = (fuse_tid >> 5) % FUSE_WN{mma};"));
+        let mma_fn = if input == DType::BF16 { "fuse_mma_bf16" } else { "fuse_mma_f16" };
+        self.w.open_unrolled("fuse_k", &format!("({kk}) / 16"));
+        self.w.line(format!("unsigned int fuse_fa[FUSE_MI{mma}][4];"));
+        self.w.line(format!("unsigned int fuse_fb[FUSE_NI{mma} + 1][2];"));
+        self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
+        self.w.line(format!("const int fuse_r = (fuse_wm * FUSE_MI{mma} + fuse_mi) * 16 + (fuse_lane & 15);"));
+        self.w.line(format!(
+            "fuse_ldmatrix_x4(fuse_fa[fuse_mi], fuse_smem_addr(fuse_sa + fuse_swz(fuse_r, fuse_k * 16 + (fuse_lane >> 4) * 8, {kk})));"
+        ));
+        self.w.close();
+        self.w.pp("#pragma unroll");
+        self.w.open(format!("for (int fuse_ni = 0; fuse_ni < FUSE_NI{mma}; fuse_ni += 2)"));
+        self.w.line("const int fuse_r = fuse_k * 16 + (fuse_lane & 15);");
+        self.w.line(format!("const int fuse_c0 = (fuse_wn * FUSE_NI{mma} + fuse_ni) * 8;"));
+        self.w.open(format!("if (fuse_ni + 1 < FUSE_NI{mma})"));
+        self.w.line("unsigned int fuse_q[4];");
+        self.w.line(format!(
+            "fuse_ldmatrix_x4_trans(fuse_q, fuse_smem_addr(fuse_sb + fuse_swz(fuse_r, fuse_c0 + (fuse_lane >> 4) * 8, {n})));"
+        ));
+        self.w.line("fuse_fb[fuse_ni][0] = fuse_q[0]; fuse_fb[fuse_ni][1] = fuse_q[1];");
+        self.w.line("fuse_fb[fuse_ni + 1][0] = fuse_q[2]; fuse_fb[fuse_ni + 1][1] = fuse_q[3];");
+        self.w.reopen("} else {");
+        self.w.line(format!(
+            "fuse_ldmatrix_x2_trans(fuse_fb[fuse_ni], fuse_smem_addr(fuse_sb + fuse_swz(fuse_r, fuse_c0, {n})));"
+        ));
+        self.w.close();
+        self.w.close();
+        self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
+        self.w.unrolled(
+            "fuse_ni",
+            &format!("FUSE_NI{mma}"),
+            format!("{mma_fn}({c} + (fuse_mi * FUSE_NI{mma} + fuse_ni) * 4, fuse_fa[fuse_mi], fuse_fb[fuse_ni]);"),
+        );
+        self.w.close();
+        self.w.close();
+        if !in_place {
+            // To dst's layout through the scratch.
+            let kd = self.tile(dst).expect("dot makes a tile");
+            let t = c_type(self.dtype(dst));
+            self.w.line("__syncthreads();");
+            self.w.unrolled(
+                "fuse_i",
+                &format!("FUSE_EPT{mma}"),
+                format!("((float*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] = fuse_c[fuse_i];"),
+            );
+            self.w.line("__syncthreads();");
+            self.w.unrolled(
+                "fuse_i",
+                &format!("FUSE_EPT{kd}"),
+                format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = ({t})((float*)fuse_xs)[FUSE_IDX{kd}(fuse_i)];"),
+            );
+        }
+        self.w.close();
+    }
+}
