@@ -234,6 +234,18 @@ impl Ctx<'_> {
             out.pp(m);
         }
         out.line("");
+        if !self.scratch_bytes.is_empty() {
+            let size = self
+                .scratch_bytes
+                .iter()
+                .skip(1)
+                .fold(self.scratch_bytes[0].clone(), |acc, b| format!("({acc} > {b} ? {acc} : {b})"));
+            out.pp(format!("#define FUSE_SCRATCH_BYTES ({size})"));
+            out.pp("#if FUSE_SCRATCH_BYTES > 48 * 1024");
+            out.line("extern \"C\" __device__ const unsigned int fuse_dynamic_smem_bytes = FUSE_SCRATCH_BYTES;");
+            out.pp("#endif");
+            out.line("");
+        }
         let helpers = self.needs.text();
         if !helpers.is_empty() {
             for l in helpers.lines() {
@@ -280,13 +292,14 @@ impl Ctx<'_> {
             out.pp("#endif");
         }
         if !self.scratch_bytes.is_empty() {
-            // The largest tile that moves lanes between threads (shape.rs).
-            let size = self
-                .scratch_bytes
-                .iter()
-                .skip(1)
-                .fold(self.scratch_bytes[0].clone(), |acc, b| format!("({acc} > {b} ? {acc} : {b})"));
-            out.line(format!("  __shared__ __align__(16) unsigned char fuse_xs[{size}];"));
+            // The largest tile that moves lanes between threads (shape.rs) or dot's operands.
+            // Past the 48 KiB a block may declare statically it is dynamic shared memory, sized by
+            // the runtime from `fuse_dynamic_smem_bytes` (DESIGN.md, "Dynamic shared memory").
+            out.pp("#if FUSE_SCRATCH_BYTES > 48 * 1024");
+            out.line("  extern __shared__ __align__(16) unsigned char fuse_xs[];");
+            out.pp("#else");
+            out.line("  __shared__ __align__(16) unsigned char fuse_xs[FUSE_SCRATCH_BYTES];");
+            out.pp("#endif");
         }
         for (i, v) in k.vars.iter().enumerate() {
             let n = &self.names.vars[i];
