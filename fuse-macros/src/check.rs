@@ -1285,7 +1285,7 @@ impl<'d> Checker<'d> {
             return Val::Err;
         }
         if matches!(a, Val::Ptr { .. }) || matches!(b, Val::Ptr { .. }) {
-            return self.pointer_arith(bop, a, b, op_sp, asp, bsp);
+            return self.pointer_arith(bop, sym, a, b, op_sp, asp, bsp);
         }
         // Constants fold and stay weak where the result can still adapt.
         if let (Val::Weak(wa), Val::Weak(wb)) = (&a, &b) {
@@ -1390,8 +1390,9 @@ impl<'d> Checker<'d> {
     }
 
     /// `ptr + offset`, `offset + ptr`, `ptr - offset`: the offset accumulates; nothing is emitted
-    /// until a load or store uses the pointer.
-    fn pointer_arith(&mut self, op: BinaryOp, a: Val, b: Val, op_sp: Sp, asp: Sp, bsp: Sp) -> Val {
+    /// until a load or store uses the pointer. `sym` spells the operator in messages (`+=`).
+    #[allow(clippy::too_many_arguments)]
+    fn pointer_arith(&mut self, op: BinaryOp, sym: &str, a: Val, b: Val, op_sp: Sp, asp: Sp, bsp: Sp) -> Val {
         let (param, offset, delta, dsp, negate) = match (op, a, b) {
             (BinaryOp::Add, Val::Ptr { param, offset }, d) => (param, offset, d, bsp, false),
             (BinaryOp::Add, d, Val::Ptr { param, offset }) if !matches!(d, Val::Ptr { .. }) => {
@@ -1432,12 +1433,21 @@ impl<'d> Checker<'d> {
                 return Val::Err;
             }
         }
+        // Offsets are carried in their compute type (an i8/u8 load widens to i32), so a pointer
+        // variable's offsets take any integer advance of that type.
+        let delta = match delta {
+            Val::Var { id, fresh } if !self.ty(id).dtype.is_compute() => {
+                let wide = self.widen(id);
+                Val::Var { id: wide, fresh: fresh || wide != id }
+            }
+            other => other,
+        };
         let new_offset = match offset {
             None if negate => self.unary(UnaryKind::Neg, delta, dsp),
             None => delta,
             Some(o) => {
                 let kind = BinaryKind::Op(if negate { BinaryOp::Sub } else { BinaryOp::Add });
-                self.binary(kind, *o, delta, op_sp, asp, dsp)
+                self.binary_as(kind, sym, *o, delta, op_sp, asp, dsp)
             }
         };
         if matches!(new_offset, Val::Err) {
@@ -1826,7 +1836,9 @@ impl<'d> Checker<'d> {
                 );
                 Err(())
             }
-            (Shape::Tile(a), Shape::Tile(b)) if a != b => {
+            // The same rule as element-wise operations: a `[1]` mask or offset tile broadcasts.
+            (a, b) if Self::broadcast_shape(a, b).is_some() => Ok(()),
+            (Shape::Tile(a), Shape::Tile(b)) => {
                 self.diags.error(
                     sp,
                     format!(
@@ -1837,7 +1849,7 @@ impl<'d> Checker<'d> {
                 );
                 Err(())
             }
-            (a, b) if Self::broadcast_shape(a, b).is_none() => {
+            (a, b) => {
                 let (x, y) = (self.shape_text(a), self.shape_text(b));
                 self.diags.error_help(
                     sp,
@@ -1846,7 +1858,6 @@ impl<'d> Checker<'d> {
                 );
                 Err(())
             }
-            _ => Ok(()),
         }
     }
 
