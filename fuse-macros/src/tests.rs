@@ -49,7 +49,7 @@ pub(crate) fn assert_one_error(errs: &[(String, String)], msg: &str, text: &str)
 }
 
 /// (message, source text under the span) of every error.
-fn errors(src: &str) -> Vec<(String, String)> {
+pub(crate) fn errors(src: &str) -> Vec<(String, String)> {
     match compile(src) {
         Ok(_) => panic!("expected errors, the kernel checked"),
         Err(e) => spanned(e),
@@ -212,6 +212,19 @@ fn validate(k: &Kernel) {
                     assert!(*axis < 2);
                     assert_eq!(t.shape.rank(), 1);
                     assert_eq!(ty(*src).dtype, t.dtype);
+                }
+                Expr::Dot { a, b, acc } => {
+                    let (ta, tb) = (ty(*a), ty(*b));
+                    assert_eq!(ta.dtype, tb.dtype, "dot operands of one storage type");
+                    assert_eq!(dot_accumulator(ta.dtype), Some(t.dtype), "dot accumulates in its type");
+                    let (Shape::Tile2(m, k), Shape::Tile2(k2, n)) = (&ta.shape, &tb.shape) else {
+                        panic!("dot of {ta:?} and {tb:?}")
+                    };
+                    assert_eq!(k, k2);
+                    assert_eq!(t.shape, Shape::Tile2(m.clone(), n.clone()));
+                    if let Some(c) = acc {
+                        assert_eq!(ty(*c), t, "the accumulator has the result's type");
+                    }
                 }
                 Expr::ArgReduce { src, axis, .. } => {
                     assert_eq!(t.dtype, DType::I32);

@@ -30,6 +30,7 @@ pub(super) const BUILTINS: &[(&str, usize, usize, &str)] = &[
     ("broadcast_to", 2, 2, "x, shape"),
     ("reshape", 2, 2, "x, shape"),
     ("trans", 1, 1, "x"),
+    ("dot", 2, 3, "a, b, acc"),
     ("cdiv", 2, 2, "a, b"),
     ("rand", 2, 2, "seed, offsets"),
     ("abs", 1, 1, "x"),
@@ -50,6 +51,7 @@ pub(super) const BUILTINS: &[(&str, usize, usize, &str)] = &[
 
 /// Functions whose first argument is not a value to call them on: no method sugar.
 pub(super) const METHODLESS: &[&str] = &["program_id", "num_programs", "arange", "zeros", "full"];
+
 pub(super) fn is_builtin(name: &str) -> bool {
     BUILTINS.iter().any(|b| b.0 == name)
 }
@@ -248,6 +250,11 @@ impl Checker<'_> {
                 self.reshape_or_broadcast(&name, x, asp(0), dims, sp)
             }
             "trans" => self.trans(arg(), asp(0)),
+            "dot" => {
+                let (a, b) = (arg(), arg());
+                let acc = if args.len() > 2 { Some((arg(), asp(2))) } else { None };
+                self.dot(a, asp(0), b, asp(1), acc, sp)
+            }
             "cdiv" => {
                 let (a, b) = (arg(), arg());
                 for (v, i) in [(&a, 0), (&b, 1)] {

@@ -16,12 +16,13 @@
 //! (how diagnostics spell things), [`constants`] (weak values, folding, constant lengths),
 //! [`broadcast`] (NumPy broadcasting), [`stmts`] (statements), [`exprs`] (operators and typing),
 //! [`memory`] (pointers, `load`, `store`), [`calls`] (the builtin functions and method sugar),
-//! [`shapes`] (shape functions) and [`reduce`] (reductions).
+//! [`shapes`] (shape functions), [`reduce`] (reductions) and [`dot`] (matrix products).
 
 mod broadcast;
 mod calls;
 mod constants;
 mod describe;
+mod dot;
 mod exprs;
 mod ir;
 mod memory;

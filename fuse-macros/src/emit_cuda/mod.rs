@@ -6,7 +6,8 @@
 //! * [`names`]: C identifiers; [`ctype`]: C types, literals, conversions;
 //! * [`affine`]: which offsets are contiguous/aligned (licenses vector access, Philox x4);
 //! * [`body`]: statements and element-wise expressions; [`memory`]: loads and stores with
-//!   bounds checks; [`reduce`]: block reductions; [`random`]: `rand`;
+//!   bounds checks; [`reduce`]: block reductions; [`random`]: `rand`; [`shape`]: operations that
+//!   move lanes between threads; [`dot`]: `dot`'s lowering (the general fallback);
 //! * [`prelude`]: the device helpers the body used;
 //!
 //! Launch-time facts the source specialises on (`FUSE_ALIGN16_<p>`, `FUSE_DIV16_<p>`) are listed
@@ -17,6 +18,7 @@ use fuse_ir::{DType, Kernel, ParamKind, Specialization, VarId};
 mod affine;
 mod body;
 mod ctype;
+mod dot;
 mod layout;
 mod memory;
 pub(crate) mod names;
@@ -278,13 +280,22 @@ impl Ctx<'_> {
             out.line("  int fuse_phase = 0;");
             out.pp("#endif");
         }
-        if !self.scratch_bytes.is_empty() {
-            // The largest tile that moves lanes between threads (shape.rs).
-            let size = self
-                .scratch_bytes
-                .iter()
-                .skip(1)
-                .fold(self.scratch_bytes[0].clone(), |acc, b| format!("({acc} > {b} ? {acc} : {b})"));
+        if let Some((first, rest)) = self.scratch_bytes.split_first() {
+            // The largest of the tiles that move lanes between threads (shape.rs, dot.rs), as a
+            // running maximum of named constants: one nested expression would spell each size
+            // exponentially often.
+            let size = if rest.is_empty() {
+                first.clone()
+            } else {
+                out.line(format!("  constexpr long long fuse_xs_max0 = {first};"));
+                for (i, b) in rest.iter().enumerate() {
+                    out.line(format!(
+                        "  constexpr long long fuse_xs_max{} = fuse_xs_max{i} > {b} ? fuse_xs_max{i} : {b};",
+                        i + 1
+                    ));
+                }
+                format!("fuse_xs_max{}", rest.len())
+            };
             out.line(format!("  __shared__ __align__(16) unsigned char fuse_xs[{size}];"));
         }
         for (i, v) in k.vars.iter().enumerate() {
