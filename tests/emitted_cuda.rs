@@ -1,4 +1,4 @@
-//! The emitted CUDA C of every example kernel: snapshots (review changes with `cargo insta review`)
+//! The emitted CUDA C of every example kernel and of the `dot` kernels (tests/common/dot.rs): snapshots (review changes with `cargo insta review`)
 //! and a compile of each with NVRTC for sm_80 and sm_90 (no GPU needed). harness = false
 //! (fuse-runtime/tests/common/harness.rs): when NVRTC is missing the compile test is reported as
 //! ignored, "needs NVRTC", except under CI=true where it fails.
@@ -8,14 +8,19 @@ mod harness;
 
 use common::*;
 
+/// The example kernels and the `dot` kernels (tests/common/dot.rs).
+fn specs() -> Vec<(&'static fuse::KernelSpec, Vec<u64>)> {
+    example_specs().into_iter().chain(dot::dot_specs()).collect()
+}
+
 fn emitted_source_snapshots() {
-    for (spec, _) in example_specs() {
+    for (spec, _) in specs() {
         insta::assert_snapshot!(spec.name(), spec.source());
     }
 }
 
 fn emitted_source_is_self_contained() {
-    for (spec, _) in example_specs() {
+    for (spec, _) in specs() {
         let src = spec.source();
         assert!(!src.contains("#include"), "{}: must not include headers", spec.name());
         assert!(src.contains("extern \"C\" __global__"), "{}", spec.name());
@@ -25,7 +30,7 @@ fn emitted_source_is_self_contained() {
 
 fn every_example_kernel_compiles_with_nvrtc_for_sm80_and_sm90() {
     let mut compiled = 0;
-    for (spec, consts) in example_specs() {
+    for (spec, consts) in specs() {
         for arch in ["sm_80", "sm_90"] {
             for num_warps in [1, 4, 8] {
                 match spec.compile_for_arch(arch, &consts, num_warps) {

@@ -10,9 +10,9 @@
 //!   [`Expr::Load`] and [`Stmt::Store`], so bounds checks and address arithmetic are local to them.
 //! * Arithmetic happens only in the *compute types* `bool, i32, u32, i64, u64, f32`
 //!   ([`DType::is_compute`]). Storage-only types (`f16, bf16, i8, u8`) appear as the result of a
-//!   load and the operand/result of an [`Expr::Cast`]; the checker widens them before arithmetic
-//!   and inserts the narrowing cast before a store, so a [`Stmt::Store`] value always has the
-//!   pointee's type.
+//!   load, the operand/result of an [`Expr::Cast`] and the operands of an [`Expr::Dot`] (whose
+//!   input types they are); the checker widens them before arithmetic and inserts the narrowing
+//!   cast before a store, so a [`Stmt::Store`] value always has the pointee's type.
 //! * Binary operands have the same dtype. Shapes: each operand is a scalar or a tile of the
 //!   result's length; scalars broadcast.
 //! * Control flow is structured and uniform: `if` conditions and loop bounds are scalars, so every
@@ -22,7 +22,7 @@
 //! once per process ([`Kernel::from_json`]). [`Kernel`]'s documentation has a complete example.
 //!
 //! [`philox`] is the reference implementation of `rand`, which every back end reproduces bit for
-//! bit.
+//! bit; [`tf32`] the rounding of f32 inputs of [`Expr::Dot`].
 #![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};
@@ -525,6 +525,31 @@ pub enum Expr {
         /// Per lane, the index of the random number in the seed's stream.
         offset: VarId,
     },
+    /// `dot(a, b)`, `dot(a, b, acc)`: the matrix product of `a` (`[M, K]`) and `b` (`[K, N]`),
+    /// plus `acc`; the destination is `[M, N]` of the accumulator dtype.
+    ///
+    /// * `a` and `b` are 2-D tiles of one *storage* element type (as loaded or cast, not widened),
+    ///   which fixes the accumulator dtype: `F16` or `BF16` accumulate in `F32`; `F32` is taken as
+    ///   TF32 (each input first rounded by [`tf32::round`]) and accumulates in `F32`; `I8`
+    ///   accumulates in `I32`. No other element type.
+    /// * M, N and K are at least 16 (and powers of two, like every dim).
+    /// * `acc`, if any, is `[M, N]` of the accumulator dtype.
+    /// * Output element `(m, n)` starts from `acc[m, n]` (else 0) and adds `a[m, k] * b[k, n]` for
+    ///   `k = 0, 1, .., K - 1` in that order. Floats: both inputs widened to f32 (exactly), the
+    ///   product and the sum each rounded to f32 (round to nearest even); the product is exact
+    ///   for f16 and TF32 inputs (11-bit significands) and for bf16 ones unless it leaves the f32
+    ///   range, so the order alone fixes the result. I8: wrapping i32 multiply-add.
+    ///
+    /// The CPU interpreter and the CUDA C fallback lowering follow this order and agree bit for
+    /// bit; a tensor-core lowering may sum in another order (within f32 rounding of this one).
+    Dot {
+        /// `[M, K]`.
+        a: VarId,
+        /// `[K, N]`, of `a`'s dtype.
+        b: VarId,
+        /// `[M, N]` of the accumulator dtype; `None` starts from zeros.
+        acc: Option<VarId>,
+    },
 }
 
 impl Expr {
@@ -552,7 +577,65 @@ impl Expr {
             Expr::Load { offset, mask, other, .. } => {
                 std::iter::once(offset).chain(mask).chain(other).collect()
             }
+            Expr::Dot { a, b, acc } => [a, b].into_iter().chain(acc).collect(),
         }
+    }
+}
+
+/// The accumulator dtype of [`Expr::Dot`] for operands of `input` (their storage type): `F32` for
+/// `F16`, `BF16` and `F32` (as TF32), `I32` for `I8`; `None` for any other type, which `dot`
+/// does not take.
+///
+/// ```
+/// use fuse_ir::{dot_accumulator, DType};
+///
+/// assert_eq!(dot_accumulator(DType::BF16), Some(DType::F32));
+/// assert_eq!(dot_accumulator(DType::I8), Some(DType::I32));
+/// assert_eq!(dot_accumulator(DType::U8), None);
+/// ```
+pub fn dot_accumulator(input: DType) -> Option<DType> {
+    match input {
+        DType::F16 | DType::BF16 | DType::F32 => Some(DType::F32),
+        DType::I8 => Some(DType::I32),
+        _ => None,
+    }
+}
+
+/// The smallest M, N and K of [`Expr::Dot`].
+pub const DOT_MIN_DIM: u64 = 16;
+
+/// TF32, the input format of [`Expr::Dot`] on f32 tiles (Triton's default for f32 `tl.dot`, what
+/// tensor cores multiply): f32's sign and 8-bit exponent with a 10-bit mantissa.
+pub mod tf32 {
+    /// f32 → TF32 as PTX's `cvt.rna.tf32.f32`: the top 10 mantissa bits kept, rounded to nearest
+    /// with ties **away from zero**; the result is an f32 whose low 13 bits are 0.
+    ///
+    /// * Subnormals round the same way (a carry may make the smallest normal).
+    /// * A finite value at or past the midpoint above the largest TF32 (`0x7f7f_e000`, about
+    ///   3.4028e38) rounds to the infinity of its sign; infinities stay.
+    /// * NaN stays NaN (the canonical quiet NaN here; back ends may keep another payload).
+    ///
+    /// ```
+    /// use fuse_ir::tf32;
+    ///
+    /// // 1 + 2^-11 lies halfway between 1 and 1 + 2^-10: ties go away from zero.
+    /// assert_eq!(tf32::round(1.0 + 2f32.powi(-11)), 1.0 + 2f32.powi(-10));
+    /// assert_eq!(tf32::round(-(1.0 + 2f32.powi(-11))), -(1.0 + 2f32.powi(-10)));
+    /// // Below the midpoint: down.
+    /// assert_eq!(tf32::round(1.0 + 2f32.powi(-12)), 1.0);
+    /// assert_eq!(tf32::round(f32::MAX), f32::INFINITY);
+    /// assert!(tf32::round(f32::NAN).is_nan());
+    /// ```
+    pub fn round(x: f32) -> f32 {
+        if x.is_nan() {
+            return f32::NAN;
+        }
+        // Adding half of the dropped field to the magnitude rounds ties away from zero; a carry
+        // moves into the exponent (up to the infinity's bit pattern for the largest values).
+        let bits = x.to_bits();
+        let sign = bits & 0x8000_0000;
+        let magnitude = ((bits & 0x7fff_ffff) + 0x1000) & !0x1fff;
+        f32::from_bits(sign | magnitude)
     }
 }
 
@@ -1047,6 +1130,51 @@ mod tests {
         let half = Len { log2: -1, consts: vec![0] };
         assert_eq!(half.eval(&[1]), None);
         assert_eq!(half.eval(&[8]), Some(4));
+    }
+
+    /// `tf32::round` against the definition in f64: the multiple of the TF32 spacing at `x`'s
+    /// exponent nearest to `x`, ties away from zero, over random and boundary bit patterns.
+    #[test]
+    fn tf32_round_is_nearest_ties_away() {
+        let reference = |x: f32| -> f32 {
+            let a = f64::from(x.abs());
+            let exp = if x.abs() < f32::MIN_POSITIVE { -126 } else { a.log2().floor() as i32 };
+            let spacing = 2f64.powi(exp - 10);
+            let r = (a / spacing + 0.5).floor() * spacing;
+            let r = if r > f64::from(f32::MAX) { f32::INFINITY } else { r as f32 };
+            if x.is_sign_negative() {
+                -r
+            } else {
+                r
+            }
+        };
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut bits: Vec<u32> = (0..200_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u32
+            })
+            .collect();
+        // Exact ties and their neighbours, zero, subnormals, the top of the range.
+        for base in [0u32, 0x0000_1000, 0x0080_0000, 0x3f80_0000, 0x7f7f_e000, 0x7f7f_f000, 0x007f_f000] {
+            for d in [0u32, 1, 0x0fff, 0x1000, 0x1001, 0x1fff] {
+                bits.push(base.wrapping_add(d));
+                bits.push((base.wrapping_add(d)) | 0x8000_0000);
+            }
+        }
+        for b in bits {
+            let x = f32::from_bits(b);
+            if !x.is_finite() {
+                continue;
+            }
+            let (got, want) = (tf32::round(x), reference(x));
+            assert_eq!(got.to_bits(), want.to_bits(), "{x:e} ({b:#010x}): got {got:e}, want {want:e}");
+            assert_eq!(got.to_bits() & 0x1fff, 0, "{b:#010x}: low bits kept");
+        }
+        assert_eq!(tf32::round(f32::NEG_INFINITY), f32::NEG_INFINITY);
+        assert!(tf32::round(f32::from_bits(0x7f80_0001)).is_nan(), "a NaN with a low payload stays NaN");
     }
 
     #[test]

@@ -258,10 +258,49 @@ fn power_of_two_asserts(f: &KernelFn) -> Vec<TokenStream2> {
         .collect()
 }
 
+/// The dims of every `dot` that the checker could not see are at least 16 because they are
+/// written with const generics (`[BM, BK]`): asserted where `launch::<..>` is instantiated, like
+/// the powers of two, spanned at the dim's first const generic. A dim `2^log2 * C1 * C2 ..` of
+/// powers of two is at least 16 when `log2 + log2(C1) + .. >= 4`, which needs no multiplication.
+fn dot_dim_asserts(f: &KernelFn, kernel: &Kernel) -> Vec<TokenStream2> {
+    let min_log2 = i64::from(fuse_ir::DOT_MIN_DIM.trailing_zeros());
+    let mut dims: Vec<(&'static str, fuse_ir::Len)> = Vec::new();
+    kernel.visit_stmts(&mut |s| {
+        if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } = s {
+            let (ad, bd) = (kernel.ty(*a).shape.dims(), kernel.ty(*b).shape.dims());
+            if let ([m, k], [_, n]) = (ad.as_slice(), bd.as_slice()) {
+                for (role, len) in [("M", m), ("K", k), ("N", n)] {
+                    let symbolic = !len.consts.is_empty() && i64::from(len.log2) < min_log2;
+                    if symbolic && !dims.iter().any(|(_, l)| l == len) {
+                        dims.push((role, len.clone()));
+                    }
+                }
+            }
+        }
+    });
+    let name_str = f.name.to_string();
+    dims.iter()
+        .filter_map(|(role, len)| {
+            let generics: Vec<&Ident> = len.consts.iter().map(|&c| f.consts.get(c as usize)).collect::<Option<_>>()?;
+            let shown = len.display(&kernel.consts);
+            let msg = format!(
+                "fuse: kernel {name_str}: `dot` needs M, N and K of at least {}, and its {role} is {shown} (a [M, K] by [K, N] product)",
+                fuse_ir::DOT_MIN_DIM
+            );
+            let log2 = i64::from(len.log2);
+            let span = generics.first()?.span();
+            Some(quote_spanned! {span=>
+                const { ::core::assert!(#log2 #(+ #generics.trailing_zeros() as i64)* >= #min_log2, #msg) };
+            })
+        })
+        .collect()
+}
+
 fn kernel_module(f: &KernelFn, kernel: &Kernel) -> TokenStream2 {
     let cuda = emit_cuda::emit_cuda(kernel);
     let consts = &f.consts;
-    let asserts = power_of_two_asserts(f);
+    let mut asserts = power_of_two_asserts(f);
+    asserts.extend(dot_dim_asserts(f, kernel));
     let args = f.params.iter().map(|p| launch_arg(p, Prim::Plain));
     let body = quote! {
         #(#asserts)*
@@ -406,7 +445,11 @@ fn generic_module(g: &Generic, stub: bool) -> TokenStream2 {
     let (spec_body, launch_body) = if stub {
         (quote! { ::core::unreachable!() }, quote! { ::core::unreachable!() })
     } else {
-        let asserts = power_of_two_asserts(f);
+        let mut asserts = power_of_two_asserts(f);
+        if let Some(first) = g.instances.first() {
+            // Dims do not depend on the element types: one instantiation's dots stand for all.
+            asserts.extend(dot_dim_asserts(f, &first.kernel));
+        }
         let consts = &f.consts;
         let args = f.params.iter().map(|p| launch_arg(p, Prim::Qualified));
         let spec = select(&bounded, &mut Vec::new());

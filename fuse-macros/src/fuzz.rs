@@ -1149,12 +1149,11 @@ fn bcast(a: &[Dim], b: &[Dim]) -> Option<Shp> {
 }
 
 /// Whether a mask, stored value or `other` of shape `v` goes with offsets of shape `o` (the
-/// checker asks 1-D tiles for equal lengths, a tile for tile offsets, else broadcasting).
+/// checker asks a tile for tile offsets, else broadcasting).
 fn fits_offsets(v: &[Dim], o: &[Dim]) -> bool {
     match (v.len(), o.len()) {
         (0, _) => true,
         (_, 0) => false,
-        (1, 1) => v == o,
         _ => bcast(v, o).is_some(),
     }
 }
@@ -1271,12 +1270,18 @@ impl Typed<'_> {
         }
     }
 
-    /// A shape that broadcasts to `s` (each dim kept or 1, leading dims maybe dropped; a 1-D `[1]`
-    /// is never made), the scalar included when `scalar`.
+    /// A shape that broadcasts to `s` (each dim kept or 1, leading dims maybe dropped), the scalar
+    /// included when `scalar`.
     fn sub_shape(&mut self, s: &[Dim], scalar: bool) -> Shp {
         let mut options: Vec<Shp> = vec![s.to_vec()];
         if scalar {
             options.push(Vec::new());
+        }
+        if let [d] = s {
+            // A 1-D `[1]` broadcasts like any unit dim (offsets, masks and `other` included).
+            if *d != ONE && self.rng.chance(15) {
+                options.push(vec![ONE]);
+            }
         }
         if let [a, b] = s {
             if *b != ONE {
@@ -1297,7 +1302,7 @@ impl Typed<'_> {
     /// Two shapes that broadcast together to `s` exactly.
     fn split(&mut self, s: &[Dim]) -> (Shp, Shp) {
         if s.len() == 1 && self.rng.chance(4) {
-            // A 1-D `[1]` tile broadcasts in element-wise operations (not against offsets).
+            // A 1-D `[1]` tile broadcasts like a unit dim.
             return if self.rng.chance(50) { (s.to_vec(), vec![ONE]) } else { (vec![ONE], s.to_vec()) };
         }
         let a = self.sub_shape(s, true);
@@ -1751,12 +1756,10 @@ impl Typed<'_> {
                 let o = if off.is_empty() { self.ex(Dt::I32, &off) } else { self.offsets(&off) };
                 let name = self.fresh_name("p");
                 let mutable = self.rng.chance(30);
-                // Known issue (fuzz-2d report, finding 1): a mutable pointer whose offsets are a
-                // u8/i8 load keeps them in that storage type, so advancing it by an i32 (even
-                // `p += 1`) is rejected ("`p` is u8 tile ..., the value is i32 tile"). Widen them.
-                let o = if mutable && o.storage { format!("{}.to(i32)", paren(&o.text)) } else { o.text };
+                // Offsets loaded from u8 (`q`) are widened to i32, so a mutable pointer over them
+                // takes i32 advances like any other.
                 let m = if mutable { "mut " } else { "" };
-                out.push_str(&format!("let {m}{name} = {param} + {};\n", paren(&o)));
+                out.push_str(&format!("let {m}{name} = {param} + {};\n", paren(&o.text)));
                 self.ptrs.push(PVar { name, param, dt, off, mutable });
             }
             11 | 12 => self.row_reduction(out),
@@ -1777,7 +1780,6 @@ impl Typed<'_> {
                 }
                 let p = self.rng.pick(&muts).clone();
                 let d = self.sub_shape(&p.off, true);
-                let d = if p.off.len() == 1 && !d.is_empty() { p.off.clone() } else { d };
                 let e = self.ex(Dt::I32, &d).text;
                 out.push_str(&match self.rng.below(3) {
                     0 => format!("{} += {e};\n", p.name),

@@ -20,6 +20,8 @@ mod generic;
 mod parse;
 
 #[cfg(test)]
+mod dot_tests;
+#[cfg(test)]
 mod fuzz;
 #[cfg(test)]
 mod generic_tests;

@@ -49,7 +49,7 @@ pub(crate) fn assert_one_error(errs: &[(String, String)], msg: &str, text: &str)
 }
 
 /// (message, source text under the span) of every error.
-fn errors(src: &str) -> Vec<(String, String)> {
+pub(crate) fn errors(src: &str) -> Vec<(String, String)> {
     match compile(src) {
         Ok(_) => panic!("expected errors, the kernel checked"),
         Err(e) => spanned(e),
@@ -212,6 +212,19 @@ fn validate(k: &Kernel) {
                     assert!(*axis < 2);
                     assert_eq!(t.shape.rank(), 1);
                     assert_eq!(ty(*src).dtype, t.dtype);
+                }
+                Expr::Dot { a, b, acc } => {
+                    let (ta, tb) = (ty(*a), ty(*b));
+                    assert_eq!(ta.dtype, tb.dtype, "dot operands of one storage type");
+                    assert_eq!(dot_accumulator(ta.dtype), Some(t.dtype), "dot accumulates in its type");
+                    let (Shape::Tile2(m, k), Shape::Tile2(k2, n)) = (&ta.shape, &tb.shape) else {
+                        panic!("dot of {ta:?} and {tb:?}")
+                    };
+                    assert_eq!(k, k2);
+                    assert_eq!(t.shape, Shape::Tile2(m.clone(), n.clone()));
+                    if let Some(c) = acc {
+                        assert_eq!(ty(*c), t, "the accumulator has the result's type");
+                    }
                 }
                 Expr::ArgReduce { src, axis, .. } => {
                     assert_eq!(t.dtype, DType::I32);
@@ -523,6 +536,86 @@ fn control_flow_and_mutable_pointers() {
     // A scalar store: offset and value scalars.
     let (_, offset, value, mask) = stores(&k)[0];
     assert!(k.ty(offset).shape.is_scalar() && k.ty(value).shape.is_scalar() && mask.is_none());
+}
+
+/// Offsets loaded from u8/i8 are carried as i32 (their compute type), so a mutable pointer over
+/// them advances by any i32, like one over computed offsets (fuzz-2d report, finding 1).
+#[test]
+fn mutable_pointer_over_narrow_offsets_advances() {
+    for narrow in ["u8", "i8"] {
+        let k = ok(&format!(
+            r#"
+        fn gather<const BLOCK: usize>(idx: *const {narrow}, x: *const f32, out: *mut f32, n: i32) {{
+            let offs = arange(0, BLOCK);
+            let mut p = x + load(idx + offs, offs < n);
+            p += 1;
+            p = p - 2;
+            p -= offs % 2;
+            let mut q = x + load(idx);
+            q += n;
+            store(out + offs, load(p, offs < n) + load(q), offs < n);
+        }}"#
+        ));
+        assert_eq!(var(&k, "p_off").ty, Ty::tile(DType::I32, block()), "{narrow}");
+        assert_eq!(var(&k, "q_off").ty, Ty::scalar(DType::I32), "{narrow}");
+        for (_, _, offset, _, _) in loads(&k) {
+            assert!(k.ty(offset).dtype.is_compute(), "{narrow}: load offsets in a compute type");
+        }
+    }
+    // A wider advance than the offsets' type is still a mismatch, named as one.
+    one_error(
+        "fn k<const BLOCK: usize>(idx: *const u8, x: *const f32, n: i64) {
+            let mut p = x + load(idx + arange(0, BLOCK));
+            p += n;
+        }",
+        "mismatched types in `+=`: i32 tile of length BLOCK and i64 scalar",
+        "+=",
+    );
+}
+
+/// Masks, offsets and `other` broadcast by the element-wise rule: a 1-D `[1]` tile goes with
+/// `[N]` offsets, either way round (fuzz-2d: "not against offsets").
+#[test]
+fn unit_tiles_broadcast_against_offsets() {
+    let k = ok(r#"
+        fn k<const BLOCK: usize>(x: *const f32, out: *mut f32, n: i32) {
+            let offs = arange(0, BLOCK);
+            let one = arange(0, 1) + program_id(0);
+            let live = one < n;
+            let a = load(x + offs, live);
+            let b = load(x + one, offs < n, 0.5);
+            let c = load(x + one, live, full([BLOCK], 2.0));
+            store(out + offs, a + b + c, live);
+            store(out + one, sum(a), offs < n);
+        }"#);
+    let block_tile = |d: DType| Ty::tile(d, block());
+    for name in ["a", "b", "c"] {
+        assert_eq!(var(&k, name).ty, block_tile(DType::F32), "{name}");
+    }
+    // Each operand of the IR has the access's shape (explicit broadcasts, no back end re-derives it).
+    for (dst, _, offset, mask, other) in loads(&k) {
+        let shape = &k.ty(dst).shape;
+        assert_eq!(&k.ty(offset).shape, shape);
+        assert!(mask.into_iter().chain(other).all(|v| k.ty(v).shape.is_scalar() || &k.ty(v).shape == shape));
+    }
+    for (_, offset, value, mask) in stores(&k) {
+        assert_eq!(k.ty(offset).shape, Shape::Tile(block()));
+        assert!([value]
+            .into_iter()
+            .chain(mask)
+            .all(|v| k.ty(v).shape.is_scalar() || k.ty(v).shape == Shape::Tile(block())));
+    }
+    // Lengths that do not broadcast are still named, and a tile mask needs tile offsets.
+    one_error(
+        &body("let o = arange(0, BLOCK); let v = load(x + o, arange(0, 2) < n);"),
+        "tile lengths differ: the mask of `load` has length 2, the offsets BLOCK",
+        "arange(0, 2) < n",
+    );
+    one_error(
+        &body("let v = load(x + n, arange(0, 1) < n);"),
+        "the mask of `load` is bool tile of length 1, but the pointer offset is a scalar",
+        "arange(0, 1) < n",
+    );
 }
 
 #[test]

@@ -331,7 +331,8 @@ impl BoundsPlan {
                 | Expr::Reduce(..)
                 | Expr::Rand { .. }
                 | Expr::ReduceAxis { .. }
-                | Expr::ArgReduce { .. } => return None,
+                | Expr::ArgReduce { .. }
+                | Expr::Dot { .. } => return None,
             },
         };
         fit(d, iv)

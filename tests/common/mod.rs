@@ -2,6 +2,8 @@
 //! small helpers for fresh random inputs and float64 comparisons.
 #![allow(dead_code)]
 
+pub mod dot;
+
 #[path = "../../examples/kernels/add_activation.rs"]
 pub mod add_activation;
 #[path = "../../examples/kernels/add_mul.rs"]

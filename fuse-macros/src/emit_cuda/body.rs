@@ -65,6 +65,7 @@ impl Ctx<'_> {
             Expr::Trans(src) => self.trans(dst, *src),
             Expr::ReduceAxis { op, axis, src } => self.reduce_axis(dst, *op, *axis, *src),
             Expr::ArgReduce { op, axis, src } => self.arg_reduce(dst, *op, *axis, *src),
+            Expr::Dot { a, b, acc } => self.dot(dst, *a, *b, *acc),
             Expr::Binary(BinaryOp::Rem, a, b)
                 if self.dtype(*a).is_int()
                     && self.dtype(*a).size_bytes() >= 4
@@ -235,7 +236,8 @@ impl Ctx<'_> {
             | Expr::Reshape(_)
             | Expr::Trans(_)
             | Expr::ReduceAxis { .. }
-            | Expr::ArgReduce { .. } => unreachable!("handled by assign"),
+            | Expr::ArgReduce { .. }
+            | Expr::Dot { .. } => unreachable!("handled by assign"),
         }
     }
 

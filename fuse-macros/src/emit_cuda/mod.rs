@@ -6,7 +6,8 @@
 //! * [`names`]: C identifiers; [`ctype`]: C types, literals, conversions;
 //! * [`affine`]: which offsets are contiguous/aligned (licenses vector access, Philox x4);
 //! * [`body`]: statements and element-wise expressions; [`memory`]: loads and stores with
-//!   bounds checks; [`reduce`]: block reductions; [`random`]: `rand`;
+//!   bounds checks; [`reduce`]: block reductions; [`random`]: `rand`; [`shape`]: operations that
+//!   move lanes between threads; [`dot`]: `dot`'s lowering (the general fallback);
 //! * [`prelude`]: the device helpers the body used;
 //!
 //! Launch-time facts the source specialises on (`FUSE_ALIGN16_<p>`, `FUSE_DIV16_<p>`) are listed
@@ -17,6 +18,7 @@ use fuse_ir::{DType, Kernel, ParamKind, Specialization, VarId};
 mod affine;
 mod body;
 mod ctype;
+mod dot;
 mod layout;
 mod memory;
 mod mma;
@@ -234,15 +236,22 @@ impl Ctx<'_> {
             out.pp(m);
         }
         out.line("");
-        if !self.scratch_bytes.is_empty() {
-            let size = self
-                .scratch_bytes
-                .iter()
-                .skip(1)
-                .fold(self.scratch_bytes[0].clone(), |acc, b| format!("({acc} > {b} ? {acc} : {b})"));
-            out.pp(format!("#define FUSE_SCRATCH_BYTES ({size})"));
-            out.pp("#if FUSE_SCRATCH_BYTES > 48 * 1024");
-            out.line("extern \"C\" __device__ const unsigned int fuse_dynamic_smem_bytes = FUSE_SCRATCH_BYTES;");
+        if let Some((first, rest)) = self.scratch_bytes.split_first() {
+            // The largest of the tiles that move lanes between threads (shape.rs, dot.rs), as a
+            // running maximum of named constants: one nested expression would spell each size
+            // exponentially often. Whether any is past 48 KiB is a preprocessor test (linear).
+            out.line(format!("constexpr long long fuse_xs_max0 = {first};"));
+            for (i, b) in rest.iter().enumerate() {
+                out.line(format!(
+                    "constexpr long long fuse_xs_max{} = fuse_xs_max{i} > {b} ? fuse_xs_max{i} : {b};",
+                    i + 1
+                ));
+            }
+            out.line(format!("constexpr long long fuse_xs_bytes = fuse_xs_max{};", rest.len()));
+            let past: Vec<String> = self.scratch_bytes.iter().map(|b| format!("({b}) > 48 * 1024")).collect();
+            out.pp(format!("#define FUSE_SCRATCH_DYNAMIC ({})", past.join(" || ")));
+            out.pp("#if FUSE_SCRATCH_DYNAMIC");
+            out.line("extern \"C\" __device__ const unsigned int fuse_dynamic_smem_bytes = (unsigned int)fuse_xs_bytes;");
             out.pp("#endif");
             out.line("");
         }
@@ -292,13 +301,12 @@ impl Ctx<'_> {
             out.pp("#endif");
         }
         if !self.scratch_bytes.is_empty() {
-            // The largest tile that moves lanes between threads (shape.rs) or dot's operands.
-            // Past the 48 KiB a block may declare statically it is dynamic shared memory, sized by
-            // the runtime from `fuse_dynamic_smem_bytes` (DESIGN.md, "Dynamic shared memory").
-            out.pp("#if FUSE_SCRATCH_BYTES > 48 * 1024");
+            // Past the 48 KiB a block may declare statically the scratch is dynamic shared memory,
+            // sized by the runtime from `fuse_dynamic_smem_bytes` (DESIGN.md, "Dynamic shared memory").
+            out.pp("#if FUSE_SCRATCH_DYNAMIC");
             out.line("  extern __shared__ __align__(16) unsigned char fuse_xs[];");
             out.pp("#else");
-            out.line("  __shared__ __align__(16) unsigned char fuse_xs[FUSE_SCRATCH_BYTES];");
+            out.line("  __shared__ __align__(16) unsigned char fuse_xs[fuse_xs_bytes];");
             out.pp("#endif");
         }
         for (i, v) in k.vars.iter().enumerate() {

@@ -18,6 +18,8 @@ pub struct Needs {
     pub erf: bool,
     /// Tensor-core `dot` (ldmatrix, mma.sync, the swizzle).
     pub mma: bool,
+    /// f32 → TF32 rounding (`dot` of f32 tiles).
+    pub tf32: bool,
 }
 
 const F16: &str = r#"// f16 <-> f32 (the bits travel as unsigned short).
@@ -87,6 +89,22 @@ __device__ __forceinline__ unsigned int fuse_div(unsigned int a, unsigned int b)
 __device__ __forceinline__ unsigned int fuse_rem(unsigned int a, unsigned int b) { return b == 0 ? 0u : a % b; }
 __device__ __forceinline__ unsigned long long fuse_div(unsigned long long a, unsigned long long b) { return b == 0 ? 0ull : a / b; }
 __device__ __forceinline__ unsigned long long fuse_rem(unsigned long long a, unsigned long long b) { return b == 0 ? 0ull : a % b; }
+"#;
+
+const TF32: &str = r#"// f32 -> TF32 (10 mantissa bits, round to nearest, ties away from zero) as an f32: the inputs of
+// an f32 `dot`, as tensor cores take them. NaN gives the canonical NaN the CPU interpreter gives.
+__device__ __forceinline__ float fuse_tf32(float f) {
+  if (f != f) return __int_as_float(0x7fc00000);
+#if __CUDA_ARCH__ >= 800
+  unsigned int r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+  return __uint_as_float(r);
+#else
+  // The same rounding on the bits: half of the dropped field added to the magnitude.
+  const unsigned int b = __float_as_uint(f);
+  return __uint_as_float((b & 0x80000000u) | (((b & 0x7fffffffu) + 0x1000u) & ~0x1fffu));
+#endif
+}
 "#;
 
 const OOB: &str = r#"// Records the first out-of-bounds access: fuse_err[0] = parameter index + 1, fuse_err[1] = offset.
@@ -239,7 +257,7 @@ __device__ __forceinline__ unsigned long long fuse_next(unsigned long long k, un
 impl Needs {
     /// The helper definitions, in a fixed order.
     pub fn text(&self) -> String {
-        let parts: [(bool, &str); 10] = [
+        let parts: [(bool, &str); 11] = [
             (self.f16, F16),
             (self.bf16, BF16),
             (self.f2i, F2I),
@@ -250,6 +268,7 @@ impl Needs {
             (self.step, STEP),
             (self.erf, ERF),
             (self.mma, super::mma::PRELUDE),
+            (self.tf32, TF32),
         ];
         let mut out = String::new();
         for (used, text) in parts {

@@ -212,6 +212,7 @@ impl Ctx<'_> {
         self.w.close();
     }
 
+    /// Makes the scratch `fuse_xs` at least `bytes` (a C expression) large.
     pub(super) fn scratch_bytes_for(&mut self, bytes: String) {
         if !self.scratch_bytes.contains(&bytes) {
             self.scratch_bytes.push(bytes);

@@ -8,7 +8,7 @@
 //! `arange`, their masks, a weight vector's load). A layout spreads through element-wise
 //! operations, casts, `where_`, `reshape` (which keeps lane indices), loads and stores: all their
 //! tiles share one layout. Where two layouts meet, or an operation needs each lane held once (a
-//! full reduction, `trans`, `rand`, any other broadcast, `arange`'s own lanes are fine anywhere),
+//! full reduction, `trans`, `rand`, `dot`, any other broadcast; `arange`'s own lanes are fine anywhere),
 //! the tiles involved are demoted to their length's layout, which moves values through shared
 //! memory where a derived value meets it. Layouts only fall (undecided → row/column → length's)
 //! and the pass runs to a fixed point over every assignment (a var assigned in a loop has one
@@ -100,7 +100,11 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
                         _ => demote(lay, &[*src]),
                     }
                 }
-                Expr::Reduce(..) | Expr::ArgReduce { .. } | Expr::Trans(_) | Expr::Rand { .. } => {
+                Expr::Reduce(..)
+                | Expr::ArgReduce { .. }
+                | Expr::Trans(_)
+                | Expr::Rand { .. }
+                | Expr::Dot { .. } => {
                     demote(lay, &expr.operands());
                     lay[d] = Lay::Len;
                 }

@@ -2,7 +2,7 @@
 //! malformed kernel is an `InvalidKernel` error and never a panic.
 
 use super::CpuError;
-use fuse_ir::{DType, Expr, Kernel, ParamKind, ReduceOp, Stmt, UnaryOp, VarId};
+use fuse_ir::{dot_accumulator, DType, Expr, Kernel, ParamKind, ReduceOp, Stmt, UnaryOp, VarId, DOT_MIN_DIM};
 
 /// Tiles longer than this are refused (the interpreter allocates every var per worker).
 pub(crate) const MAX_TILE: u64 = 1 << 26;
@@ -346,6 +346,28 @@ impl Ck<'_> {
                     && matches!(vd, DType::I32 | DType::U32 | DType::I64 | DType::U64 | DType::F32);
                 if !ok {
                     return Err(self.err(format!("`{dname}`: bad argmax/argmin {e:?}")));
+                }
+            }
+            Expr::Dot { a, b, acc } => {
+                let ((ad, _), (bd, _)) = (self.var(*a)?, self.var(*b)?);
+                let dims = |v: &VarId| self.dims[v.0 as usize].as_slice();
+                let shapes_ok = match (dims(a), dims(b), dims(&dst)) {
+                    (&[m, k], &[k2, n], &[m2, n2]) => {
+                        k == k2 && m == m2 && n == n2 && [m, n, k].iter().all(|&x| x as u64 >= DOT_MIN_DIM)
+                    }
+                    _ => false,
+                };
+                let acc_ok = match acc {
+                    None => true,
+                    Some(c) => self.var(*c)?.0 == d && dims(c) == dims(&dst),
+                };
+                if !(ad == bd && dot_accumulator(ad) == Some(d) && shapes_ok && acc_ok) {
+                    return Err(self.err(format!(
+                        "`{dname}`: bad dot of {ad} {:?} and {bd} {:?} into {d} {:?}",
+                        dims(a),
+                        dims(b),
+                        dims(&dst)
+                    )));
                 }
             }
             Expr::Rand { seed, offset } => {

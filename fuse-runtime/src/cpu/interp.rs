@@ -848,6 +848,10 @@ impl<'c, 'a> Prog<'c, 'a> {
                     };
                     dispatch!(num sd, T => arg_reduce::<T>(*op, sl::<T>(a)?, &walk, vm::<i32>(out)?), else Err(no()))?
                 }
+                Expr::Dot { a, b, acc } => {
+                    let (ad, bd) = (&ctx.dims[a.0 as usize], &ctx.dims[b.0 as usize]);
+                    super::dot::dot(v(a), v(b), acc.map(|c| v(&c)), ad, bd, out)?
+                }
                 Expr::Rand { seed, offset } => {
                     let seed = match v(seed) {
                         Data::I32(s) => s[0] as i64 as u64,

@@ -14,11 +14,13 @@
 //!
 //! Bit-identical to the GPU: integer arithmetic, `+ - * /` and `sqrt`, `fmod`, `floor`/`ceil`,
 //! comparisons, `where_`, loads/stores, all casts (f16/bf16 round to nearest even; NaN → the
-//! canonical `0x7fff`), `rand` (Philox4x32-10). Transcendentals (`exp`, `log`, `erf`, ...) come
+//! canonical `0x7fff`), `rand` (Philox4x32-10), `dot` against the CUDA C fallback (the IR's
+//! order of accumulation). Transcendentals (`exp`, `log`, `erf`, ...) come
 //! from `libm` and may differ from CUDA's by a few ulp; float sums are reduced in a different
 //! order (8 accumulators, then a tree).
 
 mod check;
+mod dot;
 mod elem;
 mod interp;
 #[cfg(test)]

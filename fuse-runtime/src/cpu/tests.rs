@@ -1392,3 +1392,131 @@ fn math_functions_ulp_error() {
     println!("{report}");
     assert!(worst_over.is_empty(), "{worst_over:?}");
 }
+
+// ------------------------------------------------------------------------------------------------
+// `dot`: the IR's order of accumulation, TF32 inputs, wrapping i8, and malformed IR refused.
+
+impl Pod for i8 {}
+
+/// `out = dot(a, b[, acc])` of one `[m, k] @ [k, n]` product: the operands (and the accumulator)
+/// loaded flat and reshaped, the result reshaped back and stored flat.
+fn dot_kernel(input: D, accum: D, with_acc: bool, [m, k, n]: [u32; 3]) -> Kernel {
+    let lit = |x: u32| Len::literal_log2(x.trailing_zeros() as i32);
+    let mut params = vec![ptr("a", input, false), ptr("b", input, false), ptr("out", accum, true)];
+    if with_acc {
+        params.push(ptr("acc", accum, false));
+    }
+    let mut kb = Kb::new("dot", &[], params);
+    let operand = |kb: &mut Kb, param: u32, rows: u32, cols: u32| {
+        let offs = kb.arange(0, lit(rows * cols));
+        let flat = kb.load(param, offs, None, None);
+        let d = kb.ty(flat).dtype;
+        kb.let_(Ty::tile2(d, lit(rows), lit(cols)), Expr::Reshape(flat))
+    };
+    let a = operand(&mut kb, 0, m, k);
+    let b = operand(&mut kb, 1, k, n);
+    let acc = with_acc.then(|| operand(&mut kb, 3, m, n));
+    let d = kb.let_(Ty::tile2(accum, lit(m), lit(n)), Expr::Dot { a, b, acc });
+    let flat = kb.let_(Ty::tile(accum, lit(m * n)), Expr::Reshape(d));
+    let offs = kb.arange(0, lit(m * n));
+    kb.store(2, offs, flat, None);
+    kb.finish()
+}
+
+fn run_dot<T: Pod, R: Pod + Default>(
+    k: &Kernel,
+    a: &[T],
+    b: &[T],
+    acc: Option<&[R]>,
+    n_out: usize,
+) -> Vec<R> {
+    let mut out = vec![R::default(); n_out];
+    let mut args = vec![CpuArg::Read(bytes(a)), CpuArg::Read(bytes(b)), CpuArg::Write(bytes_mut(&mut out))];
+    args.extend(acc.map(|c| CpuArg::Read(bytes(c))));
+    run(k, &[], [1, 1, 1], &mut args).unwrap();
+    out
+}
+
+#[test]
+fn dot_adds_in_order_from_the_accumulator() {
+    let (m, k, n) = (16usize, 32usize, 16usize);
+    let mut rng = Rng(15);
+    // Magnitudes far apart, so a different order of additions gives a different f32.
+    let a: Vec<f32> =
+        (0..m * k).map(|i| rng.f32(-1.0, 1.0) * if i % 7 == 0 { 4096.0 } else { 1.0 }).collect();
+    let b = rng.vec(k * n, -1.0, 1.0);
+    let acc = rng.vec(m * n, -100.0, 100.0);
+    let (a16, b16): (Vec<f16>, Vec<f16>) =
+        (a.iter().map(|&x| f16::from_f32(x)).collect(), b.iter().map(|&x| f16::from_f32(x)).collect());
+    let got = run_dot(&dot_kernel(D::F16, D::F32, true, [16, 32, 16]), &a16, &b16, Some(&acc), m * n);
+    for i in 0..m {
+        for j in 0..n {
+            let mut r = acc[i * n + j];
+            for kk in 0..k {
+                r += a16[i * k + kk].to_f32() * b16[kk * n + j].to_f32();
+            }
+            assert_eq!(got[i * n + j].to_bits(), r.to_bits(), "({i}, {j})");
+        }
+    }
+}
+
+#[test]
+fn dot_rounds_f32_inputs_to_tf32() {
+    // 1 + 2^-12 is 1 in TF32 and 1 + 2^-11 rounds away from zero to 1 + 2^-10: every product is
+    // exact, so the sums show the rounding.
+    let (m, k, n) = (16usize, 16usize, 16usize);
+    let mut a = vec![0f32; m * k];
+    let mut b = vec![0f32; k * n];
+    a[0] = 1.0 + 2f32.powi(-12);
+    a[1] = 1.0 + 2f32.powi(-11);
+    a[k] = -(1.0 + 2f32.powi(-11));
+    b[0] = 1.0;
+    b[n] = 1.0;
+    let got = run_dot::<f32, f32>(&dot_kernel(D::F32, D::F32, false, [16, 16, 16]), &a, &b, None, m * n);
+    assert_eq!(got[0], 1.0 + (1.0 + 2f32.powi(-10)), "row 0: tf32(1 + 2^-12) + tf32(1 + 2^-11)");
+    assert_eq!(got[n], -(1.0 + 2f32.powi(-10)), "row 1: ties away from zero on negatives too");
+    assert!(got.iter().enumerate().all(|(i, &x)| i == 0 || i == n || x == 0.0));
+}
+
+#[test]
+fn dot_of_i8_wraps_in_i32() {
+    let (m, k, n) = (16usize, 16usize, 16usize);
+    let a = vec![-128i8; m * k];
+    let b = vec![127i8; k * n];
+    let acc: Vec<i32> = (0..m * n).map(|i| if i == 0 { i32::MIN } else { i as i32 }).collect();
+    let got = run_dot::<i8, i32>(&dot_kernel(D::I8, D::I32, true, [16, 16, 16]), &a, &b, Some(&acc), m * n);
+    let sum = 16 * -128 * 127;
+    assert_eq!(got[0], i32::MIN.wrapping_add(sum), "wraps below i32::MIN");
+    assert_eq!(got[5], 5 + sum);
+}
+
+#[test]
+fn malformed_dots_are_refused() {
+    let invalid = |k: Kernel| {
+        let a = vec![0f32; 256];
+        let mut out = vec![0f32; 256];
+        let r = run(
+            &k,
+            &[],
+            [1, 1, 1],
+            &mut [CpuArg::Read(bytes(&a)), CpuArg::Read(bytes(&a)), CpuArg::Write(bytes_mut(&mut out))],
+        );
+        assert!(matches!(r, Err(CpuError::InvalidKernel(ref m)) if m.contains("bad dot")), "{r:?}");
+    };
+    // K below 16.
+    invalid(dot_kernel(D::F32, D::F32, false, [16, 8, 16]));
+    // An accumulator dtype that is not the inputs'.
+    invalid(dot_kernel(D::F32, D::I32, false, [16, 16, 16]));
+    // Inner dims that differ: b reshaped to [32, 8].
+    let mut k = dot_kernel(D::F32, D::F32, false, [16, 16, 16]);
+    let b = k
+        .body
+        .iter()
+        .find_map(|s| match s {
+            Stmt::Assign { expr: Expr::Dot { b, .. }, .. } => Some(*b),
+            _ => None,
+        })
+        .unwrap();
+    k.vars[b.0 as usize].ty = Ty::tile2(D::F32, Len::literal_log2(5), Len::literal_log2(3));
+    invalid(k);
+}

@@ -1,0 +1,118 @@
+//! `dot`'s general fallback lowering: both operands through the shared scratch, a serial K loop per
+//! output slot with unfused multiply and add; compiled with NVRTC for every input type, with and
+//! without an accumulator, square and oblong tiles, const generic dims, and warp counts from one
+//! (several output slots per thread) to 32 (more threads than output lanes).
+use super::super::emit_cuda;
+use super::nvrtc::{compile, numbered, nvrtc_present};
+use crate::tests::ok;
+
+/// A `[BM, BK] @ [BK, BN]` product of `T` tiles over a K loop (the Triton tutorial's matmul),
+/// edges masked, accumulating in `ACC` from `START`.
+fn matmul(t: &str, acc: &str, start: &str) -> String {
+    format!(
+        "fn mm<const BM: usize, const BN: usize, const BK: usize>(
+    a: *const {t}, b: *const {t}, c: *mut {acc}, m: i32, n: i32, k: i32) {{
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let rk = arange(0, BK);
+    let mut acc = {start};
+    for k0 in (0..k).step_by(BK) {{
+        let ka = k0 + rk;
+        let x = load(a + rm.expand_dims(1) * k + ka.expand_dims(0),
+                     (rm < m).expand_dims(1) & (ka < k).expand_dims(0), 0);
+        let y = load(b + ka.expand_dims(1) * n + rn.expand_dims(0),
+                     (ka < k).expand_dims(1) & (rn < n).expand_dims(0), 0);
+        acc = dot(x, y, acc);
+    }}
+    let one = dot(load(a + rm.expand_dims(1) * k + rk.expand_dims(0)), load(b + rk.expand_dims(1) * n + rn.expand_dims(0)));
+    store(c + rm.expand_dims(1) * n + rn.expand_dims(0), acc + one,
+          (rm < m).expand_dims(1) & (rn < n).expand_dims(0));
+}}"
+    )
+}
+
+fn kernels() -> Vec<(&'static str, String)> {
+    vec![
+        ("f16", matmul("f16", "f32", "zeros([BM, BN])")),
+        ("bf16", matmul("bf16", "f32", "zeros([BM, BN])")),
+        ("f32", matmul("f32", "f32", "zeros([BM, BN])")),
+        ("i8", matmul("i8", "i32", "full([BM, BN], 0)")),
+    ]
+}
+
+#[test]
+fn dot_fallback_goes_through_shared_memory_with_unfused_steps() {
+    for (t, src) in kernels() {
+        let out = emit_cuda(&ok(&src)).source;
+        assert!(out.contains("the general fallback, the operands through shared memory"), "{t}\n{out}");
+        assert!(out.contains("__shared__ __align__(16) unsigned char fuse_xs["), "{t}\n{out}");
+        assert!(out.contains("((FUSE_L"), "{t}: the scratch holds both operands\n{out}");
+        assert!(out.contains("for (int fuse_k = 0; fuse_k < BK; ++fuse_k)"), "{t}\n{out}");
+        let float = t != "i8";
+        assert_eq!(out.contains("__fadd_rn(fuse_r, __fmul_rn("), float, "{t}\n{out}");
+        assert_eq!(out.contains("fuse_tf32("), t == "f32", "{t}: f32 inputs round to TF32\n{out}");
+        assert_eq!(out.contains("cvt.rna.tf32.f32"), t == "f32", "{t}\n{out}");
+        // The accumulator's own slot starts the sum (`acc = dot(x, y, acc)` in place).
+        assert!(out.contains("fuse_r = acc[fuse_i];"), "{t}\n{out}");
+    }
+}
+
+#[test]
+fn dot_fallback_compiles_with_nvrtc() {
+    if !nvrtc_present() {
+        return;
+    }
+    let mut jobs = Vec::new();
+    for (t, src) in kernels() {
+        let k = ok(&src);
+        let out = emit_cuda(&k);
+        // (BM, BN, BK, warps): square, oblong, one warp over 1024 outputs, 32 warps over 256.
+        for (i, &(bm, bn, bk, warps)) in
+            [(16, 16, 16, 1), (64, 32, 16, 4), (32, 64, 32, 8), (16, 16, 16, 32), (128, 16, 16, 2)]
+                .iter()
+                .enumerate()
+        {
+            let spec = (i % 2) as u32;
+            let mut defs = format!(
+                "#define BM {bm}\n#define BN {bn}\n#define BK {bk}\n#define FUSE_NUM_WARPS {warps}\n"
+            );
+            for s in &out.specializations {
+                defs.push_str(&format!("#define {} {spec}\n", s.macro_name(&k.params)));
+            }
+            // Both architectures for the first two configurations, one each after (NVRTC is slow).
+            let archs: &[&str] = match i {
+                0 | 1 => &["sm_80", "sm_90"],
+                _ if i % 2 == 0 => &["sm_80"],
+                _ => &["sm_90"],
+            };
+            for &arch in archs {
+                jobs.push((
+                    format!("{t} BM={bm} BN={bn} BK={bk} warps={warps} {arch}"),
+                    defs.clone() + &out.source,
+                    arch,
+                ));
+            }
+        }
+    }
+    let failures: Vec<String> = jobs
+        .iter()
+        .filter_map(|(what, src, arch)| {
+            compile(src, arch).err().map(|log| format!("== {what}\n{log}\n{}", numbered(src)))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} compiles failed; first:\n{}",
+        failures.len(),
+        jobs.len(),
+        failures[0]
+    );
+}
+
+#[test]
+#[ignore]
+fn dot_dump() {
+    for (t, src) in kernels() {
+        println!("==== {t}\n{}", emit_cuda(&ok(&src)).source);
+    }
+}

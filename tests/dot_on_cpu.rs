@@ -1,0 +1,55 @@
+//! `dot` on the CPU interpreter against float64 (f32 inputs rounded to TF32 by the reference) on
+//! fresh random inputs, NaN-poisoned outputs: the Triton-style tiled matmul at sizes that are not
+//! multiples of its tiles (every edge masked), in f16, bf16, f32 and i8, and a single product with
+//! an accumulator, in method form and of a converted operand. `tests/gpu_dot.rs` runs the same
+//! checks on a GPU.
+mod common;
+
+use common::dot::*;
+use common::Rng;
+use fuse::half::{bf16, f16};
+use fuse::Device;
+
+/// (m, n, k): ragged in every dimension, exact tiles, one element, K below a tile, K of 3 tiles.
+const SIZES: &[(usize, usize, usize)] = &[(77, 45, 100), (64, 64, 64), (1, 1, 1), (16, 130, 7), (33, 17, 48)];
+
+fn matmul_case<T: DotElem>(test: &str) {
+    let d = Device::cpu();
+    let mut rng = Rng::fresh(test);
+    for &size in SIZES {
+        check_matmul::<T>(&d, &mut rng, size);
+    }
+}
+
+#[test]
+fn matmul_f16() {
+    matmul_case::<f16>("matmul_f16");
+}
+
+#[test]
+fn matmul_bf16() {
+    matmul_case::<bf16>("matmul_bf16");
+}
+
+#[test]
+fn matmul_f32_as_tf32() {
+    matmul_case::<f32>("matmul_f32_as_tf32");
+}
+
+#[test]
+fn matmul_i8() {
+    let d = Device::cpu();
+    let mut rng = Rng::fresh("matmul_i8");
+    for &size in SIZES {
+        check_matmul_i8(&d, &mut rng, size);
+    }
+}
+
+#[test]
+fn accumulator_method_form_and_converted_operands() {
+    let d = Device::cpu();
+    let mut rng = Rng::fresh("accumulator_method_form_and_converted_operands");
+    check_forms::<f16>(&d, &mut rng, None);
+    check_forms::<bf16>(&d, &mut rng, None);
+    check_forms::<f32>(&d, &mut rng, None);
+}

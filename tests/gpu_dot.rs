@@ -1,0 +1,71 @@
+//! `dot` on a GPU: the checks of `tests/dot_on_cpu.rs` (float64 references, NaN-poisoned outputs)
+//! at larger sizes and several warp counts, and the general fallback lowering against the CPU
+//! interpreter bit for bit (it sums in the IR's order, as the interpreter does).
+//! harness = false (fuse-runtime/tests/common/harness.rs): without a GPU the tests are reported
+//! as ignored, with the reason.
+mod common;
+#[path = "../fuse-runtime/tests/common/harness.rs"]
+mod harness;
+
+use common::dot::*;
+use common::Rng;
+use fuse::half::{bf16, f16};
+use fuse::Device;
+
+const SIZES: &[(usize, usize, usize)] =
+    &[(512, 384, 256), (77, 45, 100), (1000, 33, 70), (1, 1, 1), (16, 130, 7), (64, 64, 64)];
+
+fn matmul_f16_bf16_f32(gpu: &Device) {
+    let mut rng = Rng::fresh("gpu matmul");
+    for &size in SIZES {
+        check_matmul::<f16>(gpu, &mut rng, size);
+        check_matmul::<bf16>(gpu, &mut rng, size);
+        check_matmul::<f32>(gpu, &mut rng, size);
+    }
+}
+
+fn matmul_i8(gpu: &Device) {
+    let mut rng = Rng::fresh("gpu matmul_i8");
+    for &size in SIZES {
+        check_matmul_i8(gpu, &mut rng, size);
+    }
+}
+
+fn accumulator_method_form_and_converted_operands(gpu: &Device) {
+    let mut rng = Rng::fresh("gpu dot forms");
+    // One warp (many output slots per thread) to 32 (more threads than the 512 outputs).
+    for warps in [None, Some(1), Some(4), Some(32)] {
+        check_forms::<f16>(gpu, &mut rng, warps);
+        check_forms::<bf16>(gpu, &mut rng, warps);
+        check_forms::<f32>(gpu, &mut rng, warps);
+    }
+}
+
+/// The general fallback adds each output's products in the IR's order with unfused multiply and
+/// add, as the interpreter does, so the two agree bit for bit. (A tensor-core lowering sums in
+/// another order: this holds only where the fallback runs.)
+fn fallback_matches_the_interpreter_bit_for_bit(gpu: &Device) {
+    let mut rng = Rng::fresh("gpu dot bit for bit");
+    let (m, n, k) = (96, 80, 72);
+    let a = rng.vec(m * k, 1.0);
+    let b = rng.vec(k * n, 1.0);
+    let run = |d: &Device| {
+        let (ab, bb) = (d.upload(&a).unwrap(), d.upload(&b).unwrap());
+        let mut c = d.upload(&vec![f32::NAN; m * n]).unwrap();
+        let grid = (m.div_ceil(BM) as u32, n.div_ceil(BN) as u32);
+        matmul::launch::<f32, BM, BN, BK>(d, grid, &ab, &bb, &mut c, m as i32, n as i32, k as i32).unwrap();
+        c.to_vec().unwrap()
+    };
+    let (g, c) = (run(gpu), run(&Device::cpu()));
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    assert_eq!(bits(&g), bits(&c), "GPU and CPU f32 (TF32) matmul differ");
+}
+
+fn main() {
+    harness::run(harness::gpu_trials(vec![
+        ("matmul_f16_bf16_f32", matmul_f16_bf16_f32),
+        ("matmul_i8", matmul_i8),
+        ("accumulator_method_form_and_converted_operands", accumulator_method_form_and_converted_operands),
+        ("fallback_matches_the_interpreter_bit_for_bit", fallback_matches_the_interpreter_bit_for_bit),
+    ]))
+}
