@@ -16,8 +16,14 @@ use super::Ctx;
 use fuse_ir::{DType, VarId};
 
 impl Ctx<'_> {
-    /// `dst = dot(a, b[, acc])`: picks the lowering (only the general fallback exists yet).
+    /// `dst = dot(a, b[, acc])`: tensor cores ([`super::mma`]) for f16 and bf16 inputs, the
+    /// general fallback otherwise.
     pub(super) fn dot(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>) {
+        if super::mma::has_mma(self.dtype(a)) {
+            let dims = self.k.ty(dst).shape.dims();
+            let mma = self.layout.mma_index(&dims[0], &dims[1]);
+            return self.dot_mma(dst, a, b, acc, mma);
+        }
         self.dot_fallback(dst, a, b, acc);
     }
 

@@ -11,9 +11,9 @@
 //! are slots `4 (mi NI + ni) + 0..3`. The layout is described by the same macros as every other
 //! (`FUSE_L/VEC/NCH/EPT/FULL/OK/IDX`), so element-wise code, loads and stores (two-element vectors),
 //! broadcasts and conversions through the scratch, and full reductions work on it unchanged.
-//! The warp grid splits M while the warp tile is at least as tall as wide and has 32 or more rows,
-//! else N while it has 16 or more columns; a tile too small for the warp count is a compile error
-//! of the CUDA source (the runtime reports it with the configuration).
+//! The warp grid doubles along M while the warp tile has 32 or more rows and is at least as tall
+//! as wide (or too narrow to split), else along N while it has 16 or more columns; warps beyond a
+//! tile too small to share (`[16, 16]` over 8 warps) hold nothing (`FUSE_OK` is false for them).
 //!
 //! **The lowering** of `c = dot(a, b, acc)`: `a` (`[M, K]`) and `b` (`[K, N]`), whatever their
 //! layout, are written to shared memory row-major, each row's 16-byte chunks XOR-swizzled by the
@@ -48,34 +48,28 @@ impl MmaLayout {
         for s in 1..=5 {
             let (wm, wn) = (format!("FUSE_WM{k}_{}", s - 1), format!("FUSE_WN{k}_{}", s - 1));
             let split_m = format!(
-                "((({m}) / {wm} >= 32 && ({m}) / {wm} >= ({n}) / {wn}) || ({n}) / {wn} < 16)"
+                "(({m}) / {wm} >= 32 && (({m}) / {wm} >= ({n}) / {wn} || ({n}) / {wn} < 16))"
             );
+            let split_n = format!("(!FUSE_SPLITM{k}_{s} && ({n}) / {wn} >= 16)");
             let grow = format!("FUSE_NUM_WARPS >= {}", 1 << s);
             out.push(format!("#define FUSE_SPLITM{k}_{s} {split_m}"));
             out.push(format!(
                 "#define FUSE_WM{k}_{s} (({grow}) && FUSE_SPLITM{k}_{s} ? 2 * {wm} : {wm})"
             ));
-            out.push(format!(
-                "#define FUSE_WN{k}_{s} (({grow}) && !FUSE_SPLITM{k}_{s} ? 2 * {wn} : {wn})"
-            ));
+            out.push(format!("#define FUSE_WN{k}_{s} (({grow}) && {split_n} ? 2 * {wn} : {wn})"));
         }
         out.push(format!("#define FUSE_WM{k} FUSE_WM{k}_5"));
         out.push(format!("#define FUSE_WN{k} FUSE_WN{k}_5"));
         out.push(format!("#define FUSE_MI{k} (({m}) / (16 * FUSE_WM{k}))"));
         out.push(format!("#define FUSE_NI{k} (({n}) / (8 * FUSE_WN{k}))"));
-        out.push(format!("#if FUSE_MI{k} < 1 || FUSE_NI{k} < 1"));
-        out.push(format!(
-            "#error \"a dot result of [{}, {}] has fewer 16x8 tiles than FUSE_NUM_WARPS warps can share: use fewer warps\"",
-            self.rows.display(consts),
-            self.cols.display(consts)
-        ));
-        out.push("#endif".into());
+        out.push("// warps past the grid hold nothing".to_string());
+        out.push(format!("#define FUSE_MMA_ON{k} ((fuse_tid >> 5) < FUSE_WM{k} * FUSE_WN{k})"));
         out.push(format!("#define FUSE_L{k} (({m}) * ({n}))"));
         out.push(format!("#define FUSE_VEC{k} 2"));
         out.push(format!("#define FUSE_NCH{k} (FUSE_MI{k} * FUSE_NI{k} * 2)"));
         out.push(format!("#define FUSE_EPT{k} (FUSE_MI{k} * FUSE_NI{k} * 4)"));
-        out.push(format!("#define FUSE_FULL{k} 1"));
-        out.push(format!("#define FUSE_OK{k}(j) 1"));
+        out.push(format!("#define FUSE_FULL{k} (FUSE_WM{k} * FUSE_WN{k} == FUSE_NUM_WARPS)"));
+        out.push(format!("#define FUSE_OK{k}(j) (FUSE_FULL{k} || FUSE_MMA_ON{k})"));
         out.push("// slot i: tile (i / 4) of the warp's MI x NI, row g + 8 ((i / 2) % 2), column 2t + i % 2".into());
         out.push(format!(
             "#define FUSE_IDX{k}(i) (((((fuse_tid >> 5) / FUSE_WN{k}) * FUSE_MI{k} + ((i) / 4) / FUSE_NI{k}) * 16 + ((fuse_tid & 31) >> 2) + 8 * (((i) >> 1) & 1)) * ({n}) + (((fuse_tid >> 5) % FUSE_WN{k}) * FUSE_NI{k} + ((i) / 4) % FUSE_NI{k}) * 8 + 2 * (fuse_tid & 3) + ((i) & 1))"
@@ -170,7 +164,7 @@ impl Ctx<'_> {
                 self.w.unrolled(
                     "fuse_i",
                     &format!("FUSE_EPT{mma}"),
-                    format!("{c}[fuse_i] = ((float*)fuse_xs)[FUSE_IDX{mma}(fuse_i)];"),
+                    format!("{c}[fuse_i] = FUSE_OK{mma}(0) ? ((float*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] : 0.0f;"),
                 );
             }
             None => self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = 0.0f;")),
@@ -193,6 +187,7 @@ impl Ctx<'_> {
         self.w.line(format!("const int fuse_wm = (fuse_tid >> 5) / FUSE_WN{mma};"));
         self.w.line(format!("const int fuse_wn = (fuse_tid >> 5) % FUSE_WN{mma};"));
         let mma_fn = if input == DType::BF16 { "fuse_mma_bf16" } else { "fuse_mma_f16" };
+        self.w.open(format!("if (FUSE_OK{mma}(0))"));
         self.w.open_unrolled("fuse_k", &format!("({kk}) / 16"));
         self.w.line(format!("unsigned int fuse_fa[FUSE_MI{mma}][4];"));
         self.w.line(format!("unsigned int fuse_fb[FUSE_NI{mma} + 1][2];"));
@@ -227,6 +222,7 @@ impl Ctx<'_> {
         );
         self.w.close();
         self.w.close();
+        self.w.close();
         if !in_place {
             // To dst's layout through the scratch.
             let kd = self.tile(dst).expect("dot makes a tile");
@@ -235,7 +231,7 @@ impl Ctx<'_> {
             self.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{mma}"),
-                format!("((float*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] = fuse_c[fuse_i];"),
+                format!("if (FUSE_OK{mma}(0)) ((float*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] = fuse_c[fuse_i];"),
             );
             self.w.line("__syncthreads();");
             self.w.unrolled(

@@ -46,7 +46,12 @@ impl Ctx<'_> {
     /// NumPy broadcast of a tile to `dst`'s shape.
     pub(super) fn broadcast(&mut self, dst: VarId, src: VarId) {
         let (ks, kd) = (self.tile(src).expect("broadcasts read tiles"), self.tile(dst).expect("tile"));
-        if let Some(columns) = slices::free_broadcast(self.k, &mut self.layout, ks, src, dst) {
+        let free = if self.layout.is_mma(kd) {
+            None // the MMA layout is not a parent of row and column layouts
+        } else {
+            slices::free_broadcast(self.k, &mut self.layout, ks, src, dst)
+        };
+        if let Some(columns) = free {
             // Slot j of a row layout is the row of dst's chunk j; slot i of a column layout the
             // column of dst's slot i.
             let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
@@ -94,7 +99,8 @@ impl Ctx<'_> {
     /// `dst = op(src, axis)` for a 2-D `src`.
     pub(super) fn reduce_axis(&mut self, dst: VarId, op: ReduceOp, axis: u8, src: VarId) {
         let dims = self.k.ty(src).shape.dims();
-        if axis == 1 && dims[1] != Len::literal_log2(0) {
+        let from_mma = self.tile(src).is_some_and(|k| self.layout.is_mma(k));
+        if axis == 1 && dims[1] != Len::literal_log2(0) && !from_mma {
             return self.reduce_rows(dst, op, src, &dims[1]);
         }
         let acc = self.dtype(src).compute();

@@ -25,13 +25,24 @@ enum Lay {
     Derived(usize),
     /// Its length's layout.
     Len,
+    /// An MMA layout (its index): a tensor-core `dot`'s result and what meets it.
+    Mma(usize),
+    /// Two MMA layouts met: its length's layout, for good (the dot converts).
+    Clash,
 }
 
 impl Lay {
+    /// The lattice `Free < Derived < Len < Mma < Clash`: layouts only rise, so the pass ends.
+    /// An MMA layout wins over a length's: every generic path (element-wise code, loads and
+    /// stores, broadcasts and conversions through the scratch, full reductions) works on it, and
+    /// keeping a `dot` accumulator in registers is what makes it fast.
     fn meet(self, o: Lay) -> Lay {
         match (self, o) {
             (Lay::Free, x) | (x, Lay::Free) => x,
             (Lay::Derived(a), Lay::Derived(b)) if a == b => Lay::Derived(a),
+            (Lay::Clash, _) | (_, Lay::Clash) => Lay::Clash,
+            (Lay::Mma(a), Lay::Mma(b)) => if a == b { Lay::Mma(a) } else { Lay::Clash },
+            (Lay::Mma(a), _) | (_, Lay::Mma(a)) => Lay::Mma(a),
             _ => Lay::Len,
         }
     }
@@ -51,8 +62,8 @@ pub fn assign(k: &Kernel, layout: &mut Layout) -> Vec<Option<usize>> {
         .map(|i| {
             let len = k.vars[i].ty.shape.len()?;
             Some(match lay[i] {
-                Lay::Derived(r) => r,
-                Lay::Free | Lay::Len => layout.index(&len),
+                Lay::Derived(r) | Lay::Mma(r) => r,
+                Lay::Free | Lay::Len | Lay::Clash => layout.index(&len),
             })
         })
         .collect()
@@ -68,9 +79,10 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
             lay[v] = m;
         }
     };
+    // At least its length's layout (an MMA layout holds each lane once, so it stays).
     let demote = |lay: &mut [Lay], vars: &[VarId]| {
         for v in vars.iter().filter(|v| is_tile(v)) {
-            lay[v.0 as usize] = Lay::Len;
+            lay[v.0 as usize] = lay[v.0 as usize].meet(Lay::Len);
         }
     };
     match s {
@@ -84,8 +96,10 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
             match expr {
                 Expr::ReduceAxis { src, axis, .. } => {
                     demote(lay, &[*src]);
+                    let from_mma = matches!(lay[src.0 as usize], Lay::Mma(_));
                     let made = match (k.ty(*src).shape.dims().as_slice(), k.ty(*src).shape.len()) {
-                        ([_, cols], Some(len)) if *axis == 1 && *cols != unit() => {
+                        // Rows of an MMA source fold through the scratch (the generic path).
+                        ([_, cols], Some(len)) if *axis == 1 && *cols != unit() && !from_mma => {
                             Lay::Derived(layout.row_index(layout.index(&len), cols, false))
                         }
                         _ => Lay::Len,
@@ -94,10 +108,26 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
                 }
                 Expr::Broadcast(src) => {
                     let si = src.0 as usize;
-                    lay[d] = Lay::Len;
+                    lay[d] = lay[d].meet(Lay::Len);
+                    if matches!(lay[d], Lay::Mma(_) | Lay::Clash) {
+                        // Into an MMA layout: through the scratch from the source's own layout.
+                        demote(lay, &[*src]);
+                        return;
+                    }
                     match wanted_by_broadcast(k, layout, *src, *dst) {
                         Some(want) if lay[si].meet(want) == want => lay[si] = want,
                         _ => demote(lay, &[*src]),
+                    }
+                }
+                // A tensor-core dot makes its result, and its accumulator, an MMA layout; its
+                // operands are staged through shared memory from any layout.
+                Expr::Dot { a, b, acc } if super::mma::has_mma(k.ty(*a).dtype) => {
+                    demote(lay, &[*a, *b]);
+                    let dims = k.ty(*dst).shape.dims();
+                    let mma = Lay::Mma(layout.mma_index(&dims[0], &dims[1]));
+                    lay[d] = lay[d].meet(mma);
+                    if let Some(c) = acc {
+                        unify(lay, &[*c, *dst]);
                     }
                 }
                 Expr::Reduce(..)
@@ -106,7 +136,7 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
                 | Expr::Rand { .. }
                 | Expr::Dot { .. } => {
                     demote(lay, &expr.operands());
-                    lay[d] = Lay::Len;
+                    lay[d] = lay[d].meet(Lay::Len);
                 }
                 // Element-wise, casts, `where_`, reshapes, loads, `arange`, splats: every tile
                 // operand and the result share a layout.

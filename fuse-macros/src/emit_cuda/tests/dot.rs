@@ -42,10 +42,11 @@ fn kernels() -> Vec<(&'static str, String)> {
 
 #[test]
 fn dot_fallback_goes_through_shared_memory_with_unfused_steps() {
-    for (t, src) in kernels() {
+    // f16 and bf16 take the tensor cores (`dot_of_half_inputs_takes_the_tensor_cores`).
+    for (t, src) in kernels().into_iter().filter(|(t, _)| *t == "f32" || *t == "i8") {
         let out = emit_cuda(&ok(&src)).source;
         assert!(out.contains("the general fallback, the operands through shared memory"), "{t}\n{out}");
-        assert!(out.contains("__shared__ __align__(16) unsigned char fuse_xs["), "{t}\n{out}");
+        assert!(out.contains("__shared__ __align__(16) unsigned char fuse_xs[fuse_xs_bytes]"), "{t}\n{out}");
         assert!(out.contains("((FUSE_L"), "{t}: the scratch holds both operands\n{out}");
         assert!(out.contains("for (int fuse_k = 0; fuse_k < BK; ++fuse_k)"), "{t}\n{out}");
         let float = t != "i8";
@@ -54,6 +55,23 @@ fn dot_fallback_goes_through_shared_memory_with_unfused_steps() {
         assert_eq!(out.contains("cvt.rna.tf32.f32"), t == "f32", "{t}\n{out}");
         // The accumulator's own slot starts the sum (`acc = dot(x, y, acc)` in place).
         assert!(out.contains("fuse_r = acc[fuse_i];"), "{t}\n{out}");
+    }
+}
+
+#[test]
+fn dot_of_half_inputs_takes_the_tensor_cores() {
+    for (t, src) in kernels().into_iter().filter(|(t, _)| *t == "f16" || *t == "bf16") {
+        let k = ok(&src);
+        let out = emit_cuda(&k).source;
+        assert!(out.contains("on tensor cores"), "{t}\n{out}");
+        assert!(!out.contains("the general fallback"), "{t}\n{out}");
+        assert!(out.contains(&format!("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32")), "{t}\n{out}");
+        assert!(out.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), "{t}\n{out}");
+        // The loop-carried accumulator is held in the MMA layout and updated in place.
+        let acc = crate::tests::var_id(&k, "acc");
+        assert!(out.contains(&format!("float acc[FUSE_EPT")), "{t}\n{out}");
+        assert!(out.contains("// MMA layout"), "{t}\n{out}");
+        assert!(!out.contains("float fuse_c[FUSE_EPT"), "{t}: acc {acc:?} converts instead of updating in place\n{out}");
     }
 }
 
