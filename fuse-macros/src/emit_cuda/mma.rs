@@ -136,7 +136,10 @@ impl Ctx<'_> {
         let in_place = self.tile(dst) == Some(mma);
         self.w.line(format!("// {d} = dot({sa}, {sb}{}) on tensor cores", acc.map(|c| format!(", {}", self.name(c))).unwrap_or_default()));
         self.scratch_bytes_for(format!("(({m}) * ({kk}) * 2 + ({kk}) * ({n}) * 2)"));
-        self.scratch_bytes_for(format!("(FUSE_L{mma} * 4)"));
+        if !in_place || acc.is_some_and(|c| self.tile(c) != Some(mma)) {
+            // A conversion between the MMA registers and another layout (f32 lanes).
+            self.scratch_bytes_for(format!("(FUSE_L{mma} * 4)"));
+        }
         self.w.open("");
         // The accumulator: dst's own slots, or MMA registers to convert at the end.
         let c = if in_place { d.clone() } else { "fuse_c".to_string() };
