@@ -33,7 +33,10 @@ pub use device::{Buffer, Device};
 pub use element::{Element, Float, Half};
 pub use error::{Error, Result};
 pub use graph::Graph;
-pub use launch::{launch, BufferArg, BufferArgMut, Grid, KernelArg, LaunchConfig, MAX_TILE_LEN};
+pub use launch::{
+    launch, BufferArg, BufferArgMut, Grid, KernelArg, LaunchConfig, DEFAULT_NUM_STAGES, MAX_NUM_STAGES,
+    MAX_TILE_LEN,
+};
 pub use memory::{BufferView, BufferViewMut, DeviceRead, DeviceWrite};
 pub use spec::{default_num_warps, KernelSpec};
 

@@ -221,12 +221,34 @@ impl KernelSpec {
     }
 
     /// The source NVRTC compiles: `#define <CONST> <value>` per const generic,
-    /// `#define FUSE_NUM_WARPS <n>`, one `#define FUSE_ALIGN16_<p>`/`FUSE_DIV16_<p>` per
-    /// specialization (`spec_values[i]` for the i-th, missing values are 0), then the source.
-    /// If the IR cannot be read the result holds an `#error` line saying so (NVRTC reports it).
+    /// `#define FUSE_NUM_WARPS <n>`, `#define FUSE_NUM_STAGES <DEFAULT_NUM_STAGES>`, one
+    /// `#define FUSE_ALIGN16_<p>`/`FUSE_DIV16_<p>` per specialization (`spec_values[i]` for the
+    /// i-th, missing values are 0), then the source. If the IR cannot be read the result holds an
+    /// `#error` line saying so (NVRTC reports it). [`KernelSpec::full_source_staged`] sets the
+    /// stages.
+    ///
+    /// [`DEFAULT_NUM_STAGES`]: crate::DEFAULT_NUM_STAGES
     pub fn full_source(&self, consts: &[u64], num_warps: u32, spec_values: &[bool]) -> String {
+        self.full_source_staged(consts, num_warps, crate::DEFAULT_NUM_STAGES, spec_values)
+    }
+
+    /// [`KernelSpec::full_source`] with `#define FUSE_NUM_STAGES <num_stages>`.
+    pub fn full_source_staged(
+        &self,
+        consts: &[u64],
+        num_warps: u32,
+        num_stages: u32,
+        spec_values: &[bool],
+    ) -> String {
         match self.kernel() {
-            Ok(k) => full_source_for(k, self.source, self.specializations, consts, num_warps, spec_values),
+            Ok(k) => full_source_for(
+                k,
+                self.source,
+                self.specializations,
+                consts,
+                (num_warps, num_stages),
+                spec_values,
+            ),
             Err(e) => {
                 format!("#error \"fuse: {}\"\n{}", e.to_string().replace(['"', '\n'], "'"), self.source)
             }
@@ -239,7 +261,8 @@ impl KernelSpec {
     /// in-process and on-disk caches.
     ///
     /// `consts` are the const generic values in declaration order; `num_warps` a power of two in
-    /// `1..=32` (see [`default_num_warps`]).
+    /// `1..=32` (see [`default_num_warps`]); the pipeline stages are the default
+    /// ([`KernelSpec::compile_for_arch_staged`] takes them).
     ///
     /// # Errors
     /// As [`KernelSpec::compile_for_arch_with`].
@@ -268,10 +291,28 @@ impl KernelSpec {
         num_warps: u32,
         spec_values: &[bool],
     ) -> Result<Vec<u8>> {
+        self.compile_for_arch_staged(arch, consts, num_warps, crate::DEFAULT_NUM_STAGES, spec_values)
+    }
+
+    /// [`KernelSpec::compile_for_arch_with`] for `num_stages` pipeline stages (1..=8; the
+    /// methods without it use [`DEFAULT_NUM_STAGES`](crate::DEFAULT_NUM_STAGES)).
+    ///
+    /// # Errors
+    /// As [`KernelSpec::compile_for_arch_with`], and [`Error::InvalidLaunch`] if `num_stages`
+    /// is outside `1..=8`.
+    pub fn compile_for_arch_staged(
+        &self,
+        arch: &str,
+        consts: &[u64],
+        num_warps: u32,
+        num_stages: u32,
+        spec_values: &[bool],
+    ) -> Result<Vec<u8>> {
         crate::cuda::nvrtc::validate_arch(arch)?;
         let info = self.info()?;
         crate::launch::validate_consts(&info.kernel, consts)?;
         crate::launch::validate_num_warps(num_warps)?;
+        crate::launch::validate_num_stages(num_stages)?;
         if spec_values.len() != self.specializations.len() {
             return Err(Error::InvalidArgument(format!(
                 "kernel `{}` has {} specializations but {} values were given",
@@ -280,7 +321,7 @@ impl KernelSpec {
                 spec_values.len()
             )));
         }
-        let source = self.full_source(consts, num_warps, spec_values);
+        let source = self.full_source_staged(consts, num_warps, num_stages, spec_values);
         crate::cuda::cubin(self.name, &source, arch).map(|c| c.to_vec())
     }
 
@@ -290,7 +331,8 @@ impl KernelSpec {
     /// take both values and any further ones only 1 (at most 64 variants). A GPU launch without
     /// `num_warps` on a grid too small to fill the GPU may pick more warps than [`default_num_warps`]
     /// (see [`LaunchConfig`](crate::LaunchConfig)), a variant that this call with `None` does not
-    /// compile. On the CPU only the arguments are checked.
+    /// compile. Compiles for the default pipeline stages ([`KernelSpec::compile_staged`] takes
+    /// them). On the CPU only the arguments are checked.
     ///
     /// # Errors
     /// * [`Error::InvalidKernel`] as for [`KernelSpec::kernel`];
@@ -299,16 +341,35 @@ impl KernelSpec {
     /// * on a GPU, [`Error::LibraryNotFound`], [`Error::Compile`] or [`Error::Cuda`] if compiling
     ///   fails, and [`Error::Cuda`] if the driver refuses to load the cubin.
     pub fn compile(&self, device: &crate::Device, consts: &[u64], num_warps: Option<u32>) -> Result<()> {
+        self.compile_staged(device, consts, num_warps, None)
+    }
+
+    /// [`KernelSpec::compile`] for `num_stages` pipeline stages (`None`:
+    /// [`DEFAULT_NUM_STAGES`](crate::DEFAULT_NUM_STAGES), what a launch without
+    /// [`LaunchConfig::num_stages`](crate::LaunchConfig::num_stages) uses).
+    ///
+    /// # Errors
+    /// As [`KernelSpec::compile`], and [`Error::InvalidLaunch`] if `num_stages` is outside
+    /// `1..=8`.
+    pub fn compile_staged(
+        &self,
+        device: &crate::Device,
+        consts: &[u64],
+        num_warps: Option<u32>,
+        num_stages: Option<u32>,
+    ) -> Result<()> {
         let info = self.info()?;
         crate::launch::validate_consts(&info.kernel, consts)?;
         let num_warps = num_warps.unwrap_or_else(|| info.default_num_warps(consts));
         crate::launch::validate_num_warps(num_warps)?;
+        let num_stages = num_stages.unwrap_or(crate::DEFAULT_NUM_STAGES);
+        crate::launch::validate_num_stages(num_stages)?;
         let Some(cuda) = device.cuda_inner() else { return Ok(()) };
         let n = self.specializations.len().min(6); // 64 variants at most; the rest stay 1
         for bits in 0u32..(1 << n) {
             let values: Vec<bool> =
                 (0..self.specializations.len()).map(|i| i >= n || bits & (1 << i) != 0).collect();
-            let source = self.full_source(consts, num_warps, &values);
+            let source = self.full_source_staged(consts, num_warps, num_stages, &values);
             cuda.load_source(self.name, &info.kernel, &source)?;
         }
         Ok(())
@@ -321,14 +382,15 @@ pub(crate) fn full_source_for(
     source: &str,
     specs: &[Specialization],
     consts: &[u64],
-    num_warps: u32,
+    (num_warps, num_stages): (u32, u32),
     spec_values: &[bool],
 ) -> String {
-    let mut s = String::with_capacity(source.len() + 64 + 32 * (consts.len() + specs.len()));
+    let mut s = String::with_capacity(source.len() + 96 + 32 * (consts.len() + specs.len()));
     for (i, name) in k.consts.iter().enumerate() {
         let _ = writeln!(s, "#define {name} {}", consts.get(i).copied().unwrap_or(0));
     }
     let _ = writeln!(s, "#define FUSE_NUM_WARPS {num_warps}");
+    let _ = writeln!(s, "#define FUSE_NUM_STAGES {num_stages}");
     for (i, sp) in specs.iter().enumerate() {
         let named = match *sp {
             Specialization::Align16(p) | Specialization::Div16(p) => (p as usize) < k.params.len(),

@@ -110,6 +110,7 @@ pub(crate) struct HotKey {
     pub(crate) consts_log2: [u8; 16],
     pub(crate) nconsts: u8,
     pub(crate) num_warps: u32,
+    pub(crate) num_stages: u32,
     pub(crate) spec_bits: u64,
 }
 
