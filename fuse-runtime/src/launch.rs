@@ -529,7 +529,9 @@ fn validate_args(
 /// it (or takes it from the on-disk cache); later ones take it from memory.
 ///
 /// # Errors
-/// [`Error::InvalidLaunch`] and [`Error::InvalidArgument`] for what fails validation,
+/// [`Error::InvalidLaunch`] and [`Error::InvalidArgument`] for what fails validation (and
+/// `InvalidLaunch` for a kernel that asks for more dynamic shared memory than the GPU gives a block:
+/// docs/DESIGN.md, "Runtime conventions"),
 /// [`Error::WrongDevice`] for memory the device cannot use, [`Error::Compile`] /
 /// [`Error::LibraryNotFound`] when the kernel cannot be compiled, [`Error::OutOfBounds`] from the
 /// CPU interpreter, [`Error::Cuda`] when the driver refuses the launch.
@@ -677,9 +679,20 @@ fn launch_cuda(
             _ => None,
         }));
     }
-    let queued = cuda.launch(&loaded, grid, num_warps, words, capture_stream);
+    let smem = loaded.smem.map_err(|t| {
+        t.error(&k.name, &describe_config(k, consts, num_warps, num_stages), &cuda.description())
+    })?;
+    let queued = cuda.launch(&loaded, grid, num_warps, smem.dynamic, words, capture_stream);
     drop(guards);
     queued
+}
+
+/// `BLOCK = 128, num_warps = 4, num_stages = 3`: a compiled variant, as errors name it.
+pub(crate) fn describe_config(k: &Kernel, consts: &[u64], num_warps: u32, num_stages: u32) -> String {
+    let mut parts: Vec<String> = k.consts.iter().zip(consts).map(|(n, v)| format!("{n} = {v}")).collect();
+    parts.push(format!("num_warps = {num_warps}"));
+    parts.push(format!("num_stages = {num_stages}"));
+    parts.join(", ")
 }
 
 /// A graph keeps the allocations of the fuse buffers it launches on alive; cudarc and host

@@ -339,7 +339,9 @@ impl KernelSpec {
     /// * [`Error::InvalidLaunch`] if `consts` or `num_warps` does not fit, as for
     ///   [`KernelSpec::compile_for_arch_with`];
     /// * on a GPU, [`Error::LibraryNotFound`], [`Error::Compile`] or [`Error::Cuda`] if compiling
-    ///   fails, and [`Error::Cuda`] if the driver refuses to load the cubin.
+    ///   fails, [`Error::Cuda`] if the driver refuses to load the cubin, and
+    ///   [`Error::InvalidLaunch`] if the kernel asks for more shared memory than the GPU gives a
+    ///   block (docs/DESIGN.md, "Runtime conventions").
     pub fn compile(&self, device: &crate::Device, consts: &[u64], num_warps: Option<u32>) -> Result<()> {
         self.compile_staged(device, consts, num_warps, None)
     }
@@ -370,7 +372,11 @@ impl KernelSpec {
             let values: Vec<bool> =
                 (0..self.specializations.len()).map(|i| i >= n || bits & (1 << i) != 0).collect();
             let source = self.full_source_staged(consts, num_warps, num_stages, &values);
-            cuda.load_source(self.name, &info.kernel, &source)?;
+            let loaded = cuda.load_source(self.name, &info.kernel, &source)?;
+            if let Err(t) = loaded.smem {
+                let config = crate::launch::describe_config(&info.kernel, consts, num_warps, num_stages);
+                return Err(t.error(self.name, &config, &cuda.description()));
+            }
         }
         Ok(())
     }

@@ -54,6 +54,25 @@ fn num_stages_is_its_own_variant() {
     assert_ne!(key(2), key(3));
 }
 
+/// The contract's symbol survives NVRTC (where `cuModuleGetGlobal` finds it), declared either
+/// way the contract allows, holding its expression of the defines evaluated for the variant.
+fn dynamic_smem_symbol_is_kept_in_the_cubin() {
+    for decl in ["__device__", "__constant__"] {
+        let spec = smem_reverse_spec(decl, "FUSE_NUM_STAGES * 25600u");
+        for stages in [1u32, 4, 8] {
+            let cubin = spec
+                .compile_for_arch_staged("sm_90", &[], 8, stages, &[])
+                .unwrap_or_else(|e| panic!("{decl}: {e}"));
+            let value = elf_symbol_bytes(&cubin, "fuse_dynamic_smem_bytes")
+                .unwrap_or_else(|| panic!("{decl}: no `fuse_dynamic_smem_bytes` with data in the cubin"));
+            assert_eq!(value, (stages * 25600).to_le_bytes(), "{decl}, {stages} stages");
+        }
+    }
+    // The parser finds nothing where there is nothing (so the check above can fail).
+    let plain = add_one_spec().compile_for_arch("sm_90", &[256], 4).unwrap();
+    assert_eq!(elf_symbol_bytes(&plain, "fuse_dynamic_smem_bytes"), None);
+}
+
 fn compile_for_arch_validates_first() {
     let spec = add_one_spec();
     let e = spec.compile_for_arch("90", &[1024], 4).unwrap_err();
@@ -123,6 +142,7 @@ fn main() {
     trials.extend(harness::nvrtc_trials(vec![
         ("compile_for_arch_gives_cubins", compile_for_arch_gives_cubins),
         ("num_stages_is_its_own_variant", num_stages_is_its_own_variant),
+        ("dynamic_smem_symbol_is_kept_in_the_cubin", dynamic_smem_symbol_is_kept_in_the_cubin),
         (
             "compile_error_carries_the_log_and_the_numbered_source",
             compile_error_carries_the_log_and_the_numbered_source,
