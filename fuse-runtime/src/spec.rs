@@ -437,6 +437,15 @@ pub(crate) fn full_source_for(
 ///   4 warps 2926–2971 over three calls); 4-byte ones `clamp(L / 256, 1, 8)` up to 2048 wide
 ///   (Triton's rule) and 16 warps from 4096.
 ///
+/// A kernel that reduces a 2-D tile along an axis (`x.sum(1)`, `x.max(0)`, `argmax(x, 1)`)
+/// takes the reduction rules above on its largest tile, all of whose rows a program holds at once,
+/// but at most 8 elements per thread (`L / 256` warps, up to 16): the rows stay live in
+/// registers across the reductions together with their per-row results and column-broadcast
+/// operands, and a row reduction costs the same shuffles however many warps hold the rows (a
+/// row spans `C / VEC` threads either way). The 1-D rules' 16–32 elements per thread put such
+/// a kernel on one warp at 255 registers a thread (qk_norm_rope's `[8, 128]` f16 tile, which ran
+/// twice as fast on 4 warps, docs/PERF.md, issue 14).
+///
 /// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
     num_warps_for(kernel.tile_lens().iter().filter_map(|l| l.eval(consts)).max(), WarpShape::of(kernel))
@@ -445,7 +454,10 @@ pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
 /// The features of a kernel that its default `num_warps` depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WarpShape {
+    /// Some tile is reduced (to a scalar or along an axis).
     reduces: bool,
+    /// Some 2-D tile is reduced along an axis.
+    axis_reduces: bool,
     tile_loads: usize,
     /// Some tile load has 1- or 2-byte elements.
     narrow: bool,
@@ -455,9 +467,18 @@ pub(crate) struct WarpShape {
 
 impl WarpShape {
     fn of(kernel: &Kernel) -> WarpShape {
-        let mut shape = WarpShape { reduces: false, tile_loads: 0, narrow: false, math: false };
+        let mut shape =
+            WarpShape { reduces: false, axis_reduces: false, tile_loads: 0, narrow: false, math: false };
         kernel.visit_stmts(&mut |s| match s {
-            Stmt::Assign { expr: Expr::Reduce(..), .. } => shape.reduces = true,
+            Stmt::Assign { expr: Expr::Reduce(..) | Expr::ArgReduce { axis: None, .. }, .. } => {
+                shape.reduces = true
+            }
+            Stmt::Assign {
+                expr: Expr::ReduceAxis { .. } | Expr::ArgReduce { axis: Some(_), .. }, ..
+            } => {
+                shape.reduces = true;
+                shape.axis_reduces = true;
+            }
             Stmt::Assign { dst, expr: Expr::Load { .. } } if !kernel.ty(*dst).shape.is_scalar() => {
                 shape.tile_loads += 1;
                 shape.narrow |= kernel.ty(*dst).dtype.size_bytes() <= 2;
@@ -490,6 +511,7 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
         _ if l >= 4096 => 16,
         _ => (l / 256).clamp(1, 8),
     };
+    let w = if shape.axis_reduces { w.max((l / 256).clamp(1, 16)) } else { w };
     w.min((l / 32).max(1)) as u32
 }
 
@@ -497,13 +519,25 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
 mod tests {
     use super::{num_warps_for, WarpShape};
 
-    const ELEMENTWISE: WarpShape = WarpShape { reduces: false, tile_loads: 3, narrow: false, math: false };
-    const DROPOUT: WarpShape = WarpShape { reduces: false, tile_loads: 2, narrow: true, math: true };
-    const DROPOUT_F32: WarpShape = WarpShape { reduces: false, tile_loads: 2, narrow: false, math: true };
-    const SOFTMAX: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrow: false, math: true };
-    const SOFTMAX_F16: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrow: true, math: true };
-    const LAYERNORM: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrow: false, math: false };
-    const LAYERNORM_F16: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrow: true, math: false };
+    const fn shape(reduces: bool, tile_loads: usize, narrow: bool, math: bool) -> WarpShape {
+        WarpShape { reduces, axis_reduces: false, tile_loads, narrow, math }
+    }
+    const fn rows(s: WarpShape) -> WarpShape {
+        WarpShape { reduces: true, axis_reduces: true, ..s }
+    }
+    const ELEMENTWISE: WarpShape = shape(false, 3, false, false);
+    const DROPOUT: WarpShape = shape(false, 2, true, true);
+    const DROPOUT_F32: WarpShape = shape(false, 2, false, true);
+    const SOFTMAX: WarpShape = shape(true, 1, false, true);
+    const SOFTMAX_F16: WarpShape = shape(true, 1, true, true);
+    const LAYERNORM: WarpShape = shape(true, 3, false, false);
+    const LAYERNORM_F16: WarpShape = shape(true, 3, true, false);
+    // The same with axis reductions of 2-D tiles; QK_NORM_ROPE's loads: x, its partner, the two
+    // weights, cos and sin.
+    const SOFTMAX_ROWS: WarpShape = rows(SOFTMAX);
+    const SOFTMAX_ROWS_F16: WarpShape = rows(SOFTMAX_F16);
+    const LAYERNORM_ROWS_F16: WarpShape = rows(LAYERNORM_F16);
+    const QK_NORM_ROPE_F16: WarpShape = rows(shape(true, 6, true, true));
 
     #[test]
     fn num_warps_elementwise() {
@@ -544,6 +578,29 @@ mod tests {
     }
 
     #[test]
+    fn axis_reductions_keep_at_most_8_elements_per_thread() {
+        // qk_norm_rope's [8, 128] f16 tile: 4 warps (the 1-D rule gave 1: 255 registers a thread).
+        assert_eq!(num_warps_for(Some(1024), QK_NORM_ROPE_F16), 4);
+        assert_eq!(num_warps_for(Some(1024), rows(LAYERNORM_F16)), 4);
+        // The rows kernels' [ROWS, BLOCK] tiles of 2048 lanes.
+        for shape in [SOFTMAX_ROWS, SOFTMAX_ROWS_F16, LAYERNORM_ROWS_F16, rows(LAYERNORM)] {
+            assert_eq!(num_warps_for(Some(2048), shape), 8, "{shape:?}");
+        }
+        // Never fewer than the 1-D rules give, at most 16, never more than L / 32.
+        assert_eq!(num_warps_for(Some(8192), SOFTMAX_ROWS), 16);
+        assert_eq!(num_warps_for(Some(1 << 16), LAYERNORM_ROWS_F16), 16);
+        assert_eq!(num_warps_for(Some(512), QK_NORM_ROPE_F16), 2);
+        assert_eq!(num_warps_for(Some(16), SOFTMAX_ROWS), 1);
+        for l in (0..20).map(|i| 1u64 << i) {
+            for s in [SOFTMAX, SOFTMAX_F16, LAYERNORM, LAYERNORM_F16] {
+                let (one_d, two_d) = (num_warps_for(Some(l), s), num_warps_for(Some(l), rows(s)));
+                assert!(two_d >= one_d, "L = {l} {s:?}: {two_d} < {one_d}");
+                assert!(u64::from(two_d) * 256 >= l.min(16 * 256), "L = {l} {s:?}: {two_d} warps");
+            }
+        }
+    }
+
+    #[test]
     fn small_grids_get_more_warps_while_threads_keep_8_elements() {
         use super::fill_gpu;
         assert_eq!(fill_gpu(1, 1024, 4096, 132), 4, "f16 LayerNorm 4096x1024 on 132 SMs");
@@ -556,7 +613,16 @@ mod tests {
     #[test]
     fn num_warps_is_always_a_power_of_two_in_range() {
         for l in (0..20).map(|i| 1u64 << i) {
-            for shape in [ELEMENTWISE, DROPOUT, SOFTMAX, SOFTMAX_F16, LAYERNORM, LAYERNORM_F16] {
+            for shape in [
+                ELEMENTWISE,
+                DROPOUT,
+                SOFTMAX,
+                SOFTMAX_F16,
+                LAYERNORM,
+                LAYERNORM_F16,
+                SOFTMAX_ROWS,
+                QK_NORM_ROPE_F16,
+            ] {
                 let w = num_warps_for(Some(l), shape);
                 assert!(
                     w.is_power_of_two() && (1..=32).contains(&w) && u64::from(w) * 32 <= l.max(32),
