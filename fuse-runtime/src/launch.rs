@@ -393,7 +393,7 @@ fn check_buffer(
             expected_arg(p)
         )));
     }
-    check_home(k, p, home, device)?;
+    check_home(&k.name, &p.name, home, device)?;
     let limit = match narrow {
         Some(DType::I32) => Some(i32::MAX as u64),
         Some(DType::U32) => Some(u32::MAX as u64),
@@ -413,14 +413,13 @@ fn check_buffer(
     Ok(())
 }
 
-/// Whether memory living at `home` can be used by a launch on `device`.
-fn check_home(k: &Kernel, p: &fuse_ir::Param, home: Home<'_>, device: &Device) -> Result<()> {
+/// Whether memory living at `home` can be used by a launch of `kernel` on `device` (as its
+/// parameter `param`).
+pub(crate) fn check_home(kernel: &str, param: &str, home: Home<'_>, device: &Device) -> Result<()> {
     let wrong = |lives: String| {
         Err(Error::WrongDevice(format!(
-            "kernel `{}` is launched on {} but the memory for `{}` {lives}",
-            k.name,
+            "kernel `{kernel}` is launched on {} but the memory for `{param}` {lives}",
             device.description(),
-            p.name
         )))
     };
     match (home, device.cuda_inner()) {
@@ -443,12 +442,10 @@ fn check_home(k: &Kernel, p: &fuse_ir::Param, home: Home<'_>, device: &Device) -
             }
             if h.tracked && h.object != Arc::as_ptr(&cuda.ctx) as usize {
                 return Err(Error::WrongDevice(format!(
-                    "kernel `{}`: the cudarc memory for `{}` belongs to a `CudaContext` that orders its streams with \
-                     events, and {} is not built on that `CudaContext`: launch on \
+                    "kernel `{kernel}`: the cudarc memory for `{param}` belongs to a `CudaContext` that orders its \
+                     streams with events, and {} is not built on that `CudaContext`: launch on \
                      `Device::from_cudarc(ctx, stream)` with the memory's context so the launch is ordered \
                      with its other users",
-                    k.name,
-                    p.name,
                     device.description()
                 )));
             }

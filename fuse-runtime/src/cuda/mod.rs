@@ -141,6 +141,8 @@ pub(crate) struct CudaDevice {
     hot: std::sync::RwLock<HashMap<HotKey, Arc<Loaded>, BuildHasherDefault<FxHasher>>>,
     /// The graph captures in progress, one per capturing thread (see `capture.rs`).
     pub(crate) capture: capture::CaptureSlot,
+    /// Autotuning winners on this device (see `autotune`).
+    pub(crate) tunings: crate::autotune::Tunings,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -260,6 +262,7 @@ impl CudaDevice {
             modules: Mutex::new(HashMap::new()),
             hot: std::sync::RwLock::new(HashMap::default()),
             capture: Default::default(),
+            tunings: Default::default(),
             ctx,
             stream,
         })
@@ -506,7 +509,8 @@ impl CudaDevice {
 type CubinMap = HashMap<(String, String), Cell<Arc<[u8]>>>;
 static CUBINS: LazyLock<Mutex<CubinMap>> = LazyLock::new(Default::default);
 
-fn disk_cache() -> Option<&'static DiskCache> {
+/// The process's on-disk cache ([`DiskCache::from_env`], read once).
+pub(crate) fn disk_cache() -> Option<&'static DiskCache> {
     static DISK: OnceLock<Option<DiskCache>> = OnceLock::new();
     DISK.get_or_init(DiskCache::from_env).as_ref()
 }
