@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 mod ast;
+mod autotune;
 mod check;
 mod diag;
 // Explicit while the placeholder `emit_cuda.rs` still sits beside `emit_cuda/`; plain `mod` once it is gone.

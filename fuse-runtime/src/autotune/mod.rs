@@ -25,7 +25,9 @@ pub use saved::Saved;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::spec::KernelSpec;
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock, RwLock};
 
 /// One candidate configuration, as the runtime sees it: the const generics in declaration order
@@ -141,6 +143,19 @@ fn disabled() -> bool {
     })
 }
 
+/// Logs (once per process, not per launch) that autotuned kernels take their first candidate.
+fn log_first_once(spec: &KernelSpec, why: &'static str) {
+    static ON_CPU: AtomicBool = AtomicBool::new(false);
+    static OFF: AtomicBool = AtomicBool::new(false);
+    let logged = if why.contains("CPU") { &ON_CPU } else { &OFF };
+    if !logged.swap(true, Ordering::Relaxed) {
+        log::info!(
+            "fuse autotune: `{}` (and every autotuned kernel) takes its first config {why}",
+            spec.name()
+        );
+    }
+}
+
 /// A GPU's winners: per kernel spec (its address: specs are statics), per key.
 #[derive(Default)]
 pub(crate) struct Tunings {
@@ -190,10 +205,12 @@ pub fn run(
     }
     let Some(cuda) = device.cuda_inner() else {
         // The interpreter's speed says nothing about a GPU's: the first candidate, always.
+        log_first_once(spec, "on the CPU");
         step(Step::Launch(0))?;
         return Ok(0);
     };
     if disabled() {
+        log_first_once(spec, "with FUSE_AUTOTUNE=0");
         step(Step::Launch(0))?;
         return Ok(0);
     }
@@ -210,8 +227,48 @@ pub fn run(
             cuda.description()
         )));
     }
-    let _one_at_a_time = cuda.tunings.tuning.lock().unwrap_or_else(|p| p.into_inner());
-    // Another thread may have tuned it while this one waited.
+    if TUNING_HERE.with(Cell::get) {
+        // The grid closure of a launch being tuned launched another kernel that needs tuning:
+        // waiting for the device's tuning lock would wait for ourselves.
+        return Err(Error::InvalidLaunch(format!(
+            "kernel `{}` would be autotuned while this thread autotunes another kernel on {}: launch it once \
+             outside the other's `grid` closure first",
+            spec.name(),
+            cuda.description()
+        )));
+    }
+    let winner = {
+        let _one_at_a_time = cuda.tunings.tuning.lock().unwrap_or_else(|p| p.into_inner());
+        TUNING_HERE.with(|t| t.set(true));
+        let _reset = ResetOnDrop;
+        winner_for(tuning, spec, device, cuda, key, step)?
+    };
+    step(Step::Launch(winner))?;
+    Ok(winner)
+}
+
+thread_local! {
+    /// Whether this thread is inside [`winner_for`] (holding its device's tuning lock).
+    static TUNING_HERE: Cell<bool> = const { Cell::new(false) };
+}
+
+struct ResetOnDrop;
+impl Drop for ResetOnDrop {
+    fn drop(&mut self) {
+        TUNING_HERE.with(|t| t.set(false));
+    }
+}
+
+/// The winner for `key` once this thread holds the device's tuning lock: from memory (another
+/// thread may have tuned it meanwhile), from disk, or by tuning (then recorded in both).
+fn winner_for(
+    tuning: &Tuning,
+    spec: &'static KernelSpec,
+    device: &Device,
+    cuda: &crate::cuda::CudaDevice,
+    key: &[u64],
+    step: &mut dyn FnMut(Step<'_>) -> Result<()>,
+) -> Result<usize> {
     let winner = match cuda.tunings.get(spec, key) {
         Some(w) => w,
         None => {
@@ -238,7 +295,6 @@ pub fn run(
             w
         }
     };
-    step(Step::Launch(winner))?;
     Ok(winner)
 }
 
