@@ -44,6 +44,9 @@ struct Config {
     num_stages: Option<u32>,
 }
 
+/// Names the launcher (`grid`) and `Config` (`num_warps`, `num_stages`) take for themselves.
+const RESERVED: [&str; 3] = ["grid", "num_warps", "num_stages"];
+
 const USAGE: &str =
     "`#[fused_kernel]` takes no arguments but `autotune(configs = [(NAME = value, .., num_warps = \
                      4, num_stages = 3), ..], key = [param, ..], restore = [param, ..])`";
@@ -122,7 +125,11 @@ fn configs(input: ParseStream) -> syn::Result<(Sp, Vec<RawConfig>)> {
         while !entries.is_empty() {
             let name: Ident = entries.parse()?;
             entries.parse::<Token![=]>()?;
-            let value: LitInt = entries.parse()?;
+            const LITERAL: &str = "a config value must be an integer literal like `1024`, not an expression";
+            let value: LitInt = entries.parse().map_err(|e| syn::Error::new(e.span(), LITERAL))?;
+            if !entries.is_empty() && !entries.peek(Token![,]) {
+                return Err(entries.error(LITERAL));
+            }
             raw.entries.push((name, value));
             if entries.is_empty() {
                 break;
@@ -153,7 +160,7 @@ pub fn resolve(attr: &Attr, f: &KernelFn, diags: &mut Diags) -> Autotune {
     for (name, what) in
         f.consts.iter().map(|c| (c, "const generic")).chain(f.params.iter().map(|p| (&p.name, "parameter")))
     {
-        if ["grid", "num_warps", "num_stages"].iter().any(|r| name == r) {
+        if RESERVED.iter().any(|r| name == r) {
             diags.error_help(
                 Sp::single(name.span()),
                 format!("`{name}` cannot name a {what} of an autotuned kernel: `launch_autotuned` and `Config` use it"),
@@ -178,7 +185,7 @@ pub fn resolve(attr: &Attr, f: &KernelFn, diags: &mut Diags) -> Autotune {
                     match configs.iter().position(|other| *other == c) {
                         Some(j) => diags.error(
                             raw.sp,
-                            format!("this config repeats config {j} (counting from 0): every candidate must differ"),
+                            format!("this config repeats config {j} (`CONFIGS[{j}]`): every candidate must differ"),
                         ),
                         None => configs.push(c),
                     }
@@ -280,7 +287,8 @@ fn config(raw: &RawConfig, f: &KernelFn, const_names: &[String], diags: &mut Dia
         }
     }
     for (name, v) in const_names.iter().zip(&consts) {
-        if v.is_none() && ok {
+        // A const named like a launch option is reported by `resolve`, and such an entry sets the option.
+        if v.is_none() && ok && !RESERVED.contains(&name.as_str()) {
             diags.error(
                 raw.sp,
                 format!("this config does not set the const generic `{name}`: every config gives each one a value"),
@@ -350,7 +358,15 @@ pub fn items(t: &Autotune, l: &Launcher, stub: bool) -> TokenStream2 {
     let kernel = f.name.to_string();
     let usize_t = quote! { ::core::primitive::usize };
     let u32_t = quote! { ::core::primitive::u32 };
-    let const_fields = f.consts.iter().map(|c| {
+    // A name that clashes with the launcher's or `Config`'s own is reported by `resolve`; leaving
+    // it out here keeps the stub free of errors of its own.
+    let reserved = |name: &Ident| RESERVED.iter().any(|r| name == r);
+    let grid = if f.params.iter().any(|p| p.name == "grid") {
+        quote! { __fuse_grid }
+    } else {
+        quote! { grid }
+    };
+    let const_fields = f.consts.iter().filter(|c| !reserved(c)).map(|c| {
         let doc = format!(" The const generic `{c}`.");
         quote! { #[doc = #doc] pub #c: #usize_t, }
     });
@@ -362,7 +378,7 @@ pub fn items(t: &Autotune, l: &Launcher, stub: bool) -> TokenStream2 {
         .configs
         .iter()
         .map(|c| {
-            let fields = f.consts.iter().zip(&c.consts).map(|(n, v)| {
+            let fields = f.consts.iter().zip(&c.consts).filter(|(n, _)| !reserved(n)).map(|(n, v)| {
                 let v = *v as usize;
                 quote! { #n: #v, }
             });
@@ -430,7 +446,7 @@ pub fn items(t: &Autotune, l: &Launcher, stub: bool) -> TokenStream2 {
         #[allow(clippy::too_many_arguments, unused_variables, unused_mut)]
         pub fn launch_autotuned #type_generics (
             device: &::fuse::Device,
-            grid: impl ::core::ops::Fn(&Config) -> ::fuse::Grid,
+            #grid: impl ::core::ops::Fn(&Config) -> ::fuse::Grid,
             #(#params),*
         ) -> ::core::result::Result<Config, ::fuse::Error> {
             #body
