@@ -298,6 +298,17 @@ fn winner_for(
     Ok(winner)
 }
 
+/// Why a candidate was left out, in a line or a few (a compile error's log, not its source).
+fn reason(e: &Error) -> String {
+    match e {
+        Error::Compile { log, .. } => {
+            let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).take(3).collect();
+            format!("NVRTC failed: {}", lines.join(" / "))
+        }
+        other => other.to_string(),
+    }
+}
+
 /// Times every candidate and returns the fastest with its median milliseconds; the `restore`
 /// buffers are back as they were when it returns.
 fn tune(
@@ -324,7 +335,7 @@ fn tune(
         .enumerate()
         .map(|(i, (r, c))| match r {
             Ok(ms) => format!("  config {i} ({}): {ms:.4} ms", c.describe(&const_names)),
-            Err(e) => format!("  config {i} ({}): left out: {e}", c.describe(&const_names)),
+            Err(e) => format!("  config {i} ({}): left out: {}", c.describe(&const_names), reason(e)),
         })
         .collect();
     let best = results
@@ -346,5 +357,69 @@ fn tune(
             "autotuning {what}: every candidate failed:\n{}",
             report.join("\n")
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_words_and_descriptions() {
+        assert_eq!((-1i32).key_word(), u64::MAX);
+        assert_eq!(7u32.key_word(), 7);
+        assert_eq!((-2i64).key_word(), u64::MAX - 1);
+        assert_eq!(1.5f32.key_word(), u64::from(1.5f32.to_bits()));
+        static C: [Candidate; 1] = [Candidate::new(&[1024, 8], Some(4), None)];
+        let t = Tuning::new(&C, &["m", "n"], false);
+        assert_eq!(describe_key(&t, &[(-3i32).key_word(), 5]), "m = -3, n = 5");
+        assert_eq!(describe_key(&t, &[]), "no key");
+        let names = vec!["BLOCK".to_string(), "ROWS".to_string()];
+        assert_eq!(C[0].describe(&names), "BLOCK = 1024, ROWS = 8, num_warps = 4, num_stages = default");
+    }
+
+    #[test]
+    fn a_compile_error_is_reported_by_its_log_alone() {
+        let e = Error::Compile {
+            kernel: "k".into(),
+            log: "k.cu(3): error: bad\n\nmore\n".into(),
+            source: "SECRET".into(),
+        };
+        let r = reason(&e);
+        assert!(r.contains("k.cu(3): error: bad / more") && !r.contains("SECRET"), "{r}");
+    }
+
+    #[test]
+    fn the_cpu_takes_the_first_candidate_without_timing() {
+        use crate::fuse_ir::{DType, Kernel, Param, ParamKind};
+        let k = Kernel {
+            name: "k".into(),
+            consts: vec![],
+            params: vec![Param { name: "n".into(), kind: ParamKind::Scalar(DType::I32) }],
+            vars: vec![],
+            body: vec![],
+        };
+        let json: &'static str = Box::leak(k.to_json().into_boxed_str());
+        let spec: &'static KernelSpec = Box::leak(Box::new(KernelSpec::new("k", "", json, &[])));
+        static C: [Candidate; 2] = [Candidate::new(&[], Some(1), None), Candidate::new(&[], Some(2), None)];
+        let t = Tuning::new(&C, &["n"], true);
+        let mut steps = Vec::new();
+        let w = run(&t, spec, &Device::cpu(), &[3], &mut |s| {
+            steps.push(match s {
+                Step::Launch(i) => format!("launch {i}"),
+                Step::Save(_) => "save".into(),
+                Step::Restore(_) => "restore".into(),
+            });
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((w, steps), (0, vec!["launch 0".to_string()]));
+        // The launch's error is the caller's.
+        let e = run(&t, spec, &Device::cpu(), &[3], &mut |_| Err(Error::InvalidLaunch("boom".into())))
+            .unwrap_err();
+        assert!(e.to_string().contains("boom"));
+        let empty = Tuning::new(&[], &[], false);
+        let e = run(&empty, spec, &Device::cpu(), &[], &mut |_| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("no candidate"), "{e}");
     }
 }

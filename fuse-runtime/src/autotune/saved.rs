@@ -172,3 +172,36 @@ fn copy_on_stream(
         |e| Error::Cuda(format!("copying `{name}` ({len} bytes) for autotuning: {}", crate::cuda::drv(e))),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::DeviceWrite;
+
+    #[test]
+    fn host_buffers_are_put_back() {
+        let d = Device::cpu();
+        let (mut a, mut b) = (vec![1.0f32, 2.0, 3.0], vec![7i32; 5]);
+        let mut saved = Saved::new("k");
+        saved.save(&d, &["a", "b"], &mut [a.kernel_arg_mut(), b.kernel_arg_mut()]).unwrap();
+        a.iter_mut().for_each(|v| *v = -1.0);
+        b[4] = 0;
+        saved.restore(&d, &["a", "b"], &mut [a.kernel_arg_mut(), b.kernel_arg_mut()]).unwrap();
+        assert_eq!((a, b), (vec![1.0, 2.0, 3.0], vec![7; 5]));
+    }
+
+    #[test]
+    fn mismatches_are_errors() {
+        let d = Device::cpu();
+        let mut a = vec![1.0f32; 4];
+        let mut saved = Saved::new("k");
+        let e = saved.save(&d, &["n"], &mut [KernelArg::I32(3)]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("`n`"), "{e}");
+        saved.save(&d, &["a"], &mut [a.kernel_arg_mut()]).unwrap();
+        let mut shorter = vec![1.0f32; 3];
+        let e = saved.restore(&d, &["a"], &mut [shorter.kernel_arg_mut()]).unwrap_err();
+        assert!(e.to_string().contains("12 bytes but 16 were saved"), "{e}");
+        let e = saved.restore(&d, &[], &mut []).unwrap_err();
+        assert!(e.to_string().contains("1 buffers were saved"), "{e}");
+    }
+}
