@@ -529,3 +529,86 @@ fn launch_body(t: &Autotune, l: &Launcher) -> TokenStream2 {
         ::core::result::Result::Ok(CONFIGS[__fuse_winner])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::expand::fused_kernel;
+    use proc_macro2::TokenStream;
+
+    const KERNEL: &str = "pub fn k<const BLOCK: usize>(acc: *mut f32, x: *const f32, n: i32) {
+        let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+        store(acc + offs, load(acc + offs, offs < n) + load(x + offs, offs < n), offs < n);
+    }";
+
+    fn expand(attr: &str, src: &str) -> TokenStream {
+        fused_kernel(attr.parse().unwrap(), src.parse().unwrap())
+    }
+
+    fn errors(out: &TokenStream) -> usize {
+        out.to_string().matches("compile_error").count()
+    }
+
+    #[test]
+    fn a_valid_attribute_adds_the_items() {
+        let out = expand("autotune(configs = [(BLOCK = 256), (BLOCK = 1024, num_warps = 4, num_stages = 2)], key = [n], restore = [acc])", KERNEL);
+        assert_eq!(errors(&out), 0, "{out}");
+        let module: syn::ItemMod = syn::parse2(out.clone()).unwrap();
+        let text = out.to_string();
+        for item in [
+            "pub struct Config",
+            "pub const CONFIGS",
+            "static TUNING",
+            "pub fn launch_autotuned",
+            "pub fn launch",
+        ] {
+            assert!(text.contains(item), "{item} missing: {text}");
+        }
+        assert!(text.contains("self :: launch :: < 1024usize > (device"), "{text}");
+        assert!(text.contains("kernel_arg_mut (& mut * acc)"), "{text}");
+        assert!(text.contains("key_word (n)"), "{text}");
+        assert_eq!(module.ident, "k");
+    }
+
+    #[test]
+    fn generic_kernels_pass_their_type_parameters_in_declaration_order() {
+        let src = "pub fn g<const BLOCK: usize, T: Float>(x: *const T, out: *mut T, n: i32) {
+            let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+            store(out + offs, load(x + offs, offs < n), offs < n);
+        }";
+        let out = expand("autotune(configs = [(BLOCK = 512)])", src);
+        assert_eq!(errors(&out), 0, "{out}");
+        let text = out.to_string();
+        assert!(text.contains("self :: launch :: < 512usize , T > (device"), "{text}");
+        assert!(text.contains("pub fn launch_autotuned < T : :: fuse :: Float > (device"), "{text}");
+        assert!(text.contains("self :: spec :: < T > ()"), "{text}");
+    }
+
+    #[test]
+    fn malformed_attributes_are_errors_never_panics() {
+        for attr in [
+            "autotune",
+            "autotune()",
+            "autotune[]",
+            "autotune(configs)",
+            "autotune(configs = )",
+            "autotune(configs = [()])",
+            "autotune(configs = [(BLOCK)])",
+            "autotune(configs = [(BLOCK = )])",
+            "autotune(configs = [(BLOCK = -4)])",
+            "autotune(configs = [(BLOCK = 99999999999999999999999)])",
+            "autotune(configs = [(BLOCK = 4.0)])",
+            "autotune(configs = [(BLOCK = 4)], key = n)",
+            "autotune(configs = [(BLOCK = 4)], key = [1])",
+            "autotune(configs = [(BLOCK = 4)], configs = [(BLOCK = 8)])",
+            "autotune(configs = [(BLOCK = 4)]) extra",
+            "other(configs = [])",
+            "autotune(configs = [(BLOCK = 4)],,)",
+        ] {
+            let out = expand(attr, KERNEL);
+            assert!(errors(&out) >= 1, "{attr}: no error in {out}");
+            // The module is still there for the call sites.
+            let text = out.to_string();
+            assert!(text.contains("pub mod k"), "{attr}: {text}");
+        }
+    }
+}
