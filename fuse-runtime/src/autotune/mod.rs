@@ -2,9 +2,9 @@
 //! `launch_autotuned` calls.
 //!
 //! A kernel lists candidate configurations (its const generics, `num_warps`, `num_stages`) and
-//! key parameters. The first launch for a new key on a GPU times every candidate ([`bench`]: a
+//! key parameters. The first launch for a new key on a GPU times every candidate (`bench.rs`: a
 //! warm-up, then the median of CUDA-event-timed launches) and launches the fastest; the winner is
-//! kept per device in memory and on disk beside the cubin cache ([`record`]), so later launches
+//! kept per device in memory and on disk beside the cubin cache (`record.rs`), so later launches
 //! and later processes take it at once. A candidate that fails to compile or launch (or reports
 //! an out-of-bounds access) is left out, with its reason logged; if every one fails the launch is
 //! an error naming each reason.
@@ -12,7 +12,7 @@
 //! * On the CPU device, and with `FUSE_AUTOTUNE=0`, the first candidate is taken without timing.
 //! * Timing runs the kernel many times over the launch's own arguments: buffers the kernel
 //!   writes in place must be listed in `restore = [..]` (saved before and put back before every
-//!   timed run and before the real launch, [`Saved`]); any other output is simply written again.
+//!   timed run and before the real launch, [`Saved`](crate::autotune::Saved)); any other output is simply written again.
 //! * The choice is logged through the `log` crate (target `fuse_runtime::autotune`): `info` for
 //!   each tuning and its timings, `debug` for a winner taken from disk.
 
