@@ -10,6 +10,7 @@
 //! only the kernel's own errors.
 
 use crate::ast::{KernelFn, ParamDecl, ParamTy, TypeBound};
+use crate::autotune::{self, Autotune};
 use crate::diag::{Diags, Sp};
 use crate::generic::{self, Generic};
 use crate::{check, emit_cuda, parse};
@@ -19,23 +20,22 @@ use quote::{format_ident, quote, quote_spanned};
 
 pub fn fused_kernel(attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
     let mut diags = Diags::default();
-    if !attr.is_empty() {
-        diags.push(syn::Error::new_spanned(&attr, "`#[fused_kernel]` takes no arguments"));
-    }
+    let tune_attr = autotune::parse_attr(attr, &mut diags);
     let func = match parse_item_fn(&item) {
         Ok(func) => func,
         Err(parse_error) => return not_a_function(item, parse_error, diags),
     };
     if func.sig.generics.type_params().next().is_some() {
-        return generic_kernel(&func, diags);
+        return generic_kernel(&func, diags, tune_attr);
     }
     let kernel_fn = parse::parse_kernel(&func, &mut diags);
     let kernel = check::check_kernel(&kernel_fn, &mut diags);
+    let tune = tune_attr.map(|a| autotune::resolve(&a, &kernel_fn, &mut diags));
     match diags.combined() {
-        None => kernel_module(&kernel_fn, &kernel),
+        None => kernel_module(&kernel_fn, &kernel, tune.as_ref()),
         Some(errors) => {
             let errors = errors.to_compile_error();
-            let stub = stub_module(&kernel_fn);
+            let stub = stub_module(&kernel_fn, tune.as_ref());
             quote! { #errors #stub }
         }
     }
@@ -116,7 +116,7 @@ fn item_head(item: &TokenStream2) -> Sp {
 /// How the generated code spells primitive types: `f32`, or `::core::primitive::f32` inside a
 /// generic kernel's module, where `mod f32` (the `T = f32` instantiation) shadows the type.
 #[derive(Clone, Copy)]
-enum Prim {
+pub(crate) enum Prim {
     Plain,
     Qualified,
 }
@@ -157,7 +157,7 @@ fn launch_arg(p: &ParamDecl, prim: Prim) -> TokenStream2 {
 }
 
 /// A pointer's element type: the type parameter it was written as (`T`), else its own.
-fn elem_type(p: &ParamDecl, elem: DType, prim: Prim) -> TokenStream2 {
+pub(crate) fn elem_type(p: &ParamDecl, elem: DType, prim: Prim) -> TokenStream2 {
     match &p.elem_param {
         Some(t) => quote! { #t },
         None => rust_elem(elem, prim),
@@ -206,7 +206,8 @@ fn spec_items(name: &str, source: &str, ir_json: &str, specs: &[Specialization])
     }
 }
 
-/// The module around `launch`, shared by the real item and the stub.
+/// The module around `launch`, shared by the real item and the stub; with `tune`, the autotuning
+/// items too (and whether they are a stub's).
 fn module(
     f: &KernelFn,
     source: &str,
@@ -214,21 +215,38 @@ fn module(
     specs: &[Specialization],
     generics: TokenStream2,
     body: TokenStream2,
+    tune: Option<(&Autotune, bool)>,
 ) -> TokenStream2 {
     let attrs = &f.attrs;
     let vis = &f.vis;
     let name = &f.name;
     let items = spec_items(&name.to_string(), source, ir_json, specs);
-    let params = f.params.iter().map(|p| {
-        let n = &p.name;
-        let t = launch_type(p, Prim::Plain);
-        quote! { #n: #t }
+    let params: Vec<TokenStream2> = f
+        .params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            let t = launch_type(p, Prim::Plain);
+            quote! { #n: #t }
+        })
+        .collect();
+    let tune_items = tune.map(|(t, stub)| {
+        let launcher = autotune::Launcher {
+            f,
+            type_generics: quote! {},
+            params: params.clone(),
+            spec: quote! { &SPEC },
+            prim: Prim::Plain,
+        };
+        autotune::items(t, &launcher, stub)
     });
     let where_clause = &f.generics.where_clause;
     quote! {
         #(#attrs)*
         #vis mod #name {
             #items
+
+            #tune_items
 
             /// Launches the kernel on `device` over the grid in `config`.
             #[allow(clippy::too_many_arguments, unused_variables)]
@@ -296,7 +314,7 @@ fn dot_dim_asserts(f: &KernelFn, kernel: &Kernel) -> Vec<TokenStream2> {
         .collect()
 }
 
-fn kernel_module(f: &KernelFn, kernel: &Kernel) -> TokenStream2 {
+fn kernel_module(f: &KernelFn, kernel: &Kernel, tune: Option<&Autotune>) -> TokenStream2 {
     let cuda = emit_cuda::emit_cuda(kernel);
     let consts = &f.consts;
     let mut asserts = power_of_two_asserts(f);
@@ -307,25 +325,36 @@ fn kernel_module(f: &KernelFn, kernel: &Kernel) -> TokenStream2 {
         ::fuse::launch(&SPEC, device, config.into(), &[#(#consts as u64),*], &mut [#(#args),*])
     };
     let generics = quote! { <#(const #consts: usize),*> };
-    module(f, &cuda.source, &kernel.to_json(), &cuda.specializations, generics, body)
+    module(
+        f,
+        &cuda.source,
+        &kernel.to_json(),
+        &cuda.specializations,
+        generics,
+        body,
+        tune.map(|t| (t, false)),
+    )
 }
 
-fn stub_module(f: &KernelFn) -> TokenStream2 {
+fn stub_module(f: &KernelFn, tune: Option<&Autotune>) -> TokenStream2 {
     // `ImplGenerics` drops defaults (`const B: usize = 4`), which rustc would reject on a fn with
     // an error of its own, and prints nothing when there are no parameters.
     let (generics, _, _) = f.generics.split_for_impl();
-    module(f, "", "", &[], quote! { #generics }, quote! { ::core::unreachable!() })
+    module(f, "", "", &[], quote! { #generics }, quote! { ::core::unreachable!() }, tune.map(|t| (t, true)))
 }
 
 // ---- generic kernels ----------------------------------------------------------------------------
 
-fn generic_kernel(func: &syn::ItemFn, mut diags: Diags) -> TokenStream2 {
+fn generic_kernel(func: &syn::ItemFn, mut diags: Diags, tune_attr: Option<autotune::Attr>) -> TokenStream2 {
     let g = generic::instantiate(func, &mut diags);
+    // The instantiations share the signature the attribute is checked against.
+    let tune =
+        tune_attr.zip(g.instances.first()).map(|(a, i)| autotune::resolve(&a, &i.kernel_fn, &mut diags));
     match diags.combined() {
-        None => generic_module(&g, false),
+        None => generic_module(&g, false, tune.as_ref()),
         Some(errors) => {
             let errors = errors.to_compile_error();
-            let stub = generic_module(&g, true);
+            let stub = generic_module(&g, true, tune.as_ref());
             quote! { #errors #stub }
         }
     }
@@ -398,7 +427,7 @@ fn instance_module_name(dtypes: &[DType]) -> Ident {
 /// and `SPEC`; `spec::<T, ..>()`, the instantiation for the given element types; and `launch`,
 /// generic over the type parameters and the const generics. As a stub (after an error) the same
 /// items, with empty sources and `unreachable!()` bodies.
-fn generic_module(g: &Generic, stub: bool) -> TokenStream2 {
+fn generic_module(g: &Generic, stub: bool, tune: Option<&Autotune>) -> TokenStream2 {
     // Every instantiation has the same signature but for the pointers' element types, which the
     // launcher names by their type parameters.
     let Some(f) = g.instances.first().map(|i| &i.kernel_fn) else {
@@ -431,10 +460,27 @@ fn generic_module(g: &Generic, stub: bool) -> TokenStream2 {
     let type_generics = generic_params(&f.generics, g, true);
     let generics = generic_params(&f.generics, g, false);
     let type_names = g.type_params.iter().map(|t| &t.name);
-    let params = f.params.iter().map(|p| {
-        let n = &p.name;
-        let t = launch_type(p, Prim::Qualified);
-        quote! { #n: #t }
+    let params: Vec<TokenStream2> = f
+        .params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            let t = launch_type(p, Prim::Qualified);
+            quote! { #n: #t }
+        })
+        .collect();
+    let tune_items = tune.map(|t| {
+        let launcher = autotune::Launcher {
+            f,
+            type_generics: type_generics.clone(),
+            params: params.clone(),
+            spec: {
+                let names = g.type_params.iter().map(|t| &t.name);
+                quote! { self::spec::<#(#names),*>() }
+            },
+            prim: Prim::Qualified,
+        };
+        autotune::items(t, &launcher, stub)
     });
     // A stub keeps a type parameter whose name was rejected (`f16: Float`) as written.
     let lints = if stub {
@@ -471,6 +517,8 @@ fn generic_module(g: &Generic, stub: bool) -> TokenStream2 {
         #(#attrs)*
         #vis mod #name {
             #(#instances)*
+
+            #tune_items
 
             /// The instantiation for the given element types: one of the `SPEC`s above.
             #lints

@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 mod ast;
+mod autotune;
 mod check;
 mod diag;
 // Explicit while the placeholder `emit_cuda.rs` still sits beside `emit_cuda/`; plain `mod` once it is gone.
@@ -39,7 +40,10 @@ mod tests;
 ///
 /// # What it accepts
 ///
-/// `#[fused_kernel]` takes no arguments. It applies to a free `fn` with:
+/// `#[fused_kernel]` takes no arguments but an optional `autotune(configs = [(NAME = value, ..,
+/// num_warps = 4, num_stages = 3), ..], key = [param, ..], restore = [param, ..])`, which adds
+/// `Config`, `CONFIGS` and `launch_autotuned` to the module (README.md, "Autotuning"). It applies
+/// to a free `fn` with:
 /// * **const generics** `const NAME: usize` (no lifetime parameters, defaults or `where`
 ///   clause), typically the block size. Each must be a power of two; that is checked where
 ///   `launch::<N>` is instantiated.

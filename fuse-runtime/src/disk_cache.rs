@@ -5,7 +5,12 @@
 //!
 //! ```text
 //! $FUSE_CACHE_DIR/<64 hex digits>.cubin        (else dirs::cache_dir()/fuse, ~/.cache/fuse on Linux)
+//! $FUSE_CACHE_DIR/<64 hex digits>.tune         (an autotuning record: see `autotune`)
 //! ```
+//!
+//! Both kinds of entry have the format below and the same checks; an autotuning record's payload
+//! is a small JSON document, and its key is hashed from other fields under another domain tag,
+//! so the kinds never share a key.
 //!
 //! # What makes an entry trustworthy
 //! Triton's cache has been bitten by keys that were too weak (a cubin for sm_120 reused on sm_121 gave
@@ -56,8 +61,10 @@ const FORMAT_VERSION: u32 = 1;
 const KEY_LEN: usize = 64;
 /// Bytes before the payload.
 const HEADER_LEN: usize = 8 + 4 + 4 + KEY_LEN + 8 + 32;
-/// Extension of entry files.
+/// Extension of cubin entry files.
 const EXT: &str = "cubin";
+/// Extension of autotuning records.
+pub(crate) const TUNE_EXT: &str = "tune";
 /// Prefix of temporary files (a leading dot keeps them apart from entries).
 const TMP_PREFIX: &str = ".tmp-";
 /// Files larger than this are not read (no cubin comes near it); they are treated as corrupt.
@@ -193,9 +200,9 @@ impl DiskCache {
 
     /// The path of the entry for `key` (a key is 64 lowercase hex digits; anything else has no path, so
     /// no key can name a file outside the cache directory).
-    fn entry_path(&self, key: &str) -> Option<PathBuf> {
+    fn entry_path(&self, key: &str, ext: &str) -> Option<PathBuf> {
         if is_valid_key(key) {
-            Some(self.dir.join(format!("{key}.{EXT}")))
+            Some(self.dir.join(format!("{key}.{ext}")))
         } else {
             None
         }
@@ -205,7 +212,12 @@ impl DiskCache {
     /// corrupt, truncated, foreign or garbage file is logged with `log::warn!`, removed if possible, and
     /// is a miss too (the caller recompiles). Never panics; never returns bytes failing the checksum.
     pub fn load(&self, key: &str) -> Option<Vec<u8>> {
-        let Some(path) = self.entry_path(key) else {
+        self.load_ext(key, EXT)
+    }
+
+    /// [`DiskCache::load`] of an entry of another kind (`TUNE_EXT`).
+    pub(crate) fn load_ext(&self, key: &str, ext: &str) -> Option<Vec<u8>> {
+        let Some(path) = self.entry_path(key, ext) else {
             log::warn!("fuse disk cache: refusing malformed key {key:?}");
             return None;
         };
@@ -264,7 +276,12 @@ impl DiskCache {
     /// directory. Any failure (read-only or full disk, the directory path being a file, ...) is logged
     /// (a warning the first time, debug after) and otherwise ignored.
     pub fn store(&self, key: &str, cubin: &[u8]) {
-        if let Err(e) = self.try_store(key, cubin) {
+        self.store_ext(key, EXT, cubin)
+    }
+
+    /// [`DiskCache::store`] of an entry of another kind (`TUNE_EXT`).
+    pub(crate) fn store_ext(&self, key: &str, ext: &str, cubin: &[u8]) {
+        if let Err(e) = self.try_store(key, ext, cubin) {
             if !self.store_warned.swap(true, Ordering::Relaxed) {
                 log::warn!(
                     "fuse disk cache: cannot store a kernel in {}: {e} (kernels will be recompiled in \
@@ -277,9 +294,9 @@ impl DiskCache {
         }
     }
 
-    fn try_store(&self, key: &str, cubin: &[u8]) -> io::Result<()> {
+    fn try_store(&self, key: &str, ext: &str, cubin: &[u8]) -> io::Result<()> {
         let path = self
-            .entry_path(key)
+            .entry_path(key, ext)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("malformed key {key:?}")))?;
         if cubin.len() as u64 > MAX_ENTRY_LEN - HEADER_LEN as u64 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "cubin too large to cache"));

@@ -64,25 +64,50 @@ impl TryFrom<usize> for Grid {
     }
 }
 
-/// A grid and, optionally, warps per program (default: [`crate::default_num_warps`], more for grids too small to fill the GPU).
+/// A grid and, optionally, warps per program (default: [`crate::default_num_warps`], more for
+/// grids too small to fill the GPU) and pipeline stages (default: [`DEFAULT_NUM_STAGES`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LaunchConfig {
     /// The programs to run.
     pub grid: Grid,
     /// Warps per program; `None` lets the runtime choose ([`crate::default_num_warps`]).
     pub num_warps: Option<u32>,
+    /// Software-pipeline stages of the kernel's tensor-core loops; `None` is
+    /// [`DEFAULT_NUM_STAGES`]. See [`LaunchConfig::num_stages`].
+    pub num_stages: Option<u32>,
 }
 
+/// The pipeline stages of a launch that does not set [`LaunchConfig::num_stages`] (Triton's
+/// default too).
+pub const DEFAULT_NUM_STAGES: u32 = 3;
+
+/// The most pipeline stages a launch may ask for.
+pub const MAX_NUM_STAGES: u32 = 8;
+
 impl LaunchConfig {
-    /// `grid` with the default warps per program.
+    /// `grid` with the default warps per program and pipeline stages.
     pub fn new(grid: impl Into<Grid>) -> LaunchConfig {
-        LaunchConfig { grid: grid.into(), num_warps: None }
+        LaunchConfig { grid: grid.into(), num_warps: None, num_stages: None }
     }
 
     /// Warps (of 32 threads) per program: a power of two in 1..=32.
     pub fn num_warps(mut self, n: u32) -> LaunchConfig {
         self.num_warps = Some(n);
         self
+    }
+
+    /// Software-pipeline stages (1..=[`MAX_NUM_STAGES`]; default [`DEFAULT_NUM_STAGES`]): how
+    /// many tiles of a pipelined loop are in flight at once, each in its own shared-memory
+    /// buffer. The kernel sees it as `FUSE_NUM_STAGES`; kernels without pipelined loops ignore
+    /// it, but each value is still its own compiled variant (it is part of every cache key).
+    pub fn num_stages(mut self, n: u32) -> LaunchConfig {
+        self.num_stages = Some(n);
+        self
+    }
+
+    /// The stages this config launches with: [`LaunchConfig::num_stages`] or the default.
+    pub fn stages(&self) -> u32 {
+        self.num_stages.unwrap_or(DEFAULT_NUM_STAGES)
     }
 }
 
@@ -301,6 +326,17 @@ pub(crate) fn validate_num_warps(n: u32) -> Result<()> {
     }
 }
 
+pub(crate) fn validate_num_stages(n: u32) -> Result<()> {
+    if (1..=MAX_NUM_STAGES).contains(&n) {
+        Ok(())
+    } else {
+        Err(Error::InvalidLaunch(format!(
+            "num_stages must be in 1..={MAX_NUM_STAGES} (pipeline stages of the kernel's loops; default \
+             {DEFAULT_NUM_STAGES}), got {n}"
+        )))
+    }
+}
+
 /// CPU grid limits (the same as CUDA's on current GPUs).
 const CPU_MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
 
@@ -357,7 +393,7 @@ fn check_buffer(
             expected_arg(p)
         )));
     }
-    check_home(k, p, home, device)?;
+    check_home(&k.name, &p.name, home, device)?;
     let limit = match narrow {
         Some(DType::I32) => Some(i32::MAX as u64),
         Some(DType::U32) => Some(u32::MAX as u64),
@@ -377,14 +413,13 @@ fn check_buffer(
     Ok(())
 }
 
-/// Whether memory living at `home` can be used by a launch on `device`.
-fn check_home(k: &Kernel, p: &fuse_ir::Param, home: Home<'_>, device: &Device) -> Result<()> {
+/// Whether memory living at `home` can be used by a launch of `kernel` on `device` (as its
+/// parameter `param`).
+pub(crate) fn check_home(kernel: &str, param: &str, home: Home<'_>, device: &Device) -> Result<()> {
     let wrong = |lives: String| {
         Err(Error::WrongDevice(format!(
-            "kernel `{}` is launched on {} but the memory for `{}` {lives}",
-            k.name,
+            "kernel `{kernel}` is launched on {} but the memory for `{param}` {lives}",
             device.description(),
-            p.name
         )))
     };
     match (home, device.cuda_inner()) {
@@ -407,12 +442,10 @@ fn check_home(k: &Kernel, p: &fuse_ir::Param, home: Home<'_>, device: &Device) -
             }
             if h.tracked && h.object != Arc::as_ptr(&cuda.ctx) as usize {
                 return Err(Error::WrongDevice(format!(
-                    "kernel `{}`: the cudarc memory for `{}` belongs to a `CudaContext` that orders its streams with \
-                     events, and {} is not built on that `CudaContext`: launch on \
+                    "kernel `{kernel}`: the cudarc memory for `{param}` belongs to a `CudaContext` that orders its \
+                     streams with events, and {} is not built on that `CudaContext`: launch on \
                      `Device::from_cudarc(ctx, stream)` with the memory's context so the launch is ordered \
                      with its other users",
-                    k.name,
-                    p.name,
                     device.description()
                 )));
             }
@@ -483,7 +516,8 @@ fn validate_args(
 ///
 /// Everything is validated before anything runs, each failure an `Err` (never a panic): the
 /// const generics (count, powers of two, tile lengths), the grid (non-zero, within the device's
-/// limits), `num_warps` (a power of two in 1..=32), and the arguments (count, kinds, dtypes,
+/// limits), `num_warps` (a power of two in 1..=32), `num_stages` (1..=8, also on the CPU, which
+/// ignores it), and the arguments (count, kinds, dtypes,
 /// mutability, the launching device, lengths reachable by 32-bit offsets).
 ///
 /// On the CPU the interpreter runs to completion and reports an out-of-bounds access at once. On a
@@ -492,7 +526,9 @@ fn validate_args(
 /// it (or takes it from the on-disk cache); later ones take it from memory.
 ///
 /// # Errors
-/// [`Error::InvalidLaunch`] and [`Error::InvalidArgument`] for what fails validation,
+/// [`Error::InvalidLaunch`] and [`Error::InvalidArgument`] for what fails validation (and
+/// `InvalidLaunch` for a kernel that asks for more dynamic shared memory than the GPU gives a block:
+/// docs/DESIGN.md, "Runtime conventions"),
 /// [`Error::WrongDevice`] for memory the device cannot use, [`Error::Compile`] /
 /// [`Error::LibraryNotFound`] when the kernel cannot be compiled, [`Error::OutOfBounds`] from the
 /// CPU interpreter, [`Error::Cuda`] when the driver refuses the launch.
@@ -512,13 +548,16 @@ pub fn launch(
         (None, None) => info.default_num_warps(consts),
     };
     validate_num_warps(num_warps)?;
+    let num_stages = config.stages();
+    validate_num_stages(num_stages)?;
     let max_grid = device.cuda_inner().map_or(CPU_MAX_GRID, |d| d.max_grid);
     validate_grid(config.grid, max_grid, device)?;
     validate_args(k, &info.narrow_index, device, args)?;
     let grid = [config.grid.x, config.grid.y, config.grid.z];
     match device.cuda_inner() {
+        // The interpreter has no warps or pipelines: both only shape the GPU code.
         None => run_cpu(k, consts, grid, args),
-        Some(cuda) => launch_cuda(spec, info, cuda, consts, grid, num_warps, args),
+        Some(cuda) => launch_cuda(spec, info, cuda, consts, grid, (num_warps, num_stages), args),
     }
 }
 
@@ -529,7 +568,7 @@ fn launch_cuda(
     cuda: &CudaDevice,
     consts: &[u64],
     grid: [u32; 3],
-    num_warps: u32,
+    (num_warps, num_stages): (u32, u32),
     args: &mut [KernelArg<'_>],
 ) -> Result<()> {
     let k = &info.kernel;
@@ -575,18 +614,19 @@ fn launch_cuda(
             consts_log2,
             nconsts: consts.len() as u8,
             num_warps,
+            num_stages,
             spec_bits: bits,
         }
     });
     let make_source = || {
         let values: Vec<bool> = (0..specs.len()).map(|i| i < 64 && bits & (1 << i) != 0).collect();
-        full_source_for(k, spec.source(), specs, consts, num_warps, &values)
+        full_source_for(k, spec.source(), specs, consts, (num_warps, num_stages), &values)
     };
     let loaded = if capturing {
         cuda.loaded_function(key, &make_source).ok_or_else(|| {
             Error::InvalidLaunch(format!(
                 "kernel `{}` has not been compiled for this configuration (const generics {consts:?}, {num_warps} \
-                 warps, this launch's specializations) on {}: a graph capture cannot compile or load a module; \
+                 warps, {num_stages} stages, this launch's specializations) on {}: a graph capture cannot compile or load a module; \
                  launch it once with the same arguments before capturing",
                 k.name,
                 cuda.description()
@@ -636,9 +676,20 @@ fn launch_cuda(
             _ => None,
         }));
     }
-    let queued = cuda.launch(&loaded, grid, num_warps, words, capture_stream);
+    let smem = loaded.smem.map_err(|t| {
+        t.error(&k.name, &describe_config(k, consts, num_warps, num_stages), &cuda.description())
+    })?;
+    let queued = cuda.launch(&loaded, grid, num_warps, smem.dynamic, words, capture_stream);
     drop(guards);
     queued
+}
+
+/// `BLOCK = 128, num_warps = 4, num_stages = 3`: a compiled variant, as errors name it.
+pub(crate) fn describe_config(k: &Kernel, consts: &[u64], num_warps: u32, num_stages: u32) -> String {
+    let mut parts: Vec<String> = k.consts.iter().zip(consts).map(|(n, v)| format!("{n} = {v}")).collect();
+    parts.push(format!("num_warps = {num_warps}"));
+    parts.push(format!("num_stages = {num_stages}"));
+    parts.join(", ")
 }
 
 /// A graph keeps the allocations of the fuse buffers it launches on alive; cudarc and host

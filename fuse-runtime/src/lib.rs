@@ -7,11 +7,15 @@
 //!
 //! Environment: `FUSE_DEVICE=cpu` makes [`Device::best`] pick the CPU; `FUSE_NVRTC_PATH` /
 //! `FUSE_LIBCUDA_PATH` name the library file or folder to use instead of searching (see
-//! [`Error::LibraryNotFound`]); `FUSE_CACHE=0` / `FUSE_CACHE_DIR` control the on-disk cubin cache.
+//! [`Error::LibraryNotFound`]); `FUSE_CACHE=0` / `FUSE_CACHE_DIR` control the on-disk cubin cache
+//! (and the autotuning records beside it); `FUSE_AUTOTUNE=0` makes autotuned kernels take their
+//! first candidate without timing.
 #![warn(missing_docs)]
 pub use fuse_ir;
 pub use half;
 
+/// Autotuning: the runtime half of `#[fused_kernel(autotune(..))]`.
+pub mod autotune;
 /// The CPU back end: an interpreter of the checked IR (owned by the CPU work, see docs/DESIGN.md).
 pub mod cpu;
 /// The on-disk cubin cache.
@@ -33,7 +37,10 @@ pub use device::{Buffer, Device};
 pub use element::{Element, Float, Half};
 pub use error::{Error, Result};
 pub use graph::Graph;
-pub use launch::{launch, BufferArg, BufferArgMut, Grid, KernelArg, LaunchConfig, MAX_TILE_LEN};
+pub use launch::{
+    launch, BufferArg, BufferArgMut, Grid, KernelArg, LaunchConfig, DEFAULT_NUM_STAGES, MAX_NUM_STAGES,
+    MAX_TILE_LEN,
+};
 pub use memory::{BufferView, BufferViewMut, DeviceRead, DeviceWrite};
 pub use spec::{default_num_warps, KernelSpec};
 

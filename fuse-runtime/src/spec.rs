@@ -221,12 +221,34 @@ impl KernelSpec {
     }
 
     /// The source NVRTC compiles: `#define <CONST> <value>` per const generic,
-    /// `#define FUSE_NUM_WARPS <n>`, one `#define FUSE_ALIGN16_<p>`/`FUSE_DIV16_<p>` per
-    /// specialization (`spec_values[i]` for the i-th, missing values are 0), then the source.
-    /// If the IR cannot be read the result holds an `#error` line saying so (NVRTC reports it).
+    /// `#define FUSE_NUM_WARPS <n>`, `#define FUSE_NUM_STAGES <DEFAULT_NUM_STAGES>`, one
+    /// `#define FUSE_ALIGN16_<p>`/`FUSE_DIV16_<p>` per specialization (`spec_values[i]` for the
+    /// i-th, missing values are 0), then the source. If the IR cannot be read the result holds an
+    /// `#error` line saying so (NVRTC reports it). [`KernelSpec::full_source_staged`] sets the
+    /// stages.
+    ///
+    /// [`DEFAULT_NUM_STAGES`]: crate::DEFAULT_NUM_STAGES
     pub fn full_source(&self, consts: &[u64], num_warps: u32, spec_values: &[bool]) -> String {
+        self.full_source_staged(consts, num_warps, crate::DEFAULT_NUM_STAGES, spec_values)
+    }
+
+    /// [`KernelSpec::full_source`] with `#define FUSE_NUM_STAGES <num_stages>`.
+    pub fn full_source_staged(
+        &self,
+        consts: &[u64],
+        num_warps: u32,
+        num_stages: u32,
+        spec_values: &[bool],
+    ) -> String {
         match self.kernel() {
-            Ok(k) => full_source_for(k, self.source, self.specializations, consts, num_warps, spec_values),
+            Ok(k) => full_source_for(
+                k,
+                self.source,
+                self.specializations,
+                consts,
+                (num_warps, num_stages),
+                spec_values,
+            ),
             Err(e) => {
                 format!("#error \"fuse: {}\"\n{}", e.to_string().replace(['"', '\n'], "'"), self.source)
             }
@@ -239,7 +261,8 @@ impl KernelSpec {
     /// in-process and on-disk caches.
     ///
     /// `consts` are the const generic values in declaration order; `num_warps` a power of two in
-    /// `1..=32` (see [`default_num_warps`]).
+    /// `1..=32` (see [`default_num_warps`]); the pipeline stages are the default
+    /// ([`KernelSpec::compile_for_arch_staged`] takes them).
     ///
     /// # Errors
     /// As [`KernelSpec::compile_for_arch_with`].
@@ -268,10 +291,28 @@ impl KernelSpec {
         num_warps: u32,
         spec_values: &[bool],
     ) -> Result<Vec<u8>> {
+        self.compile_for_arch_staged(arch, consts, num_warps, crate::DEFAULT_NUM_STAGES, spec_values)
+    }
+
+    /// [`KernelSpec::compile_for_arch_with`] for `num_stages` pipeline stages (1..=8; the
+    /// methods without it use [`DEFAULT_NUM_STAGES`](crate::DEFAULT_NUM_STAGES)).
+    ///
+    /// # Errors
+    /// As [`KernelSpec::compile_for_arch_with`], and [`Error::InvalidLaunch`] if `num_stages`
+    /// is outside `1..=8`.
+    pub fn compile_for_arch_staged(
+        &self,
+        arch: &str,
+        consts: &[u64],
+        num_warps: u32,
+        num_stages: u32,
+        spec_values: &[bool],
+    ) -> Result<Vec<u8>> {
         crate::cuda::nvrtc::validate_arch(arch)?;
         let info = self.info()?;
         crate::launch::validate_consts(&info.kernel, consts)?;
         crate::launch::validate_num_warps(num_warps)?;
+        crate::launch::validate_num_stages(num_stages)?;
         if spec_values.len() != self.specializations.len() {
             return Err(Error::InvalidArgument(format!(
                 "kernel `{}` has {} specializations but {} values were given",
@@ -280,7 +321,7 @@ impl KernelSpec {
                 spec_values.len()
             )));
         }
-        let source = self.full_source(consts, num_warps, spec_values);
+        let source = self.full_source_staged(consts, num_warps, num_stages, spec_values);
         crate::cuda::cubin(self.name, &source, arch).map(|c| c.to_vec())
     }
 
@@ -290,26 +331,52 @@ impl KernelSpec {
     /// take both values and any further ones only 1 (at most 64 variants). A GPU launch without
     /// `num_warps` on a grid too small to fill the GPU may pick more warps than [`default_num_warps`]
     /// (see [`LaunchConfig`](crate::LaunchConfig)), a variant that this call with `None` does not
-    /// compile. On the CPU only the arguments are checked.
+    /// compile. Compiles for the default pipeline stages ([`KernelSpec::compile_staged`] takes
+    /// them). On the CPU only the arguments are checked.
     ///
     /// # Errors
     /// * [`Error::InvalidKernel`] as for [`KernelSpec::kernel`];
     /// * [`Error::InvalidLaunch`] if `consts` or `num_warps` does not fit, as for
     ///   [`KernelSpec::compile_for_arch_with`];
     /// * on a GPU, [`Error::LibraryNotFound`], [`Error::Compile`] or [`Error::Cuda`] if compiling
-    ///   fails, and [`Error::Cuda`] if the driver refuses to load the cubin.
+    ///   fails, [`Error::Cuda`] if the driver refuses to load the cubin, and
+    ///   [`Error::InvalidLaunch`] if the kernel asks for more shared memory than the GPU gives a
+    ///   block (docs/DESIGN.md, "Runtime conventions").
     pub fn compile(&self, device: &crate::Device, consts: &[u64], num_warps: Option<u32>) -> Result<()> {
+        self.compile_staged(device, consts, num_warps, None)
+    }
+
+    /// [`KernelSpec::compile`] for `num_stages` pipeline stages (`None`:
+    /// [`DEFAULT_NUM_STAGES`](crate::DEFAULT_NUM_STAGES), what a launch without
+    /// [`LaunchConfig::num_stages`](crate::LaunchConfig::num_stages) uses).
+    ///
+    /// # Errors
+    /// As [`KernelSpec::compile`], and [`Error::InvalidLaunch`] if `num_stages` is outside
+    /// `1..=8`.
+    pub fn compile_staged(
+        &self,
+        device: &crate::Device,
+        consts: &[u64],
+        num_warps: Option<u32>,
+        num_stages: Option<u32>,
+    ) -> Result<()> {
         let info = self.info()?;
         crate::launch::validate_consts(&info.kernel, consts)?;
         let num_warps = num_warps.unwrap_or_else(|| info.default_num_warps(consts));
         crate::launch::validate_num_warps(num_warps)?;
+        let num_stages = num_stages.unwrap_or(crate::DEFAULT_NUM_STAGES);
+        crate::launch::validate_num_stages(num_stages)?;
         let Some(cuda) = device.cuda_inner() else { return Ok(()) };
         let n = self.specializations.len().min(6); // 64 variants at most; the rest stay 1
         for bits in 0u32..(1 << n) {
             let values: Vec<bool> =
                 (0..self.specializations.len()).map(|i| i >= n || bits & (1 << i) != 0).collect();
-            let source = self.full_source(consts, num_warps, &values);
-            cuda.load_source(self.name, &info.kernel, &source)?;
+            let source = self.full_source_staged(consts, num_warps, num_stages, &values);
+            let loaded = cuda.load_source(self.name, &info.kernel, &source)?;
+            if let Err(t) = loaded.smem {
+                let config = crate::launch::describe_config(&info.kernel, consts, num_warps, num_stages);
+                return Err(t.error(self.name, &config, &cuda.description()));
+            }
         }
         Ok(())
     }
@@ -321,14 +388,15 @@ pub(crate) fn full_source_for(
     source: &str,
     specs: &[Specialization],
     consts: &[u64],
-    num_warps: u32,
+    (num_warps, num_stages): (u32, u32),
     spec_values: &[bool],
 ) -> String {
-    let mut s = String::with_capacity(source.len() + 64 + 32 * (consts.len() + specs.len()));
+    let mut s = String::with_capacity(source.len() + 96 + 32 * (consts.len() + specs.len()));
     for (i, name) in k.consts.iter().enumerate() {
         let _ = writeln!(s, "#define {name} {}", consts.get(i).copied().unwrap_or(0));
     }
     let _ = writeln!(s, "#define FUSE_NUM_WARPS {num_warps}");
+    let _ = writeln!(s, "#define FUSE_NUM_STAGES {num_stages}");
     for (i, sp) in specs.iter().enumerate() {
         let named = match *sp {
             Specialization::Align16(p) | Specialization::Div16(p) => (p as usize) < k.params.len(),
@@ -369,6 +437,15 @@ pub(crate) fn full_source_for(
 ///   4 warps 2926–2971 over three calls); 4-byte ones `clamp(L / 256, 1, 8)` up to 2048 wide
 ///   (Triton's rule) and 16 warps from 4096.
 ///
+/// A kernel that reduces a 2-D tile along an axis (`x.sum(1)`, `x.max(0)`, `argmax(x, 1)`)
+/// takes the reduction rules above on its largest tile, all of whose rows a program holds at once,
+/// but at most 8 elements per thread (`L / 256` warps, up to 16): the rows stay live in
+/// registers across the reductions together with their per-row results and column-broadcast
+/// operands, and a row reduction costs the same shuffles however many warps hold the rows (a
+/// row spans `C / VEC` threads either way). The 1-D rules' 16–32 elements per thread put such
+/// a kernel on one warp at 255 registers a thread (qk_norm_rope's `[8, 128]` f16 tile, which ran
+/// twice as fast on 4 warps, docs/PERF.md, issue 14).
+///
 /// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
     num_warps_for(kernel.tile_lens().iter().filter_map(|l| l.eval(consts)).max(), WarpShape::of(kernel))
@@ -377,7 +454,10 @@ pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
 /// The features of a kernel that its default `num_warps` depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WarpShape {
+    /// Some tile is reduced (to a scalar or along an axis).
     reduces: bool,
+    /// Some 2-D tile is reduced along an axis.
+    axis_reduces: bool,
     tile_loads: usize,
     /// Some tile load has 1- or 2-byte elements.
     narrow: bool,
@@ -387,9 +467,18 @@ pub(crate) struct WarpShape {
 
 impl WarpShape {
     fn of(kernel: &Kernel) -> WarpShape {
-        let mut shape = WarpShape { reduces: false, tile_loads: 0, narrow: false, math: false };
+        let mut shape =
+            WarpShape { reduces: false, axis_reduces: false, tile_loads: 0, narrow: false, math: false };
         kernel.visit_stmts(&mut |s| match s {
-            Stmt::Assign { expr: Expr::Reduce(..), .. } => shape.reduces = true,
+            Stmt::Assign { expr: Expr::Reduce(..) | Expr::ArgReduce { axis: None, .. }, .. } => {
+                shape.reduces = true
+            }
+            Stmt::Assign {
+                expr: Expr::ReduceAxis { .. } | Expr::ArgReduce { axis: Some(_), .. }, ..
+            } => {
+                shape.reduces = true;
+                shape.axis_reduces = true;
+            }
             Stmt::Assign { dst, expr: Expr::Load { .. } } if !kernel.ty(*dst).shape.is_scalar() => {
                 shape.tile_loads += 1;
                 shape.narrow |= kernel.ty(*dst).dtype.size_bytes() <= 2;
@@ -422,6 +511,7 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
         _ if l >= 4096 => 16,
         _ => (l / 256).clamp(1, 8),
     };
+    let w = if shape.axis_reduces { w.max((l / 256).clamp(1, 16)) } else { w };
     w.min((l / 32).max(1)) as u32
 }
 
@@ -429,13 +519,25 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
 mod tests {
     use super::{num_warps_for, WarpShape};
 
-    const ELEMENTWISE: WarpShape = WarpShape { reduces: false, tile_loads: 3, narrow: false, math: false };
-    const DROPOUT: WarpShape = WarpShape { reduces: false, tile_loads: 2, narrow: true, math: true };
-    const DROPOUT_F32: WarpShape = WarpShape { reduces: false, tile_loads: 2, narrow: false, math: true };
-    const SOFTMAX: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrow: false, math: true };
-    const SOFTMAX_F16: WarpShape = WarpShape { reduces: true, tile_loads: 1, narrow: true, math: true };
-    const LAYERNORM: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrow: false, math: false };
-    const LAYERNORM_F16: WarpShape = WarpShape { reduces: true, tile_loads: 3, narrow: true, math: false };
+    const fn shape(reduces: bool, tile_loads: usize, narrow: bool, math: bool) -> WarpShape {
+        WarpShape { reduces, axis_reduces: false, tile_loads, narrow, math }
+    }
+    const fn rows(s: WarpShape) -> WarpShape {
+        WarpShape { reduces: true, axis_reduces: true, ..s }
+    }
+    const ELEMENTWISE: WarpShape = shape(false, 3, false, false);
+    const DROPOUT: WarpShape = shape(false, 2, true, true);
+    const DROPOUT_F32: WarpShape = shape(false, 2, false, true);
+    const SOFTMAX: WarpShape = shape(true, 1, false, true);
+    const SOFTMAX_F16: WarpShape = shape(true, 1, true, true);
+    const LAYERNORM: WarpShape = shape(true, 3, false, false);
+    const LAYERNORM_F16: WarpShape = shape(true, 3, true, false);
+    // The same with axis reductions of 2-D tiles; QK_NORM_ROPE's loads: x, its partner, the two
+    // weights, cos and sin.
+    const SOFTMAX_ROWS: WarpShape = rows(SOFTMAX);
+    const SOFTMAX_ROWS_F16: WarpShape = rows(SOFTMAX_F16);
+    const LAYERNORM_ROWS_F16: WarpShape = rows(LAYERNORM_F16);
+    const QK_NORM_ROPE_F16: WarpShape = rows(shape(true, 6, true, true));
 
     #[test]
     fn num_warps_elementwise() {
@@ -476,6 +578,29 @@ mod tests {
     }
 
     #[test]
+    fn axis_reductions_keep_at_most_8_elements_per_thread() {
+        // qk_norm_rope's [8, 128] f16 tile: 4 warps (the 1-D rule gave 1: 255 registers a thread).
+        assert_eq!(num_warps_for(Some(1024), QK_NORM_ROPE_F16), 4);
+        assert_eq!(num_warps_for(Some(1024), rows(LAYERNORM_F16)), 4);
+        // The rows kernels' [ROWS, BLOCK] tiles of 2048 lanes.
+        for shape in [SOFTMAX_ROWS, SOFTMAX_ROWS_F16, LAYERNORM_ROWS_F16, rows(LAYERNORM)] {
+            assert_eq!(num_warps_for(Some(2048), shape), 8, "{shape:?}");
+        }
+        // Never fewer than the 1-D rules give, at most 16, never more than L / 32.
+        assert_eq!(num_warps_for(Some(8192), SOFTMAX_ROWS), 16);
+        assert_eq!(num_warps_for(Some(1 << 16), LAYERNORM_ROWS_F16), 16);
+        assert_eq!(num_warps_for(Some(512), QK_NORM_ROPE_F16), 2);
+        assert_eq!(num_warps_for(Some(16), SOFTMAX_ROWS), 1);
+        for l in (0..20).map(|i| 1u64 << i) {
+            for s in [SOFTMAX, SOFTMAX_F16, LAYERNORM, LAYERNORM_F16] {
+                let (one_d, two_d) = (num_warps_for(Some(l), s), num_warps_for(Some(l), rows(s)));
+                assert!(two_d >= one_d, "L = {l} {s:?}: {two_d} < {one_d}");
+                assert!(u64::from(two_d) * 256 >= l.min(16 * 256), "L = {l} {s:?}: {two_d} warps");
+            }
+        }
+    }
+
+    #[test]
     fn small_grids_get_more_warps_while_threads_keep_8_elements() {
         use super::fill_gpu;
         assert_eq!(fill_gpu(1, 1024, 4096, 132), 4, "f16 LayerNorm 4096x1024 on 132 SMs");
@@ -488,7 +613,16 @@ mod tests {
     #[test]
     fn num_warps_is_always_a_power_of_two_in_range() {
         for l in (0..20).map(|i| 1u64 << i) {
-            for shape in [ELEMENTWISE, DROPOUT, SOFTMAX, SOFTMAX_F16, LAYERNORM, LAYERNORM_F16] {
+            for shape in [
+                ELEMENTWISE,
+                DROPOUT,
+                SOFTMAX,
+                SOFTMAX_F16,
+                LAYERNORM,
+                LAYERNORM_F16,
+                SOFTMAX_ROWS,
+                QK_NORM_ROPE_F16,
+            ] {
                 let w = num_warps_for(Some(l), shape);
                 assert!(
                     w.is_power_of_two() && (1..=32).contains(&w) && u64::from(w) * 32 <= l.max(32),

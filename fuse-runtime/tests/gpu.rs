@@ -5,7 +5,7 @@ mod common;
 mod harness;
 
 use common::*;
-use fuse_runtime::{launch, Device, Error, KernelArg, LaunchConfig};
+use fuse_runtime::{launch, Device, Error, KernelArg, KernelSpec, LaunchConfig};
 
 fn run_add_one(d: &Device, n: usize, block: u64) -> Vec<f32> {
     let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.25 - 7.0).collect();
@@ -189,6 +189,96 @@ fn specializations_pick_the_variant(d: &Device) {
     }
 }
 
+/// The device's shared memory per block with opt-in.
+fn smem_opt_in(d: &Device) -> u64 {
+    use fuse_runtime::cudarc::driver::sys::CUdevice_attribute;
+    let ctx = d.cudarc_context().unwrap();
+    ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).unwrap() as u64
+}
+
+fn run_smem_reverse(
+    d: &Device,
+    spec: &'static KernelSpec,
+    stages: u32,
+    x: &[f32],
+    words: usize,
+) -> Result<Vec<f32>, Error> {
+    let xb = d.upload(x).unwrap();
+    let mut out = d.upload(&vec![f32::NAN; x.len()]).unwrap();
+    let config = LaunchConfig::new(x.len().div_ceil(words) as u32).num_warps(8).num_stages(stages);
+    launch(spec, d, config, &[], &mut [(&xb).into(), (&mut out).into(), (x.len() as i32).into()])?;
+    out.to_vec()
+}
+
+/// Kernels under the dynamic shared memory contract launch with what they ask for: 25 KiB
+/// (within the default 48), 50, 100 and 200 KiB (opted in), as far as the device allows; past
+/// its limit the launch is an error. Each stage count is its own module and request.
+fn dynamic_shared_memory_round_trips(d: &Device) {
+    let limit = smem_opt_in(d);
+    println!("{}: {limit} bytes of shared memory per block with opt-in", d.description());
+    let n = 1_000_003usize;
+    let x: Vec<f32> = (0..n).map(|i| (i % 977) as f32 - 400.0).collect();
+    for decl in ["__device__", "__constant__"] {
+        let spec = smem_reverse_spec(decl, "FUSE_NUM_STAGES * 25600u");
+        for stages in [1u32, 2, 4, 8] {
+            let words = stages as usize * 6400;
+            let got = run_smem_reverse(d, spec, stages, &x, words);
+            if (words * 4) as u64 <= limit {
+                let got = got.unwrap_or_else(|e| panic!("{decl}, {stages} stages: {e}"));
+                assert!(got == smem_reverse_expected(&x, words), "{decl}, {stages} stages: wrong result");
+            } else {
+                let e = got.unwrap_err();
+                assert!(matches!(e, Error::InvalidLaunch(_)), "{e}");
+            }
+        }
+    }
+}
+
+/// A graph replays a kernel with its dynamic shared memory.
+fn dynamic_shared_memory_in_a_graph(d: &Device) {
+    let spec = smem_reverse_spec("__device__", "102400u");
+    let words = 25600;
+    let n = 3 * words + 17;
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let xb = d.upload(&x).unwrap();
+    let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+    let config = LaunchConfig::new(n.div_ceil(words) as u32).num_warps(4);
+    let args = |out: &mut fuse_runtime::Buffer<f32>| {
+        launch(spec, d, config, &[], &mut [(&xb).into(), out.into(), (n as i32).into()])
+    };
+    args(&mut out).unwrap(); // loads it: a capture cannot
+    out.copy_from_host(&vec![f32::NAN; n]).unwrap();
+    let graph = d.capture(|| args(&mut out)).unwrap();
+    graph.launch().unwrap();
+    drop(graph);
+    assert!(out.to_vec().unwrap() == smem_reverse_expected(&x, words), "the graph's replay is wrong");
+}
+
+/// More than the device gives a block: a precise error at the launch (and at `compile`), and the
+/// device stays usable.
+fn dynamic_shared_memory_past_the_limit_is_an_error(d: &Device) {
+    let limit = smem_opt_in(d);
+    let spec = smem_reverse_spec("__device__", "1048576u");
+    let x = vec![1.0f32; 1000];
+    let e = run_smem_reverse(d, spec, 5, &x, 1 << 18).unwrap_err();
+    let s = e.to_string();
+    println!("{s}");
+    assert!(matches!(e, Error::InvalidLaunch(_)), "{s}");
+    for part in [
+        "kernel `smem_reverse`".to_string(),
+        "num_warps = 8, num_stages = 5".into(),
+        "1048576 bytes".into(),
+        format!("at most {limit} bytes"),
+        d.description(),
+        "lower num_stages or the block sizes".into(),
+    ] {
+        assert!(s.contains(&part), "{part:?} missing from: {s}");
+    }
+    let e = spec.compile_staged(d, &[], Some(8), Some(5)).unwrap_err();
+    assert!(e.to_string().contains("1048576 bytes"), "{e}");
+    run_add_one(d, 1000, 256);
+}
+
 fn main() {
     harness::run(harness::gpu_trials(vec![
         ("upload_launch_read_back", upload_launch_read_back),
@@ -198,5 +288,11 @@ fn main() {
         ("hot_path_repeated_launches_stay_correct", hot_path_repeated_launches_stay_correct),
         ("many_threads_one_compile", many_threads_one_compile),
         ("specializations_pick_the_variant", specializations_pick_the_variant),
+        ("dynamic_shared_memory_round_trips", dynamic_shared_memory_round_trips),
+        ("dynamic_shared_memory_in_a_graph", dynamic_shared_memory_in_a_graph),
+        (
+            "dynamic_shared_memory_past_the_limit_is_an_error",
+            dynamic_shared_memory_past_the_limit_is_an_error,
+        ),
     ]))
 }

@@ -27,6 +27,52 @@ fn compile_for_arch_gives_cubins() {
     );
 }
 
+/// Two stage counts never share a cubin: the define is in the full source, which keys the
+/// in-memory and on-disk caches.
+fn num_stages_is_its_own_variant() {
+    let src: &'static str =
+        Box::leak(ADD_ONE_SOURCE.replace("v + 1.0f", "v + (float)FUSE_NUM_STAGES").into_boxed_str());
+    let spec = leak_spec(
+        "add_one",
+        src,
+        &add_one_ir("add_one", fuse_runtime::fuse_ir::DType::F32, fuse_runtime::fuse_ir::DType::I32),
+    );
+    let two = spec.compile_for_arch_staged("sm_90", &[256], 4, 2, &[]).unwrap();
+    let three = spec.compile_for_arch_staged("sm_90", &[256], 4, 3, &[]).unwrap();
+    assert!(is_elf(&two) && is_elf(&three));
+    assert_ne!(two, three, "2 and 3 stages gave the same cubin");
+    // The methods without stages take the default, 3.
+    assert_eq!(spec.compile_for_arch("sm_90", &[256], 4).unwrap(), three);
+    let key = |stages| {
+        fuse_runtime::disk_cache::DiskCache::key(
+            &spec.full_source_staged(&[256], 4, stages, &[]),
+            "sm_90",
+            &[],
+            (13, 0),
+        )
+    };
+    assert_ne!(key(2), key(3));
+}
+
+/// The contract's symbol survives NVRTC (where `cuModuleGetGlobal` finds it), declared either
+/// way the contract allows, holding its expression of the defines evaluated for the variant.
+fn dynamic_smem_symbol_is_kept_in_the_cubin() {
+    for decl in ["__device__", "__constant__"] {
+        let spec = smem_reverse_spec(decl, "FUSE_NUM_STAGES * 25600u");
+        for stages in [1u32, 4, 8] {
+            let cubin = spec
+                .compile_for_arch_staged("sm_90", &[], 8, stages, &[])
+                .unwrap_or_else(|e| panic!("{decl}: {e}"));
+            let value = elf_symbol_bytes(&cubin, "fuse_dynamic_smem_bytes")
+                .unwrap_or_else(|| panic!("{decl}: no `fuse_dynamic_smem_bytes` with data in the cubin"));
+            assert_eq!(value, (stages * 25600).to_le_bytes(), "{decl}, {stages} stages");
+        }
+    }
+    // The parser finds nothing where there is nothing (so the check above can fail).
+    let plain = add_one_spec().compile_for_arch("sm_90", &[256], 4).unwrap();
+    assert_eq!(elf_symbol_bytes(&plain, "fuse_dynamic_smem_bytes"), None);
+}
+
 fn compile_for_arch_validates_first() {
     let spec = add_one_spec();
     let e = spec.compile_for_arch("90", &[1024], 4).unwrap_err();
@@ -59,9 +105,9 @@ fn compile_error_carries_the_log_and_the_numbered_source() {
     assert!(log.contains("undefined_name"), "log: {log}");
     assert!(source.contains("#define FUSE_NUM_WARPS 1"), "{source}");
     let shown = e.to_string();
-    // The log's line number matches the numbered source (the #define is line 1).
-    assert!(log.contains("(3)"), "log: {log}");
-    assert!(shown.contains("3 |     out[0] = undefined_name;"), "{shown}");
+    // The log's line number matches the numbered source (the #defines are lines 1 and 2).
+    assert!(log.contains("(4)"), "log: {log}");
+    assert!(shown.contains("4 |     out[0] = undefined_name;"), "{shown}");
     println!("{shown}");
 }
 
@@ -95,6 +141,8 @@ fn main() {
         vec![harness::trial("compile_for_arch_validates_first", compile_for_arch_validates_first)];
     trials.extend(harness::nvrtc_trials(vec![
         ("compile_for_arch_gives_cubins", compile_for_arch_gives_cubins),
+        ("num_stages_is_its_own_variant", num_stages_is_its_own_variant),
+        ("dynamic_smem_symbol_is_kept_in_the_cubin", dynamic_smem_symbol_is_kept_in_the_cubin),
         (
             "compile_error_carries_the_log_and_the_numbered_source",
             compile_error_carries_the_log_and_the_numbered_source,

@@ -21,11 +21,14 @@ fn grid_conversions() {
     assert_eq!(Grid::new(2, 3, 4).count(), 24);
 
     let c: LaunchConfig = 8u32.into();
-    assert_eq!(c, LaunchConfig { grid: Grid::from(8u32), num_warps: None });
+    assert_eq!(c, LaunchConfig { grid: Grid::from(8u32), num_warps: None, num_stages: None });
+    assert_eq!(c.stages(), fuse_runtime::DEFAULT_NUM_STAGES);
     let c: LaunchConfig = (8u32, 2u32).into();
     assert_eq!(c.grid, Grid::new(8, 2, 1));
     let c = LaunchConfig::new((1u32, 2u32, 3u32)).num_warps(8);
-    assert_eq!(c, LaunchConfig { grid: Grid::new(1, 2, 3), num_warps: Some(8) });
+    assert_eq!(c, LaunchConfig { grid: Grid::new(1, 2, 3), num_warps: Some(8), num_stages: None });
+    let c = c.num_stages(5);
+    assert_eq!((c.num_stages, c.stages()), (Some(5), 5));
     let c: LaunchConfig = Grid::new(4, 1, 1).into();
     assert_eq!(c.grid.x, 4);
 }
@@ -69,6 +72,37 @@ fn bad_grid_and_num_warps() {
             "{e}"
         );
     }
+}
+
+#[test]
+fn num_stages_is_validated_on_the_cpu_too_and_otherwise_ignored_there() {
+    let d = Device::cpu();
+    let x = d.upload(&[1.0f32; 8]).unwrap();
+    let mut out = d.zeros::<f32>(8).unwrap();
+    let spec = add_one_spec();
+    for bad in [0u32, 9, 100] {
+        let e = err_of(launch(
+            spec,
+            &d,
+            LaunchConfig::new(2u32).num_stages(bad),
+            &[4],
+            &mut add_one_args(&x, &mut out, 8),
+        ));
+        assert!(matches!(e, Error::InvalidLaunch(_)), "{e}");
+        assert!(e.to_string().contains("num_stages must be in 1..=8"), "{e}");
+        assert!(e.to_string().ends_with(&format!("got {bad}")), "{e}");
+    }
+    for good in 1..=fuse_runtime::MAX_NUM_STAGES {
+        out.copy_from_host(&[0.0; 8]).unwrap();
+        launch(spec, &d, LaunchConfig::new(2u32).num_stages(good), &[4], &mut add_one_args(&x, &mut out, 8))
+            .unwrap();
+        assert_eq!(out.to_vec().unwrap(), vec![2.0f32; 8], "num_stages {good}");
+    }
+    // compile/compile_for_arch validate it before touching NVRTC.
+    let e = spec.compile_staged(&d, &[4], None, Some(0)).unwrap_err();
+    assert!(e.to_string().contains("num_stages must be in 1..=8"), "{e}");
+    let e = spec.compile_for_arch_staged("sm_90", &[4], 4, 9, &[]).unwrap_err();
+    assert!(e.to_string().contains("num_stages must be in 1..=8") && e.to_string().ends_with("got 9"), "{e}");
 }
 
 #[test]
@@ -171,7 +205,12 @@ fn invalid_ir_is_an_error_not_a_panic() {
 fn full_source_defines() {
     let spec = add_one_spec();
     let s = spec.full_source(&[256], 4, &[]);
-    assert!(s.starts_with("#define BLOCK 256\n#define FUSE_NUM_WARPS 4\nextern \"C\""), "{s}");
+    assert!(
+        s.starts_with("#define BLOCK 256\n#define FUSE_NUM_WARPS 4\n#define FUSE_NUM_STAGES 3\nextern \"C\""),
+        "{s}"
+    );
+    let s = spec.full_source_staged(&[256], 4, 5, &[]);
+    assert!(s.starts_with("#define BLOCK 256\n#define FUSE_NUM_WARPS 4\n#define FUSE_NUM_STAGES 5\n"), "{s}");
 }
 
 #[test]
@@ -180,7 +219,7 @@ fn full_source_specialization_defines() {
     let s = spec.full_source(&[256], 2, &[true, false]);
     assert!(
         s.starts_with(
-            "#define BLOCK 256\n#define FUSE_NUM_WARPS 2\n#define FUSE_DIV16_n 1\n#define FUSE_ALIGN16_x 0\n"
+            "#define BLOCK 256\n#define FUSE_NUM_WARPS 2\n#define FUSE_NUM_STAGES 3\n#define FUSE_DIV16_n 1\n#define FUSE_ALIGN16_x 0\n"
         ),
         "{s}"
     );

@@ -7,6 +7,7 @@
 pub(crate) mod capture;
 pub(crate) mod libs;
 pub(crate) mod nvrtc;
+pub(crate) mod smem;
 
 use crate::disk_cache::DiskCache;
 use crate::error::{Error, Result};
@@ -72,6 +73,8 @@ pub(crate) struct Loaded {
     pub(crate) func: CudaFunction,
     /// Device address of this kernel's two error words.
     pub(crate) err_ptr: u64,
+    /// Its dynamic shared memory (`smem.rs`), or why this device cannot launch it.
+    pub(crate) smem: std::result::Result<smem::SmemPlan, smem::TooLarge>,
 }
 
 /// FxHash (rustc's): a multiply-rotate hash, plenty for the small fixed keys of the hot map.
@@ -110,6 +113,7 @@ pub(crate) struct HotKey {
     pub(crate) consts_log2: [u8; 16],
     pub(crate) nconsts: u8,
     pub(crate) num_warps: u32,
+    pub(crate) num_stages: u32,
     pub(crate) spec_bits: u64,
 }
 
@@ -126,6 +130,8 @@ pub(crate) struct CudaDevice {
     pub(crate) max_grid: [u32; 3],
     /// Streaming multiprocessors (for the default `num_warps` of small grids).
     pub(crate) sm_count: u32,
+    /// Shared memory per block, without and with opt-in.
+    pub(crate) smem_limits: smem::SmemLimits,
     err_words: Mutex<CudaSlice<u64>>,
     err_base: u64,
     launched: AtomicBool,
@@ -135,6 +141,8 @@ pub(crate) struct CudaDevice {
     hot: std::sync::RwLock<HashMap<HotKey, Arc<Loaded>, BuildHasherDefault<FxHasher>>>,
     /// The graph captures in progress, one per capturing thread (see `capture.rs`).
     pub(crate) capture: capture::CaptureSlot,
+    /// Autotuning winners on this device (see `autotune`).
+    pub(crate) tunings: crate::autotune::Tunings,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -229,6 +237,10 @@ impl CudaDevice {
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
         ];
         let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let default = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?;
+        let opt_in = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+        // A device without opt-in reports 0 (1 after `attr`): its default is its limit.
+        let smem_limits = smem::SmemLimits { default, opt_in: opt_in.max(default) };
         let err_words = stream
             .alloc_zeros::<u64>(2 * MAX_SLOTS)
             .map_err(|e| Error::Cuda(format!("allocating the error words: {}", drv(e))))?;
@@ -242,6 +254,7 @@ impl CudaDevice {
             arch: format!("sm_{major}{minor}"),
             max_grid,
             sm_count,
+            smem_limits,
             err_words: Mutex::new(err_words),
             err_base,
             launched: AtomicBool::new(false),
@@ -249,6 +262,7 @@ impl CudaDevice {
             modules: Mutex::new(HashMap::new()),
             hot: std::sync::RwLock::new(HashMap::default()),
             capture: Default::default(),
+            tunings: Default::default(),
             ctx,
             stream,
         })
@@ -302,8 +316,11 @@ impl CudaDevice {
             let func = module.load_function(name).map_err(|e| {
                 Error::Cuda(format!("the compiled module has no entry point `{name}`: {}", drv(e)))
             })?;
+            let smem = nvrtc::guard("reading the shared memory request", || {
+                smem::prepare(&module, &func, &self.stream, self.smem_limits, name)
+            })?;
             let slot = self.slot_for(kernel);
-            Ok(Arc::new(Loaded { func, err_ptr: self.err_base + 16 * slot as u64 }))
+            Ok(Arc::new(Loaded { func, err_ptr: self.err_base + 16 * slot as u64, smem }))
         })
     }
 
@@ -344,12 +361,14 @@ impl CudaDevice {
     }
 
     /// Launches with `words`: each C parameter as a little-endian word (user parameters, then the
-    /// lengths, then the error pointer), already checked against the kernel's parameters.
+    /// lengths, then the error pointer), already checked against the kernel's parameters, and
+    /// `smem_bytes` of dynamic shared memory (`loaded.smem`'s, which the caller checked).
     pub(crate) fn launch(
         &self,
         loaded: &Loaded,
         grid: [u32; 3],
         num_warps: u32,
+        smem_bytes: u32,
         words: &mut [u64],
         capture_stream: Option<cudarc::driver::sys::CUstream>,
     ) -> Result<()> {
@@ -375,7 +394,7 @@ impl CudaDevice {
                 loaded.func.cu_function(),
                 (grid[0], grid[1], grid[2]),
                 (32 * num_warps, 1, 1),
-                0,
+                smem_bytes,
                 stream,
                 params,
             )
@@ -490,7 +509,8 @@ impl CudaDevice {
 type CubinMap = HashMap<(String, String), Cell<Arc<[u8]>>>;
 static CUBINS: LazyLock<Mutex<CubinMap>> = LazyLock::new(Default::default);
 
-fn disk_cache() -> Option<&'static DiskCache> {
+/// The process's on-disk cache ([`DiskCache::from_env`], read once).
+pub(crate) fn disk_cache() -> Option<&'static DiskCache> {
     static DISK: OnceLock<Option<DiskCache>> = OnceLock::new();
     DISK.get_or_init(DiskCache::from_env).as_ref()
 }

@@ -1,0 +1,9 @@
+use fuse::fused_kernel;
+
+#[fused_kernel(autotune(configs = [(BLOCK = 1024)], key = [x, m, n, n]))]
+fn k<const BLOCK: usize>(x: *const f32, out: *mut f32, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    store(out + offs, load(x + offs, offs < n), offs < n);
+}
+
+fn main() {}
