@@ -228,7 +228,8 @@ fn a_later_process_reuses_the_winner_from_disk(d: &Device) {
             .filter(|e| e.path().extension().is_some_and(|x| x == "tune"));
         assert_eq!(records.count(), 1, "one record for one kernel and key");
         let second = in_child(name, &[(STEP, "reuse"), ("FUSE_CACHE_DIR", dir_s)]);
-        let chosen = |t: &str| t.lines().find(|l| l.starts_with("chosen:")).map(str::to_string);
+        // libtest prints `test <name> ... ` before the child's own output on the same line.
+        let chosen = |t: &str| t.lines().find_map(|l| l.find("chosen:").map(|at| l[at..].to_string()));
         assert!(chosen(&first).is_some() && chosen(&first) == chosen(&second), "{first}\n{second}");
         let _ = std::fs::remove_dir_all(&dir);
         in_child(name, &[(STEP, "off"), ("FUSE_AUTOTUNE", "0")]);
