@@ -176,13 +176,35 @@ impl Ctx<'_> {
         self.w.line("__syncthreads();");
         self.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;");
         self.w.line(format!("unsigned short* fuse_sb = fuse_sa + ({m}) * ({kk});"));
+        self.needs.words = true;
         for (k, s, buf, w) in [(ka, &sa, "fuse_sa", &kk), (kb, &sb, "fuse_sb", &n)] {
+            // A chunk (VEC consecutive lanes of one row, VEC-aligned) stays inside one swizzled
+            // 16-byte chunk when VEC <= 8: one shared store of VEC / 2 words.
+            self.w.pp(format!("#if FUSE_VEC{k} >= 2 && FUSE_VEC{k} <= 8"));
+            self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
+            self.w.open(format!("if (FUSE_OK{k}(fuse_j))"));
+            self.w.line(format!("const int fuse_f = FUSE_IDX{k}(fuse_j * FUSE_VEC{k});"));
+            self.w.line(format!("unsigned int fuse_w[FUSE_VEC{k} / 2];"));
+            self.w.unrolled(
+                "fuse_v",
+                &format!("FUSE_VEC{k} / 2"),
+                format!(
+                    "fuse_w[fuse_v] = (unsigned int){s}[fuse_j * FUSE_VEC{k} + 2 * fuse_v] | ((unsigned int){s}[fuse_j * FUSE_VEC{k} + 2 * fuse_v + 1] << 16);"
+                ),
+            );
+            self.w.line(format!(
+                "fuse_st_words<FUSE_VEC{k} / 2>({buf} + fuse_swz(fuse_f / ({w}), fuse_f % ({w}), {w}), fuse_w);"
+            ));
+            self.w.close();
+            self.w.close();
+            self.w.pp("#else");
             self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
             self.w.open(format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k}))"));
             self.w.line(format!("const int fuse_f = FUSE_IDX{k}(fuse_i);"));
             self.w.line(format!("{buf}[fuse_swz(fuse_f / ({w}), fuse_f % ({w}), {w})] = {s}[fuse_i];"));
             self.w.close();
             self.w.close();
+            self.w.pp("#endif");
         }
         self.w.line("__syncthreads();");
         // The warp's tiles, K in steps of 16.
