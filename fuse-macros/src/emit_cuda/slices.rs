@@ -82,6 +82,14 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
         Stmt::Assign { dst, expr } if is_tile(dst) => {
             let d = dst.0 as usize;
             match expr {
+                // Axis 0, and arg-reductions along either axis: the fold leaves every column's
+                // (row's) result in each thread holding it, so any layout of the result is
+                // cheap; it stays undecided, taking the column (row) layout where a broadcast
+                // back wants it (free) and its length's otherwise (posted once per lane; a
+                // column layout would repeat each value R times in every later load and store).
+                Expr::ReduceAxis { src, axis: 0, .. } | Expr::ArgReduce { src, axis: Some(_), .. } => {
+                    demote(lay, &[*src]);
+                }
                 Expr::ReduceAxis { src, axis, .. } => {
                     demote(lay, &[*src]);
                     let made = match (k.ty(*src).shape.dims().as_slice(), k.ty(*src).shape.len()) {
