@@ -114,6 +114,14 @@ impl Layout {
         matches!(k.checked_sub(self.lens.len()).map(|i| &self.derived[i]), Some(Derived::Mma(_)))
     }
 
+    /// The index of the row (or, with `columns`, column) layout of `parent` with `cols` columns,
+    /// if one was made (unlike [`Layout::row_index`], makes none: for the emitter, after the
+    /// layout pass).
+    pub fn find_row(&self, parent: usize, cols: &Len, columns: bool) -> Option<usize> {
+        let row = Derived::Row(RowLayout { parent, cols: cols.clone(), columns });
+        self.derived.iter().position(|r| *r == row).map(|i| self.lens.len() + i)
+    }
+
     /// The row or column layout with layout index `k`, if `k` is one.
     pub fn row(&self, k: usize) -> Option<&RowLayout> {
         match &self.derived[k.checked_sub(self.lens.len())?] {

@@ -60,6 +60,8 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         chunk_uniform: Vec::new(),
         reduce_types: Vec::new(),
         scratch_bytes: Vec::new(),
+        fold_scratch: Vec::new(),
+        fold_scratch_at: None,
         loops: 0,
         accesses: 0,
         rand_words: Vec::new(),
@@ -100,6 +102,10 @@ struct Ctx<'k> {
     /// The byte sizes (C expressions) of the tiles that pass through the shared scratch `fuse_xs`
     /// ([`shape`]): it is as large as the largest.
     scratch_bytes: Vec<String>,
+    /// The byte sizes the folds across threads take in `fuse_xs` ([`shape`]): one entry of
+    /// `scratch_bytes` (at `fold_scratch_at`) is their maximum, so that each adds no term there.
+    fold_scratch: Vec<String>,
+    fold_scratch_at: Option<usize>,
     /// Counter for the per-loop bound names.
     loops: usize,
     /// Loads and stores emitted so far (the next one's index in `Kernel::accesses`).

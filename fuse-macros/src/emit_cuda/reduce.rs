@@ -7,7 +7,7 @@
 //! second barrier.
 use super::ctype::{self, c_type, unsigned_of};
 use super::Ctx;
-use fuse_ir::{DType, ReduceOp, VarId};
+use fuse_ir::{ArgOp, DType, ReduceOp, VarId};
 
 impl Ctx<'_> {
     pub(super) fn reduce(&mut self, dst: VarId, op: ReduceOp, src: VarId) {
@@ -95,5 +95,165 @@ pub(super) fn combine(op: ReduceOp, d: DType, a: &str, b: &str) -> String {
         (ReduceOp::Min, DType::F32) => format!("fminf({a}, {b})"),
         (ReduceOp::Max, _) => format!("({a} > {b} ? {a} : {b})"),
         (ReduceOp::Min, _) => format!("({a} < {b} ? {a} : {b})"),
+    }
+}
+
+/// What a fold across threads carries ([`super::shape`]'s column and arg-row folds): values
+/// combined by `op` in dtype `acc`, or the (value, index) pairs of an arg-reduction over values
+/// of dtype `val`. A pair beats another when its value is strictly better, or equal with a
+/// smaller index; a NaN value beats every number, and NaNs tie (so the smaller index wins). That
+/// is a strict total order on pairs with distinct indices, so any fold order finds the pair the
+/// serial search (first index on ties, the first NaN) finds, bit for bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fold {
+    Plain { op: ReduceOp, acc: DType },
+    Arg { op: ArgOp, val: DType },
+}
+
+/// The index a pair's neutral element carries: above every lane index (tiles have at most 2^16
+/// lanes), so a real lane with the neutral value still beats it.
+const NO_INDEX: &str = "0x7fffffff";
+
+impl Fold {
+    /// `op` over lanes of dtype `d` (bool as [`accumulate`] says).
+    pub(super) fn plain(d: DType, op: ReduceOp) -> Fold {
+        let (acc, op) = accumulate(d, op);
+        Fold::Plain { op, acc }
+    }
+
+    /// The dtype of the values carried.
+    pub(super) fn value(self) -> DType {
+        match self {
+            Fold::Plain { acc, .. } => acc,
+            Fold::Arg { val, .. } => val,
+        }
+    }
+
+    /// Bytes one element takes in shared memory (a pair's index is an `int` after the values).
+    pub(super) fn bytes(self) -> usize {
+        self.value().size_bytes() + if matches!(self, Fold::Arg { .. }) { 4 } else { 0 }
+    }
+
+    /// The neutral value. A float sum starts at -0.0, the neutral element of IEEE addition (a
+    /// column of -0.0 sums to -0.0, as the serial fold gives); max/min start at NaN, which
+    /// fmaxf/fminf ignore; a pair at the worst value with [`NO_INDEX`].
+    fn neutral(self) -> String {
+        match self {
+            Fold::Plain { op: ReduceOp::Sum, acc: DType::F32 } => ctype::f32_lit(-0.0),
+            Fold::Plain { op, acc } => identity(op, acc),
+            Fold::Arg { op, val } => match (op, val) {
+                (ArgOp::Max, DType::F32) => ctype::f32_lit(f32::NEG_INFINITY),
+                (ArgOp::Min, DType::F32) => ctype::f32_lit(f32::INFINITY),
+                (ArgOp::Max, d) => identity(ReduceOp::Max, d),
+                (ArgOp::Min, d) => identity(ReduceOp::Min, d),
+            },
+        }
+    }
+
+    /// Whether the pair `(x, xi)` beats `(b, bi)` (see [`Fold`]).
+    fn beats(op: ArgOp, d: DType, x: &str, xi: &str, b: &str, bi: &str) -> String {
+        let cmp = if op == ArgOp::Max { ">" } else { "<" };
+        let nan = if d == DType::F32 {
+            format!(" || ({x} != {x} && ({b} == {b} || {xi} < {bi}))")
+        } else {
+            String::new()
+        };
+        format!("({x} {cmp} {b} || ({x} == {b} && {xi} < {bi}){nan})")
+    }
+}
+
+/// Accumulators of a [`Fold`] in registers: `{name}v[k]` (values) and, for pairs, `{name}i[k]`
+/// (indices); in shared memory, `n` values from `fuse_xs` then, for pairs, `n` indices.
+pub(super) struct Acc {
+    pub fold: Fold,
+    pub name: &'static str,
+}
+
+impl Acc {
+    pub(super) fn v(&self, k: &str) -> String {
+        format!("{}v[{k}]", self.name)
+    }
+
+    pub(super) fn i(&self, k: &str) -> String {
+        format!("{}i[{k}]", self.name)
+    }
+
+    /// The declarations of `n` accumulators.
+    pub(super) fn decl(&self, n: &str) -> Vec<String> {
+        let mut out = vec![format!("{} {}v[{n}];", c_type(self.fold.value()), self.name)];
+        if matches!(self.fold, Fold::Arg { .. }) {
+            out.push(format!("int {}i[{n}];", self.name));
+        }
+        out
+    }
+
+    /// `k` set to the neutral element.
+    pub(super) fn init(&self, k: &str) -> String {
+        match self.fold {
+            Fold::Plain { .. } => format!("{} = {};", self.v(k), self.fold.neutral()),
+            Fold::Arg { .. } => {
+                format!("{{ {} = {}; {} = {NO_INDEX}; }}", self.v(k), self.fold.neutral(), self.i(k))
+            }
+        }
+    }
+
+    /// `(x, xi)` folded into `k` (a plain fold ignores `xi`).
+    pub(super) fn fold_in(&self, k: &str, x: &str, xi: &str) -> String {
+        let (v, i) = (self.v(k), self.i(k));
+        match self.fold {
+            Fold::Plain { op, acc } => format!("{v} = {};", combine(op, acc, &v, x)),
+            Fold::Arg { op, val } => {
+                format!("if ({}) {{ {v} = {x}; {i} = {xi}; }}", Fold::beats(op, val, x, xi, &v, &i))
+            }
+        }
+    }
+
+    /// `k` folded with lane `lane ^ s`'s `k` (every lane of the warp must run it).
+    pub(super) fn shfl(&self, k: &str, s: &str) -> String {
+        let (v, i) = (self.v(k), self.i(k));
+        let t = c_type(self.fold.value());
+        match self.fold {
+            // Into a temporary first: `combine` may name an operand twice (`a > b ? a : b`), and a
+            // shuffle in a conditional arm would run in some lanes only.
+            Fold::Plain { op, acc } => format!(
+                "{{ const {t} fuse_ov = __shfl_xor_sync(0xffffffffu, {v}, {s}); {v} = {}; }}",
+                combine(op, acc, &v, "fuse_ov")
+            ),
+            Fold::Arg { .. } => format!(
+                "{{ const {t} fuse_ov = __shfl_xor_sync(0xffffffffu, {v}, {s}); const int fuse_oi = __shfl_xor_sync(0xffffffffu, {i}, {s}); {} }}",
+                self.fold_in(k, "fuse_ov", "fuse_oi")
+            ),
+        }
+    }
+
+    /// Value and index of shared slot `slot` of `n` (C expressions).
+    fn shared(&self, slot: &str, n: &str) -> (String, String) {
+        let t = c_type(self.fold.value());
+        let sz = self.fold.value().size_bytes();
+        (format!("(({t}*)fuse_xs)[{slot}]"), format!("((int*)(fuse_xs + ({n}) * {sz}))[{slot}]"))
+    }
+
+    /// `k` written to shared slot `slot` of `n`.
+    pub(super) fn to_shared(&self, k: &str, slot: &str, n: &str) -> String {
+        let (sv, si) = self.shared(slot, n);
+        match self.fold {
+            Fold::Plain { .. } => format!("{sv} = {};", self.v(k)),
+            Fold::Arg { .. } => format!("{{ {sv} = {}; {si} = {}; }}", self.v(k), self.i(k)),
+        }
+    }
+
+    /// `k` set to shared slot `slot` of `n`.
+    pub(super) fn load_shared(&self, k: &str, slot: &str, n: &str) -> String {
+        let (sv, si) = self.shared(slot, n);
+        match self.fold {
+            Fold::Plain { .. } => format!("{} = {sv};", self.v(k)),
+            Fold::Arg { .. } => format!("{{ {} = {sv}; {} = {si}; }}", self.v(k), self.i(k)),
+        }
+    }
+
+    /// Shared slot `slot` of `n` folded into `k`.
+    pub(super) fn fold_shared(&self, k: &str, slot: &str, n: &str) -> String {
+        let (sv, si) = self.shared(slot, n);
+        self.fold_in(k, &sv, &si)
     }
 }

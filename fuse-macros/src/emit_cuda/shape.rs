@@ -16,7 +16,7 @@
 //! back over the columns is free. Other axis reductions and arg-reductions fold their row or
 //! column serially per output lane (in lane order, deterministic) through the scratch.
 use super::ctype::{self, c_type};
-use super::reduce::{accumulate, combine, identity};
+use super::reduce::{accumulate, combine, identity, Acc, Fold};
 use super::slices;
 use super::Ctx;
 use fuse_ir::{ArgOp, DType, Len, ReduceOp, VarId};
@@ -103,6 +103,15 @@ impl Ctx<'_> {
         if axis == 1 && dims[1] != Len::literal_log2(0) && !from_mma {
             return self.reduce_rows(dst, op, src, &dims[1]);
         }
+        if axis == 0 {
+            return self.reduce_down(dst, Fold::plain(self.dtype(src), op), Some(op), src);
+        }
+        self.reduce_axis_serial(dst, op, axis, src);
+    }
+
+    /// `dst = op(src, axis)` folding each output lane's row or column serially, in lane order,
+    /// through the scratch (any warp count).
+    fn reduce_axis_serial(&mut self, dst: VarId, op: ReduceOp, axis: u8, src: VarId) {
         let acc = self.dtype(src).compute();
         let t = c_type(acc);
         let what = format!("{} = {}({}, {axis})", self.name(dst), reduce_name(op), self.name(src));
@@ -147,17 +156,24 @@ impl Ctx<'_> {
         self.w.close();
         self.w.line("fuse_rv[fuse_j] = fuse_r;");
         self.w.close();
+        // An integer max/min names its operands twice (`a > b ? a : b`): the shuffle goes into a
+        // temporary first, or it would run in the lanes of one arm only (a divergent
+        // `__shfl_xor_sync` with the full mask). fmaxf/fminf and sums name it once.
+        let step = if matches!(op, ReduceOp::Max | ReduceOp::Min) && acc != DType::F32 {
+            format!(
+                "{{ const {t} fuse_ov = __shfl_xor_sync(0xffffffffu, fuse_rv[fuse_j], fuse_s); fuse_rv[fuse_j] = {}; }}",
+                fold("fuse_rv[fuse_j]", "fuse_ov")
+            )
+        } else {
+            format!(
+                "fuse_rv[fuse_j] = {};",
+                fold("fuse_rv[fuse_j]", "__shfl_xor_sync(0xffffffffu, fuse_rv[fuse_j], fuse_s)")
+            )
+        };
         let shfl = |w: &mut super::writer::Writer, from: &str| {
             w.pp("#pragma unroll");
             w.open(format!("for (int fuse_s = {from}; fuse_s > 0; fuse_s >>= 1)"));
-            w.unrolled(
-                "fuse_j",
-                &format!("FUSE_NCH{p}"),
-                format!(
-                    "fuse_rv[fuse_j] = {};",
-                    fold("fuse_rv[fuse_j]", "__shfl_xor_sync(0xffffffffu, fuse_rv[fuse_j], fuse_s)")
-                ),
-            );
+            w.unrolled("fuse_j", &format!("FUSE_NCH{p}"), &step);
             w.close();
         };
         self.w.pp(format!("#if FUSE_G{r} <= 32"));
@@ -225,8 +241,55 @@ impl Ctx<'_> {
         }
     }
 
-    /// `dst = argmax/argmin(src[, axis])`: the first index of the extreme lane, NaN first.
+    /// As [`Ctx::scratch_bytes_for`] for the folds across threads, whose sizes all enter the
+    /// scratch's as one term, their maximum as a balanced tree (the scratch's own maximum over its
+    /// terms doubles its text with each term).
+    fn fold_scratch_for(&mut self, bytes: String) {
+        if self.fold_scratch.contains(&bytes) {
+            return;
+        }
+        self.fold_scratch.push(bytes);
+        let term = balanced_max(&self.fold_scratch);
+        match self.fold_scratch_at {
+            Some(i) => self.scratch_bytes[i] = term,
+            None => {
+                self.fold_scratch_at = Some(self.scratch_bytes.len());
+                self.scratch_bytes.push(term);
+            }
+        }
+    }
+
+    /// `dst = argmax/argmin(src[, axis])`: the first index of the extreme lane, NaN first (see
+    /// [`Fold`]: the pairs' order makes the result independent of the fold order).
     pub(super) fn arg_reduce(&mut self, dst: VarId, op: ArgOp, axis: Option<u8>, src: VarId) {
+        let fold = Fold::Arg { op, val: self.dtype(src).compute() };
+        let dims = self.k.ty(src).shape.dims();
+        let unit = Len::literal_log2(0);
+        match axis {
+            Some(0) => self.reduce_down(dst, fold, None, src),
+            Some(_) if dims[1] == unit => {
+                // [R, 1] along its rows: every index is 0.
+                let kd = self.tile(dst).expect("axis reductions of 2-D tiles make tiles");
+                let d = self.name(dst).to_string();
+                self.w.line(format!("// {d} = {}({}, 1): one column", arg_name(op), self.name(src)));
+                self.w.unrolled("fuse_i", &format!("FUSE_EPT{kd}"), format!("{d}[fuse_i] = 0;"));
+            }
+            Some(_) => self.arg_rows(dst, op, src, &dims[1]),
+            None => {
+                let p = self.tile(src).expect("argmax takes a tile");
+                let d = self.name(dst).to_string();
+                self.w.line(format!("// {d} = {}({}): over the block", arg_name(op), self.name(src)));
+                self.w.open("");
+                self.fold_columns(src, fold, None, &|i: &str| format!("FUSE_IDX{p}({i})"));
+                self.w.line(format!("{d} = fuse_ci[0];"));
+                self.w.close();
+            }
+        }
+    }
+
+    /// The serial form of [`Ctx::arg_reduce`]: each output lane searches its row or column (or
+    /// the whole tile) in lane order through the scratch (any warp count).
+    fn arg_reduce_serial(&mut self, dst: VarId, op: ArgOp, axis: Option<u8>, src: VarId) {
         let sd = self.dtype(src);
         let t = c_type(sd);
         let name = if op == ArgOp::Max { "argmax" } else { "argmin" };
@@ -304,6 +367,310 @@ impl Ctx<'_> {
 
     fn scratch_out(&mut self) {
         self.w.close();
+    }
+}
+
+/// Reductions along axis 0 and arg-reductions by folds across threads (see [`Fold`]).
+///
+/// Down the columns of a `[R, C]` tile: a row is `G = C / VEC` chunks, so chunk `g` (chunk `j` of
+/// thread `tid` is `g = j * THREADS + tid`) holds the columns of group `g % G`. When `G` divides
+/// `THREADS` that is `tid % G` for every chunk of the thread: it folds its chunks in registers,
+/// lanes `G, 2G, ..` apart in a warp (lane bits `>= log2 G`) combine by butterfly shuffles, and
+/// the warps holding the same columns combine through shared memory, each holder reading them in
+/// the same order, so every thread ends with its columns' totals, bit-identical across holders:
+/// the column layout. When `THREADS` divides `G` (a row spans the block), chunks `G / THREADS`
+/// apart of one thread hold the same columns and no other thread does: registers only.
+impl Ctx<'_> {
+    /// `dst = op(src, 0)` (or `argmax/argmin(src, 0)`) for a `[R, C]` `src` in its length's
+    /// layout: the result in the column layout of `src`'s when `dst` has it (free), else posted
+    /// by the first row's threads through the scratch into `dst`'s layout. `serial`: a plain
+    /// reduction's op, for the serial form where the warp count allows neither case above.
+    fn reduce_down(&mut self, dst: VarId, fold: Fold, serial: Option<ReduceOp>, src: VarId) {
+        let dims = self.k.ty(src).shape.dims();
+        let (rows, cols) = (&dims[0], &dims[1]);
+        let unit = Len::literal_log2(0);
+        let p = self.tile(src).expect("reductions read tiles");
+        let kd = self.tile(dst).expect("axis reductions of 2-D tiles make tiles");
+        let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
+        let dd = self.dtype(dst);
+        let what = match fold {
+            Fold::Plain { op, .. } => format!("{d} = {}({s}, 0)", reduce_name(op)),
+            Fold::Arg { op, .. } => format!("{d} = {}({s}, 0)", arg_name(op)),
+        };
+        if *cols == unit {
+            // [R, 1]: one column (VEC is not capped at it), folded over the whole block.
+            self.w.line(format!("// {what}: one column, folded over the block"));
+            self.w.open("");
+            self.fold_columns(src, fold, None, &|i: &str| format!("FUSE_IDX{p}({i})"));
+            let r = self.fold_result(fold, "0", dd);
+            self.w.unrolled("fuse_i", &format!("FUSE_EPT{kd}"), format!("{d}[fuse_i] = {r};"));
+            self.w.close();
+            return;
+        }
+        if *rows == unit && kd == p {
+            // [1, C] to [C] in the same layout: each column is the lane itself.
+            self.w.line(format!("// {what}: one row"));
+            let e = match fold {
+                Fold::Plain { acc, .. } => {
+                    let x = self.at_as(src, "fuse_i", acc);
+                    ctype::convert(&x, acc, dd, &mut self.needs)
+                }
+                Fold::Arg { .. } => "0".into(),
+            };
+            self.w.unrolled("fuse_i", &format!("FUSE_EPT{kd}"), format!("{d}[fuse_i] = {e};"));
+            return;
+        }
+        let c = cols.c_expr(&self.k.consts);
+        let g = format!("(({c}) / FUSE_VEC{p})");
+        self.w.line(format!(
+            "// {what}: down the columns, in registers, across lanes by shuffles, across warps through shared memory"
+        ));
+        // Every power-of-two warp count passes; otherwise the serial form below.
+        let fast = format!("({g} <= FUSE_THREADS ? FUSE_THREADS % {g} == 0 : {g} % FUSE_THREADS == 0)");
+        self.w.pp(format!("#if {fast}"));
+        self.w.open("");
+        self.fold_columns(src, fold, Some(cols), &|i: &str| format!("FUSE_IDX{p}({i}) / ({c})"));
+        let slot = format!("((fuse_i / FUSE_VEC{p}) % fuse_na) * FUSE_VEC{p} + fuse_i % FUSE_VEC{p}");
+        if self.layout.find_row(p, cols, true) == Some(kd) {
+            // Slot i of the column layout holds the column of src's slot i: the thread's own.
+            let r = self.fold_result(fold, &slot, dd);
+            self.w.unrolled("fuse_i", &format!("FUSE_EPT{p}"), format!("{d}[fuse_i] = {r};"));
+        } else {
+            // The first row's chunks (g < G) post their columns, each once.
+            let (t, post) = match fold {
+                Fold::Plain { acc, .. } => (acc, "fuse_cv"),
+                Fold::Arg { .. } => (DType::I32, "fuse_ci"),
+            };
+            let xs = format!("(({}*)fuse_xs)", c_type(t));
+            self.fold_scratch_for(format!("(FUSE_L{kd} * {})", t.size_bytes()));
+            self.w.line("__syncthreads();");
+            self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{p}"));
+            self.w.line("const int fuse_g0 = fuse_j * FUSE_THREADS + fuse_tid;");
+            self.w.unrolled(
+                "fuse_v",
+                &format!("FUSE_VEC{p}"),
+                format!(
+                    "if (FUSE_OK{p}(fuse_j) && fuse_g0 < fuse_g) {xs}[fuse_g0 * FUSE_VEC{p} + fuse_v] = {post}[(fuse_j % fuse_na) * FUSE_VEC{p} + fuse_v];"
+                ),
+            );
+            self.w.close();
+            self.w.line("__syncthreads();");
+            let got = ctype::convert(&format!("{xs}[FUSE_IDX{kd}(fuse_i)]"), t, dd, &mut self.needs);
+            self.w.unrolled(
+                "fuse_i",
+                &format!("FUSE_EPT{kd}"),
+                format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = {got};"),
+            );
+        }
+        self.w.close();
+        self.w.pp("#else");
+        let terms = self.scratch_bytes.len();
+        match (fold, serial) {
+            (Fold::Arg { op, .. }, _) => self.arg_reduce_serial(dst, op, Some(0), src),
+            (Fold::Plain { .. }, Some(op)) => self.reduce_axis_serial(dst, op, 0, src),
+            (Fold::Plain { .. }, None) => unreachable!("a plain fold names its op"),
+        }
+        // The whole tile in the scratch only where the serial form is compiled.
+        if self.scratch_bytes.len() > terms {
+            let whole = self.scratch_bytes.pop().expect("the serial form's term");
+            self.fold_scratch_for(format!("({fast} ? 1 : {whole})"));
+        }
+        self.w.pp("#endif");
+    }
+
+    /// Accumulator `k` of the last fold as a `dd` value (a pair gives its index).
+    fn fold_result(&mut self, fold: Fold, k: &str, dd: DType) -> String {
+        match fold {
+            Fold::Plain { acc, .. } => ctype::convert(&format!("fuse_cv[{k}]"), acc, dd, &mut self.needs),
+            Fold::Arg { .. } => format!("fuse_ci[{k}]"),
+        }
+    }
+
+    /// Folds `src` (in its length's layout) down its columns (`cols`; `None`: every lane is one
+    /// column) into accumulators `fuse_cv` (and `fuse_ci`, the pairs' indices, lane `i`'s being
+    /// `index(i)`) that every thread holds for the columns of its slots: slot `i` of chunk `j`
+    /// holds accumulator `(j % fuse_na) * VEC + i % VEC` (`0` for one column). Declares
+    /// `fuse_g` (chunks per row) and `fuse_na` in the enclosing block. Every thread must run it
+    /// (shuffles and barriers); it needs `G` to divide `THREADS` or `THREADS` to divide `G`.
+    fn fold_columns(&mut self, src: VarId, fold: Fold, cols: Option<&Len>, index: &dyn Fn(&str) -> String) {
+        let p = self.tile(src).expect("reductions read tiles");
+        let acc = Acc { fold, name: "fuse_c" };
+        let (g, vc) = match cols {
+            Some(c) => (format!("({}) / FUSE_VEC{p}", c.c_expr(&self.k.consts)), format!("FUSE_VEC{p}")),
+            None => ("1".to_string(), "1".to_string()),
+        };
+        self.w.line(format!("constexpr int fuse_g = {g};"));
+        self.w.line(
+            "// Chunks fuse_na apart of one thread hold the same columns (a row wider than the block).",
+        );
+        self.w.line("constexpr int fuse_na = fuse_g > FUSE_THREADS ? fuse_g / FUSE_THREADS : 1;");
+        let n = if cols.is_some() { format!("fuse_na * {vc}") } else { "1".to_string() };
+        for l in acc.decl(&n) {
+            self.w.line(l);
+        }
+        self.w.unrolled("fuse_a", &n, acc.init("fuse_a"));
+        let i = format!("fuse_j * FUSE_VEC{p} + fuse_v");
+        let (x, xi) = (self.at_as(src, &i, fold.value()), index(&i));
+        let k = if cols.is_some() { format!("(fuse_j % fuse_na) * {vc} + fuse_v") } else { "0".to_string() };
+        self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{p}"));
+        self.w.open(format!("if (FUSE_OK{p}(fuse_j))"));
+        self.w.unrolled("fuse_v", &format!("FUSE_VEC{p}"), acc.fold_in(&k, &x, &xi));
+        self.w.close();
+        self.w.close();
+        self.w.line("// Lanes fuse_g, 2 * fuse_g, .. apart in a warp hold the same columns.");
+        self.w.pp("#pragma unroll");
+        self.w.open("for (int fuse_s = fuse_g; fuse_s < 32; fuse_s <<= 1)");
+        self.w.unrolled("fuse_a", &n, acc.shfl("fuse_a", "fuse_s"));
+        self.w.close();
+        // Across warps: W * min(G, 32) slots of shared memory per value, at most 16 KiB a pass.
+        let bytes = fold.bytes();
+        let gm = format!("({g})");
+        let total = format!("(FUSE_NUM_WARPS * ({gm} < 32 ? {gm} : 32) * {vc} * {bytes})");
+        self.fold_scratch_for(format!(
+            "(FUSE_NUM_WARPS > 1 && {gm} < FUSE_THREADS ? ({total} < 16384 ? {total} : 16384) : 1)"
+        ));
+        self.w.pp("#if FUSE_NUM_WARPS > 1");
+        self.w.open("if (fuse_g < FUSE_THREADS)");
+        self.w
+            .line("// The first fuse_sg lanes of warp w hold distinct columns: slot w * fuse_sg + lane. The");
+        self.w.line("// threads holding column group q are slots q, q + fuse_g, ..; fuse_pv values a pass.");
+        self.w.line("constexpr int fuse_sg = fuse_g < 32 ? fuse_g : 32;");
+        self.w.line("constexpr int fuse_ns = FUSE_NUM_WARPS * fuse_sg;");
+        self.w.line(format!("constexpr int fuse_room = 16384 / (fuse_ns * {bytes});"));
+        self.w.line(format!(
+            "constexpr int fuse_pv = fuse_room >= {vc} ? {vc} : fuse_room >= 8 ? 8 : fuse_room >= 4 ? 4 : fuse_room >= 2 ? 2 : 1;"
+        ));
+        self.w.line("const int fuse_q = fuse_tid % fuse_g;");
+        self.w.pp("#pragma unroll");
+        self.w.open(format!("for (int fuse_a0 = 0; fuse_a0 < {vc}; fuse_a0 += fuse_pv)"));
+        let shared = "fuse_ns * fuse_pv";
+        self.w.line("__syncthreads();");
+        self.w.open("if ((fuse_tid & 31) < fuse_sg)");
+        self.w.unrolled(
+            "fuse_a",
+            "fuse_pv",
+            acc.to_shared(
+                "fuse_a0 + fuse_a",
+                "((fuse_tid >> 5) * fuse_sg + (fuse_tid & 31)) * fuse_pv + fuse_a",
+                shared,
+            ),
+        );
+        self.w.close();
+        self.w.line("__syncthreads();");
+        self.w.open_unrolled("fuse_a", "fuse_pv");
+        self.w.line(acc.load_shared("fuse_a0 + fuse_a", "fuse_q * fuse_pv + fuse_a", shared));
+        self.w.pp("#pragma unroll");
+        self.w.line(format!(
+            "for (int fuse_k = 1; fuse_k < fuse_ns / fuse_g; ++fuse_k) {}",
+            acc.fold_shared("fuse_a0 + fuse_a", "(fuse_q + fuse_k * fuse_g) * fuse_pv + fuse_a", shared)
+        ));
+        self.w.close();
+        self.w.close();
+        self.w.close();
+        self.w.pp("#endif");
+    }
+
+    /// `dst = argmax/argmin(src, 1)` for a `[R, C]` `src`, `C > 1`: as [`Ctx::reduce_rows`] with
+    /// (value, index) pairs; the indices stay in the row layout when `dst` has it, else each
+    /// row's first thread posts its row's through the scratch.
+    fn arg_rows(&mut self, dst: VarId, op: ArgOp, src: VarId, cols: &Len) {
+        let p = self.tile(src).expect("reductions read tiles");
+        let kd = self.tile(dst).expect("axis reductions of 2-D tiles make tiles");
+        let fold = Fold::Arg { op, val: self.dtype(src).compute() };
+        let acc = Acc { fold, name: "fuse_r" };
+        let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
+        let c = cols.c_expr(&self.k.consts);
+        self.w.line(format!(
+            "// {d} = {}({s}, 1): each row over its fuse_g threads, (value, index) pairs",
+            arg_name(op)
+        ));
+        self.w.open("");
+        self.w.line(format!("constexpr int fuse_g = ({c}) / FUSE_VEC{p};"));
+        let nch = format!("FUSE_NCH{p}");
+        for l in acc.decl(&nch) {
+            self.w.line(l);
+        }
+        let i = format!("fuse_j * FUSE_VEC{p} + fuse_v");
+        let (x, xi) = (self.at_as(src, &i, fold.value()), format!("FUSE_IDX{p}({i}) % ({c})"));
+        self.w.open_unrolled("fuse_j", &nch);
+        self.w.line(acc.init("fuse_j"));
+        self.w.open(format!("if (FUSE_OK{p}(fuse_j))"));
+        self.w.unrolled("fuse_v", &format!("FUSE_VEC{p}"), acc.fold_in("fuse_j", &x, &xi));
+        self.w.close();
+        self.w.close();
+        self.w.line("// Within the row's threads, or the whole warp when a row spans warps.");
+        self.w.pp("#pragma unroll");
+        self.w.open("for (int fuse_s = (fuse_g < 32 ? fuse_g : 32) / 2; fuse_s > 0; fuse_s >>= 1)");
+        self.w.unrolled("fuse_j", &nch, acc.shfl("fuse_j", "fuse_s"));
+        self.w.close();
+        let bytes = fold.bytes();
+        self.fold_scratch_for(format!("((({c}) / FUSE_VEC{p}) > 32 ? {nch} * FUSE_NUM_WARPS * {bytes} : 1)"));
+        self.w.open("if (fuse_g > 32)");
+        self.w.line(
+            "// A row spans fuse_g / 32 warps: one pair per (chunk, warp), then each thread folds its row's.",
+        );
+        let shared = format!("{nch} * FUSE_NUM_WARPS");
+        self.w.line("__syncthreads();");
+        self.w.unrolled(
+            "fuse_j",
+            &nch,
+            format!(
+                "if ((fuse_tid & 31) == 0 && FUSE_OK{p}(fuse_j)) {}",
+                acc.to_shared("fuse_j", "fuse_j * FUSE_NUM_WARPS + (fuse_tid >> 5)", &shared)
+            ),
+        );
+        self.w.line("__syncthreads();");
+        self.w.open_unrolled("fuse_j", &nch);
+        self.w.open(format!("if (FUSE_OK{p}(fuse_j))"));
+        self.w.line("const int fuse_w0 = ((fuse_j * FUSE_THREADS + fuse_tid) / fuse_g) * (fuse_g / 32);");
+        self.w.line(acc.load_shared("fuse_j", "fuse_w0", &shared));
+        self.w.line(format!(
+            "for (int fuse_q = 1; fuse_q < fuse_g / 32; ++fuse_q) {}",
+            acc.fold_shared("fuse_j", "fuse_w0 + fuse_q", &shared)
+        ));
+        self.w.close();
+        self.w.close();
+        self.w.close();
+        if self.layout.find_row(p, cols, false) == Some(kd) {
+            self.w.unrolled("fuse_j", &nch, format!("{d}[fuse_j] = fuse_ri[fuse_j];"));
+        } else {
+            // Each row's first thread posts it.
+            self.fold_scratch_for(format!("(FUSE_L{kd} * 4)"));
+            self.w.line("__syncthreads();");
+            self.w.unrolled(
+                "fuse_j",
+                &nch,
+                "if (FUSE_OK{p}(fuse_j) && (fuse_j * FUSE_THREADS + fuse_tid) % fuse_g == 0) ((int*)fuse_xs)[(fuse_j * FUSE_THREADS + fuse_tid) / fuse_g] = fuse_ri[fuse_j];"
+                    .replace("{p}", &p.to_string()),
+            );
+            self.w.line("__syncthreads();");
+            self.w.unrolled(
+                "fuse_i",
+                &format!("FUSE_EPT{kd}"),
+                format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = ((int*)fuse_xs)[FUSE_IDX{kd}(fuse_i)];"),
+            );
+        }
+        self.w.close();
+    }
+}
+
+/// The largest of `terms` (C constant expressions) as `(a > b ? a : b)` over halves: each term
+/// appears `O(n)` times, not `2^n` as in a left fold.
+fn balanced_max(terms: &[String]) -> String {
+    match terms {
+        [one] => one.clone(),
+        _ => {
+            let (a, b) = terms.split_at(terms.len() / 2);
+            let (a, b) = (balanced_max(a), balanced_max(b));
+            format!("({a} > {b} ? {a} : {b})")
+        }
+    }
+}
+
+fn arg_name(op: ArgOp) -> &'static str {
+    match op {
+        ArgOp::Max => "argmax",
+        ArgOp::Min => "argmin",
     }
 }
 

@@ -94,6 +94,19 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
         Stmt::Assign { dst, expr } if is_tile(dst) => {
             let d = dst.0 as usize;
             match expr {
+                // Axis 0, and arg-reductions along either axis: the fold leaves every column's
+                // (row's) result in each thread holding it, so any layout of the result is
+                // cheap; it stays undecided, taking the column (row) layout where a broadcast
+                // back wants it (free) and its length's otherwise (posted once per lane; a
+                // column layout would repeat each value R times in every later load and store).
+                Expr::ReduceAxis { src, axis: 0, .. } | Expr::ArgReduce { src, axis: Some(_), .. } => {
+                    demote(lay, &[*src]);
+                    // These folds read a length's layout: a dot result feeding one leaves the
+                    // MMA layout (the dot converts its result through the scratch).
+                    if matches!(lay[src.0 as usize], Lay::Mma(_)) {
+                        lay[src.0 as usize] = Lay::Clash;
+                    }
+                }
                 Expr::ReduceAxis { src, axis, .. } => {
                     demote(lay, &[*src]);
                     let from_mma = matches!(lay[src.0 as usize], Lay::Mma(_));

@@ -1,0 +1,106 @@
+//! The emitted CUDA of the axis reductions (tests/axis) run on the host: every thread of a block a
+//! fiber, switched only at `__syncthreads` and warp shuffles in an order that changes every round
+//! (tests/emulator/fuse_emu.h), so the shuffles, barriers and shared memory of the emitted folds
+//! execute for real, with a missing barrier showing up as a wrong value, a divergent barrier or
+//! shuffle, a partial-warp shuffle or a deadlock as a failure, and the results checked against
+//! float64 and the CPU interpreter. No GPU needed; needs a C++17 compiler (`$CXX`, else `g++`),
+//! without which the tests are reported as ignored.
+//!
+//! `FUSE_EMU_FULL=1` runs every shape at every warp count (slow: a compile of a few seconds per
+//! configuration, cached in the target directory); the default runs a spread of them.
+mod axis;
+mod common;
+#[path = "../fuse-runtime/tests/common/harness.rs"]
+mod harness;
+
+use axis::*;
+use fuse::Device;
+use libtest_mimic::Trial;
+
+/// (R, C): rows within a warp, across warps, wider than the block, a tile smaller than the
+/// block, one row, one column (as const generics), square.
+const SHAPES: &[(usize, usize)] =
+    &[(64, 16), (16, 64), (2, 1024), (128, 128), (1, 256), (256, 1), (4, 8), (2, 2), (32, 32), (8, 512)];
+const WARPS: &[u32] = &[1, 2, 4, 8, 16, 32];
+
+fn full() -> bool {
+    std::env::var("FUSE_EMU_FULL").is_ok_and(|v| v == "1")
+}
+
+/// The (shape, warps) pairs to run: all of them, or each shape at two warp counts three apart
+/// in `WARPS` (one of 1, 2, 4 and one of 8, 16, 32), rotating.
+fn configs() -> Vec<((usize, usize), u32)> {
+    let mut out = Vec::new();
+    for (i, &s) in SHAPES.iter().enumerate() {
+        for (j, &w) in WARPS.iter().enumerate() {
+            if full() || j == i % 3 || j == i % 3 + 3 {
+                out.push((s, w));
+            }
+        }
+    }
+    out
+}
+
+fn f32_kernel() {
+    let cpu = Device::cpu();
+    for ((r, c), w) in configs() {
+        for (pi, &p) in PATTERNS.iter().enumerate() {
+            let seed = (r * 131 + c * 7 + w as usize * 1009 + pi) as u64;
+            let mut e = f32_launch(r, c, w, 2, p, seed);
+            let mut cl = e.clone();
+            let case = format!("axis_f32 [{r}, {c}] {w} warps {p:?} (input seed {seed})");
+            run(Target::Emulated(seed), &mut e).unwrap_or_else(|m| panic!("{case}: {m}"));
+            run(Target::Device(&cpu), &mut cl).unwrap_or_else(|m| panic!("{case} on the CPU: {m}"));
+            check_f32(&format!("{case}, emulated"), &e, Some(&cl)).unwrap_or_else(|m| panic!("{m}"));
+        }
+    }
+}
+
+fn int_kernels() {
+    for (n, ((r, c), w)) in configs().into_iter().enumerate() {
+        // One type per configuration, rotating, unless FUSE_EMU_FULL.
+        for t in INT_TYPES.into_iter().filter(|t| full() || INT_TYPES[n % INT_TYPES.len()] == *t) {
+            for (pi, &p) in PATTERNS.iter().enumerate() {
+                let seed = (r * 131 + c * 7 + w as usize * 1009 + pi + 17) as u64;
+                let mut e = int_launch(t, r, c, w, 2, p, seed);
+                let case = format!("axis_{t:?} [{r}, {c}] {w} warps {p:?} (input seed {seed}), emulated");
+                run(Target::Emulated(seed), &mut e).unwrap_or_else(|m| panic!("{case}: {m}"));
+                check_int(t, &case, &e).unwrap_or_else(|m| panic!("{m}"));
+            }
+        }
+    }
+}
+
+fn unit_axes() {
+    for n in [1, 2, 32, 64, 1024, 4096] {
+        for &w in WARPS {
+            if !full() && ![(1, 1), (2, 4), (32, 32), (64, 2), (1024, 8), (4096, 1), (4096, 32)].contains(&(n, w)) {
+                continue;
+            }
+            for (pi, &p) in PATTERNS.iter().enumerate() {
+                let seed = (n * 3 + w as usize * 1009 + pi) as u64;
+                let mut e = units_launch(n, w, 2, p, seed);
+                let case = format!("axis_units N={n} {w} warps {p:?} (input seed {seed}), emulated");
+                run(Target::Emulated(seed), &mut e).unwrap_or_else(|m| panic!("{case}: {m}"));
+                check_units(&case, &e).unwrap_or_else(|m| panic!("{m}"));
+            }
+        }
+    }
+}
+
+fn main() {
+    let tests: Vec<(&'static str, fn())> =
+        vec![("f32_kernel", f32_kernel), ("int_kernels", int_kernels), ("unit_axes", unit_axes)];
+    let trials = match emu::compiler() {
+        Some(_) => tests.into_iter().map(|(n, f)| harness::trial(n, f)).collect(),
+        None => tests
+            .into_iter()
+            .map(|(n, _)| {
+                Trial::test(n, || Err("no C++ compiler (g++, or $CXX)".into()))
+                    .with_ignored_flag(true)
+                    .with_kind("needs a C++ compiler")
+            })
+            .collect::<Vec<_>>(),
+    };
+    harness::run(trials)
+}
