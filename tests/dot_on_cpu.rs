@@ -53,3 +53,10 @@ fn accumulator_method_form_and_converted_operands() {
     check_forms::<bf16>(&d, &mut rng, None);
     check_forms::<f32>(&d, &mut rng, None);
 }
+
+#[test]
+fn reductions_of_a_dot_result() {
+    let mut rng = common::Rng::fresh("cpu dot reductions");
+    common::dot::check_reductions::<fuse::half::f16>(&fuse::Device::cpu(), &mut rng, 4);
+    common::dot::check_reductions::<fuse::half::bf16>(&fuse::Device::cpu(), &mut rng, 4);
+}

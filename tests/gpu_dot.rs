@@ -61,11 +61,22 @@ fn fallback_matches_the_interpreter_bit_for_bit(gpu: &Device) {
     assert_eq!(bits(&g), bits(&c), "GPU and CPU f32 (TF32) matmul differ");
 }
 
+/// A dot result reduced along its rows (from the tensor cores' layout) and its columns (moved out
+/// of it first), at warp counts from 1 to 8.
+fn reductions_of_a_dot_result(gpu: &Device) {
+    let mut rng = Rng::fresh("gpu dot reductions");
+    for warps in [1, 2, 4, 8] {
+        check_reductions::<f16>(gpu, &mut rng, warps);
+        check_reductions::<bf16>(gpu, &mut rng, warps);
+    }
+}
+
 fn main() {
     harness::run(harness::gpu_trials(vec![
         ("matmul_f16_bf16_f32", matmul_f16_bf16_f32),
         ("matmul_i8", matmul_i8),
         ("accumulator_method_form_and_converted_operands", accumulator_method_form_and_converted_operands),
         ("fallback_matches_the_interpreter_bit_for_bit", fallback_matches_the_interpreter_bit_for_bit),
+        ("reductions_of_a_dot_result", reductions_of_a_dot_result),
     ]))
 }

@@ -173,10 +173,10 @@ pub fn heads_per_program(h: Heads) -> usize {
 }
 
 /// Launches [`qk_norm_rope`] over `tokens` tokens of `qkv` with `heads` heads per program (a power
-/// of two up to 64) and the tile width the head width rounds up to (64, 128 or 256; `HALF` is half of it), with `warps`
-/// warps (4 if `None`: on an H100, f16 NeoX 8192x48x128 took 0.310 / 0.216 / 0.198 / 0.211 /
-/// 0.223 ms at 1 / 2 / 4 / 8 / 16 warps, 2026-11-24; the runtime's default picks 1 for this
-/// kernel, which needs 255 registers a thread there).
+/// of two up to 64) and the tile width the head width rounds up to (64, 128 or 256; `HALF` is half
+/// of it), with `warps` warps (2 if `None`: on an H100, 2026-11-24, 8192x48x128 with 8 heads per
+/// program took 0.068 / 0.069 / 0.075 ms (NeoX f16) and 0.088 / 0.089 / 0.101 ms (GPT-J f16) at
+/// 2 / 4 / 8 warps; 16 heads were slower).
 #[allow(clippy::too_many_arguments)]
 pub fn launch<T: fuse::Float>(
     device: &fuse::Device,
@@ -199,7 +199,7 @@ pub fn launch<T: fuse::Float>(
         u32::try_from(tokens).map_err(|_| too_big("tokens"))?,
         u32::try_from((h.q + h.k).div_ceil(heads.max(1))).map_err(|_| too_big("heads"))?,
     ));
-    let grid = grid.num_warps(warps.unwrap_or(4));
+    let grid = grid.num_warps(warps.unwrap_or(2));
     let (nq, nk, nv, dim) = (n(h.q, "n_q")?, n(h.k, "n_k")?, n(h.v, "n_v")?, n(h.dim, "head_dim")?);
     let neox = i32::from(neox);
     macro_rules! go {

@@ -104,6 +104,23 @@ pub fn dot_forms<T: Float, const M: usize, const N: usize, const K: usize>(
     store(doubled + oc, dot((x * 2.0).to(T), y));
 }
 
+/// Reductions of a dot result: each row's sum (axis 1, read from the accumulator's layout) and
+/// each column's max (axis 0, which moves the result out of the tensor cores' layout).
+#[fused_kernel]
+pub fn dot_reductions<T: Half, const M: usize, const N: usize, const K: usize>(
+    a: *const T,
+    b: *const T,
+    row_sums: *mut f32,
+    col_maxes: *mut f32,
+) {
+    let rm = arange(0, M);
+    let rn = arange(0, N);
+    let rk = arange(0, K);
+    let c = dot(load(a + rm.expand_dims(1) * K + rk.expand_dims(0)), load(b + rk.expand_dims(1) * N + rn.expand_dims(0)));
+    store(row_sums + rm, sum(c, 1));
+    store(col_maxes + rn, max(c, 0));
+}
+
 pub const BM: usize = 32;
 pub const BN: usize = 32;
 pub const BK: usize = 16;
@@ -295,4 +312,35 @@ pub fn check_forms<T: DotElem>(d: &Device, rng: &mut Rng, warps: Option<u32>) {
     let twice: Vec<f64> = want.iter().map(|w| w * 2.0).collect();
     let twice_bound: Vec<f64> = bound.iter().map(|e| e * 2.0).collect();
     assert_within(&what("of (2 a).to(T)"), &doubled.to_vec().unwrap(), &twice, &twice_bound);
+}
+
+/// [`dot_reductions`] against float64: row sums within the dot's bound summed plus the f32 sum's
+/// own rounding, column maxima within the largest bound of the column.
+pub fn check_reductions<T: DotElem + fuse::Half>(d: &Device, rng: &mut Rng, warps: u32) {
+    let (a, b) = (random::<T>(rng, FM * FK), random::<T>(rng, FK * FN));
+    let (ab, bb) = (d.upload(&a).unwrap(), d.upload(&b).unwrap());
+    let mut sums = d.upload(&vec![f32::NAN; FM]).unwrap();
+    let mut maxes = d.upload(&vec![f32::NAN; FN]).unwrap();
+    dot_reductions::launch::<T, FM, FN, FK>(d, LaunchConfig::new(1).num_warps(warps), &ab, &bb, &mut sums, &mut maxes)
+        .unwrap();
+    let (av, bv): (Vec<f64>, Vec<f64>) =
+        (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
+    let (want, bound) = reference(&av, &bv, None, FM, FN, FK);
+    let what = |r: &str| format!("{} dot then {r} ({FM}x{FN}x{FK}, {warps} warps) on {}", T::NAME, d.description());
+    let (mut ws, mut bs) = (vec![0.0; FM], vec![0.0; FM]);
+    for m in 0..FM {
+        let row = &want[m * FN..(m + 1) * FN];
+        ws[m] = row.iter().sum();
+        let mag: f64 = row.iter().map(|v| v.abs()).sum();
+        bs[m] = bound[m * FN..(m + 1) * FN].iter().sum::<f64>() + 2.0 * (FN as f64 + 2.0) * 2f64.powi(-24) * mag;
+    }
+    assert_within(&what("row sums"), &sums.to_vec().unwrap(), &ws, &bs);
+    let (mut wm, mut bm) = (vec![f64::NEG_INFINITY; FN], vec![0.0f64; FN]);
+    for m in 0..FM {
+        for n in 0..FN {
+            wm[n] = wm[n].max(want[m * FN + n]);
+            bm[n] = bm[n].max(bound[m * FN + n]);
+        }
+    }
+    assert_within(&what("column maxima"), &maxes.to_vec().unwrap(), &wm, &bm);
 }
