@@ -101,7 +101,10 @@ impl Checker<'_> {
                         "`dot` takes its operands' storage types: arithmetic on a {half} tile gives f32; convert `{wide}` back with `.to({half})`"
                     )
                 } else {
-                    format!("convert one operand, e.g. `b.to({})`", ta.dtype)
+                    format!(
+                        "convert one operand to the other's type: `.to({})` on `b` or `.to({})` on `a`",
+                        ta.dtype, tb.dtype
+                    )
                 }
             } else {
                 "convert one operand so both are f16, bf16, f32 or i8".to_string()
