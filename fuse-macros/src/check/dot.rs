@@ -9,8 +9,7 @@
 //! Dims written with const generics are checked at the launch (`expand.rs` asserts each at least
 //! 16 where `launch::<..>` is instantiated); literal ones here.
 
-use super::Checker;
-use super::Val;
+use super::{Checker, Val};
 use crate::diag::Sp;
 use fuse_ir::{dot_accumulator, DType, Expr, Len, Shape, Ty, VarId, DOT_MIN_DIM};
 
