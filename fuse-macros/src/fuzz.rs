@@ -208,6 +208,7 @@ const IDENTS: &[&str] = &[
     "broadcast_to",
     "reshape",
     "trans",
+    "dot",
     "argmax",
     "argmin",
     "f32",
@@ -729,6 +730,8 @@ const FUNCS: &[(&str, usize)] = &[
     ("broadcast_to", 2),
     ("reshape", 2),
     ("trans", 1),
+    ("dot", 2),
+    ("dot", 3),
     ("zeros", 1),
     ("full", 2),
 ];
@@ -750,6 +753,7 @@ const METHODS: &[&str] = &[
     "broadcast_to",
     "reshape",
     "trans",
+    "dot",
 ];
 const BINOPS: &[&str] =
     &["+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&", "|", "^", "&&", "||"];
@@ -1083,6 +1087,22 @@ const DIMS: &[Dim] = &[
     Dim { lit: -1, r: 0, c: 1 },
 ];
 
+/// `dot`'s inner dims: at least 16 (literal) or written with a const generic (asserted at the
+/// launch).
+const DOT_DIMS: &[Dim] = &[
+    DIM_R,
+    DIM_C,
+    Dim { lit: 1, r: 0, c: 1 },
+    Dim { lit: 0, r: 1, c: 1 },
+    Dim { lit: -1, r: 0, c: 1 },
+    Dim { lit: 4, r: 0, c: 0 },
+    Dim { lit: 5, r: 0, c: 0 },
+];
+
+/// Literal dims below `dot`'s 16.
+const SMALL_DIMS: &[Dim] =
+    &[ONE, Dim { lit: 1, r: 0, c: 0 }, Dim { lit: 2, r: 0, c: 0 }, Dim { lit: 3, r: 0, c: 0 }];
+
 impl Dim {
     fn mul(self, o: Dim) -> Dim {
         Dim { lit: self.lit + o.lit, r: self.r + o.r, c: self.c + o.c }
@@ -1091,6 +1111,11 @@ impl Dim {
     /// Whether it can be written (a fraction needs a const generic to divide).
     fn ok(self) -> bool {
         self.lit >= 0 || self.r + self.c > 0
+    }
+
+    /// Whether `dot` takes it as M, N or K: at least 16, or symbolic (asserted at the launch).
+    fn dot_ok(self) -> bool {
+        self.r + self.c > 0 || self.lit >= 4
     }
 
     /// As written in a kernel, several ways (`2 * C`, `C * 2`, `(2 * C)`, `4`, `C / 2`,
@@ -1388,7 +1413,7 @@ impl Typed<'_> {
     fn node(&mut self, dt: Dt, shape: &[Dim]) -> TExpr {
         let two_d = shape.len() == 2;
         loop {
-            let e = match self.rng.below(20) {
+            let e = match self.rng.below(21) {
                 0..=3 => self.binary(dt, shape),
                 4 => self.unary(dt, shape),
                 5 => {
@@ -1511,10 +1536,116 @@ impl Typed<'_> {
                     }
                 }
                 19 => self.leaf(dt, shape),
+                20 if dt != Dt::Bool && two_d && shape.iter().all(|d| d.dot_ok()) => self.dot(dt, shape),
                 _ => continue,
             };
             return e;
         }
+    }
+
+    /// The operands of a `dot` giving `dt` (f32: f16, bf16, TF32 or, in a generic kernel, `T`
+    /// inputs; i32: i8 inputs): `a` of `[m, k]` and `b` of `[k, n]` in their storage type.
+    fn dot_operands(&mut self, dt: Dt, m: Dim, k: Dim, n: Dim) -> (String, String) {
+        let input = match dt {
+            Dt::I32 => "i8",
+            _ if self.generic && self.rng.chance(30) => "T",
+            _ => self.rng.word(&["f16", "bf16", "f32"]),
+        };
+        let from = if dt == Dt::I32 { Dt::I32 } else { Dt::F32 };
+        let operand = |t: &mut Self, shape: [Dim; 2]| {
+            let e = t.ex(from, &shape);
+            // A storage-typed value (an f16 load) is converted to the input type, always where
+            // that is not f32 (whose arithmetic results are f32 already).
+            if input != "f32" || e.storage || t.rng.chance(20) {
+                format!("{}.to({input})", paren(&e.text))
+            } else {
+                e.text
+            }
+        };
+        (operand(self, [m, k]), operand(self, [k, n]))
+    }
+
+    /// `dot(a, b[, acc])` of `dt` and 2-D `shape` (both dims `dot_ok`).
+    fn dot(&mut self, dt: Dt, shape: &[Dim]) -> TExpr {
+        let (m, n) = (shape[0], shape[1]);
+        let k = *self.rng.pick(DOT_DIMS);
+        let (a, b) = self.dot_operands(dt, m, k, n);
+        let acc = if self.rng.chance(50) { format!(", {}", self.ex(dt, shape).text) } else { String::new() };
+        TExpr::of(if self.rng.chance(50) {
+            format!("dot({a}, {b}{acc})")
+        } else {
+            format!("{}.dot({b}{acc})", paren(&a))
+        })
+    }
+
+    /// One `dot` wrong in a known way.
+    fn broken_dot(&mut self, name: &str) -> (String, &'static str) {
+        let dt = *self.rng.pick(&[Dt::F32, Dt::F32, Dt::I32]);
+        let (m, k, n) = (*self.rng.pick(DOT_DIMS), *self.rng.pick(DOT_DIMS), *self.rng.pick(DOT_DIMS));
+        let (s, what) = match self.rng.below(7) {
+            0 => {
+                let k2 = loop {
+                    let d = *self.rng.pick(DOT_DIMS);
+                    if d != k {
+                        break d;
+                    }
+                };
+                let (a, _) = self.dot_operands(dt, m, k, n);
+                let (_, b) = self.dot_operands(dt, m, k2, n);
+                (format!("dot({a}, {b})"), "dot: inner dimensions differ")
+            }
+            1 => {
+                let (a, b) = self.dot_operands(dt, m, k, n);
+                let bad = loop {
+                    let s = self.tile_shape();
+                    if s != [m, n] {
+                        break s;
+                    }
+                };
+                let acc = self.ex(dt, &bad).text;
+                (format!("dot({a}, {b}, {acc})"), "dot: accumulator shape")
+            }
+            2 => {
+                let (a, b) = self.dot_operands(dt, m, k, n);
+                let other = if dt == Dt::I32 { Dt::F32 } else { Dt::I32 };
+                let acc = self.ex(other, &[m, n]).text;
+                (format!("{}.dot({b}, {acc})", paren(&a)), "dot: accumulator dtype")
+            }
+            3 => {
+                // Two input types: f16 and bf16, f16 and f32, or i8 and a float.
+                let (x, y) =
+                    *self.rng.pick(&[("f16", "bf16"), ("bf16", "f16"), ("f16", "f32"), ("i8", "bf16")]);
+                let a = self.ex(Dt::F32, &[m, k]).text;
+                let b = self.ex(Dt::F32, &[k, n]).text;
+                (format!("dot({}.to({x}), {}.to({y}))", paren(&a), paren(&b)), "dot: mixed element types")
+            }
+            4 => {
+                let (mut dims, i) = ([m, k, n], self.rng.below(3));
+                dims[i] = *self.rng.pick(SMALL_DIMS);
+                let (a, b) = self.dot_operands(dt, dims[0], dims[1], dims[2]);
+                (format!("dot({a}, {b})"), "dot: a dim below 16")
+            }
+            5 => {
+                let (a, b) = self.dot_operands(dt, m, k, n);
+                let flat = self.ex(Dt::F32, &[m]).text;
+                let e = if self.rng.chance(50) {
+                    format!("dot({}.to(f16), {b})", paren(&flat))
+                } else {
+                    format!("dot({a}, 1.0)")
+                };
+                (e, "dot: an operand that is not a 2-D tile")
+            }
+            _ => {
+                let t = self.rng.word(&["u8", "i32", "u32", "bool"]);
+                let a = self.ex(Dt::I32, &[m, k]).text;
+                let b = self.ex(Dt::I32, &[k, n]).text;
+                (
+                    format!("dot({}.to({t}), {}.to({t}))", paren(&a), paren(&b)),
+                    "dot: unsupported element type",
+                )
+            }
+        };
+        (format!("let {name} = {s};\n"), what)
     }
 
     /// A shape with as many lanes as `s` (not `s` itself, mostly).
@@ -2004,7 +2135,7 @@ impl Typed<'_> {
     fn broken_stmt(&mut self) -> (String, &'static str) {
         let name = self.fresh_name("bad");
         let red = self.rng.word(&["sum", "max", "min", "argmax", "argmin"]);
-        match self.rng.below(22) {
+        match self.rng.below(24) {
             0 | 1 => {
                 let rank = if self.rng.chance(70) { 2 } else { 1 };
                 let (t, _, s) = self.tile_of_rank(rank);
@@ -2255,6 +2386,7 @@ impl Typed<'_> {
                 let c = self.ex(Dt::Bool, &s).text;
                 (format!("if {c} {{\nlet {name} = 1;\n}}\n"), "a 2-D condition")
             }
+            22 | 23 => self.broken_dot(&name),
             _ => {
                 // A value that does not go into a mutable variable of another shape (a 1-D
                 // variable takes its own length only, a 2-D one what broadcasts to its shape).
@@ -2387,6 +2519,10 @@ struct Tally {
     call_site_only: usize,
     /// Generic kernels that expanded without errors.
     generic_ok: usize,
+    /// Typed kernels with a `dot` that expanded without errors, and typed kernels with a broken
+    /// `dot` that were rejected.
+    dot_ok: usize,
+    dot_rejected: usize,
 }
 
 fn span_text(s: Span) -> String {
@@ -2503,6 +2639,10 @@ fn typed_2d_kernels_expand_or_fail_as_built() {
     assert_eq!(tally.cases as u64, cases);
     assert_eq!(tally.ok + tally.errors, tally.cases);
     assert!(tally.generic_ok > 0, "some generic kernels must expand: {tally:?}");
+    assert!(
+        tally.dot_ok > 0 && tally.dot_rejected > 0,
+        "`dot` must be generated, right and wrong: {tally:?}"
+    );
 }
 
 /// Runs `cases` in batches, each on a fresh thread: proc-macro2's fallback keeps every parsed
@@ -2527,6 +2667,8 @@ fn in_batches(seed: u64, cases: u64, run: fn(u64, std::ops::Range<u64>) -> Tally
             tally.errors += t.errors;
             tally.call_site_only += t.call_site_only;
             tally.generic_ok += t.generic_ok;
+            tally.dot_ok += t.dot_ok;
+            tally.dot_rejected += t.dot_rejected;
         }
     }
     tally
@@ -2569,6 +2711,8 @@ fn run_typed_batch(seed: u64, cases: std::ops::Range<u64>) -> Tally {
             TypedKind::Broken if !has_errors => {
                 panic!("{label}: a kernel with {what} was accepted:\n{shown}")
             }
+            TypedKind::Valid if shown.contains("dot (") => tally.dot_ok += 1,
+            TypedKind::Broken if what.starts_with("dot:") => tally.dot_rejected += 1,
             _ => {}
         }
     }

@@ -60,7 +60,8 @@ mod tests;
 /// * **a body** of `let`/`let mut`, assignments (`=`, `+=`, ...), `if`/`else` on scalar
 ///   conditions and `for` over integer ranges, using `program_id`, `arange`, `load`, `store`,
 ///   arithmetic, comparisons, `where_`, reductions (`sum`, `max`, `min`), math functions (`exp`,
-///   `erf`, `rsqrt`, ...), casts (`x.to(f16)`, `x as f16`) and `rand`.
+///   `erf`, `rsqrt`, ...), casts (`x.to(f16)`, `x as f16`), `rand`, 2-D tiles and their shape
+///   functions, and `dot` (matrix products of f16, bf16, f32-as-TF32 or i8 tiles).
 ///
 /// # What it generates
 ///

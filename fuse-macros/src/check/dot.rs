@@ -9,8 +9,7 @@
 //! Dims written with const generics are checked at the launch (`expand.rs` asserts each at least
 //! 16 where `launch::<..>` is instantiated); literal ones here.
 
-use super::Checker;
-use super::Val;
+use super::{Checker, Val};
 use crate::diag::Sp;
 use fuse_ir::{dot_accumulator, DType, Expr, Len, Shape, Ty, VarId, DOT_MIN_DIM};
 
@@ -101,7 +100,10 @@ impl Checker<'_> {
                         "`dot` takes its operands' storage types: arithmetic on a {half} tile gives f32; convert `{wide}` back with `.to({half})`"
                     )
                 } else {
-                    format!("convert one operand, e.g. `b.to({})`", ta.dtype)
+                    format!(
+                        "convert one operand to the other's type: `.to({})` on `b` or `.to({})` on `a`",
+                        ta.dtype, tb.dtype
+                    )
                 }
             } else {
                 "convert one operand so both are f16, bf16, f32 or i8".to_string()
