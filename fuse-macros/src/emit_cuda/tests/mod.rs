@@ -3,6 +3,7 @@
 use super::*;
 use fuse_ir::*;
 
+mod columns;
 pub(super) mod kernels;
 pub(super) mod nvrtc;
 mod rows;
