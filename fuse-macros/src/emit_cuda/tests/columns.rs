@@ -133,7 +133,13 @@ fn the_serial_forms_scratch_is_conditional() {
     let k = cols_kernel("f32");
     let src = emit_cuda(&k).source;
     let p = layout_index(&k, "v");
-    let decl = src.lines().find(|l| l.contains("unsigned char fuse_xs[")).expect("a scratch");
+    // The scratch's size: the running maximum of its users' sizes and the dynamic-memory test.
+    let decl: String = src
+        .lines()
+        .filter(|l| l.starts_with("constexpr long long fuse_xs_max") || l.starts_with("#define FUSE_SCRATCH_DYNAMIC"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!decl.is_empty(), "a scratch");
     let whole = format!("(FUSE_L{p} * 4)");
     // Each occurrence is the serial form's, behind its condition.
     assert!(decl.contains(&format!("? 1 : {whole})")), "{decl}");
