@@ -11,8 +11,9 @@ fn warps(spec: &fuse::KernelSpec, consts: &[u64]) -> u32 {
 
 #[test]
 fn axis_reductions_of_2d_tiles_get_at_most_8_elements_per_thread() {
-    // qk_norm_rope's [HEADS, D] = [8, 128] tile: 4 warps (1 before axis reductions counted).
-    assert_eq!(warps(qk_norm_rope::qk_norm_rope::spec::<f16>(), &[8, 128]), 4);
+    // qk_norm_rope with 8 heads of 128 (HALF = 64): its widest tile is GPT-J's [8, 128], 4 warps
+    // (1 before axis reductions counted).
+    assert_eq!(warps(qk_norm_rope::qk_norm_rope::spec::<f16>(), &[8, 64]), 4);
     // The rows kernels' [ROWS, BLOCK] tiles of 2048 lanes.
     assert_eq!(warps(softmax::softmax_rows::spec::<f32>(), &[16, 128]), 8);
     assert_eq!(warps(softmax::softmax_rows::spec::<f16>(), &[16, 128]), 8);
