@@ -71,6 +71,19 @@ fn reductions_of_a_dot_result(gpu: &Device) {
     }
 }
 
+/// The pipelined K loop (cp.async into a ring of stages) over stage counts 1 (taken as 2) to 5
+/// and 1 to 8 warps, at K from one partial block to 1000 (the ring wraps many times), with K a
+/// multiple of 8 (16-byte copies) and not (the per-lane path into the stages). Each configuration
+/// is a separate NVRTC compile per launch-time specialisation, so each runs two of the sizes.
+fn pipelined_k_loops(gpu: &Device) {
+    let mut rng = Rng::fresh("gpu pipelined");
+    let sizes = [(130, 70, 1000), (64, 64, 24), (100, 200, 333), (257, 129, 96)];
+    for (i, (stages, warps)) in [(1, 4), (2, 8), (3, 4), (3, 1), (4, 8), (5, 4)].into_iter().enumerate() {
+        check_pipelined::<f16>(gpu, &mut rng, sizes[i % 4], warps, stages);
+        check_pipelined::<bf16>(gpu, &mut rng, sizes[(i + 1) % 4], warps, stages);
+    }
+}
+
 fn main() {
     harness::run(harness::gpu_trials(vec![
         ("matmul_f16_bf16_f32", matmul_f16_bf16_f32),
@@ -78,5 +91,6 @@ fn main() {
         ("accumulator_method_form_and_converted_operands", accumulator_method_form_and_converted_operands),
         ("fallback_matches_the_interpreter_bit_for_bit", fallback_matches_the_interpreter_bit_for_bit),
         ("reductions_of_a_dot_result", reductions_of_a_dot_result),
+        ("pipelined_k_loops", pipelined_k_loops),
     ]))
 }

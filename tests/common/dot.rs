@@ -247,6 +247,24 @@ pub fn check_matmul<T: DotElem>(d: &Device, rng: &mut Rng, (m, n, k): (usize, us
     }
 }
 
+/// [`check_matmul`] for half types with `[64, 64, 32]` blocks, `warps` warps and `stages`
+/// pipeline stages: the K loop's loads go through `cp.async` into a ring of `stages` buffers, so
+/// long K (the ring wraps many times), K not a multiple of the block (a zero-filled last stage)
+/// and K not a multiple of 8 (the per-lane path into the stages) are the cases to cover.
+pub fn check_pipelined<T: DotElem>(d: &Device, rng: &mut Rng, (m, n, k): (usize, usize, usize), warps: u32, stages: u32) {
+    let (a, b) = (random::<T>(rng, m * k), random::<T>(rng, k * n));
+    let (ab, bb) = (d.upload(&a).unwrap(), d.upload(&b).unwrap());
+    let mut c = d.upload(&vec![f32::NAN; m * n]).unwrap();
+    let config = LaunchConfig::new((m.div_ceil(64) as u32, n.div_ceil(64) as u32)).num_warps(warps).num_stages(stages);
+    matmul::launch::<T, 64, 64, 32>(d, config, &ab, &bb, &mut c, m as i32, n as i32, k as i32).unwrap();
+    let got = c.to_vec().unwrap();
+    let (av, bv): (Vec<f64>, Vec<f64>) =
+        (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
+    let (want, bound) = reference(&av, &bv, None, m, n, k);
+    let what = format!("{} matmul {m}x{n}x{k}, {warps} warps, {stages} stages on {}", T::NAME, d.description());
+    assert_within(&what, &got, &want, &bound);
+}
+
 fn f32_values<T: Elem>(v: &[T]) -> Vec<f64> {
     T::to_f64s(v)
 }

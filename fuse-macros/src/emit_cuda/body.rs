@@ -45,10 +45,15 @@ impl Ctx<'_> {
                 self.w.open("");
                 self.w.line(format!("const {t} fuse_end{n} = {e}, fuse_step{n} = {st};"));
                 let zero = ctype::int_lit(0, d);
-                self.w.open(format!(
-                    "if (fuse_step{n} > {zero}) for ({v} = {s}; {v} < fuse_end{n}; {v} = fuse_next({v}, fuse_end{n}, fuse_step{n}))"
-                ));
-                self.body(body);
+                if let Some(plan) = self.pipelines.get(var).cloned() {
+                    self.w.open(format!("if (fuse_step{n} > {zero})"));
+                    self.pipelined_for(n, (*var, &s), body, &plan);
+                } else {
+                    self.w.open(format!(
+                        "if (fuse_step{n} > {zero}) for ({v} = {s}; {v} < fuse_end{n}; {v} = fuse_next({v}, fuse_end{n}, fuse_step{n}))"
+                    ));
+                    self.body(body);
+                }
                 self.w.close();
                 self.w.close();
             }
@@ -57,6 +62,11 @@ impl Ctx<'_> {
 
     fn assign(&mut self, dst: VarId, expr: &Expr) {
         match expr {
+            Expr::Load { .. } if self.staged.contains_key(&dst) => {
+                // Issued ahead into the stage its `dot` reads (pipeline.rs).
+                self.accesses += 1;
+                self.w.line(format!("// {}: in its stage, loaded ahead", self.name(dst)));
+            }
             Expr::Load { param, offset, mask, other } => self.load(dst, *param, *offset, *mask, *other),
             Expr::Reduce(op, src) => self.reduce(dst, *op, *src),
             Expr::Rand { seed, offset } => self.rand(dst, *seed, *offset),
@@ -249,7 +259,7 @@ impl Ctx<'_> {
         ctype::convert(&e, rd, to, &mut self.needs)
     }
 
-    fn unary(&mut self, op: UnaryOp, d: DType, x: &str) -> String {
+    pub(super) fn unary(&mut self, op: UnaryOp, d: DType, x: &str) -> String {
         let f = d == DType::F32;
         match op {
             UnaryOp::Neg if f => format!("(-{x})"),
@@ -278,7 +288,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn binary(&mut self, op: BinaryOp, d: DType, x: &str, y: &str) -> String {
+    pub(super) fn binary(&mut self, op: BinaryOp, d: DType, x: &str, y: &str) -> String {
         let f = d == DType::F32;
         let sym = match op {
             BinaryOp::Add => "+",

@@ -32,13 +32,19 @@ struct Access {
 
 impl Ctx<'_> {
     fn access(&mut self, param: u32, offset: VarId, mask: Option<VarId>) -> Access {
+        // Accesses are numbered in program order, as `Kernel::accesses` lists them.
+        let index = self.accesses;
+        self.accesses += 1;
+        self.access_at(index, param, offset, mask)
+    }
+
+    /// Access `index` of `Kernel::accesses` (a pipelined load is emitted again ahead of its
+    /// iteration under its own index).
+    fn access_at(&mut self, index: u32, param: u32, offset: VarId, mask: Option<VarId>) -> Access {
         let (elem, mutable) = match self.k.params[param as usize].kind {
             ParamKind::Ptr { elem, mutable } => (elem, mutable),
             ParamKind::Scalar(_) => unreachable!("the checker only loads through pointer params"),
         };
-        // Accesses are numbered in program order, as `Kernel::accesses` lists them.
-        let index = self.accesses;
-        self.accesses += 1;
         let inb = Specialization::InBounds(index);
         self.spec(inb);
         Access {
@@ -354,6 +360,85 @@ impl Ctx<'_> {
         self.w.line(format!("{} fuse_x = {init};", c_type(to)));
         self.checked_lane(a, i, ok, &format!("fuse_x = {read};"));
         self.w.line(format!("{slot} = fuse_x;"));
+        self.w.close();
+    }
+
+    /// Load access `index` (of a 16-bit dtype, `other` zero) into the swizzled row-major shared
+    /// buffer `buf` (`unsigned short*`) of a `[., w]` tile, for the pipeline ([`super::pipeline`]):
+    /// one `cp.async` of VEC lanes per chunk where the vector path applies (zero-filled where its
+    /// lanes are off), else checked per-lane loads and shared stores, in the same layout.
+    pub(super) fn async_load(
+        &mut self,
+        index: u32,
+        (param, offset, mask): (u32, VarId, Option<VarId>),
+        buf: &str,
+        w: &str,
+    ) {
+        self.needs.pipeline = true;
+        self.needs.mma = true;
+        let a = self.access_at(index, param, offset, mask);
+        let k = self.tile(offset).expect("pipelined loads have tile offsets");
+        self.w.line(format!(
+            "// ahead: load({}[{}]{}) into its stage",
+            a.ptr,
+            self.name(offset),
+            mask_note(self, mask)
+        ));
+        let bytes = format!("FUSE_VEC{k} * {}", a.elem.size_bytes());
+        let at = |f: &str| format!("{buf} + fuse_swz(({f}) / ({w}), ({f}) % ({w}), {w})");
+        let copy = |cx: &Ctx<'_>, on: &str| {
+            let first = cx.run_start(&a, "fuse_b");
+            format!(
+                "if (FUSE_OK{k}(fuse_j)) fuse_cp_async<{bytes}>(fuse_smem_addr({}), {} + (long long){first}, {on} ? {bytes} : 0);",
+                at(&format!("FUSE_IDX{k}(fuse_b)")),
+                a.ptr
+            )
+        };
+        let Some(cond) = self.vector_cond(&a, k, false) else {
+            self.async_lanes(&a, k, &at("fuse_f"));
+            return;
+        };
+        // A chunk's VEC lanes stay inside one swizzled 16-byte chunk.
+        let cond = format!("{cond} && FUSE_VEC{k} <= 8");
+        if let Some(unchecked) = self.unchecked_cond(&a, &cond) {
+            self.w.pp(format!("#if {unchecked}"));
+            let on = match mask {
+                Some(m) => self.at(m, "fuse_b"),
+                None => "true".to_string(),
+            };
+            self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
+            self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
+            self.w.line(copy(self, &on));
+            self.w.close();
+            self.w.pp(format!("#elif {cond}"));
+        } else {
+            self.w.pp(format!("#if {cond}"));
+        }
+        self.sort_chunks(&a, k, "");
+        self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
+        self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
+        self.w.line(copy(self, "fuse_vec[fuse_j]"));
+        self.w.close();
+        self.w.reopen("} else {");
+        self.async_lanes(&a, k, &at("fuse_f"));
+        self.w.close();
+        self.w.close();
+        self.w.pp("#else");
+        self.async_lanes(&a, k, &at("fuse_f"));
+        self.w.pp("#endif");
+    }
+
+    /// The per-lane path of [`Ctx::async_load`]: every lane of the tile written to `at` (a shared
+    /// address of `fuse_f`, the lane's index in the tile), 0 where its mask is off.
+    fn async_lanes(&mut self, a: &Access, k: usize, at: &str) {
+        self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
+        self.w.open(format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k}))"));
+        self.w.line(format!("{} fuse_x = {};", c_type(a.elem), zero(a.elem)));
+        let read = self.read(a, "fuse_o");
+        self.checked_lane(a, "fuse_i", None, &format!("fuse_x = {read};"));
+        self.w.line(format!("const int fuse_f = FUSE_IDX{k}(fuse_i);"));
+        self.w.line(format!("*({at}) = fuse_x;"));
+        self.w.close();
         self.w.close();
     }
 

@@ -135,7 +135,14 @@ impl Ctx<'_> {
         let (sa, sb, d) = (self.name(a).to_string(), self.name(b).to_string(), self.name(dst).to_string());
         let in_place = self.tile(dst) == Some(mma);
         self.w.line(format!("// {d} = dot({sa}, {sb}{}) on tensor cores", acc.map(|c| format!(", {}", self.name(c))).unwrap_or_default()));
-        self.scratch_bytes_for(format!("(({m}) * ({kk}) * 2 + ({kk}) * ({n}) * 2)"));
+        // Operands a pipelined loop loaded ahead are in their stage already (pipeline.rs).
+        let staged = match (self.staged.get(&a), self.staged.get(&b)) {
+            (Some(pa), Some(pb)) => Some((pa.clone(), pb.clone())),
+            _ => None,
+        };
+        if staged.is_none() {
+            self.scratch_bytes_for(format!("(({m}) * ({kk}) * 2 + ({kk}) * ({n}) * 2)"));
+        }
         if !in_place || acc.is_some_and(|c| self.tile(c) != Some(mma)) {
             // A conversion between the MMA registers and another layout (f32 lanes).
             self.scratch_bytes_for(format!("(FUSE_L{mma} * 4)"));
@@ -172,12 +179,41 @@ impl Ctx<'_> {
             }
             None => self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = 0.0f;")),
         }
-        // Stage both operands, swizzled.
+        if let Some((pa, pb)) = staged {
+            self.w.line(format!("const unsigned short* fuse_sa = {pa};"));
+            self.w.line(format!("const unsigned short* fuse_sb = {pb};"));
+        } else {
+            self.stage_operands((ka, &sa), (kb, &sb), (&m, &kk, &n));
+        }
+        self.mma_steps(mma, &c, input, (&kk, &n));
+        if !in_place {
+            // To dst's layout through the scratch.
+            let kd = self.tile(dst).expect("dot makes a tile");
+            let t = c_type(self.dtype(dst));
+            self.w.line("__syncthreads();");
+            self.w.unrolled(
+                "fuse_i",
+                &format!("FUSE_EPT{mma}"),
+                format!("if (FUSE_OK{mma}(0)) ((float*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] = fuse_c[fuse_i];"),
+            );
+            self.w.line("__syncthreads();");
+            self.w.unrolled(
+                "fuse_i",
+                &format!("FUSE_EPT{kd}"),
+                format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = ({t})((float*)fuse_xs)[FUSE_IDX{kd}(fuse_i)];"),
+            );
+        }
+        self.w.close();
+    }
+
+    /// Writes `a` (`[m, kk]`) and `b` (`[kk, n]`) from their registers to the scratch, row-major and
+    /// swizzled, between barriers; declares `fuse_sa`/`fuse_sb` on them.
+    fn stage_operands(&mut self, (ka, sa): (usize, &str), (kb, sb): (usize, &str), (m, kk, n): (&str, &str, &str)) {
         self.w.line("__syncthreads();");
         self.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;");
         self.w.line(format!("unsigned short* fuse_sb = fuse_sa + ({m}) * ({kk});"));
         self.needs.words = true;
-        for (k, s, buf, w) in [(ka, &sa, "fuse_sa", &kk), (kb, &sb, "fuse_sb", &n)] {
+        for (k, s, buf, w) in [(ka, sa, "fuse_sa", kk), (kb, sb, "fuse_sb", n)] {
             // A chunk (VEC consecutive lanes of one row, VEC-aligned) stays inside one swizzled
             // 16-byte chunk when VEC <= 8: one shared store of VEC / 2 words.
             self.w.pp(format!("#if FUSE_VEC{k} >= 2 && FUSE_VEC{k} <= 8"));
@@ -207,6 +243,11 @@ impl Ctx<'_> {
             self.w.pp("#endif");
         }
         self.w.line("__syncthreads();");
+    }
+
+    /// The warp's MMA steps over the staged `fuse_sa`/`fuse_sb`, K in steps of 16, accumulating
+    /// into the MMA-layout registers `c`.
+    fn mma_steps(&mut self, mma: usize, c: &str, input: DType, (kk, n): (&str, &str)) {
         // The warp's tiles, K in steps of 16.
         self.w.line("const int fuse_lane = fuse_tid & 31;");
         self.w.line(format!("const int fuse_wm = (fuse_tid >> 5) / FUSE_WN{mma};"));
@@ -247,24 +288,6 @@ impl Ctx<'_> {
         );
         self.w.close();
         self.w.close();
-        self.w.close();
-        if !in_place {
-            // To dst's layout through the scratch.
-            let kd = self.tile(dst).expect("dot makes a tile");
-            let t = c_type(self.dtype(dst));
-            self.w.line("__syncthreads();");
-            self.w.unrolled(
-                "fuse_i",
-                &format!("FUSE_EPT{mma}"),
-                format!("if (FUSE_OK{mma}(0)) ((float*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] = fuse_c[fuse_i];"),
-            );
-            self.w.line("__syncthreads();");
-            self.w.unrolled(
-                "fuse_i",
-                &format!("FUSE_EPT{kd}"),
-                format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = ({t})((float*)fuse_xs)[FUSE_IDX{kd}(fuse_i)];"),
-            );
-        }
         self.w.close();
     }
 }

@@ -23,9 +23,11 @@ mod layout;
 mod memory;
 mod mma;
 pub(crate) mod names;
+mod pipeline;
 mod prelude;
 mod random;
 mod reduce;
+mod remat;
 mod schedule;
 mod shape;
 mod slices;
@@ -70,8 +72,14 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         masks: kernel.masks(),
         masks_named: 0,
         assignments: kernel.assignment_counts(),
+        pipelines: Default::default(),
+        staged: Default::default(),
+        ring_bytes: Vec::new(),
+        in_pipeline: false,
+        loop_scratch: Vec::new(),
         w: Writer::new(1),
     };
+    cx.pipelines = pipeline::plan(kernel, &cx.assignments);
     cx.chunk_uniform = (0..kernel.vars.len()).map(|v| cx.chunk_uniform_cond(VarId(v as u32))).collect();
     let order = schedule::schedule(kernel, &cx.assignments);
     cx.body(&order.prologue);
@@ -82,6 +90,21 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     assert_eq!(cx.accesses as usize, kernel.accesses().len(), "accesses are numbered in program order");
     assert_eq!(cx.masks_named, cx.masks.len(), "every mask's one assignment is emitted");
     cx.finish()
+}
+
+/// `constexpr long long <name>` = the largest of `terms` (C expressions), through a running
+/// maximum of named constants `<name>_0, <name>_1, ..` (one nested expression would spell each
+/// term exponentially often).
+fn running_max(out: &mut Writer, name: &str, terms: &[String]) {
+    for (i, t) in terms.iter().enumerate() {
+        let v = if i == 0 {
+            t.clone()
+        } else {
+            format!("{name}_{} > {t} ? {name}_{} : {t}", i - 1, i - 1)
+        };
+        out.line(format!("constexpr long long {name}_{i} = {v};"));
+    }
+    out.line(format!("constexpr long long {name} = {name}_{};", terms.len() - 1));
 }
 
 /// Emission state for one kernel.
@@ -122,6 +145,15 @@ struct Ctx<'k> {
     masks_named: usize,
     /// Per var: how many statements assign it (`for` counters included).
     assignments: Vec<u32>,
+    /// The pipelined loops, by counter ([`pipeline`]).
+    pipelines: std::collections::HashMap<VarId, pipeline::LoopPlan>,
+    /// While a pipelined body is emitted: its staged loads' shared buffers (`unsigned short*`).
+    staged: std::collections::HashMap<VarId, String>,
+    /// The byte sizes of the pipelines' rings (`fuse_ring`, after the scratch's uses in them).
+    ring_bytes: Vec<String>,
+    /// Whether a pipelined loop is being emitted, and the scratch sizes its statements use.
+    in_pipeline: bool,
+    loop_scratch: Vec<String>,
     /// The kernel body; the rest of the file is assembled around it in [`Ctx::finish`].
     w: Writer,
 }
@@ -242,20 +274,29 @@ impl Ctx<'_> {
             out.pp(m);
         }
         out.line("");
-        if let Some((first, rest)) = self.scratch_bytes.split_first() {
+        let mut scratch_bytes = self.scratch_bytes.clone();
+        let ring = !self.ring_bytes.is_empty();
+        if ring {
+            // The ring follows the scratch's uses inside pipelined loops (live while it is); the
+            // uses before and after the loops may overlap it.
+            for l in pipeline::STAGES.lines() {
+                out.pp(l);
+            }
+            let inside = if self.loop_scratch.is_empty() { vec!["0".to_string()] } else { self.loop_scratch.clone() };
+            running_max(&mut out, "fuse_ring_in", &inside);
+            out.line("constexpr long long fuse_ring_at = (fuse_ring_in + 127) / 128 * 128;");
+            running_max(&mut out, "fuse_ring_bytes", &self.ring_bytes);
+            scratch_bytes.push("(fuse_ring_at + fuse_ring_bytes)".into());
+        }
+        if !scratch_bytes.is_empty() {
             // The largest of the tiles that move lanes between threads (shape.rs, dot.rs), as a
             // running maximum of named constants: one nested expression would spell each size
-            // exponentially often. Whether any is past 48 KiB is a preprocessor test (linear).
-            out.line(format!("constexpr long long fuse_xs_max0 = {first};"));
-            for (i, b) in rest.iter().enumerate() {
-                out.line(format!(
-                    "constexpr long long fuse_xs_max{} = fuse_xs_max{i} > {b} ? fuse_xs_max{i} : {b};",
-                    i + 1
-                ));
-            }
-            out.line(format!("constexpr long long fuse_xs_bytes = fuse_xs_max{};", rest.len()));
-            let past: Vec<String> = self.scratch_bytes.iter().map(|b| format!("({b}) > 48 * 1024")).collect();
-            out.pp(format!("#define FUSE_SCRATCH_DYNAMIC ({})", past.join(" || ")));
+            // exponentially often. Whether any is past 48 KiB is a preprocessor test (linear);
+            // a pipelined loop's ring is always dynamic (its size needs a constexpr).
+            running_max(&mut out, "fuse_xs_bytes", &scratch_bytes);
+            let past: Vec<String> = scratch_bytes.iter().map(|b| format!("({b}) > 48 * 1024")).collect();
+            let dynamic = if ring { "1".to_string() } else { past.join(" || ") };
+            out.pp(format!("#define FUSE_SCRATCH_DYNAMIC ({dynamic})"));
             out.pp("#if FUSE_SCRATCH_DYNAMIC");
             out.line("extern \"C\" __device__ const unsigned int fuse_dynamic_smem_bytes = (unsigned int)fuse_xs_bytes;");
             out.pp("#endif");
@@ -306,7 +347,7 @@ impl Ctx<'_> {
             out.line("  int fuse_phase = 0;");
             out.pp("#endif");
         }
-        if !self.scratch_bytes.is_empty() {
+        if !self.scratch_bytes.is_empty() || !self.ring_bytes.is_empty() {
             // Past the 48 KiB a block may declare statically the scratch is dynamic shared memory,
             // sized by the runtime from `fuse_dynamic_smem_bytes` (DESIGN.md, "Dynamic shared memory").
             out.pp("#if FUSE_SCRATCH_DYNAMIC");
@@ -314,6 +355,9 @@ impl Ctx<'_> {
             out.pp("#else");
             out.line("  __shared__ __align__(16) unsigned char fuse_xs[fuse_xs_bytes];");
             out.pp("#endif");
+        }
+        if !self.ring_bytes.is_empty() {
+            out.line("  unsigned char* fuse_ring = fuse_xs + fuse_ring_at;");
         }
         for (i, v) in k.vars.iter().enumerate() {
             let n = &self.names.vars[i];

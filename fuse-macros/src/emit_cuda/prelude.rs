@@ -20,6 +20,8 @@ pub struct Needs {
     pub mma: bool,
     /// f32 → TF32 rounding (`dot` of f32 tiles).
     pub tf32: bool,
+    /// `cp.async` and its groups (the pipelined loops of `dot`).
+    pub pipeline: bool,
 }
 
 const F16: &str = r#"// f16 <-> f32 (the bits travel as unsigned short).
@@ -257,7 +259,7 @@ __device__ __forceinline__ unsigned long long fuse_next(unsigned long long k, un
 impl Needs {
     /// The helper definitions, in a fixed order.
     pub fn text(&self) -> String {
-        let parts: [(bool, &str); 11] = [
+        let parts: [(bool, &str); 12] = [
             (self.f16, F16),
             (self.bf16, BF16),
             (self.f2i, F2I),
@@ -269,6 +271,7 @@ impl Needs {
             (self.erf, ERF),
             (self.mma, super::mma::PRELUDE),
             (self.tf32, TF32),
+            (self.pipeline, super::pipeline::PRELUDE),
         ];
         let mut out = String::new();
         for (used, text) in parts {

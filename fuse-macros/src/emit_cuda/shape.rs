@@ -61,30 +61,12 @@ impl Ctx<'_> {
             return;
         }
         let (sd, dd) = (self.k.ty(src).shape.dims(), self.k.ty(dst).shape.dims());
-        let lane = self.broadcast_lane(&sd, &dd);
+        let lane = self.source_lane(&sd, &dd, "fuse_f");
+        if self.broadcast_by_remat(dst, src, &lane) {
+            return;
+        }
         let what = format!("{} = broadcast({})", self.name(dst), self.name(src));
         self.gather(dst, src, &lane, &what);
-    }
-
-    /// The source lane of destination lane `fuse_f` (see `fuse_ir::broadcast_source_lane`).
-    fn broadcast_lane(&self, src: &[Len], dst: &[Len]) -> String {
-        let unit = Len::literal_log2(0);
-        // The source's dims aligned at the right with the destination's (missing ones are 1).
-        let (rows, cols) = match src {
-            [r, c] => (r.clone(), c.clone()),
-            [c] => (unit.clone(), c.clone()),
-            _ => (unit.clone(), unit.clone()),
-        };
-        match dst {
-            [_, dst_cols] if rows == unit && cols != unit => {
-                format!("fuse_f % {}", dst_cols.c_expr(&self.k.consts))
-            }
-            [_, dst_cols] if cols == unit && rows != unit => {
-                format!("fuse_f / {}", dst_cols.c_expr(&self.k.consts))
-            }
-            // A single lane repeated.
-            _ => "0".into(),
-        }
     }
 
     /// `dst = trans(src)`: `[R, C]` -> `[C, R]`.
@@ -236,6 +218,9 @@ impl Ctx<'_> {
 
     /// Makes the scratch `fuse_xs` at least `bytes` (a C expression) large.
     pub(super) fn scratch_bytes_for(&mut self, bytes: String) {
+        if self.in_pipeline && !self.loop_scratch.contains(&bytes) {
+            self.loop_scratch.push(bytes.clone());
+        }
         if !self.scratch_bytes.contains(&bytes) {
             self.scratch_bytes.push(bytes);
         }
@@ -245,6 +230,9 @@ impl Ctx<'_> {
     /// scratch's as one term, their maximum as a balanced tree (the scratch's own maximum over its
     /// terms doubles its text with each term).
     fn fold_scratch_for(&mut self, bytes: String) {
+        if self.in_pipeline && !self.loop_scratch.contains(&bytes) {
+            self.loop_scratch.push(bytes.clone());
+        }
         if self.fold_scratch.contains(&bytes) {
             return;
         }

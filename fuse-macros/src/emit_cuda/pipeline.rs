@@ -1,0 +1,346 @@
+//! Software pipelining of `dot` K loops (Triton's `num_stages`).
+//!
+//! In a `for` loop whose body loads both operands of a tensor-core `dot`, the loads of the next
+//! `FUSE_PIPE - 1` iterations are issued ahead with `cp.async` straight into a ring of
+//! `FUSE_PIPE` shared-memory stages (swizzled as the MMA lowering reads them), so that global
+//! memory and the tensor cores overlap. This module decides **which loops and loads qualify**
+//! (from the IR alone, before any layout question); [`super::body`] emits the loop and
+//! [`super::memory`] the copies.
+//!
+//! A load qualifies when re-running it one or more iterations early is the same load:
+//! - it is a top-level statement of the loop body, its destination is assigned once and read only
+//!   as operand `a` or `b` of one `dot` later in the same body (so it never lives in registers),
+//!   both operands of that `dot` qualify, and they are f16 or bf16 as stored (no conversion);
+//! - masked-off lanes read 0 (`other` absent or a literal +0), which `cp.async` zero-fills;
+//! - its offset and mask depend only on the counter, on values the loop never assigns, and on
+//!   earlier top-level statements of the body that are pure (no load, `rand`, reduction or
+//!   `dot`) and assign a var once: its **slice**, which the emitter replays for a later counter.
+//!
+//! Everything else (a loop-carried pointer, a normalised operand, a load under an `if`) runs
+//! as written: correct, not pipelined.
+use super::ctype::c_type;
+use super::mma::has_mma;
+use super::Ctx;
+use fuse_ir::{visit_stmts, Expr, Kernel, Literal, Stmt, VarId};
+use std::collections::HashMap;
+
+/// One load the pipeline issues ahead into the ring.
+#[derive(Clone, Debug)]
+pub(super) struct StagedLoad {
+    /// The load's destination (never materialised: the `dot` reads the stage).
+    pub dst: VarId,
+    /// Index of the load statement in the loop body.
+    pub stmt: usize,
+    /// Its index in `Kernel::accesses` (the `FUSE_INB_<k>` it is checked under).
+    pub access: u32,
+}
+
+/// A pipelined loop: its staged loads and the body statements their addresses need.
+#[derive(Clone, Debug)]
+pub(super) struct LoopPlan {
+    /// Indices of the body statements to replay before issuing the loads, in program order.
+    pub slice: Vec<usize>,
+    pub loads: Vec<StagedLoad>,
+}
+
+/// The pipelined loops, by counter var.
+pub(super) fn plan(k: &Kernel, assignments: &[u32]) -> HashMap<VarId, LoopPlan> {
+    let mut uses = vec![0u32; k.vars.len()];
+    k.visit_stmts(&mut |s| {
+        for v in stmt_reads(s) {
+            uses[v.0 as usize] += 1;
+        }
+    });
+    let mut plans = HashMap::new();
+    let mut accesses = 0u32;
+    walk(k, &k.body, assignments, &uses, &mut accesses, &mut plans);
+    plans
+}
+
+/// Plans the loops in `stmts` (at any depth), counting accesses in program order.
+fn walk(
+    k: &Kernel,
+    stmts: &[Stmt],
+    assignments: &[u32],
+    uses: &[u32],
+    accesses: &mut u32,
+    plans: &mut HashMap<VarId, LoopPlan>,
+) {
+    for s in stmts {
+        match s {
+            Stmt::Assign { expr: Expr::Load { .. }, .. } | Stmt::Store { .. } => *accesses += 1,
+            Stmt::Assign { .. } => {}
+            Stmt::If { then_body, else_body, .. } => {
+                walk(k, then_body, assignments, uses, accesses, plans);
+                walk(k, else_body, assignments, uses, accesses, plans);
+            }
+            Stmt::For { var, body, .. } => {
+                if let Some(p) = plan_loop(k, *var, body, assignments, uses, *accesses) {
+                    plans.insert(*var, p);
+                }
+                walk(k, body, assignments, uses, accesses, plans);
+            }
+        }
+    }
+}
+
+fn plan_loop(
+    k: &Kernel,
+    counter: VarId,
+    body: &[Stmt],
+    assignments: &[u32],
+    uses: &[u32],
+    first_access: u32,
+) -> Option<LoopPlan> {
+    let mut assigned_here = vec![false; k.vars.len()];
+    visit_stmts(body, &mut |s| match s {
+        Stmt::Assign { dst: v, .. } | Stmt::For { var: v, .. } => assigned_here[v.0 as usize] = true,
+        _ => {}
+    });
+    // Top-level definitions (once-assigned vars) and the access index of each top-level statement.
+    let mut def: HashMap<VarId, usize> = HashMap::new();
+    let mut access_at = Vec::with_capacity(body.len());
+    let mut next = first_access;
+    for (i, s) in body.iter().enumerate() {
+        access_at.push(next);
+        let mut n = 0;
+        visit_stmts(std::slice::from_ref(s), &mut |t| {
+            if matches!(t, Stmt::Assign { expr: Expr::Load { .. }, .. } | Stmt::Store { .. }) {
+                n += 1;
+            }
+        });
+        next += n;
+        if let Stmt::Assign { dst, .. } = s {
+            if assignments[dst.0 as usize] == 1 {
+                def.insert(*dst, i);
+            }
+        }
+    }
+    let mut slice = vec![false; body.len()];
+    let mut loads = Vec::new();
+    for (d, s) in body.iter().enumerate() {
+        let Stmt::Assign { expr: Expr::Dot { a, b, .. }, .. } = s else { continue };
+        if a == b || !has_mma(k.ty(*a).dtype) {
+            continue;
+        }
+        let mut mine = slice.clone();
+        let staged: Option<Vec<StagedLoad>> = [*a, *b]
+            .iter()
+            .map(|&x| {
+                let stmt = *def.get(&x).filter(|&&l| l < d)?;
+                operand_load(k, counter, body, stmt, x, uses, &assigned_here, &def, &mut mine)?;
+                Some(StagedLoad { dst: x, stmt, access: access_at[stmt] })
+            })
+            .collect();
+        if let Some(staged) = staged {
+            slice = mine;
+            loads.extend(staged);
+        }
+    }
+    if loads.is_empty() {
+        return None;
+    }
+    let slice = slice.iter().enumerate().filter(|(_, &on)| on).map(|(i, _)| i).collect();
+    Some(LoopPlan { slice, loads })
+}
+
+/// Whether body statement `stmt` (assigning `x`) is a load that qualifies; marks its slice.
+#[allow(clippy::too_many_arguments)]
+fn operand_load(
+    k: &Kernel,
+    counter: VarId,
+    body: &[Stmt],
+    stmt: usize,
+    x: VarId,
+    uses: &[u32],
+    assigned_here: &[bool],
+    def: &HashMap<VarId, usize>,
+    slice: &mut [bool],
+) -> Option<()> {
+    let Stmt::Assign { expr: Expr::Load { param, offset, mask, other }, .. } = &body[stmt] else {
+        return None;
+    };
+    let fuse_ir::ParamKind::Ptr { elem, .. } = k.params[*param as usize].kind else { return None };
+    if uses[x.0 as usize] != 1 || elem != k.ty(x).dtype || !has_mma(elem) || k.ty(*offset).shape.is_scalar() {
+        return None;
+    }
+    if let Some(o) = other {
+        is_positive_zero(k, *o, 8)?;
+    }
+    let mut todo: Vec<VarId> = std::iter::once(*offset).chain(*mask).collect();
+    while let Some(v) = todo.pop() {
+        if v == counter || !assigned_here[v.0 as usize] {
+            continue;
+        }
+        let i = *def.get(&v).filter(|&&i| i < stmt)?;
+        if slice[i] {
+            continue;
+        }
+        let Stmt::Assign { expr, .. } = &body[i] else { return None };
+        if !replayable(expr) {
+            return None;
+        }
+        slice[i] = true;
+        todo.extend(expr.operands());
+    }
+    Some(())
+}
+
+/// Pure and cheap to compute again: no memory, randomness, reduction or `dot`.
+fn replayable(e: &Expr) -> bool {
+    !matches!(
+        e,
+        Expr::Load { .. }
+            | Expr::Rand { .. }
+            | Expr::Reduce(..)
+            | Expr::ReduceAxis { .. }
+            | Expr::ArgReduce { .. }
+            | Expr::Dot { .. }
+    )
+}
+
+/// `Some` if `v`'s one assignment is (a copy, splat or cast of) the literal +0.
+fn is_positive_zero(k: &Kernel, v: VarId, depth: u32) -> Option<()> {
+    let mut found = None;
+    k.visit_stmts(&mut |s| {
+        if let Stmt::Assign { dst, expr } = s {
+            if *dst == v {
+                found = Some(if found.is_some() { None } else { Some(expr.clone()) });
+            }
+        }
+    });
+    match found.flatten()? {
+        Expr::Lit(Literal::Int(0) | Literal::UInt(0)) => Some(()),
+        Expr::Lit(Literal::Float(f)) if f == 0.0 && f.is_sign_positive() => Some(()),
+        Expr::Copy(s) | Expr::Splat(s) | Expr::Cast(s) if depth > 0 => is_positive_zero(k, s, depth - 1),
+        _ => None,
+    }
+}
+
+/// The vars a statement reads (not those of nested statements).
+fn stmt_reads(s: &Stmt) -> Vec<VarId> {
+    match s {
+        Stmt::Assign { expr, .. } => expr.operands(),
+        Stmt::Store { offset, value, mask, .. } => [*offset, *value].into_iter().chain(*mask).collect(),
+        Stmt::If { cond, .. } => vec![*cond],
+        Stmt::For { start, end, step, .. } => vec![*start, *end, *step],
+    }
+}
+
+/// The ring's stage count (before the scratch's sizes, which use it): `FUSE_NUM_STAGES`, which
+/// the runtime defines (Triton's `num_stages`), at least 2.
+pub const STAGES: &str = "#ifndef FUSE_NUM_STAGES
+#define FUSE_NUM_STAGES 3
+#endif
+#define FUSE_PIPE (FUSE_NUM_STAGES < 2 ? 2 : FUSE_NUM_STAGES)";
+
+/// The device helpers of the pipeline (inline PTX; `fuse_smem_addr` is the MMA prelude's).
+pub const PRELUDE: &str = r#"// Pipelined loops: a ring of FUSE_PIPE shared-memory stages filled by cp.async, FUSE_PIPE - 1
+// iterations ahead (FUSE_NUM_STAGES, at least 2).
+// Copies `n` of B bytes (0: zero-fills all B) from global `src` to shared `dst`, asynchronously.
+template <int B> __device__ __forceinline__ void fuse_cp_async(unsigned int dst, const void* src, int n) {
+  if (B == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(n) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" :: "r"(dst), "l"(src), "n"(B), "r"(n) : "memory");
+  }
+}
+__device__ __forceinline__ void fuse_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's groups are still in flight.
+template <int N> __device__ __forceinline__ void fuse_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+}
+"#;
+
+impl Ctx<'_> {
+    /// A pipelined `for` loop (inside the block that declared `fuse_end{n}`/`fuse_step{n}` and
+    /// under `fuse_step{n} > 0`): the prologue fills stages `0 .. FUSE_PIPE - 2`; iteration `i`
+    /// waits for stage `i`, issues iteration `i + FUSE_PIPE - 1` into the stage iteration `i - 1`
+    /// read (every thread is past it: the barrier), then runs the body, whose `dot` reads stage
+    /// `i`. Only iterations that run are issued, so the accesses are the loop's own.
+    pub(super) fn pipelined_for(&mut self, n: usize, (var, start): (VarId, &str), body: &[Stmt], plan: &LoopPlan) {
+        let outer = std::mem::replace(&mut self.in_pipeline, true);
+        let t = c_type(self.dtype(var));
+        let v = self.name(var).to_string();
+        // The stage: the loads' buffers one after the other, each `[rows, cols]` of 16-bit values.
+        let mut at = Vec::new();
+        let mut stage = String::from("0");
+        for l in &plan.loads {
+            let dims = self.k.ty(l.dst).shape.dims();
+            let (r, c) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
+            at.push((stage.clone(), c.clone()));
+            stage = format!("{stage} + ({r}) * ({c}) * 2");
+        }
+        let stage = format!("((({stage}) + 127) / 128 * 128)");
+        self.ring_bytes_for(format!("(FUSE_PIPE * {stage})"));
+        let buf = |slot: &str, off: &str| format!("(unsigned short*)(fuse_ring + {slot} * {stage} + ({off}))");
+        let names: Vec<&str> = plan.loads.iter().map(|l| self.name(l.dst)).collect();
+        self.w.line(format!(
+            "// pipelined: {} loaded FUSE_PIPE - 1 iterations ahead (cp.async into a ring of FUSE_PIPE stages)",
+            names.join(", ")
+        ));
+        self.w.line("__syncthreads();  // the ring's readers before this loop are done");
+        self.w.line(format!("{t} fuse_ahead{n} = {start};"));
+        self.w.line(format!("int fuse_wr{n} = 0, fuse_rd{n} = 0;"));
+        self.w.pp("#pragma unroll 1");
+        self.w.open("for (int fuse_p = 0; fuse_p < FUSE_PIPE - 1; ++fuse_p)");
+        self.issue_ahead(n, &v, &t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
+        self.w.close();
+        self.w.open(format!("for ({v} = {start}; {v} < fuse_end{n}; {v} = fuse_next({v}, fuse_end{n}, fuse_step{n}))"));
+        self.w.line("fuse_cp_async_wait<FUSE_PIPE - 2>();");
+        self.w.line("__syncthreads();");
+        self.issue_ahead(n, &v, &t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
+        for (i, l) in plan.loads.iter().enumerate() {
+            self.staged.insert(l.dst, buf(&format!("fuse_rd{n}"), &at[i].0));
+        }
+        self.body(body);
+        for l in &plan.loads {
+            self.staged.remove(&l.dst);
+        }
+        self.w.line(format!("fuse_rd{n} = fuse_rd{n} + 1 == FUSE_PIPE ? 0 : fuse_rd{n} + 1;"));
+        self.w.close();
+        self.w.line("fuse_cp_async_wait<0>();");
+        self.in_pipeline = outer;
+    }
+
+    /// Issues the loads of iteration `fuse_ahead{n}` (if it runs) into stage `fuse_wr{n}`: the
+    /// slice replayed with the counter `v` shadowed, then one async load each; commits a group
+    /// (an empty one past the end, so that the count of groups stays one per iteration).
+    #[allow(clippy::too_many_arguments)]
+    fn issue_ahead(
+        &mut self,
+        n: usize,
+        v: &str,
+        t: &str,
+        body: &[Stmt],
+        plan: &LoopPlan,
+        buf: &dyn Fn(usize) -> String,
+        at: &[(String, String)],
+    ) {
+        self.w.open(format!("if (fuse_ahead{n} < fuse_end{n})"));
+        self.w.line(format!("const {t} {v} = fuse_ahead{n};"));
+        // The replay re-emits statements already counted once: keep the emission counters.
+        let (accesses, masks_named) = (self.accesses, self.masks_named);
+        for &i in &plan.slice {
+            self.body(std::slice::from_ref(&body[i]));
+        }
+        for (i, l) in plan.loads.iter().enumerate() {
+            let Stmt::Assign { expr: Expr::Load { param, offset, mask, .. }, .. } = &body[l.stmt] else {
+                unreachable!("staged loads are load statements")
+            };
+            self.async_load(l.access, (*param, *offset, *mask), &buf(i), &at[i].1);
+        }
+        (self.accesses, self.masks_named) = (accesses, masks_named);
+        self.w.line(format!("fuse_ahead{n} = fuse_next(fuse_ahead{n}, fuse_end{n}, fuse_step{n});"));
+        self.w.close();
+        self.w.line("fuse_cp_async_commit();");
+        self.w.line(format!("fuse_wr{n} = fuse_wr{n} + 1 == FUSE_PIPE ? 0 : fuse_wr{n} + 1;"));
+    }
+
+    /// Makes the ring (`fuse_ring`, after the rest of the scratch) at least `bytes` large.
+    fn ring_bytes_for(&mut self, bytes: String) {
+        if !self.ring_bytes.contains(&bytes) {
+            self.ring_bytes.push(bytes);
+        }
+    }
+}
