@@ -4,7 +4,8 @@
 //! `{pattern, shape, dtype, impl, ms, tflops}` keyed as `triton_dot.py` keys its own (`impl` is
 //! `fuse` for the best configuration of a row, `fuse [BMxBNxBK Ww]` for each one timed).
 //! Timing: the median of 20 CUDA-event-timed launches after one warm-up (do_bench's method).
-//! `FUSE_BENCH_ONLY=substring,..` keeps matching `pattern/shape/dtype` cases.
+//! `FUSE_BENCH_ONLY=substring,..` keeps matching `pattern/shape/dtype` cases; `FUSE_BENCH_CONFIGS=0,3`
+//! times only those configurations (indices into the example's `CONFIGS`).
 #[path = "../examples/kernels/matmul.rs"]
 #[allow(dead_code)] // the float64 reference is the example's
 mod kernels;
@@ -23,6 +24,10 @@ struct Row {
 
 fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &mut Vec<Row>) -> Result<()> {
     let only = std::env::var("FUSE_BENCH_ONLY").ok();
+    // `FUSE_BENCH_CONFIGS=0,3`: only these indices of the example's CONFIGS.
+    let picked: Option<Vec<usize>> = std::env::var("FUSE_BENCH_CONFIGS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|i| i.trim().parse().ok()).collect());
     for (m, n, k) in [(4096usize, 4096usize, 4096usize), (8192, 8192, 8192), (8192, 4096, 11008)] {
         let shape = format!("{m}x{n}x{k}");
         let fill = |len: usize, seed: u32| -> Vec<T> {
@@ -39,8 +44,11 @@ fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &
             }
             let flops = 2.0 * (m * n * k) as f64;
             let mut best: Option<(f64, String)> = None;
-            for &cfg in &kernels::CONFIGS[..7] {
-                let tag = format!("fuse [{}x{}x{} {}w]", cfg.bm, cfg.bn, cfg.bk, cfg.warps);
+            for (ci, &cfg) in kernels::CONFIGS[..kernels::CONFIGS.len() - 1].iter().enumerate() {
+                if picked.as_ref().is_some_and(|p| !p.contains(&ci)) {
+                    continue;
+                }
+                let tag = format!("fuse [{}x{}x{} {}w {}s]", cfg.bm, cfg.bn, cfg.bk, cfg.warps, cfg.stages);
                 let res = dev.median_ms(20, || Ok(()), || {
                     kernels::launch(dev, cfg, &a, &b, &bias, &mut c, (m, n, k), gelu)
                 });

@@ -60,3 +60,35 @@ fn reductions_of_a_dot_result() {
     common::dot::check_reductions::<fuse::half::f16>(&fuse::Device::cpu(), &mut rng, 4);
     common::dot::check_reductions::<fuse::half::bf16>(&fuse::Device::cpu(), &mut rng, 4);
 }
+
+/// The pipelined K loop copies with `cp.async` without a per-chunk check only where the runtime
+/// proves, before the launch, every access in bounds and every mask true: it must for a matmul
+/// whose sizes are multiples of the blocks (as the benchmarks' are), and must not prove the masks
+/// where a dimension is ragged.
+#[test]
+fn divisible_matmuls_are_proven_in_bounds_with_every_mask_true() {
+    use fuse::{KernelArg, LaunchConfig};
+    let d = Device::cpu();
+    let proofs = |(m, n, k): (usize, usize, usize)| {
+        let a = d.upload(&vec![f16::from_f32(0.5); m * k]).unwrap();
+        let b = d.upload(&vec![f16::from_f32(0.5); k * n]).unwrap();
+        let mut c = d.upload(&vec![0f32; m * n]).unwrap();
+        let args: Vec<KernelArg<'_>> = vec![
+            (&a).into(),
+            (&b).into(),
+            (&mut c).into(),
+            KernelArg::I32(m as i32),
+            KernelArg::I32(n as i32),
+            KernelArg::I32(k as i32),
+        ];
+        let config = LaunchConfig::new(((m / 128) as u32, (n / 128) as u32));
+        let spec = &matmul::f16::SPEC;
+        let consts = [128, 128, 32];
+        (spec.proven_in_bounds(&d, config, &consts, &args).unwrap(), spec.proven_all_true(&d, config, &consts, &args).unwrap())
+    };
+    let (inb, all_true) = proofs((512, 256, 384));
+    assert!(inb.iter().all(|&p| p), "accesses not proven in bounds: {inb:?}");
+    assert!(all_true.iter().all(|&p| p), "masks not proven true: {all_true:?}");
+    let (_, all_true) = proofs((512, 256, 392));
+    assert!(!all_true.iter().all(|&p| p), "a ragged K cannot have every mask proven true");
+}

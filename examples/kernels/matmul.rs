@@ -78,25 +78,37 @@ pub fn reference(
     c
 }
 
-/// A launch configuration: the block shape and warps.
+/// A launch configuration: the block shape, warps and pipeline stages.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
     pub bm: usize,
     pub bn: usize,
     pub bk: usize,
     pub warps: u32,
+    pub stages: u32,
 }
 
-/// The configurations this example knows (the first is the default).
+const fn cfg(bm: usize, bn: usize, bk: usize, warps: u32, stages: u32) -> Config {
+    Config { bm, bn, bk, warps, stages }
+}
+
+/// The configurations this example knows (the first is the default; the last is small enough for
+/// the CPU interpreter).
 pub const CONFIGS: &[Config] = &[
-    Config { bm: 128, bn: 128, bk: 32, warps: 8 },
-    Config { bm: 128, bn: 128, bk: 32, warps: 4 },
-    Config { bm: 128, bn: 64, bk: 32, warps: 4 },
-    Config { bm: 64, bn: 64, bk: 32, warps: 4 },
-    Config { bm: 128, bn: 256, bk: 32, warps: 8 },
-    Config { bm: 256, bn: 128, bk: 32, warps: 8 },
-    Config { bm: 128, bn: 128, bk: 64, warps: 8 },
-    Config { bm: 32, bn: 32, bk: 16, warps: 1 },
+    cfg(128, 128, 32, 4, 3),
+    cfg(128, 128, 32, 4, 4),
+    cfg(128, 128, 32, 4, 2),
+    cfg(128, 128, 64, 4, 3),
+    cfg(128, 128, 32, 8, 3),
+    cfg(128, 64, 32, 4, 3),
+    cfg(64, 64, 32, 4, 3),
+    cfg(128, 256, 32, 8, 3),
+    cfg(128, 256, 32, 8, 4),
+    cfg(256, 128, 32, 8, 3),
+    cfg(256, 128, 32, 8, 4),
+    cfg(128, 256, 64, 8, 3),
+    cfg(128, 128, 64, 8, 3),
+    cfg(32, 32, 16, 1, 2),
 ];
 
 /// Launches [`matmul`] with configuration `cfg` (one of [`CONFIGS`]' block shapes).
@@ -119,7 +131,8 @@ pub fn launch<T: fuse::Half>(
     let grid = fuse::LaunchConfig::new(
         u32::try_from(programs).map_err(|_| fuse::Error::InvalidLaunch("matmul: too many blocks".into()))?,
     )
-    .num_warps(cfg.warps);
+    .num_warps(cfg.warps)
+    .num_stages(cfg.stages);
     let g = i32::from(gelu);
     macro_rules! go {
         ($bm:literal, $bn:literal, $bk:literal) => {
@@ -133,6 +146,7 @@ pub fn launch<T: fuse::Half>(
         (128, 256, 32) => go!(128, 256, 32),
         (256, 128, 32) => go!(256, 128, 32),
         (128, 128, 64) => go!(128, 128, 64),
+        (128, 256, 64) => go!(128, 256, 64),
         (32, 32, 16) => go!(32, 32, 16),
         other => Err(fuse::Error::InvalidLaunch(format!("matmul: block {other:?} is not one of CONFIGS"))),
     }

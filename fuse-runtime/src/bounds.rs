@@ -111,8 +111,8 @@ impl Pos {
 enum Def {
     Unassigned,
     Once(Pos, Expr),
-    /// The counter of the `for` statement at `Pos`: `start <= v < end`.
-    Counter(Pos, VarId, VarId),
+    /// The counter of the `for` statement at `Pos`: `start <= v < end`, in steps of `step`.
+    Counter(Pos, VarId, VarId, VarId),
     Many,
 }
 
@@ -126,7 +126,9 @@ struct Step {
 #[derive(Clone, Debug)]
 enum Op {
     Expr(Expr),
-    Counter { start: VarId, end: VarId },
+    /// `step` where the plan follows it: then the counter's last value is the last multiple of
+    /// the step from `start` below `end` (`k0 <= k - BK` for `(0..k).step_by(BK)`, `BK | k`).
+    Counter { start: VarId, end: VarId, step: Option<VarId> },
 }
 
 /// A narrowing that a true mask lane implies: `var <= bound - slack` (`upper`) or
@@ -291,9 +293,16 @@ impl BoundsPlan {
         let d = ty.dtype;
         let get = |v: VarId| vals[v.0 as usize];
         let iv = match &s.op {
-            Op::Counter { start, end } => {
+            Op::Counter { start, end, step } => {
                 let (a, b) = (get(*start)?, get(*end)?);
-                Iv::new(a.lo, b.hi - 1)
+                let mut hi = b.hi - 1;
+                if let Some(st) = step.and_then(get) {
+                    // One start and one step: the values are a + i st < end (monotone in end).
+                    if a.lo == a.hi && st.lo == st.hi && st.lo > 0 && b.hi > a.lo {
+                        hi = a.lo + (b.hi - 1 - a.lo) / st.lo * st.lo;
+                    }
+                }
+                Iv::new(a.lo, hi)
             }
             Op::Expr(e) => match e {
                 Expr::Copy(v) | Expr::Splat(v) => get(*v)?,
@@ -437,8 +446,8 @@ fn collect(stmts: &[Stmt], block: &mut Vec<(u32, u8)>, defs: &mut [Def], accesse
                 collect(else_body, block, defs, accesses);
                 block.pop();
             }
-            Stmt::For { var, start, end, body, .. } => {
-                assign(*var, Def::Counter(pos, *start, *end));
+            Stmt::For { var, start, end, step, body } => {
+                assign(*var, Def::Counter(pos, *start, *end, *step));
                 block.push((i as u32, 0));
                 collect(body, block, defs, accesses);
                 block.pop();
@@ -460,8 +469,10 @@ impl Builder<'_> {
     fn follow(&mut self, v: VarId, at: &Pos) -> bool {
         let (def_pos, op, reads): (&Pos, Op, Vec<VarId>) = match &self.defs[v.0 as usize] {
             Def::Once(p, e) if p.dominates(at) => (p, Op::Expr(e.clone()), e.operands()),
-            Def::Counter(p, start, end) if p.encloses(at) => {
-                (p, Op::Counter { start: *start, end: *end }, vec![*start, *end])
+            Def::Counter(p, start, end, step) if p.encloses(at) => {
+                // The step is optional: where it cannot be followed the bound is `end - 1`.
+                let step = if self.seen[step.0 as usize] || self.follow(*step, &p.clone()) { Some(*step) } else { None };
+                (p, Op::Counter { start: *start, end: *end, step }, vec![*start, *end])
             }
             _ => return false,
         };
@@ -496,7 +507,10 @@ impl Builder<'_> {
             b.test(&e.clone(), &p)
         };
         match *expr {
-            Expr::Copy(v) | Expr::Splat(v) => operand(self, v),
+            // A broadcast or reshape of a tile true on every lane is true on every lane (this is
+            // the all-true proof only: narrowings come from `mask`, which does not look through
+            // them).
+            Expr::Copy(v) | Expr::Splat(v) | Expr::Broadcast(v) | Expr::Reshape(v) => operand(self, v),
             Expr::Binary(BinaryOp::And, a, b) => {
                 Some(Test::And(Box::new(operand(self, a)?), Box::new(operand(self, b)?)))
             }

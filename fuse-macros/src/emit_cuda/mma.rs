@@ -246,46 +246,62 @@ impl Ctx<'_> {
     }
 
     /// The warp's MMA steps over the staged `fuse_sa`/`fuse_sb`, K in steps of 16, accumulating
-    /// into the MMA-layout registers `c`.
+    /// into the MMA-layout registers `c`. The fragments are double-buffered: step `k + 1`'s
+    /// `ldmatrix`es are issued before step `k`'s `mma`s (both are `asm volatile`, which the
+    /// compiler keeps in source order, so the overlap has to be written out).
     fn mma_steps(&mut self, mma: usize, c: &str, input: DType, (kk, n): (&str, &str)) {
-        // The warp's tiles, K in steps of 16.
         self.w.line("const int fuse_lane = fuse_tid & 31;");
         self.w.line(format!("const int fuse_wm = (fuse_tid >> 5) / FUSE_WN{mma};"));
         self.w.line(format!("const int fuse_wn = (fuse_tid >> 5) % FUSE_WN{mma};"));
         let mma_fn = if input == DType::BF16 { "fuse_mma_bf16" } else { "fuse_mma_f16" };
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
+        self.w.line(format!("unsigned int fuse_fa[2][FUSE_MI{mma}][4];"));
+        self.w.line(format!("unsigned int fuse_fb[2][FUSE_NI{mma} + 1][2];"));
+        self.frag_loads(mma, "0", (kk, n));
         self.w.open_unrolled("fuse_k", &format!("({kk}) / 16"));
-        self.w.line(format!("unsigned int fuse_fa[FUSE_MI{mma}][4];"));
-        self.w.line(format!("unsigned int fuse_fb[FUSE_NI{mma} + 1][2];"));
+        self.w.open(format!("if (fuse_k + 1 < ({kk}) / 16)"));
+        self.frag_loads(mma, "fuse_k + 1", (kk, n));
+        self.w.close();
+        self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
+        self.w.unrolled(
+            "fuse_ni",
+            &format!("FUSE_NI{mma}"),
+            format!(
+                "{mma_fn}({c} + (fuse_mi * FUSE_NI{mma} + fuse_ni) * 4, fuse_fa[fuse_k & 1][fuse_mi], fuse_fb[fuse_k & 1][fuse_ni]);"
+            ),
+        );
+        self.w.close();
+        self.w.close();
+        self.w.close();
+    }
+
+    /// The A and B fragments of K step `k` (a C expression) into buffer `k & 1`, in a block.
+    fn frag_loads(&mut self, mma: usize, k: &str, (kk, n): (&str, &str)) {
+        self.w.open("");
+        self.w.line(format!("const int fuse_ks = {k};"));
+        self.w.line("unsigned int (*fuse_ra)[4] = fuse_fa[fuse_ks & 1];");
+        self.w.line("unsigned int (*fuse_rb)[2] = fuse_fb[fuse_ks & 1];");
         self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
         self.w.line(format!("const int fuse_r = (fuse_wm * FUSE_MI{mma} + fuse_mi) * 16 + (fuse_lane & 15);"));
         self.w.line(format!(
-            "fuse_ldmatrix_x4(fuse_fa[fuse_mi], fuse_smem_addr(fuse_sa + fuse_swz(fuse_r, fuse_k * 16 + (fuse_lane >> 4) * 8, {kk})));"
+            "fuse_ldmatrix_x4(fuse_ra[fuse_mi], fuse_smem_addr(fuse_sa + fuse_swz(fuse_r, fuse_ks * 16 + (fuse_lane >> 4) * 8, {kk})));"
         ));
         self.w.close();
         self.w.pp("#pragma unroll");
         self.w.open(format!("for (int fuse_ni = 0; fuse_ni < FUSE_NI{mma}; fuse_ni += 2)"));
-        self.w.line("const int fuse_r = fuse_k * 16 + (fuse_lane & 15);");
+        self.w.line("const int fuse_r = fuse_ks * 16 + (fuse_lane & 15);");
         self.w.line(format!("const int fuse_c0 = (fuse_wn * FUSE_NI{mma} + fuse_ni) * 8;"));
         self.w.open(format!("if (fuse_ni + 1 < FUSE_NI{mma})"));
         self.w.line("unsigned int fuse_q[4];");
         self.w.line(format!(
             "fuse_ldmatrix_x4_trans(fuse_q, fuse_smem_addr(fuse_sb + fuse_swz(fuse_r, fuse_c0 + (fuse_lane >> 4) * 8, {n})));"
         ));
-        self.w.line("fuse_fb[fuse_ni][0] = fuse_q[0]; fuse_fb[fuse_ni][1] = fuse_q[1];");
-        self.w.line("fuse_fb[fuse_ni + 1][0] = fuse_q[2]; fuse_fb[fuse_ni + 1][1] = fuse_q[3];");
+        self.w.line("fuse_rb[fuse_ni][0] = fuse_q[0]; fuse_rb[fuse_ni][1] = fuse_q[1];");
+        self.w.line("fuse_rb[fuse_ni + 1][0] = fuse_q[2]; fuse_rb[fuse_ni + 1][1] = fuse_q[3];");
         self.w.reopen("} else {");
         self.w.line(format!(
-            "fuse_ldmatrix_x2_trans(fuse_fb[fuse_ni], fuse_smem_addr(fuse_sb + fuse_swz(fuse_r, fuse_c0, {n})));"
+            "fuse_ldmatrix_x2_trans(fuse_rb[fuse_ni], fuse_smem_addr(fuse_sb + fuse_swz(fuse_r, fuse_c0, {n})));"
         ));
-        self.w.close();
-        self.w.close();
-        self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
-        self.w.unrolled(
-            "fuse_ni",
-            &format!("FUSE_NI{mma}"),
-            format!("{mma_fn}({c} + (fuse_mi * FUSE_NI{mma} + fuse_ni) * 4, fuse_fa[fuse_mi], fuse_fb[fuse_ni]);"),
-        );
         self.w.close();
         self.w.close();
         self.w.close();

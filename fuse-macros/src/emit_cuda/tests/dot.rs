@@ -134,3 +134,13 @@ fn dot_dump() {
         println!("==== {t}\n{}", emit_cuda(&ok(&src)).source);
     }
 }
+
+/// `FUSE_DUMP_KERNEL=path cargo test -p fuse-macros --lib dump_kernel_file -- --ignored --nocapture`
+/// prints the emitted CUDA of the `fn` in that file (a development aid: `ptxas -v` on it).
+#[test]
+#[ignore]
+fn dump_kernel_file() {
+    let path = std::env::var("FUSE_DUMP_KERNEL").expect("FUSE_DUMP_KERNEL=path of a file holding one kernel fn");
+    let src = std::fs::read_to_string(path).expect("readable kernel file");
+    println!("{}", emit_cuda(&ok(&src)).source);
+}
