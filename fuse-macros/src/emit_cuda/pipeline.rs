@@ -53,11 +53,12 @@ pub(super) fn plan(k: &Kernel, assignments: &[u32]) -> HashMap<VarId, LoopPlan> 
     });
     let mut plans = HashMap::new();
     let mut accesses = 0u32;
-    walk(k, &k.body, assignments, &uses, &mut accesses, &mut plans);
+    walk(k, &k.body, assignments, &uses, &mut accesses, &mut plans, false);
     plans
 }
 
-/// Plans the loops in `stmts` (at any depth), counting accesses in program order.
+/// Plans the loops in `stmts` (at any depth), counting accesses in program order. Loops inside a
+/// pipelined loop (`inside`) are not pipelined: the two rings would share their place.
 fn walk(
     k: &Kernel,
     stmts: &[Stmt],
@@ -65,20 +66,23 @@ fn walk(
     uses: &[u32],
     accesses: &mut u32,
     plans: &mut HashMap<VarId, LoopPlan>,
+    inside: bool,
 ) {
     for s in stmts {
         match s {
             Stmt::Assign { expr: Expr::Load { .. }, .. } | Stmt::Store { .. } => *accesses += 1,
             Stmt::Assign { .. } => {}
             Stmt::If { then_body, else_body, .. } => {
-                walk(k, then_body, assignments, uses, accesses, plans);
-                walk(k, else_body, assignments, uses, accesses, plans);
+                walk(k, then_body, assignments, uses, accesses, plans, inside);
+                walk(k, else_body, assignments, uses, accesses, plans, inside);
             }
             Stmt::For { var, body, .. } => {
-                if let Some(p) = plan_loop(k, *var, body, assignments, uses, *accesses) {
+                let plan = if inside { None } else { plan_loop(k, *var, body, assignments, uses, *accesses) };
+                let pipelined = plan.is_some();
+                if let Some(p) = plan {
                     plans.insert(*var, p);
                 }
-                walk(k, body, assignments, uses, accesses, plans);
+                walk(k, body, assignments, uses, accesses, plans, inside || pipelined);
             }
         }
     }

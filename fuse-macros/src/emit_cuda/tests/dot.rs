@@ -144,3 +144,77 @@ fn dump_kernel_file() {
     let src = std::fs::read_to_string(path).expect("readable kernel file");
     println!("{}", emit_cuda(&ok(&src)).source);
 }
+
+/// A `[M, 64] @ [64, N]` K loop of f16 tiles whose `x` load is written by `x_load` (the body may
+/// use `ks`, `rm`, `rk` and the loop's `k0`), for the pipelining rules.
+fn k_loop(x_load: &str, extra: &str) -> String {
+    format!(
+        "fn kl(a: *const f16, b: *const f16, c: *mut f32, k: i32) {{
+    let rm = arange(0, 64);
+    let rk = arange(0, 32);
+    let mut acc = zeros([64, 64]);
+    for k0 in (0..k).step_by(32) {{
+        let ks = k0 + rk;
+        let x = {x_load};
+        let y = load(b + ks.expand_dims(1) * 64 + rm.expand_dims(0), (ks < k).expand_dims(1), 0.0);
+        acc = dot(x, y, acc);
+        {extra}
+    }}
+    store(c + rm.expand_dims(1) * 64 + rm.expand_dims(0), acc);
+}}"
+    )
+}
+
+const X_LOAD: &str = "load(a + rm.expand_dims(1) * k + ks.expand_dims(0), (ks < k).expand_dims(0), 0.0)";
+
+#[test]
+fn dot_operand_loads_of_a_k_loop_are_pipelined() {
+    let out = emit_cuda(&ok(&k_loop(X_LOAD, ""))).source;
+    assert!(out.contains("// pipelined: x, y loaded FUSE_PIPE - 1 iterations ahead"), "{out}");
+    assert!(out.contains("fuse_cp_async<FUSE_VEC"), "{out}");
+    assert!(out.contains("fuse_cp_async_wait<FUSE_PIPE - 2>();"), "{out}");
+    assert!(out.contains("const int k0 = fuse_ahead0;"), "the slice is replayed for a later counter\n{out}");
+    assert!(out.contains("// x: in its stage, loaded ahead"), "{out}");
+    // The dot reads the stages: no staging of its own.
+    assert!(out.contains("const unsigned short* fuse_sa = (unsigned short*)(fuse_ring + fuse_rd0"), "{out}");
+    assert!(!out.contains("unsigned short* fuse_sa = (unsigned short*)fuse_xs;"), "{out}");
+    assert!(out.contains("#define FUSE_SCRATCH_DYNAMIC (1)"), "{out}");
+    // The index tiles' broadcasts are recomputed, not moved through shared memory.
+    assert!(out.contains("recomputed at each slot's lane"), "{out}");
+    assert!(!out.contains("*)fuse_xs)[FUSE_IDX"), "a broadcast still goes through the scratch\n{out}");
+}
+
+#[test]
+fn loads_that_are_not_pure_dot_operands_are_not_pipelined() {
+    let cases = [
+        // masked-off lanes read 1, which cp.async cannot fill
+        (k_loop(&X_LOAD.replace("0.0)", "1.0)"), ""), "other is not zero"),
+        // the operand is also read outside the dot
+        (k_loop(X_LOAD, "store(c + rm.expand_dims(1) * 64 + ks.expand_dims(0), x.to(f32));"), "x has another use"),
+        // an offset from a value loaded in the loop
+        (
+            k_loop(&X_LOAD.replace("* k +", "* load(a + k0) .to(i32) +"), ""),
+            "the offset depends on a load",
+        ),
+    ];
+    for (src, why) in cases {
+        let out = emit_cuda(&ok(&src)).source;
+        assert!(!out.contains("pipelined: x"), "{why}\n{out}");
+        assert!(out.contains("on tensor cores"), "{why}\n{out}");
+    }
+}
+
+#[test]
+fn a_k_loop_inside_a_pipelined_loop_is_not_pipelined() {
+    let inner = "let mut acc2 = zeros([64, 64]);
+        for k1 in (0..k).step_by(32) {
+            let kt = k1 + rk;
+            let u = load(a + rm.expand_dims(1) * k + kt.expand_dims(0));
+            let v = load(b + kt.expand_dims(1) * 64 + rm.expand_dims(0));
+            acc2 = dot(u, v, acc2);
+        }
+        store(c + rm.expand_dims(1) * 64 + rm.expand_dims(0), acc2);";
+    let out = emit_cuda(&ok(&k_loop(X_LOAD, inner))).source;
+    assert_eq!(out.matches("// pipelined:").count(), 1, "{out}");
+    assert!(out.contains("// pipelined: x, y"), "{out}");
+}
