@@ -92,3 +92,15 @@ fn divisible_matmuls_are_proven_in_bounds_with_every_mask_true() {
     let (_, all_true) = proofs((512, 256, 392));
     assert!(!all_true.iter().all(|&p| p), "a ragged K cannot have every mask proven true");
 }
+
+/// `a @ w^T` with a K-major `w` (`dot(x, trans(y))`): ragged sizes, f16 and bf16.
+#[test]
+fn matmul_with_a_k_major_b() {
+    let d = Device::cpu();
+    let mut rng = Rng::fresh("matmul_nt");
+    for size in [(45, 37, 70), (32, 32, 32), (1, 5, 3)] {
+        check_nt::<f16>(&d, &mut rng, size, (32, 32), 1, 3);
+        check_nt::<bf16>(&d, &mut rng, size, (32, 32), 1, 3);
+    }
+    check_nt_once::<f16>(&d, &mut rng, 1);
+}

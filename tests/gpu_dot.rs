@@ -84,6 +84,25 @@ fn pipelined_k_loops(gpu: &Device) {
     }
 }
 
+/// `a @ w^T` with `w` K-major (`dot(x, trans(y))`, read by ldmatrix without `.trans`), pipelined
+/// and not (num_stages 1 vs 3 is the same plan; the non-pipelined path is the `dot_forms` one),
+/// over block shapes, warps and ragged sizes.
+fn k_major_b_operands(gpu: &Device) {
+    let mut rng = Rng::fresh("gpu matmul_nt");
+    let cases = [((130, 70, 1000), (64, 64), 4, 3), ((257, 129, 96), (128, 128), 4, 2), ((100, 200, 333), (64, 64), 1, 4), ((64, 64, 64), (32, 32), 8, 3)];
+    for warps in [1, 2, 4, 8] {
+        check_nt_once::<f16>(gpu, &mut rng, warps);
+        check_nt_once::<bf16>(gpu, &mut rng, warps);
+    }
+    for (i, (size, block, warps, stages)) in cases.into_iter().enumerate() {
+        if i % 2 == 0 {
+            check_nt::<f16>(gpu, &mut rng, size, block, warps, stages);
+        } else {
+            check_nt::<bf16>(gpu, &mut rng, size, block, warps, stages);
+        }
+    }
+}
+
 fn main() {
     harness::run(harness::gpu_trials(vec![
         ("matmul_f16_bf16_f32", matmul_f16_bf16_f32),
@@ -92,5 +111,6 @@ fn main() {
         ("fallback_matches_the_interpreter_bit_for_bit", fallback_matches_the_interpreter_bit_for_bit),
         ("reductions_of_a_dot_result", reductions_of_a_dot_result),
         ("pipelined_k_loops", pipelined_k_loops),
+        ("k_major_b_operands", k_major_b_operands),
     ]))
 }

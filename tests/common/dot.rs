@@ -82,6 +82,107 @@ pub fn matmul_i8<const BM: usize, const BN: usize, const BK: usize>(
     );
 }
 
+/// `c = a @ w^T` with `w: [n, k]` stored K-major (a linear layer's weight, the keys of attention):
+/// `dot(x, trans(y))` of a `[BN, BK]` tile of `w`, which the tensor cores read as B's K-major form.
+#[fused_kernel]
+pub fn matmul_nt<T: Half, const BM: usize, const BN: usize, const BK: usize>(
+    a: *const T,
+    w: *const T,
+    c: *mut f32,
+    m: i32,
+    n: i32,
+    k: i32,
+) {
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let rk = arange(0, BK);
+    let mut acc = zeros([BM, BN]);
+    for k0 in (0..k).step_by(BK) {
+        let ks = k0 + rk;
+        let x = load(
+            a + rm.expand_dims(1) * k + ks.expand_dims(0),
+            (rm < m).expand_dims(1) & (ks < k).expand_dims(0),
+            0.0,
+        );
+        let y = load(
+            w + rn.expand_dims(1) * k + ks.expand_dims(0),
+            (rn < n).expand_dims(1) & (ks < k).expand_dims(0),
+            0.0,
+        );
+        acc = dot(x, trans(y), acc);
+    }
+    store(
+        c + rm.expand_dims(1) * n + rn.expand_dims(0),
+        acc,
+        (rm < m).expand_dims(1) & (rn < n).expand_dims(0),
+    );
+}
+
+/// One `[64, 32] @ trans([32, 32])` product outside any loop (the K-major B staged from registers).
+#[fused_kernel]
+pub fn nt_once<T: Half>(a: *const T, w: *const T, c: *mut f32) {
+    let r = arange(0, 64);
+    let n = arange(0, 32);
+    let kk = arange(0, 32);
+    let x = load(a + r.expand_dims(1) * 32 + kk.expand_dims(0));
+    let y = load(w + n.expand_dims(1) * 32 + kk.expand_dims(0));
+    store(c + r.expand_dims(1) * 32 + n.expand_dims(0), dot(x, trans(y)));
+}
+
+/// [`nt_once`] with `warps` warps against float64.
+pub fn check_nt_once<T: DotElem + fuse::Half>(d: &Device, rng: &mut Rng, warps: u32) {
+    let (a, w) = (random::<T>(rng, 64 * 32), random::<T>(rng, 32 * 32));
+    let (ab, wb) = (d.upload(&a).unwrap(), d.upload(&w).unwrap());
+    let mut c = d.upload(&vec![f32::NAN; 64 * 32]).unwrap();
+    nt_once::launch::<T>(d, LaunchConfig::new(1).num_warps(warps), &ab, &wb, &mut c).unwrap();
+    let av: Vec<f64> = a.iter().map(|x| x.dot_value()).collect();
+    let mut bt = vec![0.0; 32 * 32];
+    for j in 0..32 {
+        for kk in 0..32 {
+            bt[kk * 32 + j] = w[j * 32 + kk].dot_value();
+        }
+    }
+    let (want, bound) = reference(&av, &bt, None, 64, 32, 32);
+    assert_within(&format!("{} a @ w^T once, {warps} warps", T::NAME), &c.to_vec().unwrap(), &want, &bound);
+}
+
+/// [`matmul_nt`] at `m x n x k` with `[bm, bn, 32]` blocks, `warps` warps and `stages` stages
+/// against float64, NaN-poisoned output.
+#[allow(clippy::too_many_arguments)]
+pub fn check_nt<T: DotElem + fuse::Half>(
+    d: &Device,
+    rng: &mut Rng,
+    (m, n, k): (usize, usize, usize),
+    (bm, bn): (usize, usize),
+    warps: u32,
+    stages: u32,
+) {
+    let (a, w) = (random::<T>(rng, m * k), random::<T>(rng, n * k));
+    let (ab, wb) = (d.upload(&a).unwrap(), d.upload(&w).unwrap());
+    let mut c = d.upload(&vec![f32::NAN; m * n]).unwrap();
+    let config =
+        LaunchConfig::new((m.div_ceil(bm) as u32, n.div_ceil(bn) as u32)).num_warps(warps).num_stages(stages);
+    let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+    match (bm, bn) {
+        (64, 64) => matmul_nt::launch::<T, 64, 64, 32>(d, config, &ab, &wb, &mut c, mi, ni, ki),
+        (128, 128) => matmul_nt::launch::<T, 128, 128, 32>(d, config, &ab, &wb, &mut c, mi, ni, ki),
+        _ => matmul_nt::launch::<T, 32, 32, 32>(d, config, &ab, &wb, &mut c, mi, ni, ki),
+    }
+    .unwrap();
+    let got = c.to_vec().unwrap();
+    let av: Vec<f64> = a.iter().map(|x| x.dot_value()).collect();
+    // w^T as a row-major [k, n] matrix for the reference.
+    let mut bt = vec![0.0; k * n];
+    for j in 0..n {
+        for kk in 0..k {
+            bt[kk * n + j] = w[j * k + kk].dot_value();
+        }
+    }
+    let (want, bound) = reference(&av, &bt, None, m, n, k);
+    let what = format!("{} a @ w^T {m}x{n}x{k} [{bm}x{bn}x32 {warps}w {stages}s] on {}", T::NAME, d.description());
+    assert_within(&what, &got, &want, &bound);
+}
+
 /// One `[M, K] @ [K, N]` product three ways: onto a loaded accumulator, alone (method form, then
 /// scaled), and of a computed operand converted back to `T` (`(2 a).to(T)`, exact).
 #[fused_kernel]
@@ -136,7 +237,9 @@ pub fn dot_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
         (&matmul::f32::SPEC, tile.clone()),
         (&matmul::f16::SPEC, tile.clone()),
         (&matmul::bf16::SPEC, tile.clone()),
-        (&matmul_i8::SPEC, tile),
+        (&matmul_i8::SPEC, tile.clone()),
+        (&matmul_nt::f16::SPEC, tile.clone()),
+        (&matmul_nt::bf16::SPEC, tile),
         (&dot_forms::f32::SPEC, forms.clone()),
         (&dot_forms::f16::SPEC, forms.clone()),
         (&dot_forms::bf16::SPEC, forms),

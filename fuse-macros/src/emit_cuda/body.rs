@@ -72,6 +72,10 @@ impl Ctx<'_> {
             Expr::Rand { seed, offset } => self.rand(dst, *seed, *offset),
             Expr::Broadcast(src) => self.broadcast(dst, *src),
             Expr::Reshape(src) => self.reshape(dst, *src),
+            Expr::Trans(src) if self.kmajor_b.contains_key(&dst) => {
+                // Its dot reads `src` as B's K-major form (mma.rs).
+                self.w.line(format!("// {} = trans({}): read by its dot as K-major B", self.name(dst), self.name(*src)));
+            }
             Expr::Trans(src) => self.trans(dst, *src),
             Expr::ReduceAxis { op, axis, src } => self.reduce_axis(dst, *op, *axis, *src),
             Expr::ArgReduce { op, axis, src } => self.arg_reduce(dst, *op, *axis, *src),

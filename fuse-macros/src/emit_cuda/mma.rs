@@ -96,6 +96,10 @@ __device__ __forceinline__ void fuse_ldmatrix_x4(unsigned int* r, unsigned int a
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
+__device__ __forceinline__ void fuse_ldmatrix_x2(unsigned int* r, unsigned int a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
 __device__ __forceinline__ void fuse_ldmatrix_x4_trans(unsigned int* r, unsigned int a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
@@ -131,12 +135,17 @@ impl Ctx<'_> {
         let (da, db) = (self.k.ty(a).shape.dims(), self.k.ty(b).shape.dims());
         let consts = &self.k.consts;
         let (m, kk, n) = (da[0].c_expr(consts), da[1].c_expr(consts), db[1].c_expr(consts));
-        let (ka, kb) = (self.tile(a).expect("dot reads tiles"), self.tile(b).expect("dot reads tiles"));
-        let (sa, sb, d) = (self.name(a).to_string(), self.name(b).to_string(), self.name(dst).to_string());
+        // `b = trans(w)` read by this dot alone: `w` ([N, K] row-major) is B's K-major form, which
+        // `ldmatrix` reads without transposing; `trans` itself was never emitted.
+        let kmajor = self.kmajor_b.get(&b).copied();
+        let b_src = kmajor.unwrap_or(b);
+        let (ka, kb) = (self.tile(a).expect("dot reads tiles"), self.tile(b_src).expect("dot reads tiles"));
+        let (sa, sb, d) = (self.name(a).to_string(), self.name(b_src).to_string(), self.name(dst).to_string());
         let in_place = self.tile(dst) == Some(mma);
-        self.w.line(format!("// {d} = dot({sa}, {sb}{}) on tensor cores", acc.map(|c| format!(", {}", self.name(c))).unwrap_or_default()));
+        let sb_shown = if kmajor.is_some() { format!("trans({sb})") } else { sb.clone() };
+        self.w.line(format!("// {d} = dot({sa}, {sb_shown}{}) on tensor cores", acc.map(|c| format!(", {}", self.name(c))).unwrap_or_default()));
         // Operands a pipelined loop loaded ahead are in their stage already (pipeline.rs).
-        let staged = match (self.staged.get(&a), self.staged.get(&b)) {
+        let staged = match (self.staged.get(&a), self.staged.get(&b_src)) {
             (Some(pa), Some(pb)) => Some((pa.clone(), pb.clone())),
             _ => None,
         };
@@ -183,9 +192,10 @@ impl Ctx<'_> {
             self.w.line(format!("const unsigned short* fuse_sa = {pa};"));
             self.w.line(format!("const unsigned short* fuse_sb = {pb};"));
         } else {
-            self.stage_operands((ka, &sa), (kb, &sb), (&m, &kk, &n));
+            let wb = if kmajor.is_some() { kk.clone() } else { n.clone() };
+            self.stage_operands((ka, &sa), (kb, &sb, &wb), (&m, &kk));
         }
-        self.mma_steps(mma, &c, input, (&kk, &n));
+        self.mma_steps(mma, &c, input, (&kk, &n), kmajor.is_some());
         if !in_place {
             // To dst's layout through the scratch.
             let kd = self.tile(dst).expect("dot makes a tile");
@@ -208,12 +218,13 @@ impl Ctx<'_> {
 
     /// Writes `a` (`[m, kk]`) and `b` (`[kk, n]`) from their registers to the scratch, row-major and
     /// swizzled, between barriers; declares `fuse_sa`/`fuse_sb` on them.
-    fn stage_operands(&mut self, (ka, sa): (usize, &str), (kb, sb): (usize, &str), (m, kk, n): (&str, &str, &str)) {
+    /// `b` is `[kk, n]`, or `[n, kk]` (`wb = kk`) for a K-major B.
+    fn stage_operands(&mut self, (ka, sa): (usize, &str), (kb, sb, wb): (usize, &str, &str), (m, kk): (&str, &str)) {
         self.w.line("__syncthreads();");
         self.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;");
         self.w.line(format!("unsigned short* fuse_sb = fuse_sa + ({m}) * ({kk});"));
         self.needs.words = true;
-        for (k, s, buf, w) in [(ka, sa, "fuse_sa", kk), (kb, sb, "fuse_sb", n)] {
+        for (k, s, buf, w) in [(ka, sa, "fuse_sa", kk), (kb, sb, "fuse_sb", wb)] {
             // A chunk (VEC consecutive lanes of one row, VEC-aligned) stays inside one swizzled
             // 16-byte chunk when VEC <= 8: one shared store of VEC / 2 words.
             self.w.pp(format!("#if FUSE_VEC{k} >= 2 && FUSE_VEC{k} <= 8"));
@@ -249,7 +260,7 @@ impl Ctx<'_> {
     /// into the MMA-layout registers `c`. The fragments are double-buffered: step `k + 1`'s
     /// `ldmatrix`es are issued before step `k`'s `mma`s (both are `asm volatile`, which the
     /// compiler keeps in source order, so the overlap has to be written out).
-    fn mma_steps(&mut self, mma: usize, c: &str, input: DType, (kk, n): (&str, &str)) {
+    fn mma_steps(&mut self, mma: usize, c: &str, input: DType, (kk, n): (&str, &str), kmajor: bool) {
         self.w.line("const int fuse_lane = fuse_tid & 31;");
         self.w.line(format!("const int fuse_wm = (fuse_tid >> 5) / FUSE_WN{mma};"));
         self.w.line(format!("const int fuse_wn = (fuse_tid >> 5) % FUSE_WN{mma};"));
@@ -257,10 +268,10 @@ impl Ctx<'_> {
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
         self.w.line(format!("unsigned int fuse_fa[2][FUSE_MI{mma}][4];"));
         self.w.line(format!("unsigned int fuse_fb[2][FUSE_NI{mma} + 1][2];"));
-        self.frag_loads(mma, "0", (kk, n));
+        self.frag_loads(mma, "0", (kk, n), kmajor);
         self.w.open_unrolled("fuse_k", &format!("({kk}) / 16"));
         self.w.open(format!("if (fuse_k + 1 < ({kk}) / 16)"));
-        self.frag_loads(mma, "fuse_k + 1", (kk, n));
+        self.frag_loads(mma, "fuse_k + 1", (kk, n), kmajor);
         self.w.close();
         self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
         self.w.unrolled(
@@ -275,8 +286,10 @@ impl Ctx<'_> {
         self.w.close();
     }
 
-    /// The A and B fragments of K step `k` (a C expression) into buffer `k & 1`, in a block.
-    fn frag_loads(&mut self, mma: usize, k: &str, (kk, n): (&str, &str)) {
+    /// The A and B fragments of K step `k` (a C expression) into buffer `k & 1`, in a block. A
+    /// K-major B (`[n, kk]` row-major) is read without `.trans`: its 8 x 8 matrices are (n-tile,
+    /// k half) pairs, the lane's row `n` and its two halves `k`, `k + 1`, as `mma`'s B fragment.
+    fn frag_loads(&mut self, mma: usize, k: &str, (kk, n): (&str, &str), kmajor: bool) {
         self.w.open("");
         self.w.line(format!("const int fuse_ks = {k};"));
         self.w.line("unsigned int (*fuse_ra)[4] = fuse_fa[fuse_ks & 1];");
@@ -289,6 +302,27 @@ impl Ctx<'_> {
         self.w.close();
         self.w.pp("#pragma unroll");
         self.w.open(format!("for (int fuse_ni = 0; fuse_ni < FUSE_NI{mma}; fuse_ni += 2)"));
+        if kmajor {
+            // Matrices (ni, k lo), (ni, k hi), (ni + 1, k lo), (ni + 1, k hi): lanes 8q..8q+7
+            // address matrix q's rows.
+            self.w.line(format!("const int fuse_n0 = (fuse_wn * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"));
+            self.w.line("const int fuse_kc = fuse_ks * 16 + ((fuse_lane >> 3) & 1) * 8;");
+            self.w.open(format!("if (fuse_ni + 1 < FUSE_NI{mma})"));
+            self.w.line("unsigned int fuse_q[4];");
+            self.w.line(format!(
+                "fuse_ldmatrix_x4(fuse_q, fuse_smem_addr(fuse_sb + fuse_swz(fuse_n0 + (fuse_lane >> 4) * 8, fuse_kc, {kk})));"
+            ));
+            self.w.line("fuse_rb[fuse_ni][0] = fuse_q[0]; fuse_rb[fuse_ni][1] = fuse_q[1];");
+            self.w.line("fuse_rb[fuse_ni + 1][0] = fuse_q[2]; fuse_rb[fuse_ni + 1][1] = fuse_q[3];");
+            self.w.reopen("} else {");
+            self.w.line(format!(
+                "fuse_ldmatrix_x2(fuse_rb[fuse_ni], fuse_smem_addr(fuse_sb + fuse_swz(fuse_n0, fuse_kc, {kk})));"
+            ));
+            self.w.close();
+            self.w.close();
+            self.w.close();
+            return;
+        }
         self.w.line("const int fuse_r = fuse_ks * 16 + (fuse_lane & 15);");
         self.w.line(format!("const int fuse_c0 = (fuse_wn * FUSE_NI{mma} + fuse_ni) * 8;"));
         self.w.open(format!("if (fuse_ni + 1 < FUSE_NI{mma})"));
@@ -306,4 +340,27 @@ impl Ctx<'_> {
         self.w.close();
         self.w.close();
     }
+}
+
+/// The `b` operands of tensor-core `dot`s that are `trans(w)` of a 2-D `w` and read by that `dot`
+/// alone, with their `w`: the lowering stages `w` as B's K-major form and `trans` is not emitted.
+pub(super) fn kmajor_operands(k: &fuse_ir::Kernel, assignments: &[u32], uses: &[u32]) -> std::collections::HashMap<VarId, VarId> {
+    let mut trans = std::collections::HashMap::new();
+    k.visit_stmts(&mut |s| {
+        if let fuse_ir::Stmt::Assign { dst, expr: fuse_ir::Expr::Trans(w) } = s {
+            trans.insert(*dst, *w);
+        }
+    });
+    let mut out = std::collections::HashMap::new();
+    k.visit_stmts(&mut |s| {
+        if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } = s {
+            if let Some(&w) = trans.get(b) {
+                let once = assignments[b.0 as usize] == 1 && uses[b.0 as usize] == 1 && a != b;
+                if once && has_mma(k.ty(*a).dtype) && k.ty(w).shape.dims().len() == 2 {
+                    out.insert(*b, w);
+                }
+            }
+        }
+    });
+    out
 }

@@ -73,13 +73,16 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         masks_named: 0,
         assignments: kernel.assignment_counts(),
         pipelines: Default::default(),
+        kmajor_b: Default::default(),
         staged: Default::default(),
         ring_bytes: Vec::new(),
         in_pipeline: false,
         loop_scratch: Vec::new(),
         w: Writer::new(1),
     };
-    cx.pipelines = pipeline::plan(kernel, &cx.assignments);
+    let uses = pipeline::use_counts(kernel);
+    cx.pipelines = pipeline::plan(kernel, &cx.assignments, &uses);
+    cx.kmajor_b = mma::kmajor_operands(kernel, &cx.assignments, &uses);
     cx.chunk_uniform = (0..kernel.vars.len()).map(|v| cx.chunk_uniform_cond(VarId(v as u32))).collect();
     let order = schedule::schedule(kernel, &cx.assignments);
     cx.body(&order.prologue);
@@ -91,6 +94,10 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     assert_eq!(cx.masks_named, cx.masks.len(), "every mask's one assignment is emitted");
     cx.finish()
 }
+
+/// Every module defines the dynamic shared memory symbol (0: none), so the runtime's lookup never
+/// fails (a failed `cuModuleGetGlobal` is an error report under compute-sanitizer).
+const NO_DYNAMIC_SMEM: &str = "extern \"C\" __device__ const unsigned int fuse_dynamic_smem_bytes = 0u;";
 
 /// `constexpr long long <name>` = the largest of `terms` (C expressions), through a running
 /// maximum of named constants `<name>_0, <name>_1, ..` (one nested expression would spell each
@@ -147,6 +154,8 @@ struct Ctx<'k> {
     assignments: Vec<u32>,
     /// The pipelined loops, by counter ([`pipeline`]).
     pipelines: std::collections::HashMap<VarId, pipeline::LoopPlan>,
+    /// `dot` operands `b = trans(w)` staged from `w` as B's K-major form (`b` -> `w`; [`mma`]).
+    kmajor_b: std::collections::HashMap<VarId, VarId>,
     /// While a pipelined body is emitted: its staged loads' shared buffers (`unsigned short*`).
     staged: std::collections::HashMap<VarId, String>,
     /// The byte sizes of the pipelines' rings (`fuse_ring`, after the scratch's uses in them).
@@ -299,7 +308,12 @@ impl Ctx<'_> {
             out.pp(format!("#define FUSE_SCRATCH_DYNAMIC ({dynamic})"));
             out.pp("#if FUSE_SCRATCH_DYNAMIC");
             out.line("extern \"C\" __device__ const unsigned int fuse_dynamic_smem_bytes = (unsigned int)fuse_xs_bytes;");
+            out.pp("#else");
+            out.line(NO_DYNAMIC_SMEM);
             out.pp("#endif");
+            out.line("");
+        } else {
+            out.line(NO_DYNAMIC_SMEM);
             out.line("");
         }
         let helpers = self.needs.text();

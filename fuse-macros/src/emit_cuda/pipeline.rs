@@ -9,7 +9,8 @@
 //!
 //! A load qualifies when re-running it one or more iterations early is the same load:
 //! - it is a top-level statement of the loop body, its destination is assigned once and read only
-//!   as operand `a` or `b` of one `dot` later in the same body (so it never lives in registers),
+//!   as operand `a` or `b` of one `dot` later in the same body (so it never lives in registers), or
+//!   only by a `trans` that is that `dot`'s `b` alone (staged as B's K-major form, `[N, K]`),
 //!   both operands of that `dot` qualify, and they are f16 or bf16 as stored (no conversion);
 //! - masked-off lanes read 0 (`other` absent or a literal +0), which `cp.async` zero-fills;
 //! - its offset and mask depend only on the counter, on values the loop never assigns, and on
@@ -44,17 +45,22 @@ pub(super) struct LoopPlan {
 }
 
 /// The pipelined loops, by counter var.
-pub(super) fn plan(k: &Kernel, assignments: &[u32]) -> HashMap<VarId, LoopPlan> {
+pub(super) fn plan(k: &Kernel, assignments: &[u32], uses: &[u32]) -> HashMap<VarId, LoopPlan> {
+    let mut plans = HashMap::new();
+    let mut accesses = 0u32;
+    walk(k, &k.body, assignments, uses, &mut accesses, &mut plans, false);
+    plans
+}
+
+/// Per var: how many times statements read it.
+pub(super) fn use_counts(k: &Kernel) -> Vec<u32> {
     let mut uses = vec![0u32; k.vars.len()];
     k.visit_stmts(&mut |s| {
         for v in stmt_reads(s) {
             uses[v.0 as usize] += 1;
         }
     });
-    let mut plans = HashMap::new();
-    let mut accesses = 0u32;
-    walk(k, &k.body, assignments, &uses, &mut accesses, &mut plans, false);
-    plans
+    uses
 }
 
 /// Plans the loops in `stmts` (at any depth), counting accesses in program order. Loops inside a
@@ -131,7 +137,16 @@ fn plan_loop(
         let staged: Option<Vec<StagedLoad>> = [*a, *b]
             .iter()
             .map(|&x| {
-                let stmt = *def.get(&x).filter(|&&l| l < d)?;
+                let mut stmt = *def.get(&x).filter(|&&l| l < d)?;
+                let mut x = x;
+                // `b = trans(w)` read by the dot alone: `w` is staged as B's K-major form.
+                if let Stmt::Assign { expr: Expr::Trans(w), .. } = &body[stmt] {
+                    if x != *b || uses[x.0 as usize] != 1 {
+                        return None;
+                    }
+                    stmt = *def.get(w).filter(|&&l| l < stmt)?;
+                    x = *w;
+                }
                 operand_load(k, counter, body, stmt, x, uses, &assigned_here, &def, &mut mine)?;
                 Some(StagedLoad { dst: x, stmt, access: access_at[stmt] })
             })

@@ -218,3 +218,38 @@ fn a_k_loop_inside_a_pipelined_loop_is_not_pipelined() {
     assert_eq!(out.matches("// pipelined:").count(), 1, "{out}");
     assert!(out.contains("// pipelined: x, y"), "{out}");
 }
+
+#[test]
+fn a_transposed_b_operand_is_read_k_major_without_moving_it() {
+    // In a K loop (pipelined: `w`'s [N, K] tile is the stage) and alone (staged from registers).
+    let looped = "fn kl(a: *const f16, b: *const f16, c: *mut f32, k: i32) {
+        let rm = arange(0, 64);
+        let rk = arange(0, 32);
+        let mut acc = zeros([64, 64]);
+        for k0 in (0..k).step_by(32) {
+            let ks = k0 + rk;
+            let x = load(a + rm.expand_dims(1) * k + ks.expand_dims(0), (ks < k).expand_dims(0), 0.0);
+            let w = load(b + rm.expand_dims(1) * k + ks.expand_dims(0), (ks < k).expand_dims(0), 0.0);
+            acc = dot(x, trans(w), acc);
+        }
+        store(c + rm.expand_dims(1) * 64 + rm.expand_dims(0), acc);
+    }";
+    let once = "fn once(a: *const f16, b: *const f16, c: *mut f32) {
+        let r = arange(0, 64);
+        let x = load(a + r.expand_dims(1) * 32 + arange(0, 32).expand_dims(0));
+        let w = load(b + arange(0, 16).expand_dims(1) * 32 + arange(0, 32).expand_dims(0));
+        store(c + r.expand_dims(1) * 16 + arange(0, 16).expand_dims(0), dot(x, trans(w)));
+    }";
+    for (what, src) in [("looped", looped), ("once", once)] {
+        let out = emit_cuda(&ok(src)).source;
+        assert!(out.contains("read by its dot as K-major B"), "{what}\n{out}");
+        assert!(out.contains("on tensor cores"), "{what}\n{out}");
+        assert!(out.contains("fuse_ldmatrix_x4(fuse_q,") || out.contains("fuse_ldmatrix_x2(fuse_rb"), "{what}\n{out}");
+        assert_eq!(
+            out.matches("= trans(").count(),
+            out.matches("read by its dot as K-major B").count(),
+            "{what}: the transpose is not emitted\n{out}"
+        );
+        assert_eq!(out.contains("// pipelined: x, w"), what == "looped", "{what}\n{out}");
+    }
+}

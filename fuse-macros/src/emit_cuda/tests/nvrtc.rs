@@ -226,8 +226,8 @@ fn emit_scratch_past_48k_is_dynamic_shared_memory() {
     for (block, r, dynamic) in [(128, 128, true), (32, 32, false)] {
         let src = format!("{}{}", defines(&k, &out.specializations, block, r, 4, 1), out.source);
         let ptx = compile(&src, "sm_90").unwrap_or_else(|log| panic!("{log}\n{}", numbered(&src)));
-        // The symbol exists exactly when the scratch is dynamic; static shared memory otherwise.
-        assert_eq!(ptx.contains("fuse_dynamic_smem_bytes"), dynamic, "{block}x{r}");
+        // The symbol always exists (0 for a static scratch); the scratch is dynamic only past 48 KiB.
+        assert!(ptx.contains("fuse_dynamic_smem_bytes"), "{block}x{r}");
         assert_eq!(ptx.contains(".extern .shared"), dynamic, "{block}x{r}:\n{ptx}");
     }
 }
