@@ -1,6 +1,11 @@
 //! Tensor-core matmul (`examples/kernels/matmul.rs`): plain and with the bias + GELU epilogue, f16
 //! and bf16, at the shapes `triton_dot.py` times (4096^3, 8192^3, 8192x4096x11008), over the
-//! example's block configurations. Prints a table; with `FUSE_BENCH_JSON=path` also writes JSON rows
+//! example's block configurations. Then the fused int8 matmul (`examples/kernels/matmul_int8.rs`:
+//! i8 x i8 -> i32, scales, requantised to int8; pattern `matmul_int8`, dtype `int8`, which
+//! `triton_dot.py` has no row for) at the same shapes, in TFLOP/s-equivalent (2mnk/t, i.e. TOP/s),
+//! and the one-kernel FFN sublayer (`examples/kernels/ffn_sublayer.rs`, pattern `ffn_sublayer`,
+//! shape `8192x4096` for m x d, 2 m d^2 flops) in f16 and bf16. Prints a table; with
+//! `FUSE_BENCH_JSON=path` also writes JSON rows
 //! `{pattern, shape, dtype, impl, ms, tflops}` keyed as `triton_dot.py` keys its own (`impl` is
 //! `fuse` for the best configuration of a row, `fuse [BMxBNxBK Ww]` for each one timed).
 //! Timing: the median of 20 CUDA-event-timed launches after one warm-up (do_bench's method).
@@ -9,6 +14,12 @@
 #[path = "../examples/kernels/matmul.rs"]
 #[allow(dead_code)] // the float64 reference is the example's
 mod kernels;
+#[path = "../examples/kernels/matmul_int8.rs"]
+#[allow(dead_code)]
+mod int8;
+#[path = "../examples/kernels/ffn_sublayer.rs"]
+#[allow(dead_code)]
+mod ffn;
 
 use fuse::half::{bf16, f16};
 use fuse::{Device, Half, Result};
@@ -20,6 +31,101 @@ struct Row {
     imp: String,
     ms: f64,
     tflops: f64,
+}
+
+/// Whether `FUSE_BENCH_ONLY` keeps the case `pattern/shape/dtype`.
+fn wanted(case: &str) -> bool {
+    let only = std::env::var("FUSE_BENCH_ONLY").ok();
+    only.as_deref().is_none_or(|o| o.split(',').any(|p| case.contains(p)))
+}
+
+/// Times `launch` for each configuration tag (the median of `iters` launches), prints and records
+/// a row per configuration and one `fuse` row for the best.
+#[allow(clippy::too_many_arguments)]
+fn time_configs(
+    dev: &Device,
+    (pattern, shape, dtype): (&'static str, &str, &'static str),
+    flops: f64,
+    iters: usize,
+    configs: impl IntoIterator<Item = String>,
+    mut launch: impl FnMut(usize) -> Result<()>,
+    rows: &mut Vec<Row>,
+) {
+    let mut best: Option<(f64, String)> = None;
+    for (i, tag) in configs.into_iter().enumerate() {
+        match dev.median_ms(iters, || Ok(()), || launch(i)) {
+            Ok(ms) => {
+                let tflops = flops / ms / 1e9;
+                println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} {ms:8.3} ms {tflops:7.1} TFLOP/s");
+                rows.push(Row { pattern, shape: shape.into(), dtype, imp: tag.clone(), ms, tflops });
+                if best.as_ref().is_none_or(|(b, _)| ms < *b) {
+                    best = Some((ms, tag));
+                }
+            }
+            Err(e) => println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} ERROR {e}"),
+        }
+    }
+    if let Some((ms, tag)) = best {
+        let tflops = flops / ms / 1e9;
+        let what = "fuse";
+        println!("{pattern:<18} {shape:<18} {dtype:<9} {what:<28} {ms:8.3} ms {tflops:7.1} TFLOP/s  (best: {tag})");
+        rows.push(Row { pattern, shape: shape.into(), dtype, imp: "fuse".into(), ms, tflops });
+    }
+}
+
+/// The fused int8 matmul (`w` K-major, per-row and per-column scales, no bias, int8 out) at
+/// `triton_dot.py`'s shapes; 2mnk operations per launch. The median of 5 launches: i8 `dot` takes
+/// the general fallback on the GPU for now, far slower than the tensor cores.
+fn bench_int8(dev: &Device, rows: &mut Vec<Row>) -> Result<()> {
+    for (m, n, k) in [(4096usize, 4096usize, 4096usize), (8192, 8192, 8192), (8192, 4096, 11008)] {
+        let shape = format!("{m}x{n}x{k}");
+        if !wanted(&format!("matmul_int8/{shape}/int8")) {
+            continue;
+        }
+        let fill = |len: usize, seed: u32| -> Vec<i8> {
+            (0..len).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 255) as i32 as i8).collect()
+        };
+        let a = dev.upload(&fill(m * k, 1))?;
+        let w = dev.upload(&fill(n * k, 2))?;
+        let sa = dev.upload(&vec![1e-3f32; m])?;
+        let sw = dev.upload(&vec![1e-3f32; n])?;
+        let mut c = dev.zeros::<i8>(m * n)?;
+        let configs = &int8::CONFIGS[..int8::CONFIGS.len() - 1]; // not the CPU's
+        let tags = configs.iter().map(|c| format!("fuse [{}x{}x{} {}w]", c.bm, c.bn, c.bk, c.warps));
+        let launch =
+            |i: usize| int8::launch(dev, configs[i], &a, &w, &sa, &sw, None, &mut c, (m, n, k), 0.05);
+        let flops = 2.0 * (m * n * k) as f64;
+        time_configs(dev, ("matmul_int8", &shape, "int8"), flops, 5, tags, launch, rows);
+    }
+    Ok(())
+}
+
+/// The one-kernel FFN sublayer `x + gelu(LayerNorm(x) @ W + b)` at m = 8192, d = 4096; 2 m d^2
+/// flops per launch (the matmul's; the LayerNorm and epilogue are not counted).
+fn bench_ffn<T: Half>(
+    dev: &Device,
+    dtype: &'static str,
+    conv: fn(f32) -> T,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
+    let (m, d) = (8192usize, 4096usize);
+    let shape = format!("{m}x{d}");
+    if !wanted(&format!("ffn_sublayer/{shape}/{dtype}")) {
+        return Ok(());
+    }
+    let fill = |len: usize, seed: u32| -> Vec<T> {
+        let v = |i: usize| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 1000.0 - 0.5;
+        (0..len).map(|i| conv(v(i))).collect()
+    };
+    let x = dev.upload(&fill(m * d, 1))?;
+    let w = dev.upload(&fill(d * d, 2))?;
+    let (b, gamma, beta) = (dev.upload(&fill(d, 3))?, dev.upload(&fill(d, 4))?, dev.upload(&fill(d, 5))?);
+    let mut y = dev.zeros::<T>(m * d)?;
+    let configs = &ffn::CONFIGS[..ffn::CONFIGS.len() - 1]; // not the CPU's
+    let tags = configs.iter().map(|c| format!("fuse [{}x{}x{} {}w]", c.bm, c.bn, c.bk, c.warps));
+    let launch = |i: usize| ffn::launch(dev, configs[i], &x, &w, &b, &gamma, &beta, &mut y, (m, d), 1e-5);
+    time_configs(dev, ("ffn_sublayer", &shape, dtype), 2.0 * (m * d * d) as f64, 20, tags, launch, rows);
+    Ok(())
 }
 
 fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &mut Vec<Row>) -> Result<()> {
@@ -73,15 +179,15 @@ fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &
 }
 
 fn main() -> Result<()> {
-    let dev = Device::cuda(0).or_else(|e| {
-        println!("matmul bench: no GPU ({e}); nothing to time");
-        Err(e)
-    });
+    let dev = Device::cuda(0).inspect_err(|e| println!("matmul bench: no GPU ({e}); nothing to time"));
     let Ok(dev) = dev else { return Ok(()) };
     println!("device: {}", dev.description());
     let mut rows = Vec::new();
     bench::<f16>(&dev, "float16", f16::from_f32, &mut rows)?;
     bench::<bf16>(&dev, "bfloat16", bf16::from_f32, &mut rows)?;
+    bench_int8(&dev, &mut rows)?;
+    bench_ffn::<f16>(&dev, "float16", f16::from_f32, &mut rows)?;
+    bench_ffn::<bf16>(&dev, "bfloat16", bf16::from_f32, &mut rows)?;
     if let Ok(path) = std::env::var("FUSE_BENCH_JSON") {
         let json: Vec<String> = rows
             .iter()

@@ -1,8 +1,10 @@
 //! `dot` on a GPU: the checks of `tests/dot_on_cpu.rs` (float64 references, NaN-poisoned outputs)
 //! at larger sizes and several warp counts, and the general fallback lowering against the CPU
 //! interpreter bit for bit (it sums in the IR's order, as the interpreter does).
+//! The `matmul_int8` and `ffn_sublayer` examples' checks (tests/common/quant_ffn.rs) at larger
+//! sizes and every block configuration, and an NVRTC compile of their kernels (no GPU needed).
 //! harness = false (fuse-runtime/tests/common/harness.rs): without a GPU the tests are reported
-//! as ignored, with the reason.
+//! as ignored, with the reason; without NVRTC the compile test too (under CI=true it fails).
 mod common;
 #[path = "../fuse-runtime/tests/common/harness.rs"]
 mod harness;
@@ -103,8 +105,55 @@ fn k_major_b_operands(gpu: &Device) {
     }
 }
 
+/// The `matmul_int8` example at every block configuration: the i32 accumulator bit for bit, the
+/// requantised output by the float64 rule (random scales with and without bias; the ties case
+/// exactly).
+fn matmul_int8_example(gpu: &Device) {
+    use common::quant_ffn::*;
+    let mut rng = Rng::fresh("gpu matmul_int8 example");
+    for &cfg in common::matmul_int8::CONFIGS {
+        for size in [(300, 200, 100), (129, 257, 192), (1000, 33, 70), (1, 1, 1), (16, 130, 7)] {
+            check_int8_accumulator(gpu, &mut rng, cfg, size);
+            check_int8_requant(gpu, &mut rng, cfg, size, Scales::Random { bias: false });
+            check_int8_requant(gpu, &mut rng, cfg, size, Scales::Random { bias: true });
+            if size.2 >= 16 {
+                check_int8_requant(gpu, &mut rng, cfg, size, Scales::Ties);
+            }
+        }
+    }
+}
+
+/// The `ffn_sublayer` example (one kernel: LayerNorm statistics, normalised operand, bias + GELU +
+/// residual) at every block configuration, f16 and bf16, against float64.
+fn ffn_sublayer_example(gpu: &Device) {
+    use common::quant_ffn::*;
+    let mut rng = Rng::fresh("gpu ffn_sublayer example");
+    for &cfg in common::ffn_sublayer::CONFIGS {
+        for size in [(300, 200), (129, 264), (70, 1000), (1, 1), (5, 17)] {
+            check_ffn::<f16>(gpu, &mut rng, cfg, size);
+            check_ffn::<bf16>(gpu, &mut rng, cfg, size);
+        }
+    }
+}
+
+/// The `matmul_int8` and `ffn_sublayer` kernels (no emitted-CUDA snapshot while the tensor-core
+/// lowering changes) compile with NVRTC (no GPU needed) for sm_80 and sm_90, with the launch-time
+/// specialisations on (the proven, unchecked paths) and off (the checked ones): the variants of
+/// `common::quant_ffn::specs`, each timed.
+fn quant_ffn_kernels_compile_with_nvrtc() {
+    for (spec, consts, warps, arch, all) in common::quant_ffn::specs() {
+        let values = vec![all; spec.specializations().len()];
+        let t0 = std::time::Instant::now();
+        let what = format!("{} {consts:?} with {warps} warps for {arch} (specialisations {all})", spec.name());
+        if let Err(e) = spec.compile_for_arch_with(arch, &consts, warps, &values) {
+            panic!("{what} failed:\n{e}");
+        }
+        println!("{what}: {:.1} s", t0.elapsed().as_secs_f64());
+    }
+}
+
 fn main() {
-    harness::run(harness::gpu_trials(vec![
+    let mut trials = harness::gpu_trials(vec![
         ("matmul_f16_bf16_f32", matmul_f16_bf16_f32),
         ("matmul_i8", matmul_i8),
         ("accumulator_method_form_and_converted_operands", accumulator_method_form_and_converted_operands),
@@ -112,5 +161,12 @@ fn main() {
         ("reductions_of_a_dot_result", reductions_of_a_dot_result),
         ("pipelined_k_loops", pipelined_k_loops),
         ("k_major_b_operands", k_major_b_operands),
-    ]))
+        ("matmul_int8_example", matmul_int8_example),
+        ("ffn_sublayer_example", ffn_sublayer_example),
+    ]);
+    trials.extend(harness::nvrtc_trials(vec![(
+        "quant_ffn_kernels_compile_with_nvrtc",
+        quant_ffn_kernels_compile_with_nvrtc,
+    )]));
+    harness::run(trials)
 }

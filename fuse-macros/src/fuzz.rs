@@ -37,6 +37,11 @@ const EXAMPLE_FILES: &[&str] = &[
     include_str!("../../examples/kernels/silu_and_mul.rs"),
     include_str!("../../examples/kernels/layernorm_quant.rs"),
     include_str!("../../examples/kernels/l2norm.rs"),
+    // `dot` kernels: a K loop into an accumulator, `trans` of a loaded operand, an i8 one, a
+    // computed operand cast back to its type.
+    include_str!("../../examples/kernels/matmul.rs"),
+    include_str!("../../examples/kernels/matmul_int8.rs"),
+    include_str!("../../examples/kernels/ffn_sublayer.rs"),
     // The 2-D kernels (softmax over rows, every shape operation).
     include_str!("../../tests/tiles_2d.rs"),
 ];

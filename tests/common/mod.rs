@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod dot;
+pub mod quant_ffn;
 
 #[path = "../../examples/kernels/add_activation.rs"]
 pub mod add_activation;
@@ -14,12 +15,16 @@ pub mod add_rmsnorm;
 pub mod bias_gelu_dropout;
 #[path = "../../examples/kernels/cross_entropy.rs"]
 pub mod cross_entropy;
+#[path = "../../examples/kernels/ffn_sublayer.rs"]
+pub mod ffn_sublayer;
 #[path = "../../examples/kernels/l2norm.rs"]
 pub mod l2norm;
 #[path = "../../examples/kernels/layernorm.rs"]
 pub mod layernorm;
 #[path = "../../examples/kernels/layernorm_quant.rs"]
 pub mod layernorm_quant;
+#[path = "../../examples/kernels/matmul_int8.rs"]
+pub mod matmul_int8;
 #[path = "../../examples/kernels/qk_norm_rope.rs"]
 pub mod qk_norm_rope;
 #[path = "../../examples/kernels/silu_and_mul.rs"]
