@@ -314,3 +314,50 @@ fn the_examples_masks_are_proven_where_the_grid_fits_the_data() {
         assert!(proof.iter().all(|&p| p == want), "cols {cols}: {proof:?}");
     }
 }
+
+/// A loop over `(start..end).step_by(step)` reading `x[s .. s + 4]`: the proof bounds the counter
+/// by the last value the loop takes (a multiple of `step` from `start`), never past it.
+#[fuse::fused_kernel]
+fn stepped(x: *const f32, y: *mut f32, start: i32, end: i32, step: i32) {
+    let mut acc = zeros([4]);
+    for s in (start..end).step_by(step) {
+        acc = acc + load(x + s + arange(0, 4));
+    }
+    store(y + arange(0, 4), acc);
+}
+
+#[test]
+fn a_stepped_counter_is_bounded_by_its_last_value_and_no_further() {
+    let mut rng = Rng::fresh("stepped counter");
+    let d = Device::cpu();
+    let (mut proven, mut caught, mut proven_at_the_edge) = (0, 0, 0);
+    for _ in 0..3000 {
+        let start = (rng.next_u64() % 24) as i32 - 3;
+        let end = (rng.next_u64() % 40) as i32;
+        let step = (rng.next_u64() % 9) as i32 - 1;
+        let len = (rng.next_u64() % 48) as usize;
+        let x = d.upload(&vec![1.0f32; len]).unwrap();
+        let mut y = d.upload(&vec![0.0f32; 4]).unwrap();
+        let mut args: Vec<KernelArg<'_>> =
+            vec![(&x).into(), (&mut y).into(), KernelArg::I32(start), KernelArg::I32(end), KernelArg::I32(step)];
+        let config = LaunchConfig::new(1);
+        let proof = stepped::SPEC.proven_in_bounds(&d, config, &[], &args).unwrap();
+        let run = fuse::launch(&stepped::SPEC, &d, config, &[], &mut args);
+        if proof[0] {
+            proven += 1;
+            assert!(
+                !matches!(run, Err(Error::OutOfBounds { .. })),
+                "start {start}, end {end}, step {step}, len {len}: proven, but out of bounds: {run:?}"
+            );
+            // Where the last value is below end - 1, only the step-aware bound can prove it.
+            if step > 1 && end > start && (end - 1 - start) % step != 0 && (end + 3) as usize > len {
+                proven_at_the_edge += 1;
+            }
+        }
+        if matches!(run, Err(Error::OutOfBounds { .. })) {
+            caught += 1;
+        }
+    }
+    assert!(proven > 100 && caught > 100, "proven {proven}, caught {caught}: the test exercises both");
+    assert!(proven_at_the_edge > 10, "the step-aware bound proved {proven_at_the_edge} launches");
+}
