@@ -303,12 +303,12 @@ impl Ctx<'_> {
         self.w.line(format!("int fuse_wr{n} = 0, fuse_rd{n} = 0;"));
         self.w.pp("#pragma unroll 1");
         self.w.open("for (int fuse_p = 0; fuse_p < FUSE_PIPE - 1; ++fuse_p)");
-        self.issue_ahead(n, &v, &t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
+        self.issue_ahead(n, &v, t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
         self.w.close();
         self.w.open(format!("for ({v} = {start}; {v} < fuse_end{n}; {v} = fuse_next({v}, fuse_end{n}, fuse_step{n}))"));
         self.w.line("fuse_cp_async_wait<FUSE_PIPE - 2>();");
         self.w.line("__syncthreads();");
-        self.issue_ahead(n, &v, &t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
+        self.issue_ahead(n, &v, t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
         for (i, l) in plan.loads.iter().enumerate() {
             self.staged.insert(l.dst, buf(&format!("fuse_rd{n}"), &at[i].0));
         }

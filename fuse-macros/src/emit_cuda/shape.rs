@@ -299,7 +299,7 @@ impl Ctx<'_> {
                 self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{kd}"));
                 self.w.open(format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd}))"));
                 self.w.line(format!("const int fuse_f = FUSE_IDX{kd}(fuse_i);"));
-                self.arg_loop(&t, &count, &at, &beats);
+                self.arg_loop(t, &count, &at, &beats);
                 self.w.line(format!("{d}[fuse_i] = fuse_bi;"));
                 self.w.close();
                 self.w.close();
@@ -307,7 +307,7 @@ impl Ctx<'_> {
             _ => {
                 let len = self.k.ty(src).shape.len().expect("argmax takes a tile");
                 let count = len.c_expr(&self.k.consts);
-                self.arg_loop(&t, &count, "fuse_e", &beats);
+                self.arg_loop(t, &count, "fuse_e", &beats);
                 self.w.line(format!("{d} = fuse_bi;"));
             }
         }
