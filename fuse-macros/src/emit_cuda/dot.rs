@@ -19,7 +19,7 @@ impl Ctx<'_> {
     /// `dst = dot(a, b[, acc])`: tensor cores ([`super::mma`]) for f16 and bf16 inputs, the
     /// general fallback otherwise.
     pub(super) fn dot(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>) {
-        if super::mma::has_mma(self.dtype(a)) {
+        if super::mma::takes_mma(self.k, a, b) {
             let dims = self.k.ty(dst).shape.dims();
             let mma = self.layout.mma_index(&dims[0], &dims[1]);
             return self.dot_mma(dst, a, b, acc, mma);

@@ -363,7 +363,7 @@ impl Ctx<'_> {
         self.w.close();
     }
 
-    /// Load access `index` (of a 16-bit dtype, `other` zero) into the swizzled row-major shared
+    /// Load access `index` (f16, bf16 or i8, `other` zero) into the swizzled row-major shared
     /// buffer `buf` (`unsigned short*`) of a `[., w]` tile, for the pipeline ([`super::pipeline`]):
     /// one `cp.async` of VEC lanes per chunk where the vector path applies (zero-filled where its
     /// lanes are off), else checked per-lane loads and shared stores, in the same layout.
@@ -384,8 +384,16 @@ impl Ctx<'_> {
             self.name(offset),
             mask_note(self, mask)
         ));
-        let bytes = format!("FUSE_VEC{k} * {}", a.elem.size_bytes());
-        let at = |f: &str| format!("{buf} + fuse_swz(({f}) / ({w}), ({f}) % ({w}), {w})");
+        let esz = a.elem.size_bytes();
+        let bytes = format!("FUSE_VEC{k} * {esz}");
+        // Rows are addressed in 16-bit units (an i8 column `c` is byte `c % 2` of unit `c / 2`).
+        let at = |f: &str| {
+            if esz == 1 {
+                format!("(signed char*)({buf} + fuse_swz(({f}) / ({w}), (({f}) % ({w})) / 2, ({w}) / 2)) + (({f}) % ({w})) % 2")
+            } else {
+                format!("{buf} + fuse_swz(({f}) / ({w}), ({f}) % ({w}), {w})")
+            }
+        };
         let copy = |cx: &Ctx<'_>, on: &str| {
             let first = cx.run_start(&a, "fuse_b");
             format!(
@@ -399,7 +407,7 @@ impl Ctx<'_> {
             return;
         };
         // A chunk's VEC lanes stay inside one swizzled 16-byte chunk.
-        let cond = format!("{cond} && FUSE_VEC{k} <= 8");
+        let cond = format!("{cond} && FUSE_VEC{k} * {esz} <= 16");
         if let Some(unchecked) = self.unchecked_cond(&a, &cond) {
             self.w.pp(format!("#if {unchecked}"));
             let on = match mask {

@@ -113,6 +113,12 @@ __device__ __forceinline__ void fuse_mma_f16(float* d, const unsigned int* a, co
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+// i8 x i8 -> i32 (m16n8k32; its A and B fragments are the f16 m16n8k16 ones, byte for byte).
+__device__ __forceinline__ void fuse_mma_s8(int* d, const unsigned int* a, const unsigned int* b) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
 __device__ __forceinline__ void fuse_mma_bf16(float* d, const unsigned int* a, const unsigned int* b) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -120,9 +126,37 @@ __device__ __forceinline__ void fuse_mma_bf16(float* d, const unsigned int* a, c
 }
 "#;
 
-/// Whether `dot` of these input dtypes has a tensor-core lowering here.
+/// Whether `dot` of these input dtypes has a tensor-core lowering here for a `[K, N]` B.
 pub fn has_mma(input: DType) -> bool {
     matches!(input, DType::F16 | DType::BF16)
+}
+
+/// Whether `dot(a, b)` takes the tensor cores: f16 and bf16 always; i8 (`m16n8k32`, whose B
+/// fragment has no `ldmatrix.trans` for bytes) when `b` is `trans(w)` of a K-major `w` read by
+/// this dot alone.
+pub fn takes_mma(k: &fuse_ir::Kernel, a: VarId, b: VarId) -> bool {
+    let input = k.ty(a).dtype;
+    if has_mma(input) {
+        return true;
+    }
+    if input != DType::I8 {
+        return false;
+    }
+    let (mut trans, mut assigned, mut reads) = (false, 0, 0);
+    k.visit_stmts(&mut |s| match s {
+        fuse_ir::Stmt::Assign { dst, expr } => {
+            if *dst == b {
+                assigned += 1;
+                trans = matches!(expr, fuse_ir::Expr::Trans(_));
+            }
+            reads += expr.operands().iter().filter(|&&v| v == b).count();
+        }
+        fuse_ir::Stmt::Store { offset, value, mask, .. } => {
+            reads += [*offset, *value].iter().chain(mask.iter()).filter(|&&v| v == b).count();
+        }
+        _ => {}
+    });
+    trans && assigned == 1 && reads == 1
 }
 
 impl Ctx<'_> {
@@ -149,18 +183,22 @@ impl Ctx<'_> {
             (Some(pa), Some(pb)) => Some((pa.clone(), pb.clone())),
             _ => None,
         };
+        let esz = input.size_bytes();
         if staged.is_none() {
-            self.scratch_bytes_for(format!("(({m}) * ({kk}) * 2 + ({kk}) * ({n}) * 2)"));
+            self.scratch_bytes_for(format!("(({m}) * ({kk}) * {esz} + ({kk}) * ({n}) * {esz})"));
         }
         if !in_place || acc.is_some_and(|c| self.tile(c) != Some(mma)) {
             // A conversion between the MMA registers and another layout (f32 lanes).
-            self.scratch_bytes_for(format!("(FUSE_L{mma} * 4)"));
+            self.scratch_bytes_for(format!("(FUSE_L{mma} * 4)")); // f32 or i32 lanes
         }
+        // The accumulator's C type: f32 (f16/bf16 inputs) or i32 (i8).
+        let at = c_type(self.dtype(dst));
+        let zero = if input == DType::I8 { "0" } else { "0.0f" };
         self.w.open("");
         // The accumulator: dst's own slots, or MMA registers to convert at the end.
         let c = if in_place { d.clone() } else { "fuse_c".to_string() };
         if !in_place {
-            self.w.line(format!("float fuse_c[FUSE_EPT{mma}];"));
+            self.w.line(format!("{at} fuse_c[FUSE_EPT{mma}];"));
         }
         match acc {
             Some(acc) if self.tile(acc) == Some(mma) => {
@@ -177,25 +215,28 @@ impl Ctx<'_> {
                 self.w.unrolled(
                     "fuse_i",
                     &format!("FUSE_EPT{ks}"),
-                    format!("if (FUSE_OK{ks}(fuse_i / FUSE_VEC{ks})) ((float*)fuse_xs)[FUSE_IDX{ks}(fuse_i)] = {s}[fuse_i];"),
+                    format!("if (FUSE_OK{ks}(fuse_i / FUSE_VEC{ks})) (({at}*)fuse_xs)[FUSE_IDX{ks}(fuse_i)] = {s}[fuse_i];"),
                 );
                 self.w.line("__syncthreads();");
                 self.w.unrolled(
                     "fuse_i",
                     &format!("FUSE_EPT{mma}"),
-                    format!("{c}[fuse_i] = FUSE_OK{mma}(0) ? ((float*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] : 0.0f;"),
+                    format!("{c}[fuse_i] = FUSE_OK{mma}(0) ? (({at}*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] : {zero};"),
                 );
             }
-            None => self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = 0.0f;")),
+            None => self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = {zero};")),
         }
         if let Some((pa, pb)) = staged {
             self.w.line(format!("const unsigned short* fuse_sa = {pa};"));
             self.w.line(format!("const unsigned short* fuse_sb = {pb};"));
         } else {
             let wb = if kmajor.is_some() { kk.clone() } else { n.clone() };
-            self.stage_operands((ka, &sa), (kb, &sb, &wb), (&m, &kk));
+            self.stage_operands((ka, &sa), (kb, &sb, &wb), (&m, &kk), esz);
         }
-        self.mma_steps(mma, &c, input, (&kk, &n), kmajor.is_some());
+        // Shared rows are addressed in 16-bit units: an i8 row of K bytes is K / 2 of them, and
+        // one m16n8k32 step reads the 16 of them that a f16 m16n8k16 step reads.
+        let kw = if input == DType::I8 { format!("(({kk}) / 2)") } else { kk.clone() };
+        self.mma_steps(mma, &c, input, (&kw, &n), kmajor.is_some());
         if !in_place {
             // To dst's layout through the scratch.
             let kd = self.tile(dst).expect("dot makes a tile");
@@ -204,13 +245,13 @@ impl Ctx<'_> {
             self.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{mma}"),
-                format!("if (FUSE_OK{mma}(0)) ((float*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] = fuse_c[fuse_i];"),
+                format!("if (FUSE_OK{mma}(0)) (({at}*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] = fuse_c[fuse_i];"),
             );
             self.w.line("__syncthreads();");
             self.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{kd}"),
-                format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = ({t})((float*)fuse_xs)[FUSE_IDX{kd}(fuse_i)];"),
+                format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = ({t})(({at}*)fuse_xs)[FUSE_IDX{kd}(fuse_i)];"),
             );
         }
         self.w.close();
@@ -218,37 +259,54 @@ impl Ctx<'_> {
 
     /// Writes `a` (`[m, kk]`) and `b` (`[kk, n]`) from their registers to the scratch, row-major and
     /// swizzled, between barriers; declares `fuse_sa`/`fuse_sb` on them.
-    /// `b` is `[kk, n]`, or `[n, kk]` (`wb = kk`) for a K-major B.
-    fn stage_operands(&mut self, (ka, sa): (usize, &str), (kb, sb, wb): (usize, &str, &str), (m, kk): (&str, &str)) {
+    /// `b` is `[kk, n]`, or `[n, kk]` (`wb = kk`) for a K-major B; elements of `esz` bytes (2, or
+    /// 1 for i8, whose rows are addressed in 16-bit units: column `c` is byte `c % 2` of unit `c / 2`).
+    fn stage_operands(
+        &mut self,
+        (ka, sa): (usize, &str),
+        (kb, sb, wb): (usize, &str, &str),
+        (m, kk): (&str, &str),
+        esz: usize,
+    ) {
         self.w.line("__syncthreads();");
         self.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;");
-        self.w.line(format!("unsigned short* fuse_sb = fuse_sa + ({m}) * ({kk});"));
+        // In 16-bit units: A is `m * kk * esz` bytes.
+        self.w.line(format!("unsigned short* fuse_sb = fuse_sa + ({m}) * ({kk}) * {esz} / 2;"));
         self.needs.words = true;
         for (k, s, buf, w) in [(ka, sa, "fuse_sa", kk), (kb, sb, "fuse_sb", wb)] {
+            let at = |f: &str| {
+                if esz == 1 {
+                    format!("(unsigned char*)({buf} + fuse_swz(({f}) / ({w}), (({f}) % ({w})) / 2, ({w}) / 2)) + (({f}) % ({w})) % 2")
+                } else {
+                    format!("{buf} + fuse_swz(({f}) / ({w}), ({f}) % ({w}), {w})")
+                }
+            };
             // A chunk (VEC consecutive lanes of one row, VEC-aligned) stays inside one swizzled
-            // 16-byte chunk when VEC <= 8: one shared store of VEC / 2 words.
-            self.w.pp(format!("#if FUSE_VEC{k} >= 2 && FUSE_VEC{k} <= 8"));
+            // 16-byte chunk when it is at most 16 bytes: one shared store of whole words.
+            let per_word = 4 / esz;
+            self.w.pp(format!("#if FUSE_VEC{k} >= {per_word} && FUSE_VEC{k} * {esz} <= 16"));
             self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
             self.w.open(format!("if (FUSE_OK{k}(fuse_j))"));
             self.w.line(format!("const int fuse_f = FUSE_IDX{k}(fuse_j * FUSE_VEC{k});"));
-            self.w.line(format!("unsigned int fuse_w[FUSE_VEC{k} / 2];"));
-            self.w.unrolled(
-                "fuse_v",
-                &format!("FUSE_VEC{k} / 2"),
-                format!(
-                    "fuse_w[fuse_v] = (unsigned int){s}[fuse_j * FUSE_VEC{k} + 2 * fuse_v] | ((unsigned int){s}[fuse_j * FUSE_VEC{k} + 2 * fuse_v + 1] << 16);"
-                ),
-            );
-            self.w.line(format!(
-                "fuse_st_words<FUSE_VEC{k} / 2>({buf} + fuse_swz(fuse_f / ({w}), fuse_f % ({w}), {w}), fuse_w);"
-            ));
+            self.w.line(format!("unsigned int fuse_w[FUSE_VEC{k} / {per_word}];"));
+            let word = (0..per_word)
+                .map(|e| {
+                    let bits = 8 * esz * e;
+                    let mask = if esz == 1 { "(unsigned char)" } else { "(unsigned short)" };
+                    format!("((unsigned int){mask}{s}[fuse_j * FUSE_VEC{k} + {per_word} * fuse_v + {e}] << {bits})")
+                })
+                .collect::<Vec<_>>()
+                .join(" | ");
+            self.w.unrolled("fuse_v", &format!("FUSE_VEC{k} / {per_word}"), format!("fuse_w[fuse_v] = {word};"));
+            self.w.line(format!("fuse_st_words<FUSE_VEC{k} / {per_word}>({}, fuse_w);", at("fuse_f")));
             self.w.close();
             self.w.close();
             self.w.pp("#else");
             self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
             self.w.open(format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k}))"));
             self.w.line(format!("const int fuse_f = FUSE_IDX{k}(fuse_i);"));
-            self.w.line(format!("{buf}[fuse_swz(fuse_f / ({w}), fuse_f % ({w}), {w})] = {s}[fuse_i];"));
+            let t = if esz == 1 { "signed char" } else { "unsigned short" };
+            self.w.line(format!("*({t}*)({}) = {s}[fuse_i];", at("fuse_f")));
             self.w.close();
             self.w.close();
             self.w.pp("#endif");
@@ -264,7 +322,11 @@ impl Ctx<'_> {
         self.w.line("const int fuse_lane = fuse_tid & 31;");
         self.w.line(format!("const int fuse_wm = (fuse_tid >> 5) / FUSE_WN{mma};"));
         self.w.line(format!("const int fuse_wn = (fuse_tid >> 5) % FUSE_WN{mma};"));
-        let mma_fn = if input == DType::BF16 { "fuse_mma_bf16" } else { "fuse_mma_f16" };
+        let mma_fn = match input {
+            DType::BF16 => "fuse_mma_bf16",
+            DType::I8 => "fuse_mma_s8",
+            _ => "fuse_mma_f16",
+        };
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
         self.w.line(format!("unsigned int fuse_fa[2][FUSE_MI{mma}][4];"));
         self.w.line(format!("unsigned int fuse_fb[2][FUSE_NI{mma} + 1][2];"));
@@ -356,7 +418,7 @@ pub(super) fn kmajor_operands(k: &fuse_ir::Kernel, assignments: &[u32], uses: &[
         if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } = s {
             if let Some(&w) = trans.get(b) {
                 let once = assignments[b.0 as usize] == 1 && uses[b.0 as usize] == 1 && a != b;
-                if once && has_mma(k.ty(*a).dtype) && k.ty(w).shape.dims().len() == 2 {
+                if once && takes_mma(k, *a, *b) && k.ty(w).shape.dims().len() == 2 {
                     out.insert(*b, w);
                 }
             }

@@ -20,7 +20,7 @@
 //! Everything else (a loop-carried pointer, a normalised operand, a load under an `if`) runs
 //! as written: correct, not pipelined.
 use super::ctype::c_type;
-use super::mma::has_mma;
+use super::mma::takes_mma;
 use super::Ctx;
 use fuse_ir::{visit_stmts, Expr, Kernel, Literal, Stmt, VarId};
 use std::collections::HashMap;
@@ -130,7 +130,7 @@ fn plan_loop(
     let mut loads = Vec::new();
     for (d, s) in body.iter().enumerate() {
         let Stmt::Assign { expr: Expr::Dot { a, b, .. }, .. } = s else { continue };
-        if a == b || !has_mma(k.ty(*a).dtype) {
+        if a == b || !takes_mma(k, *a, *b) {
             continue;
         }
         let mut mine = slice.clone();
@@ -180,7 +180,8 @@ fn operand_load(
         return None;
     };
     let fuse_ir::ParamKind::Ptr { elem, .. } = k.params[*param as usize].kind else { return None };
-    if uses[x.0 as usize] != 1 || elem != k.ty(x).dtype || !has_mma(elem) || k.ty(*offset).shape.is_scalar() {
+    let mma_input = matches!(elem, fuse_ir::DType::F16 | fuse_ir::DType::BF16 | fuse_ir::DType::I8);
+    if uses[x.0 as usize] != 1 || elem != k.ty(x).dtype || !mma_input || k.ty(*offset).shape.is_scalar() {
         return None;
     }
     if let Some(o) = other {
@@ -281,14 +282,14 @@ impl Ctx<'_> {
         let outer = std::mem::replace(&mut self.in_pipeline, true);
         let t = c_type(self.dtype(var));
         let v = self.name(var).to_string();
-        // The stage: the loads' buffers one after the other, each `[rows, cols]` of 16-bit values.
+        // The stage: the loads' buffers one after the other, each `[rows, cols]` of their elements.
         let mut at = Vec::new();
         let mut stage = String::from("0");
         for l in &plan.loads {
             let dims = self.k.ty(l.dst).shape.dims();
             let (r, c) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
             at.push((stage.clone(), c.clone()));
-            stage = format!("{stage} + ({r}) * ({c}) * 2");
+            stage = format!("{stage} + ({r}) * ({c}) * {}", self.dtype(l.dst).size_bytes());
         }
         let stage = format!("((({stage}) + 127) / 128 * 128)");
         self.ring_bytes_for(format!("(FUSE_PIPE * {stage})"));

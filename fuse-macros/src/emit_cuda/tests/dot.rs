@@ -253,3 +253,25 @@ fn a_transposed_b_operand_is_read_k_major_without_moving_it() {
         assert_eq!(out.contains("// pipelined: x, w"), what == "looped", "{what}\n{out}");
     }
 }
+
+#[test]
+fn i8_takes_the_tensor_cores_with_a_k_major_b_only() {
+    let src = |b: &str| {
+        format!(
+            "fn q(a: *const i8, w: *const i8, c: *mut i32) {{
+        let r = arange(0, 64);
+        let kk = arange(0, 64);
+        let x = load(a + r.expand_dims(1) * 64 + kk.expand_dims(0));
+        let y = load(w + r.expand_dims(1) * 64 + kk.expand_dims(0));
+        store(c + r.expand_dims(1) * 64 + r.expand_dims(0), dot(x, {b}));
+    }}"
+        )
+    };
+    let out = emit_cuda(&ok(&src("trans(y)"))).source;
+    assert!(out.contains("m16n8k32.row.col.s32.s8.s8.s32"), "{out}");
+    assert!(out.contains("fuse_mma_s8(") && out.contains("read by its dot as K-major B"), "{out}");
+    assert!(out.contains("int fuse_c[FUSE_EPT") || out.contains("int t"), "{out}");
+    // A [K, N] i8 B has no byte ldmatrix.trans: the general fallback.
+    let out = emit_cuda(&ok(&src("y"))).source;
+    assert!(out.contains("the general fallback") && !out.contains("fuse_mma_s8("), "{out}");
+}
