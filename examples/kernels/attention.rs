@@ -1,0 +1,223 @@
+//! FlashAttention-2's forward pass written in the language: `o = softmax(scale * q k^T) v` one
+//! block of queries at a time, so the `[n, n]` attention matrix never reaches memory.
+//!
+//! Tensors are `[batch, heads, n, d]` row-major (torch's SDPA layout): `q` and `o` have `heads`
+//! heads, `k` and `v` have `kv_heads` (grouped-query attention: query head `h` reads key/value head
+//! `h / (heads / kv_heads)`). One program per `[BM]` block of queries of one (batch, head):
+//! grid `(cdiv(n, BM), batch * heads)`. The loop walks `[BN]` blocks of keys with an **online
+//! softmax** in the exp2 form (FlashAttention-2): a running row max `m_i` and row sum `l_i`, the
+//! accumulator rescaled by `exp2(m_old - m_new)` when the max grows, and one division at the end.
+//! `qk_scale` is the softmax scale times log2(e), so `exp2(qk_scale * s)` is `exp(scale * s)`.
+//!
+//! - **Causal** (`causal != 0`): query `i` sees keys `j <= i`; the loop stops at the block holding
+//!   the diagonal (the key blocks above it are skipped, not masked).
+//! - **Dropout** (`p_drop > 0`): each probability is kept with probability `1 - p_drop` and scaled
+//!   by `1 / (1 - p_drop)`, decided by `rand(seed, (bh * n + i) * n + j)` (i64 offsets, so every
+//!   element of every head has its own Philox lane). As in FlashAttention, the row sum `l_i` is
+//!   taken before dropout: `o = dropout(softmax(s)) v`.
+//! - **Log-sum-exp**: `lse[bh, i] = ln(sum_j exp(scale * s_ij))` (natural log, what a backward
+//!   pass needs) is written per row.
+//!
+//! Every edge is masked (`n` need not be a multiple of the blocks): rows past `n` compute on zeros
+//! and are not stored, keys past `n` get probability 0.
+use fuse::fused_kernel;
+
+#[fused_kernel]
+pub fn attention<T: Half, const BM: usize, const BN: usize, const D: usize>(
+    q: *const T,
+    k: *const T,
+    v: *const T,
+    o: *mut T,
+    lse: *mut f32,
+    n: i32,
+    heads: i32,
+    kv_heads: i32,
+    qk_scale: f32,
+    causal: i32,
+    p_drop: f32,
+    seed: u64,
+) {
+    let bh = program_id(1);
+    let kvh = (bh / heads) * kv_heads + (bh % heads) / (heads / kv_heads);
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rd = arange(0, D);
+    let row_ok = (rm < n).expand_dims(1); // [BM, 1]
+    let q_tile = load(q + bh * n * D + rm.expand_dims(1) * D + rd.expand_dims(0), row_ok, 0.0);
+    let kv = kvh * n * D;
+    let mut m_i = full([BM], f32::NEG_INFINITY);
+    let mut l_i = zeros([BM]);
+    let mut acc = zeros([BM, D]);
+    let mut end = n;
+    if causal != 0 {
+        end = minimum(n, (program_id(0) + 1) * BM);
+    }
+    let keep_scale = 1.0 / (1.0 - p_drop);
+    for n0 in (0..end).step_by(BN) {
+        let rn = n0 + arange(0, BN);
+        let key_ok = (rn < n).expand_dims(1); // [BN, 1]
+        let k_tile = load(k + kv + rn.expand_dims(1) * D + rd.expand_dims(0), key_ok, 0.0);
+        let mut s = dot(q_tile, trans(k_tile)) * qk_scale; // [BM, BN], log2 units
+        let visible = (rn < n).expand_dims(0) & ((causal == 0) | (rm.expand_dims(1) >= rn.expand_dims(0)));
+        s = where_(visible, s, f32::NEG_INFINITY);
+        let m_new = maximum(m_i, s.max(1));
+        let mut p = exp2(s - m_new.expand_dims(1));
+        let alpha = exp2(m_i - m_new);
+        l_i = l_i * alpha + p.sum(1);
+        if p_drop > 0.0 {
+            let offs = (bh * n + rm).to(i64).expand_dims(1) * n.to(i64) + rn.to(i64).expand_dims(0);
+            p = where_(rand(seed, offs) > p_drop, p * keep_scale, 0.0);
+        }
+        let v_tile = load(v + kv + rn.expand_dims(1) * D + rd.expand_dims(0), key_ok, 0.0);
+        acc = dot(p.to(T), v_tile, acc * alpha.expand_dims(1));
+        m_i = m_new;
+    }
+    store(o + bh * n * D + rm.expand_dims(1) * D + rd.expand_dims(0), acc / l_i.expand_dims(1), row_ok);
+    store(lse + bh * n + rm, (m_i + log2(l_i)) * 0.6931471805599453, rm < n);
+}
+
+/// The shape of one attention call.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub batch: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub n: usize,
+    pub d: usize,
+}
+
+/// Float64 reference of [`attention`] without dropout (`keep` `None`), or with the kernel's
+/// dropout decisions `keep(bh, i, j)` and scale: returns `(o, lse)`. `scale` is the softmax scale
+/// (not multiplied by log2(e)).
+pub fn reference(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    s: Shape,
+    scale: f64,
+    causal: bool,
+    keep: Option<(&dyn Fn(usize, usize, usize) -> bool, f64)>,
+) -> (Vec<f64>, Vec<f64>) {
+    let (n, d) = (s.n, s.d);
+    let mut o = vec![0.0; s.batch * s.heads * n * d];
+    let mut lse = vec![0.0; s.batch * s.heads * n];
+    let mut w = vec![0.0; n];
+    for bh in 0..s.batch * s.heads {
+        let kvh = (bh / s.heads) * s.kv_heads + (bh % s.heads) / (s.heads / s.kv_heads);
+        let (qb, kb) = (bh * n * d, kvh * n * d);
+        for i in 0..n {
+            let seen = if causal { i + 1 } else { n };
+            let mut mx = f64::NEG_INFINITY;
+            for (j, wj) in w.iter_mut().enumerate().take(seen) {
+                *wj = scale * (0..d).map(|c| q[qb + i * d + c] * k[kb + j * d + c]).sum::<f64>();
+                mx = mx.max(*wj);
+            }
+            let mut total = 0.0;
+            for wj in w.iter_mut().take(seen) {
+                *wj = (*wj - mx).exp();
+                total += *wj;
+            }
+            lse[bh * n + i] = mx + total.ln();
+            for j in 0..seen {
+                let pj = match keep {
+                    None => w[j] / total,
+                    Some((kept, ks)) => {
+                        if kept(bh, i, j) {
+                            w[j] / total * ks
+                        } else {
+                            0.0
+                        }
+                    }
+                };
+                for c in 0..d {
+                    o[qb + i * d + c] += pj * v[kb + j * d + c];
+                }
+            }
+        }
+    }
+    (o, lse)
+}
+
+/// A launch configuration: the query and key block sizes and the warps.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub bm: usize,
+    pub bn: usize,
+    pub warps: u32,
+    pub stages: u32,
+}
+
+/// The configurations this example knows (the first is the default; the last is small enough for
+/// the CPU interpreter).
+pub const CONFIGS: &[Config] = &[
+    Config { bm: 128, bn: 64, warps: 4, stages: 2 },
+    Config { bm: 128, bn: 64, warps: 8, stages: 2 },
+    Config { bm: 128, bn: 128, warps: 8, stages: 2 },
+    Config { bm: 64, bn: 64, warps: 4, stages: 2 },
+    Config { bm: 128, bn: 32, warps: 4, stages: 2 },
+    Config { bm: 64, bn: 32, warps: 4, stages: 2 },
+    Config { bm: 16, bn: 16, warps: 1, stages: 2 },
+];
+
+/// The launch arguments besides the tensors.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// The softmax scale (usually `1 / sqrt(d)`).
+    pub scale: f32,
+    pub causal: bool,
+    pub p_drop: f32,
+    pub seed: u64,
+}
+
+/// Launches [`attention`] with configuration `cfg` for head dim 16, 64 or 128.
+#[allow(clippy::too_many_arguments)]
+pub fn launch<T: fuse::Half>(
+    device: &fuse::Device,
+    cfg: Config,
+    s: Shape,
+    q: &fuse::Buffer<T>,
+    k: &fuse::Buffer<T>,
+    v: &fuse::Buffer<T>,
+    o: &mut fuse::Buffer<T>,
+    lse: &mut fuse::Buffer<f32>,
+    opt: Options,
+) -> fuse::Result<()> {
+    let bad = |what: String| fuse::Error::InvalidLaunch(format!("attention: {what}"));
+    let dim = |v: usize| i32::try_from(v).map_err(|_| bad(format!("{v} does not fit an i32")));
+    if s.kv_heads == 0 || s.heads % s.kv_heads != 0 {
+        return Err(bad(format!("{} heads is not a multiple of {} kv heads", s.heads, s.kv_heads)));
+    }
+    if !(0.0..1.0).contains(&opt.p_drop) {
+        return Err(bad(format!("dropout probability {} is not in [0, 1)", opt.p_drop)));
+    }
+    let (n, heads, kv_heads) = (dim(s.n)?, dim(s.heads)?, dim(s.kv_heads)?);
+    let grid = fuse::LaunchConfig::new((
+        u32::try_from(s.n.div_ceil(cfg.bm)).map_err(|_| bad("too many query blocks".into()))?,
+        u32::try_from(s.batch * s.heads).map_err(|_| bad("too many heads".into()))?,
+    ))
+    .num_warps(cfg.warps)
+    .num_stages(cfg.stages);
+    let qk_scale = opt.scale * std::f32::consts::LOG2_E;
+    let causal = i32::from(opt.causal);
+    macro_rules! go {
+        ($bm:literal, $bn:literal, $d:literal) => {
+            attention::launch::<T, $bm, $bn, $d>(
+                device, grid, q, k, v, o, lse, n, heads, kv_heads, qk_scale, causal, opt.p_drop, opt.seed,
+            )
+        };
+    }
+    match (cfg.bm, cfg.bn, s.d) {
+        (128, 64, 64) => go!(128, 64, 64),
+        (128, 64, 128) => go!(128, 64, 128),
+        (128, 128, 64) => go!(128, 128, 64),
+        (128, 128, 128) => go!(128, 128, 128),
+        (64, 64, 64) => go!(64, 64, 64),
+        (64, 64, 128) => go!(64, 64, 128),
+        (128, 32, 64) => go!(128, 32, 64),
+        (128, 32, 128) => go!(128, 32, 128),
+        (64, 32, 64) => go!(64, 32, 64),
+        (64, 32, 128) => go!(64, 32, 128),
+        (16, 16, 16) => go!(16, 16, 16),
+        (16, 16, 32) => go!(16, 16, 32),
+        other => Err(bad(format!("block/head dim {other:?} is not one this example instantiates"))),
+    }
+}
