@@ -86,8 +86,9 @@ pub struct Shape {
 }
 
 /// Float64 reference of [`attention`] without dropout (`keep` `None`), or with the kernel's
-/// dropout decisions `keep(bh, i, j)` and scale: returns `(o, lse)`. `scale` is the softmax scale
-/// (not multiplied by log2(e)).
+/// dropout decisions `keep(bh, i, j)` and scale: returns `(o, lse, o_abs)`, where `o_abs` is `o`
+/// computed with `|v|` (what an error bound scales with). `scale` is the softmax scale (not
+/// multiplied by log2(e)).
 pub fn reference(
     q: &[f64],
     k: &[f64],
@@ -96,9 +97,10 @@ pub fn reference(
     scale: f64,
     causal: bool,
     keep: Option<(&dyn Fn(usize, usize, usize) -> bool, f64)>,
-) -> (Vec<f64>, Vec<f64>) {
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let (n, d) = (s.n, s.d);
     let mut o = vec![0.0; s.batch * s.heads * n * d];
+    let mut o_abs = vec![0.0; o.len()];
     let mut lse = vec![0.0; s.batch * s.heads * n];
     let mut w = vec![0.0; n];
     for bh in 0..s.batch * s.heads {
@@ -130,11 +132,21 @@ pub fn reference(
                 };
                 for c in 0..d {
                     o[qb + i * d + c] += pj * v[kb + j * d + c];
+                    o_abs[qb + i * d + c] += pj * v[kb + j * d + c].abs();
                 }
             }
         }
     }
-    (o, lse)
+    (o, lse, o_abs)
+}
+
+/// The largest error the kernel may make in `o`, per element, from `o_abs` of [`reference`] and
+/// the unit roundoff `u` of the element type: `p` is rounded to it before `p v` (FlashAttention's
+/// rule; each term off by `u` relative, dropout's scale included), `o` once more when stored,
+/// and f32 exp2, sums and products, far smaller, are covered by the `u` and the small absolute
+/// term.
+pub fn error_bound(o_abs: f64, u: f64) -> f64 {
+    3.0 * u * o_abs + 1e-5
 }
 
 /// A launch configuration: the query and key block sizes and the warps.

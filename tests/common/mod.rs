@@ -2,6 +2,7 @@
 //! small helpers for fresh random inputs and float64 comparisons.
 #![allow(dead_code)]
 
+pub mod attention_checks;
 pub mod dot;
 pub mod quant_ffn;
 
@@ -11,6 +12,8 @@ pub mod add_activation;
 pub mod add_mul;
 #[path = "../../examples/kernels/add_rmsnorm.rs"]
 pub mod add_rmsnorm;
+#[path = "../../examples/kernels/attention.rs"]
+pub mod attention;
 #[path = "../../examples/kernels/bias_gelu_dropout.rs"]
 pub mod bias_gelu_dropout;
 #[path = "../../examples/kernels/cross_entropy.rs"]

@@ -15,8 +15,15 @@ impl Ctx<'_> {
 
     fn stmt(&mut self, s: &Stmt) {
         match s {
+            Stmt::Assign { dst, expr } if self.needs_views(*dst, expr) => {
+                let vars: Vec<VarId> = expr.operands();
+                self.with_views(*dst, &vars, &|cx: &mut Self| cx.assign(*dst, expr));
+            }
             Stmt::Assign { dst, expr } => self.assign(*dst, expr),
-            Stmt::Store { param, offset, value, mask } => self.store(*param, *offset, *value, *mask),
+            Stmt::Store { param, offset, value, mask } => {
+                let vars: Vec<VarId> = [*offset].into_iter().chain(*mask).collect();
+                self.with_views(*value, &vars, &|cx: &mut Self| cx.store(*param, *offset, *value, *mask));
+            }
             Stmt::If { cond, then_body, else_body } => {
                 let c = self.name(*cond).to_string();
                 self.w.open(format!("if ({c})"));
@@ -58,6 +65,66 @@ impl Ctx<'_> {
                 self.w.close();
             }
         }
+    }
+
+    /// Whether `dst = expr` is an operation whose tiles share one layout (element-wise, casts,
+    /// `where_`, loads), so that an index tile of another layout among its operands is read
+    /// through a view.
+    fn needs_views(&self, dst: VarId, expr: &Expr) -> bool {
+        let shared = !matches!(
+            expr,
+            Expr::Reduce(..)
+                | Expr::Rand { .. }
+                | Expr::Broadcast(_)
+                | Expr::Reshape(_)
+                | Expr::Trans(_)
+                | Expr::ReduceAxis { .. }
+                | Expr::ArgReduce { .. }
+                | Expr::Dot { .. }
+        );
+        shared && self.tile(dst).is_some()
+    }
+
+    /// Runs `f` with each index tile of `vars` whose layout is not `like`'s replaced by a view:
+    /// the tile recomputed at the lanes `like`'s layout holds ([`super::remat`]; the layout pass
+    /// left such tiles out of the meet of a tensor-core layout). Tiles already in that layout,
+    /// scalars and other tiles are read as they are.
+    fn with_views(&mut self, like: VarId, vars: &[VarId], f: &dyn Fn(&mut Self)) {
+        let Some(k) = self.tile(like) else { return f(self) };
+        let mut views: Vec<(VarId, String, Option<usize>, Option<String>)> = Vec::new();
+        for &v in vars {
+            let i = v.0 as usize;
+            if self.tile(v).is_none_or(|kv| kv == k) || !self.transparent[i] || views.iter().any(|(x, ..)| *x == v) {
+                continue;
+            }
+            let mut budget = super::remat::BUDGET;
+            let Some(e) = self.value_at(v, "(fuse_f)", &mut budget) else { continue };
+            if views.is_empty() {
+                self.w.open("");
+            }
+            let name = format!("fuse_view_{}", self.names.vars[i]);
+            self.w.line(format!("// {name}: {} recomputed at the lanes of layout {k}", self.names.vars[i]));
+            self.w.line(format!("{} {name}[FUSE_EPT{k}];", c_type(self.dtype(v))));
+            self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
+            self.w.line(format!("const int fuse_f = FUSE_IDX{k}(fuse_i);"));
+            self.w.line(format!("{name}[fuse_i] = {e};"));
+            self.w.close();
+            let old_name = std::mem::replace(&mut self.names.vars[i], name);
+            let old_layout = self.var_layout[i].replace(k);
+            let old_uniform = std::mem::take(&mut self.chunk_uniform[i]);
+            views.push((v, old_name, old_layout, old_uniform));
+        }
+        f(self);
+        if views.is_empty() {
+            return;
+        }
+        for (v, name, layout, uniform) in views {
+            let i = v.0 as usize;
+            self.names.vars[i] = name;
+            self.var_layout[i] = layout;
+            self.chunk_uniform[i] = uniform;
+        }
+        self.w.close();
     }
 
     fn assign(&mut self, dst: VarId, expr: &Expr) {

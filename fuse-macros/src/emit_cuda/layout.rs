@@ -29,6 +29,10 @@ use fuse_ir::{Kernel, Len, ParamKind, VarId};
 
 pub struct Layout {
     pub lens: Vec<Len>,
+    /// Chained `dot`s (attention's `softmax(q k^T) v`): every MMA layout puts its warps along M
+    /// only, so a row of an accumulator lives in one warp (row reductions are quad shuffles) and
+    /// every MMA layout with the same M holds the same rows in the same threads.
+    pub rows_first: bool,
     /// The widest VEC any tile may use.
     pub veck: u32,
     /// Per length: the column counts of the 2-D tiles of that length with more than one column
@@ -43,6 +47,9 @@ pub struct Layout {
 pub enum Derived {
     Row(RowLayout),
     Mma(MmaLayout),
+    /// The rows (`[M]`, `[M, 1]`) of an MMA layout (its index): row `r` in every thread holding
+    /// part of row `r` of the accumulator ([`MmaLayout::row_macros`]).
+    MmaRow(usize),
 }
 
 /// A tile held as the rows (`[R]`, `[R, 1]`) or the columns (`[C]`, `[1, C]`) of its parent
@@ -79,7 +86,13 @@ impl Layout {
                 }
             }
         }
-        Layout { lens, veck: 16 / narrowest, caps, derived: Vec::new() }
+        let mut dots = 0;
+        k.visit_stmts(&mut |s| {
+            if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } = s {
+                dots += usize::from(super::mma::takes_mma(k, *a, *b));
+            }
+        });
+        Layout { lens, rows_first: dots >= 2, veck: 16 / narrowest, caps, derived: Vec::new() }
     }
 
     /// The index `k` of a tile length, naming its `FUSE_*k` macros.
@@ -95,7 +108,41 @@ impl Layout {
 
     /// The index of the MMA layout of `[rows, cols]` dot results, made on first use.
     pub fn mma_index(&mut self, rows: &Len, cols: &Len) -> usize {
-        self.derived_index(Derived::Mma(MmaLayout { rows: rows.clone(), cols: cols.clone() }))
+        let rows_first = self.rows_first;
+        self.derived_index(Derived::Mma(MmaLayout { rows: rows.clone(), cols: cols.clone(), rows_first }))
+    }
+
+    /// The index of the row layout of MMA layout `mma`, made on first use. With a rows-first
+    /// warp grid the rows of every MMA layout with the same M are the same, so they share one
+    /// (that of the first such layout): a row statistic of `q k^T` broadcasts freely over `p v`.
+    pub fn mma_row_index(&mut self, mma: usize) -> usize {
+        let parent = self.canonical_mma(mma);
+        self.derived_index(Derived::MmaRow(parent))
+    }
+
+    /// The row layout of MMA layout `mma`, if one was made.
+    pub fn find_mma_row(&self, mma: usize) -> Option<usize> {
+        let row = Derived::MmaRow(self.canonical_mma(mma));
+        self.derived.iter().position(|r| *r == row).map(|i| self.lens.len() + i)
+    }
+
+    /// The MMA layout whose rows layout `k` holds, if it is an MMA row layout.
+    pub fn mma_row(&self, k: usize) -> Option<usize> {
+        match self.derived.get(k.checked_sub(self.lens.len())?)? {
+            Derived::MmaRow(p) => Some(*p),
+            _ => None,
+        }
+    }
+
+    fn canonical_mma(&self, mma: usize) -> usize {
+        let Some(Derived::Mma(m)) = self.derived.get(mma - self.lens.len()) else { return mma };
+        if !m.rows_first {
+            return mma;
+        }
+        self.derived
+            .iter()
+            .position(|d| matches!(d, Derived::Mma(o) if o.rows_first && o.rows == m.rows))
+            .map_or(mma, |i| self.lens.len() + i)
     }
 
     fn derived_index(&mut self, d: Derived) -> usize {
@@ -126,7 +173,7 @@ impl Layout {
     pub fn row(&self, k: usize) -> Option<&RowLayout> {
         match &self.derived[k.checked_sub(self.lens.len())?] {
             Derived::Row(r) => Some(r),
-            Derived::Mma(_) => None,
+            Derived::Mma(_) | Derived::MmaRow(_) => None,
         }
     }
 
@@ -170,6 +217,10 @@ impl Layout {
                 Derived::Row(r) => r,
                 Derived::Mma(m) => {
                     out.extend(m.macros(k, const_names));
+                    continue;
+                }
+                Derived::MmaRow(p) => {
+                    out.extend(MmaLayout::row_macros(k, *p));
                     continue;
                 }
             };

@@ -30,6 +30,8 @@ use fuse_ir::{DType, Len, VarId};
 pub struct MmaLayout {
     pub rows: Len,
     pub cols: Len,
+    /// Warps along M only (chained dots, see [`super::layout::Layout::rows_first`]).
+    pub rows_first: bool,
 }
 
 impl MmaLayout {
@@ -47,10 +49,15 @@ impl MmaLayout {
         out.push(format!("#define FUSE_WN{k}_0 1"));
         for s in 1..=5 {
             let (wm, wn) = (format!("FUSE_WM{k}_{}", s - 1), format!("FUSE_WN{k}_{}", s - 1));
-            let split_m = format!(
-                "(({m}) / {wm} >= 32 && (({m}) / {wm} >= ({n}) / {wn} || ({n}) / {wn} < 16))"
-            );
-            let split_n = format!("(!FUSE_SPLITM{k}_{s} && ({n}) / {wn} >= 16)");
+            // Rows first: 16 rows or more per warp, and warps past M / 16 idle.
+            let (split_m, split_n) = if self.rows_first {
+                (format!("(({m}) / {wm} >= 32)"), "0".to_string())
+            } else {
+                (
+                    format!("(({m}) / {wm} >= 32 && (({m}) / {wm} >= ({n}) / {wn} || ({n}) / {wn} < 16))"),
+                    format!("(!FUSE_SPLITM{k}_{s} && ({n}) / {wn} >= 16)"),
+                )
+            };
             let grow = format!("FUSE_NUM_WARPS >= {}", 1 << s);
             out.push(format!("#define FUSE_SPLITM{k}_{s} {split_m}"));
             out.push(format!(
@@ -75,6 +82,24 @@ impl MmaLayout {
             "#define FUSE_IDX{k}(i) (((((fuse_tid >> 5) / FUSE_WN{k}) * FUSE_MI{k} + ((i) / 4) / FUSE_NI{k}) * 16 + ((fuse_tid & 31) >> 2) + 8 * (((i) >> 1) & 1)) * ({n}) + (((fuse_tid >> 5) % FUSE_WN{k}) * FUSE_NI{k} + ((i) / 4) % FUSE_NI{k}) * 8 + 2 * (fuse_tid & 3) + ((i) & 1))"
         ));
         out
+    }
+
+    /// The `#define`s of the row layout `k` of MMA layout `p`: slot `j = 2 mi + h` holds row
+    /// `g + 8h` of the warp's m-tile `mi`; the four lanes of a quad (and the `WN` warps of a warp
+    /// row) hold the same rows.
+    pub fn row_macros(k: usize, p: usize) -> Vec<String> {
+        vec![
+            format!("// MMA row layout {k}: the rows of MMA layout {p}"),
+            format!("#define FUSE_L{k} (FUSE_L{p} / (8 * FUSE_NI{p} * FUSE_WN{p}))"),
+            format!("#define FUSE_VEC{k} 1"),
+            format!("#define FUSE_NCH{k} (FUSE_MI{p} * 2)"),
+            format!("#define FUSE_EPT{k} (FUSE_MI{p} * 2)"),
+            format!("#define FUSE_FULL{k} FUSE_FULL{p}"),
+            format!("#define FUSE_OK{k}(j) FUSE_OK{p}(j)"),
+            format!(
+                "#define FUSE_IDX{k}(i) ((((fuse_tid >> 5) / FUSE_WN{p}) * FUSE_MI{p} + (i) / 2) * 16 + ((fuse_tid & 31) >> 2) + 8 * ((i) & 1))"
+            ),
+        ]
     }
 }
 
@@ -178,13 +203,11 @@ impl Ctx<'_> {
         let in_place = self.tile(dst) == Some(mma);
         let sb_shown = if kmajor.is_some() { format!("trans({sb})") } else { sb.clone() };
         self.w.line(format!("// {d} = dot({sa}, {sb_shown}{}) on tensor cores", acc.map(|c| format!(", {}", self.name(c))).unwrap_or_default()));
-        // Operands a pipelined loop loaded ahead are in their stage already (pipeline.rs).
-        let staged = match (self.staged.get(&a), self.staged.get(&b_src)) {
-            (Some(pa), Some(pb)) => Some((pa.clone(), pb.clone())),
-            _ => None,
-        };
+        // Operands a pipelined loop loaded ahead, or staged once before it, are in shared memory
+        // already (pipeline.rs); the others are staged here.
+        let (in_a, in_b) = (self.staged.get(&a).cloned(), self.staged.get(&b_src).cloned());
         let esz = input.size_bytes();
-        if staged.is_none() {
+        if in_a.is_none() || in_b.is_none() {
             self.scratch_bytes_for(format!("(({m}) * ({kk}) * {esz} + ({kk}) * ({n}) * {esz})"));
         }
         if !in_place || acc.is_some_and(|c| self.tile(c) != Some(mma)) {
@@ -226,17 +249,44 @@ impl Ctx<'_> {
             }
             None => self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = {zero};")),
         }
-        if let Some((pa, pb)) = staged {
-            self.w.line(format!("const unsigned short* fuse_sa = {pa};"));
-            self.w.line(format!("const unsigned short* fuse_sb = {pb};"));
-        } else {
-            let wb = if kmajor.is_some() { kk.clone() } else { n.clone() };
-            self.stage_operands((ka, &sa), (kb, &sb, &wb), (&m, &kk), esz);
-        }
         // Shared rows are addressed in 16-bit units: an i8 row of K bytes is K / 2 of them, and
         // one m16n8k32 step reads the 16 of them that a f16 m16n8k16 step reads.
         let kw = if input == DType::I8 { format!("(({kk}) / 2)") } else { kk.clone() };
-        self.mma_steps(mma, &c, input, (&kw, &n), kmajor.is_some());
+        let wb = if kmajor.is_some() { kk.clone() } else { n.clone() };
+        let a_op = (ka, sa.as_str(), "fuse_sa", kk.as_str());
+        let b_op = (kb, sb.as_str(), "fuse_sb", wb.as_str());
+        let pointers = |cx: &mut Self, a_in: Option<&String>| {
+            for (buf, src) in [("fuse_sa", a_in), ("fuse_sb", in_b.as_ref())] {
+                match src {
+                    Some(p) => cx.w.line(format!("const unsigned short* {buf} = {p};")),
+                    None if buf == "fuse_sa" => cx.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;"),
+                    // In 16-bit units: A is `m * kk * esz` bytes.
+                    None => cx.w.line(format!("unsigned short* fuse_sb = (unsigned short*)fuse_xs + ({m}) * ({kk}) * {esz} / 2;")),
+                }
+            }
+        };
+        // `a` in the accumulator layout of an earlier dot with the same rows (attention's `p`):
+        // its registers are already A fragments where the warp grids agree (Triton's and
+        // FlashAttention's `P` in registers); else it goes through shared memory as any operand.
+        let regs = self.tile(a).filter(|&kp| self.layout.is_mma(kp) && in_a.is_none() && input != DType::I8);
+        if let Some(kp) = regs {
+            self.w.pp(format!("#if FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma}"));
+            pointers(self, Some(&"(const unsigned short*)0".to_string()));
+            if in_b.is_none() {
+                self.stage_operands(&[b_op], esz);
+            }
+            self.mma_steps(mma, &c, input, (&kw, &n), kmajor.is_some(), Some((kp, &sa)));
+            self.w.pp("#else");
+        }
+        pointers(self, in_a.as_ref());
+        let to_stage: Vec<_> = [(in_a.is_none(), a_op), (in_b.is_none(), b_op)].into_iter().filter(|x| x.0).map(|x| x.1).collect();
+        if !to_stage.is_empty() {
+            self.stage_operands(&to_stage, esz);
+        }
+        self.mma_steps(mma, &c, input, (&kw, &n), kmajor.is_some(), None);
+        if regs.is_some() {
+            self.w.pp("#endif");
+        }
         if !in_place {
             // To dst's layout through the scratch.
             let kd = self.tile(dst).expect("dot makes a tile");
@@ -257,23 +307,20 @@ impl Ctx<'_> {
         self.w.close();
     }
 
-    /// Writes `a` (`[m, kk]`) and `b` (`[kk, n]`) from their registers to the scratch, row-major and
-    /// swizzled, between barriers; declares `fuse_sa`/`fuse_sb` on them.
-    /// `b` is `[kk, n]`, or `[n, kk]` (`wb = kk`) for a K-major B; elements of `esz` bytes (2, or
-    /// 1 for i8, whose rows are addressed in 16-bit units: column `c` is byte `c % 2` of unit `c / 2`).
-    fn stage_operands(
-        &mut self,
-        (ka, sa): (usize, &str),
-        (kb, sb, wb): (usize, &str, &str),
-        (m, kk): (&str, &str),
-        esz: usize,
-    ) {
+    /// Writes operands (layout, name, shared buffer, row width) from their registers to their
+    /// buffers, row-major and swizzled, between barriers. An `[m, kk]` A and a `[kk, n]` B, or a
+    /// `[n, kk]` one (K-major B: width `kk`); elements of `esz` bytes (2, or 1 for i8, whose rows
+    /// are addressed in 16-bit units: column `c` is byte `c % 2` of unit `c / 2`).
+    fn stage_operands(&mut self, ops: &[(usize, &str, &str, &str)], esz: usize) {
         self.w.line("__syncthreads();");
-        self.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;");
-        // In 16-bit units: A is `m * kk * esz` bytes.
-        self.w.line(format!("unsigned short* fuse_sb = fuse_sa + ({m}) * ({kk}) * {esz} / 2;"));
+        self.stage_writes(ops, esz);
+        self.w.line("__syncthreads();");
+    }
+
+    /// The shared stores of [`Ctx::stage_operands`], without its barriers.
+    pub(super) fn stage_writes(&mut self, ops: &[(usize, &str, &str, &str)], esz: usize) {
         self.needs.words = true;
-        for (k, s, buf, w) in [(ka, sa, "fuse_sa", kk), (kb, sb, "fuse_sb", wb)] {
+        for &(k, s, buf, w) in ops {
             let at = |f: &str| {
                 if esz == 1 {
                     format!("(unsigned char*)({buf} + fuse_swz(({f}) / ({w}), (({f}) % ({w})) / 2, ({w}) / 2)) + (({f}) % ({w})) % 2")
@@ -311,14 +358,22 @@ impl Ctx<'_> {
             self.w.close();
             self.w.pp("#endif");
         }
-        self.w.line("__syncthreads();");
     }
 
     /// The warp's MMA steps over the staged `fuse_sa`/`fuse_sb`, K in steps of 16, accumulating
     /// into the MMA-layout registers `c`. The fragments are double-buffered: step `k + 1`'s
     /// `ldmatrix`es are issued before step `k`'s `mma`s (both are `asm volatile`, which the
     /// compiler keeps in source order, so the overlap has to be written out).
-    fn mma_steps(&mut self, mma: usize, c: &str, input: DType, (kk, n): (&str, &str), kmajor: bool) {
+    /// `a_regs`: A's fragments from the registers of an MMA-layout tile (its layout and name).
+    fn mma_steps(
+        &mut self,
+        mma: usize,
+        c: &str,
+        input: DType,
+        (kk, n): (&str, &str),
+        kmajor: bool,
+        a_regs: Option<(usize, &str)>,
+    ) {
         self.w.line("const int fuse_lane = fuse_tid & 31;");
         self.w.line(format!("const int fuse_wm = (fuse_tid >> 5) / FUSE_WN{mma};"));
         self.w.line(format!("const int fuse_wn = (fuse_tid >> 5) % FUSE_WN{mma};"));
@@ -330,10 +385,10 @@ impl Ctx<'_> {
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
         self.w.line(format!("unsigned int fuse_fa[2][FUSE_MI{mma}][4];"));
         self.w.line(format!("unsigned int fuse_fb[2][FUSE_NI{mma} + 1][2];"));
-        self.frag_loads(mma, "0", (kk, n), kmajor);
+        self.frag_loads(mma, "0", (kk, n), kmajor, a_regs);
         self.w.open_unrolled("fuse_k", &format!("({kk}) / 16"));
         self.w.open(format!("if (fuse_k + 1 < ({kk}) / 16)"));
-        self.frag_loads(mma, "fuse_k + 1", (kk, n), kmajor);
+        self.frag_loads(mma, "fuse_k + 1", (kk, n), kmajor, a_regs);
         self.w.close();
         self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
         self.w.unrolled(
@@ -351,16 +406,28 @@ impl Ctx<'_> {
     /// The A and B fragments of K step `k` (a C expression) into buffer `k & 1`, in a block. A
     /// K-major B (`[n, kk]` row-major) is read without `.trans`: its 8 x 8 matrices are (n-tile,
     /// k half) pairs, the lane's row `n` and its two halves `k`, `k + 1`, as `mma`'s B fragment.
-    fn frag_loads(&mut self, mma: usize, k: &str, (kk, n): (&str, &str), kmajor: bool) {
+    fn frag_loads(&mut self, mma: usize, k: &str, (kk, n): (&str, &str), kmajor: bool, a_regs: Option<(usize, &str)>) {
         self.w.open("");
         self.w.line(format!("const int fuse_ks = {k};"));
         self.w.line("unsigned int (*fuse_ra)[4] = fuse_fa[fuse_ks & 1];");
         self.w.line("unsigned int (*fuse_rb)[2] = fuse_fb[fuse_ks & 1];");
         self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
-        self.w.line(format!("const int fuse_r = (fuse_wm * FUSE_MI{mma} + fuse_mi) * 16 + (fuse_lane & 15);"));
-        self.w.line(format!(
-            "fuse_ldmatrix_x4(fuse_ra[fuse_mi], fuse_smem_addr(fuse_sa + fuse_swz(fuse_r, fuse_ks * 16 + (fuse_lane >> 4) * 8, {kk})));"
-        ));
+        if let Some((kp, p)) = a_regs {
+            // The accumulator fragments of n-tiles 2ks and 2ks + 1 (rows g, g + 8; columns 2t,
+            // 2t + 1, then 8 more) are the A fragment of K step ks, two 16-bit lanes a register.
+            self.w.line(format!("const int fuse_t0 = (fuse_mi * FUSE_NI{kp} + 2 * fuse_ks) * 4;"));
+            self.w.line("const int fuse_t1 = fuse_t0 + 4;");
+            for (r, (t, e)) in [("fuse_t0", 0), ("fuse_t0", 2), ("fuse_t1", 0), ("fuse_t1", 2)].iter().enumerate() {
+                self.w.line(format!(
+                    "fuse_ra[fuse_mi][{r}] = (unsigned int){p}[{t} + {e}] | ((unsigned int){p}[{t} + {e} + 1] << 16);"
+                ));
+            }
+        } else {
+            self.w.line(format!("const int fuse_r = (fuse_wm * FUSE_MI{mma} + fuse_mi) * 16 + (fuse_lane & 15);"));
+            self.w.line(format!(
+                "fuse_ldmatrix_x4(fuse_ra[fuse_mi], fuse_smem_addr(fuse_sa + fuse_swz(fuse_r, fuse_ks * 16 + (fuse_lane >> 4) * 8, {kk})));"
+            ));
+        }
         self.w.close();
         self.w.pp("#pragma unroll");
         self.w.open(format!("for (int fuse_ni = 0; fuse_ni < FUSE_NI{mma}; fuse_ni += 2)"));

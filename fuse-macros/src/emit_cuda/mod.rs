@@ -56,6 +56,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         names: Names::new(kernel),
         layout,
         var_layout,
+        transparent: remat::index_computable(kernel, &kernel.assignment_counts()),
         facts: Facts::analyse(kernel),
         needs: Needs::default(),
         specs: Vec::new(),
@@ -121,6 +122,8 @@ struct Ctx<'k> {
     layout: Layout,
     /// Per var: its layout index (`None` for scalars); see [`slices`].
     var_layout: Vec<Option<usize>>,
+    /// Per var: an index tile that fits any layout ([`remat::index_computable`]).
+    transparent: Vec<bool>,
     facts: Facts,
     needs: Needs,
     specs: Vec<Specialization>,

@@ -42,6 +42,9 @@ pub(super) struct LoopPlan {
     /// Indices of the body statements to replay before issuing the loads, in program order.
     pub slice: Vec<usize>,
     pub loads: Vec<StagedLoad>,
+    /// Operands of its `dot`s that the loop never assigns (attention's `q`): staged once, before
+    /// the loop, into their own place after the ring, and read there by every iteration.
+    pub resident: Vec<VarId>,
 }
 
 /// The pipelined loops, by counter var.
@@ -128,39 +131,68 @@ fn plan_loop(
     }
     let mut slice = vec![false; body.len()];
     let mut loads = Vec::new();
+    let mut resident: Vec<VarId> = Vec::new();
     for (d, s) in body.iter().enumerate() {
         let Stmt::Assign { expr: Expr::Dot { a, b, .. }, .. } = s else { continue };
         if a == b || !takes_mma(k, *a, *b) {
             continue;
         }
         let mut mine = slice.clone();
-        let staged: Option<Vec<StagedLoad>> = [*a, *b]
-            .iter()
-            .map(|&x| {
-                let mut stmt = *def.get(&x).filter(|&&l| l < d)?;
-                let mut x = x;
-                // `b = trans(w)` read by the dot alone: `w` is staged as B's K-major form.
-                if let Stmt::Assign { expr: Expr::Trans(w), .. } = &body[stmt] {
-                    if x != *b || uses[x.0 as usize] != 1 {
-                        return None;
-                    }
-                    stmt = *def.get(w).filter(|&&l| l < stmt)?;
-                    x = *w;
-                }
-                operand_load(k, counter, body, stmt, x, uses, &assigned_here, &def, &mut mine)?;
-                Some(StagedLoad { dst: x, stmt, access: access_at[stmt] })
-            })
-            .collect();
-        if let Some(staged) = staged {
+        let (mut staged, mut kept) = (Vec::new(), Vec::new());
+        let mut qualifies = true;
+        for (x, is_b) in [(*a, false), (*b, true)] {
+            if !assigned_here[x.0 as usize] {
+                kept.push(x);
+            } else if let Some(load) = staged_operand(k, counter, body, (x, is_b, d), uses, &assigned_here, &def, &mut mine) {
+                staged.push(StagedLoad { access: access_at[load.1], dst: load.0, stmt: load.1 });
+            } else if is_b {
+                // A computed A (attention's `p`) is read from registers or staged by the `dot`
+                // itself; a B has to be one of the above.
+                qualifies = false;
+            }
+        }
+        if qualifies && !staged.is_empty() {
             slice = mine;
             loads.extend(staged);
+            for x in kept {
+                if !resident.contains(&x) {
+                    resident.push(x);
+                }
+            }
         }
     }
     if loads.is_empty() {
         return None;
     }
     let slice = slice.iter().enumerate().filter(|(_, &on)| on).map(|(i, _)| i).collect();
-    Some(LoopPlan { slice, loads })
+    Some(LoopPlan { slice, loads, resident })
+}
+
+/// Operand `x` of the `dot` at body statement `d` (`is_b`: its B) as a load that qualifies: the
+/// loaded var and its statement (for `b = trans(w)` read by the dot alone, `w`'s, staged as B's
+/// K-major form); marks its slice in `slice`.
+#[allow(clippy::too_many_arguments)]
+fn staged_operand(
+    k: &Kernel,
+    counter: VarId,
+    body: &[Stmt],
+    (x, is_b, d): (VarId, bool, usize),
+    uses: &[u32],
+    assigned_here: &[bool],
+    def: &HashMap<VarId, usize>,
+    slice: &mut [bool],
+) -> Option<(VarId, usize)> {
+    let mut stmt = *def.get(&x).filter(|&&l| l < d)?;
+    let mut x = x;
+    if let Stmt::Assign { expr: Expr::Trans(w), .. } = &body[stmt] {
+        if !is_b || uses[x.0 as usize] != 1 {
+            return None;
+        }
+        stmt = *def.get(w).filter(|&&l| l < stmt)?;
+        x = *w;
+    }
+    operand_load(k, counter, body, stmt, x, uses, assigned_here, def, slice)?;
+    Some((x, stmt))
 }
 
 /// Whether body statement `stmt` (assigning `x`) is a load that qualifies; marks its slice.
@@ -292,7 +324,18 @@ impl Ctx<'_> {
             stage = format!("{stage} + ({r}) * ({c}) * {}", self.dtype(l.dst).size_bytes());
         }
         let stage = format!("((({stage}) + 127) / 128 * 128)");
-        self.ring_bytes_for(format!("(FUSE_PIPE * {stage})"));
+        // The resident operands after the FUSE_PIPE stages, each 128-byte aligned.
+        let mut resident = Vec::new();
+        let mut end = format!("FUSE_PIPE * {stage}");
+        for &r in &plan.resident {
+            let src = self.kmajor_b.get(&r).copied().unwrap_or(r);
+            let dims = self.k.ty(src).shape.dims();
+            let (rows, cols) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
+            let esz = self.dtype(src).size_bytes();
+            resident.push((src, end.clone(), cols.clone(), esz));
+            end = format!("{end} + (({rows}) * ({cols}) * {esz} + 127) / 128 * 128");
+        }
+        self.ring_bytes_for(format!("({end})"));
         let buf = |slot: &str, off: &str| format!("(unsigned short*)(fuse_ring + {slot} * {stage} + ({off}))");
         let names: Vec<&str> = plan.loads.iter().map(|l| self.name(l.dst)).collect();
         self.w.line(format!(
@@ -300,6 +343,18 @@ impl Ctx<'_> {
             names.join(", ")
         ));
         self.w.line("__syncthreads();  // the ring's readers before this loop are done");
+        for (src, at, cols, esz) in &resident {
+            // Read by every iteration: staged once (the first iteration's barrier publishes it).
+            let k = self.tile(*src).expect("dot operands are tiles");
+            let name = self.name(*src).to_string();
+            let p = format!("(unsigned short*)(fuse_ring + ({at}))");
+            self.w.line(format!("// {name}: the loop never changes it, staged once for its dots"));
+            self.w.open("");
+            self.w.line(format!("unsigned short* fuse_res = {p};"));
+            self.stage_writes(&[(k, &name, "fuse_res", cols)], *esz);
+            self.w.close();
+            self.staged.insert(*src, p);
+        }
         self.w.line(format!("{t} fuse_ahead{n} = {start};"));
         self.w.line(format!("int fuse_wr{n} = 0, fuse_rd{n} = 0;"));
         self.w.pp("#pragma unroll 1");
@@ -316,6 +371,9 @@ impl Ctx<'_> {
         self.body(body);
         for l in &plan.loads {
             self.staged.remove(&l.dst);
+        }
+        for (src, ..) in &resident {
+            self.staged.remove(src);
         }
         self.w.line(format!("fuse_rd{n} = fuse_rd{n} + 1 == FUSE_PIPE ? 0 : fuse_rd{n} + 1;"));
         self.w.close();

@@ -15,7 +15,7 @@ use super::Ctx;
 use fuse_ir::{DType, Expr, Len, Stmt, VarId};
 
 /// The most operations one recomputed value may take (beyond it: through the scratch).
-const BUDGET: u32 = 24;
+pub(super) const BUDGET: u32 = 24;
 
 impl Ctx<'_> {
     /// `dst = broadcast(src)` by recomputing `src` at each slot's source lane, if it is
@@ -35,7 +35,7 @@ impl Ctx<'_> {
 
     /// The value of `v` (in its dtype) at lane `lane` (a C expression), if `v` is a scalar
     /// assigned once or an index-computable tile within `budget` operations.
-    fn value_at(&mut self, v: VarId, lane: &str, budget: &mut u32) -> Option<String> {
+    pub(super) fn value_at(&mut self, v: VarId, lane: &str, budget: &mut u32) -> Option<String> {
         if self.assignments[v.0 as usize] != 1 {
             return None;
         }
@@ -128,4 +128,68 @@ impl Ctx<'_> {
             _ => "0".into(),
         }
     }
+}
+
+/// Per var: whether it is an index-computable tile that [`Ctx::value_at`] recomputes within
+/// [`BUDGET`] operations (the same rules, from the IR alone: the layout pass needs it first).
+/// Such a tile fits any layout: where it meets one unlike its own it is recomputed there
+/// ([`Ctx::view`]).
+pub(super) fn index_computable(k: &fuse_ir::Kernel, assignments: &[u32]) -> Vec<bool> {
+    let mut def: Vec<Option<&Expr>> = vec![None; k.vars.len()];
+    k.visit_stmts(&mut |s| {
+        if let Stmt::Assign { dst, expr } = s {
+            def[dst.0 as usize] = Some(expr);
+        }
+    });
+    // The operations a recomputation takes (`None`: not recomputable), memoised.
+    fn cost(
+        k: &fuse_ir::Kernel,
+        v: VarId,
+        def: &[Option<&Expr>],
+        assignments: &[u32],
+        memo: &mut [Option<Option<u32>>],
+    ) -> Option<u32> {
+        let i = v.0 as usize;
+        if let Some(c) = memo[i] {
+            return c;
+        }
+        let c = (|| {
+            if assignments[i] != 1 {
+                return None;
+            }
+            if k.ty(v).shape.is_scalar() {
+                return Some(0);
+            }
+            let d = k.ty(v).dtype;
+            if !(d.is_int() || d == DType::Bool) {
+                return None;
+            }
+            let operands = match def[i]? {
+                Expr::Arange { .. } => Vec::new(),
+                e @ (Expr::Copy(_)
+                | Expr::Splat(_)
+                | Expr::Reshape(_)
+                | Expr::Cast(_)
+                | Expr::Broadcast(_)
+                | Expr::Unary(..)
+                | Expr::Binary(..)
+                | Expr::Where(..)) => e.operands(),
+                _ => return None,
+            };
+            let mut total = 1u32;
+            for o in operands {
+                total += cost(k, o, def, assignments, memo)?;
+            }
+            Some(total)
+        })();
+        memo[i] = Some(c);
+        c
+    }
+    let mut memo = vec![None; k.vars.len()];
+    (0..k.vars.len())
+        .map(|i| {
+            let v = VarId(i as u32);
+            !k.ty(v).shape.is_scalar() && cost(k, v, &def, assignments, &mut memo).is_some_and(|c| c <= BUDGET)
+        })
+        .collect()
 }

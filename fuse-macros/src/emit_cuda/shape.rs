@@ -46,6 +46,18 @@ impl Ctx<'_> {
     /// NumPy broadcast of a tile to `dst`'s shape.
     pub(super) fn broadcast(&mut self, dst: VarId, src: VarId) {
         let (ks, kd) = (self.tile(src).expect("broadcasts read tiles"), self.tile(dst).expect("tile"));
+        if self.layout.is_mma(kd) && self.layout.find_mma_row(kd) == Some(ks) {
+            // Slot i of the accumulator is row g + 8 ((i / 2) % 2) of m-tile (i / 4) / NI, which
+            // is slot 2 ((i / 4) / NI) + (i / 2) % 2 of its row layout.
+            let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
+            self.w.line(format!("// {d} = broadcast({s}): the accumulator's rows, in its threads"));
+            self.w.unrolled(
+                "fuse_i",
+                &format!("FUSE_EPT{kd}"),
+                format!("{d}[fuse_i] = {s}[((fuse_i >> 2) / FUSE_NI{kd}) * 2 + ((fuse_i >> 1) & 1)];"),
+            );
+            return;
+        }
         let free = if self.layout.is_mma(kd) {
             None // the MMA layout is not a parent of row and column layouts
         } else {
@@ -82,6 +94,9 @@ impl Ctx<'_> {
     pub(super) fn reduce_axis(&mut self, dst: VarId, op: ReduceOp, axis: u8, src: VarId) {
         let dims = self.k.ty(src).shape.dims();
         let from_mma = self.tile(src).is_some_and(|k| self.layout.is_mma(k));
+        if from_mma && axis == 1 && self.tile(dst).and_then(|k| self.layout.mma_row(k)).is_some() {
+            return self.reduce_mma_rows(dst, op, src);
+        }
         if axis == 1 && dims[1] != Len::literal_log2(0) && !from_mma {
             return self.reduce_rows(dst, op, src, &dims[1]);
         }
@@ -213,6 +228,65 @@ impl Ctx<'_> {
                 );
             }
         }
+        self.w.close();
+    }
+
+    /// `dst = op(src, 1)` of an accumulator in MMA layout `p` into its row layout: each thread
+    /// folds its slots of each of its rows, the four lanes of a quad combine by two shuffles, and
+    /// where the warp grid splits N (`FUSE_WN > 1`) the warps of a row once through the scratch.
+    fn reduce_mma_rows(&mut self, dst: VarId, op: ReduceOp, src: VarId) {
+        let p = self.tile(src).expect("reductions read tiles");
+        let r = self.tile(dst).expect("axis reductions make tiles");
+        let (acc, op) = accumulate(self.dtype(src), op);
+        let (t, id) = (c_type(acc), identity(op, acc));
+        let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
+        let fold = |a: &str, b: &str| combine(op, acc, a, b);
+        self.w.line(format!("// {d} = {}({s}, 1): the accumulator's rows, quad shuffles", reduce_name(op)));
+        self.w.open("");
+        self.w.line(format!("{t} fuse_rv[FUSE_EPT{r}];"));
+        self.w.unrolled("fuse_j", &format!("FUSE_EPT{r}"), format!("fuse_rv[fuse_j] = {id};"));
+        let x = self.at_as(src, "fuse_i", acc);
+        self.w.unrolled(
+            "fuse_i",
+            &format!("FUSE_EPT{p}"),
+            format!(
+                "{{ const int fuse_j = ((fuse_i >> 2) / FUSE_NI{p}) * 2 + ((fuse_i >> 1) & 1); fuse_rv[fuse_j] = {}; }}",
+                fold("fuse_rv[fuse_j]", &x)
+            ),
+        );
+        // As in reduce_rows: an integer max/min shuffles into a temporary first.
+        let step = format!(
+            "{{ const {t} fuse_ov = __shfl_xor_sync(0xffffffffu, fuse_rv[fuse_j], fuse_s); fuse_rv[fuse_j] = {}; }}",
+            fold("fuse_rv[fuse_j]", "fuse_ov")
+        );
+        self.w.pp("#pragma unroll");
+        self.w.open("for (int fuse_s = 1; fuse_s < 4; fuse_s <<= 1)");
+        self.w.unrolled("fuse_j", &format!("FUSE_EPT{r}"), &step);
+        self.w.close();
+        self.w.pp(format!("#if FUSE_WN{p} > 1"));
+        let xs = format!("(({t}*)fuse_xs)");
+        self.scratch_bytes_for(format!("(FUSE_WN{p} * FUSE_L{r} * {})", acc.size_bytes()));
+        self.w.line("__syncthreads();");
+        self.w.unrolled(
+            "fuse_j",
+            &format!("FUSE_EPT{r}"),
+            format!(
+                "if ((fuse_tid & 3) == 0 && FUSE_OK{p}(0)) {xs}[((fuse_tid >> 5) % FUSE_WN{p}) * FUSE_L{r} + FUSE_IDX{r}(fuse_j)] = fuse_rv[fuse_j];"
+            ),
+        );
+        self.w.line("__syncthreads();");
+        self.w.open_unrolled("fuse_j", &format!("FUSE_EPT{r}"));
+        self.w.open(format!("if (FUSE_OK{p}(0))"));
+        self.w.line(format!("fuse_rv[fuse_j] = {xs}[FUSE_IDX{r}(fuse_j)];"));
+        self.w.line(format!(
+            "for (int fuse_q = 1; fuse_q < FUSE_WN{p}; ++fuse_q) fuse_rv[fuse_j] = {};",
+            fold("fuse_rv[fuse_j]", &format!("{xs}[fuse_q * FUSE_L{r} + FUSE_IDX{r}(fuse_j)]"))
+        ));
+        self.w.close();
+        self.w.close();
+        self.w.pp("#endif");
+        let out = ctype::convert("fuse_rv[fuse_j]", acc, self.dtype(dst), &mut self.needs);
+        self.w.unrolled("fuse_j", &format!("FUSE_EPT{r}"), format!("{d}[fuse_j] = {out};"));
         self.w.close();
     }
 

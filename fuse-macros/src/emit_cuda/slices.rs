@@ -51,11 +51,17 @@ impl Lay {
 /// The layout index of every tile var (`None` for scalars), making the row and column layouts.
 pub fn assign(k: &Kernel, layout: &mut Layout) -> Vec<Option<usize>> {
     let mut lay = vec![Lay::Free; k.vars.len()];
-    loop {
-        let before = lay.clone();
-        k.visit_stmts(&mut |s| visit(k, layout, &mut lay, s));
-        if lay == before {
-            break;
+    let transparent = super::remat::index_computable(k, &k.assignment_counts());
+    // Two rounds to a fixed point: in the first, a broadcast or axis reduction whose other side
+    // is still undecided waits (an accumulator's layout comes from its `dot` through
+    // element-wise code, possibly later in the program), in the second it takes its length's.
+    for settle in [false, true] {
+        loop {
+            let before = lay.clone();
+            k.visit_stmts(&mut |s| visit(k, layout, &transparent, settle, &mut lay, s));
+            if lay == before {
+                break;
+            }
         }
     }
     (0..k.vars.len())
@@ -69,11 +75,21 @@ pub fn assign(k: &Kernel, layout: &mut Layout) -> Vec<Option<usize>> {
         .collect()
 }
 
-fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
+fn visit(k: &Kernel, layout: &mut Layout, transparent: &[bool], settle: bool, lay: &mut [Lay], s: &Stmt) {
     let is_tile = |v: &VarId| !k.ty(*v).shape.is_scalar();
-    // Every tile of `vars` takes the meet of their layouts (all demoted on a conflict).
-    let unify = |lay: &mut [Lay], vars: &[VarId]| {
+    // Every tile of `vars` takes the meet of their layouts (all demoted on a conflict). Where the
+    // others meet in a tensor-core layout (an accumulator, its rows), index tiles (`rm`, `rn < n`,
+    // offsets) are left out: they are recomputed in that layout where it differs from theirs
+    // (`Ctx::view`), so one `rm` can serve the accumulator's rows and a load's offsets.
+    let unify = |layout: &Layout, lay: &mut [Lay], vars: &[VarId]| {
         let tiles: Vec<usize> = vars.iter().filter(|v| is_tile(v)).map(|v| v.0 as usize).collect();
+        let data = tiles.iter().filter(|&&v| !transparent[v]).fold(Lay::Free, |m, &v| m.meet(lay[v]));
+        let mma_family = match data {
+            Lay::Mma(_) => true,
+            Lay::Derived(d) => layout.mma_row(d).is_some(),
+            _ => false,
+        };
+        let tiles: Vec<usize> = tiles.into_iter().filter(|&v| !(mma_family && transparent[v])).collect();
         let m = tiles.iter().fold(Lay::Free, |m, &v| m.meet(lay[v]));
         for v in tiles {
             lay[v] = m;
@@ -89,7 +105,7 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
         Stmt::Store { offset, value, mask, .. } => {
             let mut vars = vec![*offset, *value];
             vars.extend(*mask);
-            unify(lay, &vars);
+            unify(layout, lay, &vars);
         }
         Stmt::Assign { dst, expr } if is_tile(dst) => {
             let d = dst.0 as usize;
@@ -107,23 +123,39 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
                         lay[src.0 as usize] = Lay::Clash;
                     }
                 }
+                Expr::ReduceAxis { src, .. } if !settle && lay[src.0 as usize] == Lay::Free => {}
                 Expr::ReduceAxis { src, axis, .. } => {
                     demote(lay, &[*src]);
-                    let from_mma = matches!(lay[src.0 as usize], Lay::Mma(_));
-                    let made = match (k.ty(*src).shape.dims().as_slice(), k.ty(*src).shape.len()) {
-                        // Rows of an MMA source fold through the scratch (the generic path).
-                        ([_, cols], Some(len)) if *axis == 1 && *cols != unit() && !from_mma => {
+                    let made = match (k.ty(*src).shape.dims().as_slice(), k.ty(*src).shape.len(), lay[src.0 as usize]) {
+                        // Rows of an accumulator fold in its threads into its row layout.
+                        ([_, cols], _, Lay::Mma(p)) if *axis == 1 && *cols != unit() => {
+                            Lay::Derived(layout.mma_row_index(p))
+                        }
+                        ([_, cols], Some(len), Lay::Len | Lay::Clash) if *axis == 1 && *cols != unit() => {
                             Lay::Derived(layout.row_index(layout.index(&len), cols, false))
                         }
                         _ => Lay::Len,
                     };
                     lay[d] = lay[d].meet(made);
                 }
+                Expr::Broadcast(_) if !settle && lay[d] == Lay::Free => {}
                 Expr::Broadcast(src) => {
                     let si = src.0 as usize;
                     lay[d] = lay[d].meet(Lay::Len);
-                    if matches!(lay[d], Lay::Mma(_) | Lay::Clash) {
-                        // Into an MMA layout: through the scratch from the source's own layout.
+                    if let Lay::Mma(p) = lay[d] {
+                        // A row statistic back over the accumulator's columns (`m.expand_dims(1)`
+                        // in attention) is free from the accumulator's rows; anything else goes
+                        // through the scratch from the source's own layout.
+                        let want = Lay::Derived(layout.mma_row_index(p));
+                        let rows = matches!(broadcast_kind(k, *src, *dst), BroadcastKind::Rows(_));
+                        if rows && !transparent[si] && lay[si].meet(want) == want {
+                            lay[si] = want;
+                        } else {
+                            demote(lay, &[*src]);
+                        }
+                        return;
+                    }
+                    if lay[d] == Lay::Clash {
                         demote(lay, &[*src]);
                         return;
                     }
@@ -140,7 +172,7 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
                     let mma = Lay::Mma(layout.mma_index(&dims[0], &dims[1]));
                     lay[d] = lay[d].meet(mma);
                     if let Some(c) = acc {
-                        unify(lay, &[*c, *dst]);
+                        unify(layout, lay, &[*c, *dst]);
                     }
                 }
                 Expr::Reduce(..)
@@ -156,7 +188,7 @@ fn visit(k: &Kernel, layout: &mut Layout, lay: &mut [Lay], s: &Stmt) {
                 _ => {
                     let mut vars = expr.operands();
                     vars.push(*dst);
-                    unify(lay, &vars);
+                    unify(layout, lay, &vars);
                 }
             }
         }
