@@ -4,7 +4,9 @@
 //! i8 x i8 -> i32, scales, requantised to int8; pattern `matmul_int8`, dtype `int8`, which
 //! `triton_dot.py` has no row for) at the same shapes, in TFLOP/s-equivalent (2mnk/t, i.e. TOP/s),
 //! and the one-kernel FFN sublayer (`examples/kernels/ffn_sublayer.rs`, pattern `ffn_sublayer`,
-//! shape `8192x4096` for m x d, 2 m d^2 flops) in f16 and bf16. Prints a table; with
+//! shape `8192x4096` for m x d, 2 m d^2 flops) in f16 and bf16, and FlashAttention's forward
+//! (`examples/kernels/attention.rs`, pattern `attention_fwd`) at `triton_dot.py`'s shapes, causal
+//! and not (4 b h n^2 d flops, halved when causal). Prints a table; with
 //! `FUSE_BENCH_JSON=path` also writes JSON rows
 //! `{pattern, shape, dtype, impl, ms, tflops}` keyed as `triton_dot.py` keys its own (`impl` is
 //! `fuse` for the best configuration of a row, `fuse [BMxBNxBK Ww]` for each one timed).
@@ -20,6 +22,9 @@ mod int8;
 #[path = "../examples/kernels/ffn_sublayer.rs"]
 #[allow(dead_code)]
 mod ffn;
+#[path = "../examples/kernels/attention.rs"]
+#[allow(dead_code)]
+mod attention;
 
 use fuse::half::{bf16, f16};
 use fuse::{Device, Half, Result};
@@ -128,6 +133,48 @@ fn bench_ffn<T: Half>(
     Ok(())
 }
 
+/// FlashAttention forward at `triton_dot.py`'s shapes (`b4h32n4096d64`, `b4h32n4096d128`,
+/// `b1h32n16384d128`, each causal and not), over the example's GPU configurations that fit the
+/// head dim.
+fn bench_attention<T: Half>(
+    dev: &Device,
+    dtype: &'static str,
+    conv: fn(f32) -> T,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
+    use attention::{Options, Shape};
+    for (b, h, n, d) in [(4usize, 32usize, 4096usize, 64usize), (4, 32, 4096, 128), (1, 32, 16384, 128)] {
+        let s = Shape { batch: b, heads: h, kv_heads: h, n, d };
+        let len = b * h * n * d;
+        let fill = |seed: u32| -> Vec<T> {
+            (0..len).map(|i| conv((((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)).collect()
+        };
+        let (q, k, v) = (dev.upload(&fill(1))?, dev.upload(&fill(2))?, dev.upload(&fill(3))?);
+        let mut o = dev.zeros::<T>(len)?;
+        let mut lse = dev.zeros::<f32>(b * h * n)?;
+        for causal in [false, true] {
+            let shape = format!("b{b}h{h}n{n}d{d}{}", if causal { " causal" } else { "" });
+            if !wanted(&format!("attention_fwd/{shape}/{dtype}")) {
+                continue;
+            }
+            // Not the CPU's; `FUSE_BENCH_CONFIGS` picks indices of the example's CONFIGS.
+            let picked = std::env::var("FUSE_BENCH_CONFIGS").ok();
+            let configs: Vec<attention::Config> = attention::CONFIGS[..attention::CONFIGS.len() - 1]
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| picked.as_deref().is_none_or(|p| p.split(',').any(|x| x.trim() == i.to_string())))
+                .map(|(_, c)| *c)
+                .collect();
+            let tags = configs.iter().map(|c| format!("fuse [{}x{} {}w {}s]", c.bm, c.bn, c.warps, c.stages));
+            let opt = Options { scale: 1.0 / (d as f32).sqrt(), causal, p_drop: 0.0, seed: 0 };
+            let launch = |i: usize| attention::launch(dev, configs[i], s, &q, &k, &v, &mut o, &mut lse, opt);
+            let flops = 4.0 * (b * h) as f64 * (n * n * d) as f64 * if causal { 0.5 } else { 1.0 };
+            time_configs(dev, ("attention_fwd", &shape, dtype), flops, 10, tags, launch, rows);
+        }
+    }
+    Ok(())
+}
+
 fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &mut Vec<Row>) -> Result<()> {
     let only = std::env::var("FUSE_BENCH_ONLY").ok();
     // `FUSE_BENCH_CONFIGS=0,3`: only these indices of the example's CONFIGS.
@@ -188,6 +235,8 @@ fn main() -> Result<()> {
     bench_int8(&dev, &mut rows)?;
     bench_ffn::<f16>(&dev, "float16", f16::from_f32, &mut rows)?;
     bench_ffn::<bf16>(&dev, "bfloat16", bf16::from_f32, &mut rows)?;
+    bench_attention::<f16>(&dev, "float16", f16::from_f32, &mut rows)?;
+    bench_attention::<bf16>(&dev, "bfloat16", bf16::from_f32, &mut rows)?;
     if let Ok(path) = std::env::var("FUSE_BENCH_JSON") {
         let json: Vec<String> = rows
             .iter()

@@ -10,7 +10,8 @@
 //! `qk_scale` is the softmax scale times log2(e), so `exp2(qk_scale * s)` is `exp(scale * s)`.
 //!
 //! - **Causal** (`causal != 0`): query `i` sees keys `j <= i`; the loop stops at the block holding
-//!   the diagonal (the key blocks above it are skipped, not masked).
+//!   the diagonal (the key blocks above it are skipped, not masked), and only the blocks that cross
+//!   the diagonal or the end of the sequence evaluate a mask.
 //! - **Dropout** (`p_drop > 0`): each probability is kept with probability `1 - p_drop` and scaled
 //!   by `1 / (1 - p_drop)`, decided by `rand(seed, (bh * n + i) * n + j)` (i64 offsets, so every
 //!   element of every head has its own Philox lane). As in FlashAttention, the row sum `l_i` is
@@ -47,18 +48,20 @@ pub fn attention<T: Half, const BM: usize, const BN: usize, const D: usize>(
     let mut m_i = full([BM], f32::NEG_INFINITY);
     let mut l_i = zeros([BM]);
     let mut acc = zeros([BM, D]);
-    let mut end = n;
-    if causal != 0 {
-        end = minimum(n, (program_id(0) + 1) * BM);
-    }
+    // Causal: the key blocks up to the one holding this block's last query.
+    let end = where_(causal != 0, minimum(n, (program_id(0) + 1) * BM), n);
     let keep_scale = 1.0 / (1.0 - p_drop);
     for n0 in (0..end).step_by(BN) {
         let rn = n0 + arange(0, BN);
         let key_ok = (rn < n).expand_dims(1); // [BN, 1]
         let k_tile = load(k + kv + rn.expand_dims(1) * D + rd.expand_dims(0), key_ok, 0.0);
         let mut s = dot(q_tile, trans(k_tile)) * qk_scale; // [BM, BN], log2 units
-        let visible = (rn < n).expand_dims(0) & ((causal == 0) | (rm.expand_dims(1) >= rn.expand_dims(0)));
-        s = where_(visible, s, f32::NEG_INFINITY);
+        // Only the block holding the diagonal (causal) and the one past `n` need a mask: a uniform
+        // branch, so the blocks below the diagonal do no per-element test.
+        if n0 + BN > n || (causal != 0 && n0 + BN > program_id(0) * BM) {
+            let visible = (rn < n).expand_dims(0) & ((causal == 0) | (rm.expand_dims(1) >= rn.expand_dims(0)));
+            s = where_(visible, s, f32::NEG_INFINITY);
+        }
         let m_new = maximum(m_i, s.max(1));
         let mut p = exp2(s - m_new.expand_dims(1));
         let alpha = exp2(m_i - m_new);
@@ -161,12 +164,15 @@ pub struct Config {
 /// The configurations this example knows (the first is the default; the last is small enough for
 /// the CPU interpreter).
 pub const CONFIGS: &[Config] = &[
-    Config { bm: 128, bn: 64, warps: 4, stages: 2 },
     Config { bm: 128, bn: 64, warps: 8, stages: 2 },
+    Config { bm: 128, bn: 64, warps: 4, stages: 2 },
     Config { bm: 128, bn: 128, warps: 8, stages: 2 },
     Config { bm: 64, bn: 64, warps: 4, stages: 2 },
     Config { bm: 128, bn: 32, warps: 4, stages: 2 },
     Config { bm: 64, bn: 32, warps: 4, stages: 2 },
+    Config { bm: 128, bn: 64, warps: 8, stages: 3 },
+    Config { bm: 128, bn: 32, warps: 4, stages: 3 },
+    Config { bm: 64, bn: 64, warps: 4, stages: 3 },
     Config { bm: 16, bn: 16, warps: 1, stages: 2 },
 ];
 

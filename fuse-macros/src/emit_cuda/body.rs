@@ -74,7 +74,6 @@ impl Ctx<'_> {
         let shared = !matches!(
             expr,
             Expr::Reduce(..)
-                | Expr::Rand { .. }
                 | Expr::Broadcast(_)
                 | Expr::Reshape(_)
                 | Expr::Trans(_)

@@ -175,10 +175,18 @@ fn visit(k: &Kernel, layout: &mut Layout, transparent: &[bool], settle: bool, la
                         unify(layout, lay, &[*c, *dst]);
                     }
                 }
+                // `rand` reads its offsets lane by lane: one layout holding each lane once (an
+                // accumulator's, where its result meets one; index offsets are then recomputed
+                // there).
+                Expr::Rand { .. } => {
+                    let mut vars = expr.operands();
+                    vars.push(*dst);
+                    demote(lay, &vars);
+                    unify(layout, lay, &vars);
+                }
                 Expr::Reduce(..)
                 | Expr::ArgReduce { .. }
                 | Expr::Trans(_)
-                | Expr::Rand { .. }
                 | Expr::Dot { .. } => {
                     demote(lay, &expr.operands());
                     lay[d] = lay[d].meet(Lay::Len);
