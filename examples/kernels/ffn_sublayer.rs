@@ -19,10 +19,10 @@
 //! normalised activations and launches once, but every column block of programs reads its rows of
 //! `x` twice (statistics, then operands) instead of once — `2 (d / BN)` reads of each row instead
 //! of `d / BN` (+ 2 for the separate LayerNorm), mostly from L2 thanks to the grouped order — and
-//! recomputes the statistics `d / BN` times. And its A operand is computed, not loaded: it cannot
-//! go through a pure load → shared memory → `dot` pipeline (`cp.async` straight to shared
-//! memory), it must pass through registers for the normalisation first. At large `d` (compute
-//! bound) the extra reads are cheap; the pipelining loss is what the two-kernel form avoids.
+//! recomputes the statistics `d / BN` times. And its A operand is computed, not loaded: `W` goes
+//! through the `cp.async` pipeline straight to shared memory, but the normalised `x` tile passes
+//! through registers and is staged into shared memory each K step. At large `d` (compute bound)
+//! the extra reads are cheap; the staging of A is what the two-kernel form avoids.
 //!
 //! Masked edges: any `m` and `d`. Columns past `d` load 0 (and gamma, beta 0), so their
 //! normalised value is exactly 0 and adds nothing to the product.
