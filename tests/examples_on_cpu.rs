@@ -366,3 +366,107 @@ fn add_gelu_and_add_silu_update_the_residual() {
     case::<f16>(&mut rng, 1e-4, 1e-3);
     case::<bf16>(&mut rng, 1e-3, 8e-3);
 }
+
+/// `bias_gelu_dropout16` (the mask from `rand16`) on the CPU interpreter, f32 and f16: the mask is
+/// `fuse_ir::philox::rand16`'s lane for lane, kept values are gelu / (1 - p) against float64,
+/// dropped ones exactly 0, the kept fraction within 4 sigma of 1 - p (p rounded to 2^-16, which
+/// moves 0.25 not at all), the same seed gives the same bits and another seed another mask.
+#[test]
+fn bias_gelu_dropout16_matches_reference_and_statistics() {
+    let mut rng = Rng::fresh("bias_gelu_dropout16");
+    let d = cpu();
+    let (rows, h) = (61, 520); // h not a multiple of 8: rows start mid Philox block
+    let n = rows * h;
+    let (x, bias) = (rng.vec(n, 3.0), rng.vec(h, 1.0));
+    let p = 0.25f32;
+    let run32 = |seed: u64| {
+        let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+        bias_gelu_dropout::bias_gelu_dropout16::launch::<f32, 1024>(
+            &d,
+            n.div_ceil(1024) as u32,
+            &d.upload(&x).unwrap(),
+            &d.upload(&bias).unwrap(),
+            &mut out,
+            seed,
+            p,
+            n as i32,
+            h as i32,
+        )
+        .unwrap();
+        out.to_vec().unwrap()
+    };
+    let (xh, bh) = (f16s(&x), f16s(&bias));
+    let run16 = |seed: u64| {
+        let mut out = d.upload(&vec![f16::NAN; n]).unwrap();
+        bias_gelu_dropout::bias_gelu_dropout16::launch::<f16, 1024>(
+            &d,
+            n.div_ceil(1024) as u32,
+            &d.upload(&xh).unwrap(),
+            &d.upload(&bh).unwrap(),
+            &mut out,
+            seed,
+            p,
+            n as i32,
+            h as i32,
+        )
+        .unwrap();
+        out.to_vec().unwrap().iter().map(|v| v.to_f32()).collect::<Vec<f32>>()
+    };
+    let gelu32 = bias_gelu_dropout::reference_gelu(&f64s(&x), &f64s(&bias), h);
+    let to64 = |v: &[f16]| v.iter().map(|x| f64::from(x.to_f32())).collect::<Vec<f64>>();
+    let gelu16 = bias_gelu_dropout::reference_gelu(&to64(&xh), &to64(&bh), h);
+    let seed = rng.next_u64();
+    for (what, out, gelu, tol) in
+        [("f32", run32(seed), &gelu32, 1e-5), ("f16", run16(seed), &gelu16, 2e-3)]
+    {
+        let mut kept = 0usize;
+        for i in 0..n {
+            assert!(!out[i].is_nan(), "{what}: element {i} unwritten or NaN");
+            let keep = fuse::fuse_ir::philox::rand16(seed, i as u64) > p;
+            if keep {
+                kept += 1;
+                let want = gelu[i] / (1.0 - f64::from(p));
+                assert!(
+                    (f64::from(out[i]) - want).abs() <= tol + tol * want.abs(),
+                    "{what} kept {i}: {} vs {want}",
+                    out[i]
+                );
+            } else {
+                assert_eq!(out[i], 0.0, "{what}: dropped element {i} must be exactly 0");
+            }
+        }
+        let frac = kept as f64 / n as f64;
+        let sigma = (f64::from(p) * (1.0 - f64::from(p)) / n as f64).sqrt();
+        assert!((frac - (1.0 - f64::from(p))).abs() <= 4.0 * sigma, "{what}: kept fraction {frac}");
+    }
+    let out = run32(seed);
+    assert_eq!(run32(seed), out, "same seed, same output");
+    let other = run32(seed.wrapping_add(1));
+    let differ = out.iter().zip(&other).filter(|(a, b)| (**a == 0.0) != (**b == 0.0)).count();
+    assert!(differ > n / 10, "another seed must give another mask ({differ} differences)");
+}
+
+/// `rand16` on the CPU interpreter against `fuse_ir::philox::rand16` bit for bit, at aligned and
+/// unaligned starts, and its `>`, `<`, `>=` tests for p at, between and beside the 2^-16 steps.
+#[test]
+fn rand16_is_the_reference_lane_for_lane() {
+    let mut rng = Rng::fresh("rand16 cpu");
+    let d = cpu();
+    let n = 3000;
+    let mut ps = vec![f32::NAN, -1.0, 0.0, 1e-30, 2f32.powi(-17), 2f32.powi(-16), 0.1, 0.5, 1.0 - 2f32.powi(-17), 1.0, 2.0];
+    ps.extend((0..4).map(|_| (rng.next_u64() % 65536) as f32 / 65536.0));
+    for (k, p) in ps.into_iter().enumerate() {
+        let (seed, base) = (rng.next_u64(), [0i32, 3, 8, 5][k % 4]);
+        let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+        let mut vals = d.upload(&vec![f32::NAN; n]).unwrap();
+        paths::rand16_threshold::launch::<1024>(&d, n.div_ceil(1024) as u32, &mut out, &mut vals, seed, p, base, n as i32)
+            .unwrap();
+        let (out, vals) = (out.to_vec().unwrap(), vals.to_vec().unwrap());
+        for i in 0..n {
+            let r = fuse::fuse_ir::philox::rand16(seed, (i as i32 + base) as u64);
+            assert_eq!(vals[i].to_bits(), r.to_bits(), "p={p} base={base} i={i}");
+            let want = f32::from(u8::from(r > p)) + 2.0 * f32::from(u8::from(p < r)) + 4.0 * f32::from(u8::from(r >= p));
+            assert_eq!(out[i].to_bits(), want.to_bits(), "p={p} base={base} i={i} r={r}");
+        }
+    }
+}
