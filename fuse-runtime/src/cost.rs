@@ -35,6 +35,7 @@
 //! Lanes are a tile's lanes, masked-off ones included (the GPU computes them too): add_mul over
 //! `n = 1000` with a 1024-lane tile counts 2 x 1024 FLOPs and 16 x 1000 bytes.
 use crate::bounds::{BoundsPlan, LaunchFacts};
+use std::cell::RefCell;
 use crate::{Buffer, Element, Error, Grid, Result};
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, ParamKind, Shape, Stmt, UnaryOp};
 
@@ -430,4 +431,35 @@ fn store_flags(k: &Kernel) -> Vec<bool> {
         _ => {}
     });
     out
+}
+
+thread_local! {
+    /// The launches of this thread since [`record_costs`], while recording.
+    static RECORDED: RefCell<Option<Vec<(&'static str, Result<Cost>)>>> = const { RefCell::new(None) };
+}
+
+/// Starts recording the [`Cost`] of every launch this thread makes (through
+/// [`crate::launch`], so every generated launcher), dropping any recorded before; for benches
+/// that plot a roofline of whatever a closure launches. [`take_recorded_costs`] stops.
+pub fn record_costs() {
+    RECORDED.with(|r| *r.borrow_mut() = Some(Vec::new()));
+}
+
+/// Stops recording and returns each launch's kernel name and cost since [`record_costs`] (a
+/// cost that could not be computed: its error).
+pub fn take_recorded_costs() -> Vec<(&'static str, Result<Cost>)> {
+    RECORDED.with(|r| r.borrow_mut().take()).unwrap_or_default()
+}
+
+pub(crate) fn recording() -> bool {
+    RECORDED.with(|r| r.borrow().is_some())
+}
+
+pub(crate) fn record(spec: &'static crate::KernelSpec, consts: &[u64], grid: Grid, args: &[CostArg]) {
+    let c = spec.cost(consts, grid, args);
+    RECORDED.with(|r| {
+        if let Some(v) = r.borrow_mut().as_mut() {
+            v.push((spec.name(), c));
+        }
+    });
 }
