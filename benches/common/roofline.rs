@@ -11,21 +11,27 @@ pub use fuse_roofline::{Ceilings, Point};
 /// FLOPs and `dot` FLOPs of everything `f` launches (each launch's `KernelSpec::cost`; a
 /// cost that cannot be computed counts 0 and is printed).
 pub fn flops_of(f: &mut dyn FnMut() -> Result<()>) -> Result<(u64, u64)> {
+    cost_of(f).map(|(flops, dot, _)| (flops, dot))
+}
+
+/// [`flops_of`] and the compulsory bytes (per launch, summed).
+pub fn cost_of(f: &mut dyn FnMut() -> Result<()>) -> Result<(u64, u64, u64)> {
     fuse::cost::record_costs();
     let r = f();
     let costs = fuse::cost::take_recorded_costs();
     r?;
-    let (mut flops, mut dot) = (0u64, 0u64);
+    let (mut flops, mut dot, mut bytes) = (0u64, 0u64, 0u64);
     for (name, c) in costs {
         match c {
             Ok(c) => {
                 flops += c.flops;
                 dot += c.dot_flops;
+                bytes += c.bytes();
             }
             Err(e) => println!("roofline: no cost for {name}: {e}"),
         }
     }
-    Ok((flops, dot))
+    Ok((flops, dot, bytes))
 }
 
 const PEAKS: &str = r#"
