@@ -636,3 +636,28 @@ fn cost_of_a_ragged_loop_counts_the_most_trips_and_says_so() {
     assert!(c.notes.iter().any(|n| n.contains("1 to 4 times")), "{:?}", c.notes);
     assert_eq!(c.bytes(), 4 * (256 + 256));
 }
+
+/// `fuse::cost::record_costs` records each launch's cost (the same as `KernelSpec::cost` for
+/// that launch), across launches, until `take_recorded_costs`; nothing is recorded otherwise.
+#[test]
+fn launches_record_their_cost_while_recording() {
+    let d = cpu();
+    let n = 3000usize;
+    let x = d.upload(&vec![1.0f32; n]).unwrap();
+    let mut o = d.zeros::<f32>(n).unwrap();
+    add_mul::add_mul::launch::<f32, 1024>(&d, 3, &x, &x, &x, &mut o, n as i32).unwrap();
+    assert!(fuse::cost::take_recorded_costs().is_empty());
+    fuse::cost::record_costs();
+    add_mul::add_mul::launch::<f32, 1024>(&d, 3, &x, &x, &x, &mut o, n as i32).unwrap();
+    add_mul::add_mul::launch::<f32, 1024>(&d, 2, &x, &x, &x, &mut o, 2048).unwrap();
+    let got = fuse::cost::take_recorded_costs();
+    assert_eq!(got.len(), 2);
+    let want = add_mul::add_mul::f32::SPEC
+        .cost(&[1024], 3u32, &[Len(3000), Len(3000), Len(3000), Len(3000), Int(3000)])
+        .unwrap();
+    assert_eq!(got[0].0, "add_mul_f32");
+    assert_eq!(got[0].1.as_ref().unwrap(), &want);
+    assert_eq!(got[1].1.as_ref().unwrap().bytes(), 16 * 2048);
+    add_mul::add_mul::launch::<f32, 1024>(&d, 3, &x, &x, &x, &mut o, n as i32).unwrap();
+    assert!(fuse::cost::take_recorded_costs().is_empty(), "recording stopped");
+}
