@@ -54,6 +54,12 @@ fn ew_block() -> usize {
     *B.get_or_init(|| std::env::var("FUSE_BENCH_EW_BLOCK").ok().and_then(|v| v.parse().ok()).unwrap_or(1024))
 }
 
+/// `FUSE_BENCH_WITH_COPY=1`: with `FUSE_BENCH_ONLY`, also time the matching cases' same-bytes
+/// copies (for a quick fused-against-copy look at a few rows).
+fn with_copy() -> bool {
+    std::env::var("FUSE_BENCH_WITH_COPY").is_ok_and(|v| v == "1")
+}
+
 fn cfg(grid: u32) -> LaunchConfig {
     let c = LaunchConfig::new(grid);
     match warps_override() {
@@ -204,7 +210,8 @@ impl Bench {
         bytes: usize,
         mut f: impl FnMut() -> Result<()>,
     ) {
-        if (warps_override().is_some() || only().is_some()) && imp != "fuse" && imp != "fuse rand16" {
+        let copy_too = with_copy() && warps_override().is_none() && imp == "fuse copy (d2d)";
+        if (warps_override().is_some() || only().is_some()) && imp != "fuse" && imp != "fuse rand16" && !copy_too {
             return;
         }
         let case = format!("{pattern}/{shape}/{dtype}");
@@ -252,7 +259,7 @@ impl Bench {
         src: &Buffer<T>,
         bytes: usize,
     ) -> Result<()> {
-        if warps_override().is_some() || only().is_some() {
+        if warps_override().is_some() || (only().is_some() && !with_copy()) {
             return Ok(());
         }
         let mut dst = self.dev.zeros::<T>(src.len())?;
