@@ -433,9 +433,12 @@ fn store_flags(k: &Kernel) -> Vec<bool> {
     out
 }
 
+/// A recorded launch: the kernel's name and its cost.
+pub type Recorded = (&'static str, Result<Cost>);
+
 thread_local! {
     /// The launches of this thread since [`record_costs`], while recording.
-    static RECORDED: RefCell<Option<Vec<(&'static str, Result<Cost>)>>> = const { RefCell::new(None) };
+    static RECORDED: RefCell<Option<Vec<Recorded>>> = const { RefCell::new(None) };
 }
 
 /// Starts recording the [`Cost`] of every launch this thread makes (through
@@ -447,7 +450,7 @@ pub fn record_costs() {
 
 /// Stops recording and returns each launch's kernel name and cost since [`record_costs`] (a
 /// cost that could not be computed: its error).
-pub fn take_recorded_costs() -> Vec<(&'static str, Result<Cost>)> {
+pub fn take_recorded_costs() -> Vec<Recorded> {
     RECORDED.with(|r| r.borrow_mut().take()).unwrap_or_default()
 }
 
