@@ -20,6 +20,8 @@ mod bias_gelu_dropout;
 mod cross_entropy;
 #[path = "common/host_time.rs"]
 mod host_time;
+#[path = "common/roofline.rs"]
+mod roofline;
 #[path = "../examples/kernels/layernorm.rs"]
 mod layernorm;
 #[path = "../examples/kernels/qk_norm_rope.rs"]
@@ -50,6 +52,12 @@ fn only() -> Option<&'static str> {
 fn ew_block() -> usize {
     static B: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *B.get_or_init(|| std::env::var("FUSE_BENCH_EW_BLOCK").ok().and_then(|v| v.parse().ok()).unwrap_or(1024))
+}
+
+/// `FUSE_BENCH_WITH_COPY=1`: with `FUSE_BENCH_ONLY`, also time the matching cases' same-bytes
+/// copies (for a quick fused-against-copy look at a few rows).
+fn with_copy() -> bool {
+    std::env::var("FUSE_BENCH_WITH_COPY").is_ok_and(|v| v == "1")
 }
 
 fn cfg(grid: u32) -> LaunchConfig {
@@ -171,6 +179,14 @@ struct Row {
     imp: &'static str,
     ms: f64,
     gbs: f64,
+    /// FLOPs of one call (`KernelSpec::cost` of each launch) and the `dot` part; 0 for copies.
+    flops: u64,
+    dot_flops: u64,
+}
+
+/// A fused kernel's row (on the roofline), not a copy or an unfused chain.
+fn is_fused(imp: &str) -> bool {
+    imp.starts_with("fuse") && !imp.contains("copy") && !imp.contains("unfused")
 }
 
 struct Bench {
@@ -194,13 +210,25 @@ impl Bench {
         bytes: usize,
         mut f: impl FnMut() -> Result<()>,
     ) {
-        if (warps_override().is_some() || only().is_some()) && imp != "fuse" {
+        let copy_too = with_copy() && warps_override().is_none() && imp == "fuse copy (d2d)";
+        if (warps_override().is_some() || only().is_some()) && imp != "fuse" && imp != "fuse rand16" && !copy_too {
             return;
         }
         let case = format!("{pattern}/{shape}/{dtype}");
         if only().is_some_and(|o| !o.split(',').any(|part| case.contains(part))) {
             return;
         }
+        let (flops, dot_flops) = if is_fused(imp) {
+            match roofline::flops_of(&mut f) {
+                Ok(x) => x,
+                Err(e) => {
+                    println!("{pattern} {shape} {dtype} {imp}: ERROR {e}");
+                    return;
+                }
+            }
+        } else {
+            (0, 0)
+        };
         let (dev, flush) = (&self.dev, &mut self.flush);
         let n = flush.len();
         let res = dev.median_ms(
@@ -216,6 +244,8 @@ impl Bench {
                 imp,
                 ms,
                 gbs: bytes as f64 / (ms * 1e-3) / 1e9,
+                flops,
+                dot_flops,
             }),
             Err(e) => println!("{pattern} {shape} {dtype} {imp}: ERROR {e}"),
         }
@@ -229,7 +259,7 @@ impl Bench {
         src: &Buffer<T>,
         bytes: usize,
     ) -> Result<()> {
-        if warps_override().is_some() || only().is_some() {
+        if warps_override().is_some() || (only().is_some() && !with_copy()) {
             return Ok(());
         }
         let mut dst = self.dev.zeros::<T>(src.len())?;
@@ -478,6 +508,9 @@ fn run() -> Result<()> {
                 unfused::gelu::launch::<$T, EW>(&d, g, &t, &mut u, nn)?;
                 unfused::dropout::launch::<$T, EW>(&d, g, &u, &mut o, 1234, 0.1, nn)
             });
+            b.time("bias_gelu_dropout", &shape, $dt, "fuse rand16", bytes, || {
+                fuse::with_block!(eb, B => bias_gelu_dropout::bias_gelu_dropout16::launch::<$T, B>(&d, cfg(grid(n, B)), &x, &bias, &mut o, 1234, 0.1, nn, hh))
+            });
             b.copy("bias_gelu_dropout", &shape, $dt, &x, 2 * n * es)?;
         }};
     }
@@ -608,14 +641,28 @@ fn run() -> Result<()> {
                 // add_mul shapes are numbers in triton_anchor.py's JSON; the others strings.
                 let shape = if r.pattern == "add_mul" { r.shape.clone() } else { format!("\"{}\"", r.shape) };
                 format!(
-                    "{{\"pattern\": \"{}\", \"shape\": {shape}, \"dtype\": \"{}\", \"impl\": \"{}\", \"ms\": {}, \"gbs\": {}}}",
-                    r.pattern, r.dtype, r.imp, r.ms, r.gbs
+                    "{{\"pattern\": \"{}\", \"shape\": {shape}, \"dtype\": \"{}\", \"impl\": \"{}\", \"ms\": {}, \"gbs\": {}, \"tflops\": {}}}",
+                    r.pattern, r.dtype, r.imp, r.ms, r.gbs, r.flops as f64 / (r.ms * 1e-3) / 1e12
                 )
             })
             .collect();
         if let Err(e) = std::fs::write(&path, format!("[\n{}\n]\n", json.join(",\n"))) {
             println!("could not write {path}: {e}");
         }
+    }
+    if only().is_none() && warps_override().is_none() {
+        let points: Vec<roofline::Point> = b
+            .rows
+            .iter()
+            .filter(|r| is_fused(r.imp))
+            .map(|r| roofline::Point {
+                label: format!("{} {} {} {}", r.pattern, r.shape, r.dtype, r.imp),
+                gbs: r.gbs,
+                tflops: r.flops as f64 / (r.ms * 1e-3) / 1e12,
+                tensor: 2 * r.dot_flops > r.flops,
+            })
+            .collect();
+        roofline::report(&b.dev, &points);
     }
     Ok(())
 }

@@ -25,6 +25,8 @@ mod ffn;
 #[path = "../examples/kernels/attention.rs"]
 #[allow(dead_code)]
 mod attention;
+#[path = "common/roofline.rs"]
+mod roofline;
 
 use fuse::half::{bf16, f16};
 use fuse::{Device, Half, Result};
@@ -36,6 +38,9 @@ struct Row {
     imp: String,
     ms: f64,
     tflops: f64,
+    /// For the `fuse` (best) rows: the cost model's FLOPs, `dot` FLOPs and compulsory bytes of one
+    /// launch of the best configuration, for the roofline.
+    cost: Option<(u64, u64, u64)>,
 }
 
 /// Whether `FUSE_BENCH_ONLY` keeps the case `pattern/shape/dtype`.
@@ -56,25 +61,26 @@ fn time_configs(
     mut launch: impl FnMut(usize) -> Result<()>,
     rows: &mut Vec<Row>,
 ) {
-    let mut best: Option<(f64, String)> = None;
+    let mut best: Option<(f64, String, usize)> = None;
     for (i, tag) in configs.into_iter().enumerate() {
         match dev.median_ms(iters, || Ok(()), || launch(i)) {
             Ok(ms) => {
                 let tflops = flops / ms / 1e9;
                 println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} {ms:8.3} ms {tflops:7.1} TFLOP/s");
-                rows.push(Row { pattern, shape: shape.into(), dtype, imp: tag.clone(), ms, tflops });
-                if best.as_ref().is_none_or(|(b, _)| ms < *b) {
-                    best = Some((ms, tag));
+                rows.push(Row { pattern, shape: shape.into(), dtype, imp: tag.clone(), ms, tflops, cost: None });
+                if best.as_ref().is_none_or(|(b, _, _)| ms < *b) {
+                    best = Some((ms, tag, i));
                 }
             }
             Err(e) => println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} ERROR {e}"),
         }
     }
-    if let Some((ms, tag)) = best {
+    if let Some((ms, tag, i)) = best {
         let tflops = flops / ms / 1e9;
         let what = "fuse";
         println!("{pattern:<18} {shape:<18} {dtype:<9} {what:<28} {ms:8.3} ms {tflops:7.1} TFLOP/s  (best: {tag})");
-        rows.push(Row { pattern, shape: shape.into(), dtype, imp: "fuse".into(), ms, tflops });
+        let cost = roofline::cost_of(&mut || launch(i)).ok();
+        rows.push(Row { pattern, shape: shape.into(), dtype, imp: "fuse".into(), ms, tflops, cost });
     }
 }
 
@@ -196,7 +202,7 @@ fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &
                 continue;
             }
             let flops = 2.0 * (m * n * k) as f64;
-            let mut best: Option<(f64, String)> = None;
+            let mut best: Option<(f64, String, kernels::Config)> = None;
             for (ci, &cfg) in kernels::CONFIGS[..kernels::CONFIGS.len() - 1].iter().enumerate() {
                 if picked.as_ref().is_some_and(|p| !p.contains(&ci)) {
                     continue;
@@ -208,17 +214,19 @@ fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &
                 match res {
                     Ok(ms) => {
                         println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} {ms:8.3} ms {:7.1} TFLOP/s", flops / ms / 1e9);
-                        rows.push(Row { pattern, shape: shape.clone(), dtype, imp: tag.clone(), ms, tflops: flops / ms / 1e9 });
-                        if best.as_ref().is_none_or(|(b, _)| ms < *b) {
-                            best = Some((ms, tag));
+                        rows.push(Row { pattern, shape: shape.clone(), dtype, imp: tag.clone(), ms, tflops: flops / ms / 1e9, cost: None });
+                        if best.as_ref().is_none_or(|(b, _, _)| ms < *b) {
+                            best = Some((ms, tag, cfg));
                         }
                     }
                     Err(e) => println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} ERROR {e}"),
                 }
             }
-            if let Some((ms, tag)) = best {
+            if let Some((ms, tag, cfg)) = best {
                 println!("{pattern:<18} {shape:<18} {dtype:<9} {:<28} {ms:8.3} ms {:7.1} TFLOP/s  (best: {tag})", "fuse", flops / ms / 1e9);
-                rows.push(Row { pattern, shape: shape.clone(), dtype, imp: "fuse".into(), ms, tflops: flops / ms / 1e9 });
+                let cost =
+                    roofline::cost_of(&mut || kernels::launch(dev, cfg, &a, &b, &bias, &mut c, (m, n, k), gelu)).ok();
+                rows.push(Row { pattern, shape: shape.clone(), dtype, imp: "fuse".into(), ms, tflops: flops / ms / 1e9, cost });
             }
         }
     }
@@ -237,6 +245,16 @@ fn main() -> Result<()> {
     bench_ffn::<bf16>(&dev, "bfloat16", bf16::from_f32, &mut rows)?;
     bench_attention::<f16>(&dev, "float16", f16::from_f32, &mut rows)?;
     bench_attention::<bf16>(&dev, "bfloat16", bf16::from_f32, &mut rows)?;
+    let points: Vec<roofline::Point> = rows
+        .iter()
+        .filter_map(|r| {
+            let (flops, dot, bytes) = r.cost?;
+            let s = r.ms * 1e-3;
+            let label = format!("{} {} {}", r.pattern, r.shape, r.dtype);
+            Some(roofline::Point { label, gbs: bytes as f64 / s / 1e9, tflops: flops as f64 / s / 1e12, tensor: 2 * dot > flops })
+        })
+        .collect();
+    roofline::report(&dev, &points);
     if let Ok(path) = std::env::var("FUSE_BENCH_JSON") {
         let json: Vec<String> = rows
             .iter()

@@ -1,5 +1,6 @@
-//! Bias + GELU(erf) + dropout, f32 and f16, checked against float64 and the dropout statistics.
-//! `cargo run --release --example bias_gelu_dropout`
+//! Bias + GELU(erf) + dropout, f32 and f16, checked against float64 and the dropout statistics;
+//! the mask drawn with `rand` (one Philox4x32-10 per four elements) and with `rand16` (one per
+//! eight, 16 threshold bits each). `cargo run --release --example bias_gelu_dropout`
 #[path = "common/mod.rs"]
 mod common;
 #[path = "kernels/bias_gelu_dropout.rs"]
@@ -12,8 +13,10 @@ use fuse::{Buffer, Device, Float};
 const BLOCK: usize = 1024;
 const P: f32 = 0.1;
 
+#[allow(clippy::too_many_arguments)]
 fn launch<T: Float>(
     d: &Device,
+    sixteen: bool,
     x: &Buffer<T>,
     b: &Buffer<T>,
     o: &mut Buffer<T>,
@@ -21,11 +24,17 @@ fn launch<T: Float>(
     n: i32,
     h: i32,
 ) -> fuse::Result<()> {
-    kernels::bias_gelu_dropout::launch::<T, BLOCK>(d, grid_1d(n as usize, BLOCK), x, b, o, seed, P, n, h)
+    let g = grid_1d(n as usize, BLOCK);
+    if sixteen {
+        kernels::bias_gelu_dropout16::launch::<T, BLOCK>(d, g, x, b, o, seed, P, n, h)
+    } else {
+        kernels::bias_gelu_dropout::launch::<T, BLOCK>(d, g, x, b, o, seed, P, n, h)
+    }
 }
 
 fn run<T: ToF64 + Float>(
     device: &Device,
+    sixteen: bool,
     rng: &mut rand::rngs::StdRng,
     rows: usize,
     h: usize,
@@ -40,13 +49,13 @@ fn run<T: ToF64 + Float>(
     let seed: u64 = rng.gen();
     let run_seed = |seed: u64| -> fuse::Result<Vec<f64>> {
         let mut out = poisoned::<T>(device, n);
-        launch(device, &xb, &bb, &mut out, seed, nn, hh)?;
+        launch(device, sixteen, &xb, &bb, &mut out, seed, nn, hh)?;
         Ok(to_f64(&out.to_vec()?))
     };
     let (out, again, other) = (run_seed(seed)?, run_seed(seed)?, run_seed(seed ^ 0x9E37_79B9_7F4A_7C15)?);
     let gelu = kernels::reference_gelu(&to_f64(&x), &to_f64(&bias), h);
     let half = std::mem::size_of::<T>() == 2;
-    let what = format!("bias_gelu_dropout {} {rows}x{h}", T::DTYPE);
+    let what = format!("bias_gelu_dropout{} {} {rows}x{h}", if sixteen { " rand16" } else { "" }, T::DTYPE);
 
     // Kept elements must equal gelu / (1 - p); dropped ones exactly 0. A kept element whose value
     // rounds to 0 in the output type is indistinguishable from a dropped one, so the mask counts
@@ -80,12 +89,14 @@ fn run<T: ToF64 + Float>(
     let (atol, rtol) = if half { (2e-3, 2e-3) } else { (1e-5, 1e-5) };
     let values_ok =
         check(&format!("{what} kept values"), &got_kept, &want_kept, atol, rtol) && bad_dropped == 0;
+    // rand16 drops with probability m / 2^16, m = floor(p 2^16 + 1/2) (p = 0.1: 0.100006).
+    let p_eff = if sixteen { f64::from(fuse::fuse_ir::philox::rand16_gt_bound(P)) / 65536.0 } else { f64::from(P) };
     let frac = kept as f64 / decided.max(1) as f64;
-    let sigma = (f64::from(P) * (1.0 - f64::from(P)) / decided.max(1) as f64).sqrt();
-    let frac_ok = (frac - (1.0 - f64::from(P))).abs() <= 4.0 * sigma;
+    let sigma = (p_eff * (1.0 - p_eff) / decided.max(1) as f64).sqrt();
+    let frac_ok = (frac - (1.0 - p_eff)).abs() <= 4.0 * sigma;
     println!(
         "{what}: kept fraction {frac:.5} (expected {:.5} ± {:.5}) {}",
-        1.0 - f64::from(P),
+        1.0 - p_eff,
         4.0 * sigma,
         if frac_ok { "PASS" } else { "FAIL" }
     );
@@ -101,7 +112,7 @@ fn run<T: ToF64 + Float>(
     if time_it {
         let mut out = poisoned::<T>(device, n);
         let bytes = (2 * n + h) * std::mem::size_of::<T>();
-        report_speed(device, &what, bytes, 50, || launch(device, &xb, &bb, &mut out, seed, nn, hh));
+        report_speed(device, &what, bytes, 50, || launch(device, sixteen, &xb, &bb, &mut out, seed, nn, hh));
     }
     Ok(values_ok && frac_ok && same_ok && other_ok)
 }
@@ -112,9 +123,12 @@ fn main() {
         &[(333, 1000)],
         &[(8192, 4096), (16384, 8192)],
         |device, rng, rows, cols, time_it| {
-            let f32_ok = run::<f32>(device, rng, rows, cols, time_it)?;
-            let f16_ok = run::<f16>(device, rng, rows, cols, time_it)?;
-            Ok(f32_ok && f16_ok)
+            let mut ok = true;
+            for sixteen in [false, true] {
+                ok &= run::<f32>(device, sixteen, rng, rows, cols, time_it)?;
+                ok &= run::<f16>(device, sixteen, rng, rows, cols, time_it)?;
+            }
+            Ok(ok)
         },
     )
 }

@@ -1,6 +1,9 @@
 //! Every example kernel run by the CPU interpreter against its float64 reference (no GPU needed).
 //! Outputs are poisoned with NaN first, so an unwritten element fails.
 mod common;
+#[path = "../examples/kernels/matmul.rs"]
+#[allow(dead_code)]
+mod matmul_example;
 
 use common::*;
 use fuse::half::{bf16, f16};
@@ -365,4 +368,296 @@ fn add_gelu_and_add_silu_update_the_residual() {
     case::<f32>(&mut rng, 1e-6, 1e-6);
     case::<f16>(&mut rng, 1e-4, 1e-3);
     case::<bf16>(&mut rng, 1e-3, 8e-3);
+}
+
+/// `bias_gelu_dropout16` (the mask from `rand16`) on the CPU interpreter, f32 and f16: the mask is
+/// `fuse_ir::philox::rand16`'s lane for lane, kept values are gelu / (1 - p) against float64,
+/// dropped ones exactly 0, the kept fraction within 4 sigma of 1 - p (p rounded to 2^-16, which
+/// moves 0.25 not at all), the same seed gives the same bits and another seed another mask.
+#[test]
+fn bias_gelu_dropout16_matches_reference_and_statistics() {
+    let mut rng = Rng::fresh("bias_gelu_dropout16");
+    let d = cpu();
+    let (rows, h) = (61, 520); // h not a multiple of 8: rows start mid Philox block
+    let n = rows * h;
+    let (x, bias) = (rng.vec(n, 3.0), rng.vec(h, 1.0));
+    let p = 0.25f32;
+    let run32 = |seed: u64| {
+        let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+        bias_gelu_dropout::bias_gelu_dropout16::launch::<f32, 1024>(
+            &d,
+            n.div_ceil(1024) as u32,
+            &d.upload(&x).unwrap(),
+            &d.upload(&bias).unwrap(),
+            &mut out,
+            seed,
+            p,
+            n as i32,
+            h as i32,
+        )
+        .unwrap();
+        out.to_vec().unwrap()
+    };
+    let (xh, bh) = (f16s(&x), f16s(&bias));
+    let run16 = |seed: u64| {
+        let mut out = d.upload(&vec![f16::NAN; n]).unwrap();
+        bias_gelu_dropout::bias_gelu_dropout16::launch::<f16, 1024>(
+            &d,
+            n.div_ceil(1024) as u32,
+            &d.upload(&xh).unwrap(),
+            &d.upload(&bh).unwrap(),
+            &mut out,
+            seed,
+            p,
+            n as i32,
+            h as i32,
+        )
+        .unwrap();
+        out.to_vec().unwrap().iter().map(|v| v.to_f32()).collect::<Vec<f32>>()
+    };
+    let gelu32 = bias_gelu_dropout::reference_gelu(&f64s(&x), &f64s(&bias), h);
+    let to64 = |v: &[f16]| v.iter().map(|x| f64::from(x.to_f32())).collect::<Vec<f64>>();
+    let gelu16 = bias_gelu_dropout::reference_gelu(&to64(&xh), &to64(&bh), h);
+    let seed = rng.next_u64();
+    for (what, out, gelu, tol) in
+        [("f32", run32(seed), &gelu32, 1e-5), ("f16", run16(seed), &gelu16, 2e-3)]
+    {
+        let mut kept = 0usize;
+        for i in 0..n {
+            assert!(!out[i].is_nan(), "{what}: element {i} unwritten or NaN");
+            let keep = fuse::fuse_ir::philox::rand16(seed, i as u64) > p;
+            if keep {
+                kept += 1;
+                let want = gelu[i] / (1.0 - f64::from(p));
+                assert!(
+                    (f64::from(out[i]) - want).abs() <= tol + tol * want.abs(),
+                    "{what} kept {i}: {} vs {want}",
+                    out[i]
+                );
+            } else {
+                assert_eq!(out[i], 0.0, "{what}: dropped element {i} must be exactly 0");
+            }
+        }
+        let frac = kept as f64 / n as f64;
+        let sigma = (f64::from(p) * (1.0 - f64::from(p)) / n as f64).sqrt();
+        assert!((frac - (1.0 - f64::from(p))).abs() <= 4.0 * sigma, "{what}: kept fraction {frac}");
+    }
+    let out = run32(seed);
+    assert_eq!(run32(seed), out, "same seed, same output");
+    let other = run32(seed.wrapping_add(1));
+    let differ = out.iter().zip(&other).filter(|(a, b)| (**a == 0.0) != (**b == 0.0)).count();
+    assert!(differ > n / 10, "another seed must give another mask ({differ} differences)");
+}
+
+/// `rand16` on the CPU interpreter against `fuse_ir::philox::rand16` bit for bit, at aligned and
+/// unaligned starts, and its `>`, `<`, `>=` tests for p at, between and beside the 2^-16 steps.
+#[test]
+fn rand16_is_the_reference_lane_for_lane() {
+    let mut rng = Rng::fresh("rand16 cpu");
+    let d = cpu();
+    let n = 3000;
+    let mut ps = vec![f32::NAN, -1.0, 0.0, 1e-30, 2f32.powi(-17), 2f32.powi(-16), 0.1, 0.5, 1.0 - 2f32.powi(-17), 1.0, 2.0];
+    ps.extend((0..4).map(|_| (rng.next_u64() % 65536) as f32 / 65536.0));
+    for (k, p) in ps.into_iter().enumerate() {
+        let (seed, base) = (rng.next_u64(), [0i32, 3, 8, 5][k % 4]);
+        let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+        let mut vals = d.upload(&vec![f32::NAN; n]).unwrap();
+        paths::rand16_threshold::launch::<1024>(&d, n.div_ceil(1024) as u32, &mut out, &mut vals, seed, p, base, n as i32)
+            .unwrap();
+        let (out, vals) = (out.to_vec().unwrap(), vals.to_vec().unwrap());
+        for i in 0..n {
+            let r = fuse::fuse_ir::philox::rand16(seed, (i as i32 + base) as u64);
+            assert_eq!(vals[i].to_bits(), r.to_bits(), "p={p} base={base} i={i}");
+            let want = f32::from(u8::from(r > p)) + 2.0 * f32::from(u8::from(p < r)) + 4.0 * f32::from(u8::from(r >= p));
+            assert_eq!(out[i].to_bits(), want.to_bits(), "p={p} base={base} i={i} r={r}");
+        }
+    }
+}
+
+// ---- `KernelSpec::cost` against hand counts (fuse_runtime::cost's rules) ----
+
+use fuse::CostArg::{Int, Len, F32};
+
+/// add_mul: 2 FLOPs per lane of the 1024-lane tile (masked lanes too), 3 reads and 1 write of
+/// exactly `n` elements (the mask `offs < n` narrows the range), no transcendentals.
+#[test]
+fn cost_add_mul_by_hand() {
+    for (n, grid) in [(1000u64, 1u32), (4096, 4), (1_000_003, 977)] {
+        let c = add_mul::add_mul::f32::SPEC
+            .cost(&[1024], grid, &[Len(n), Len(n), Len(n), Len(n), Int(n.into())])
+            .unwrap();
+        assert_eq!(c.programs, u64::from(grid));
+        assert_eq!(c.flops, 2 * 1024 * u64::from(grid), "n={n}");
+        assert_eq!((c.transcendentals, c.dot_flops, c.philox_calls), (0, 0, 0));
+        assert_eq!(c.bytes_read(), 12 * n);
+        assert_eq!(c.bytes_written(), 4 * n);
+        assert_eq!(c.bytes(), 16 * n);
+        assert!(c.exact && c.buffers.iter().all(|b| b.proven && b.range == (0, n)), "{c:?}");
+        assert!((c.intensity() - (2 * 1024 * u64::from(grid)) as f64 / (16 * n) as f64).abs() < 1e-12);
+    }
+    // f16: the same FLOPs, half the bytes; buffers longer than `n` count only `n`.
+    let c = add_mul::add_mul::f16::SPEC.cost(&[1024], 4u32, &[Len(9000), Len(9000), Len(9000), Len(9000), Int(4096)]).unwrap();
+    assert_eq!((c.flops, c.bytes()), (8192, 8 * 4096));
+}
+
+/// softmax (one row per program, BLOCK 1024 over 1000 columns, 37 rows): per program max (1023)
+/// and subtract (1024), the `* log2 e` (1024), the sum (1023), one scalar division, the final
+/// multiply (1024): 5119 FLOPs and 1024 `exp2`; bytes 37 x 1000 in and out.
+#[test]
+fn cost_softmax_by_hand() {
+    let rows = 37u64;
+    let c = softmax::softmax::f32::SPEC
+        .cost(&[1024], rows as u32, &[Len(rows * 1000), Len(rows * 1000), Int(1000), Int(1000), Int(1000)])
+        .unwrap();
+    assert_eq!(c.flops, 5119 * rows);
+    assert_eq!(c.transcendentals, 1024 * rows);
+    assert_eq!((c.bytes_read(), c.bytes_written()), (4 * rows * 1000, 4 * rows * 1000));
+    // A stride wider than the row: the hull counts the gaps (documented), but never past the buffer.
+    let c = softmax::softmax::f32::SPEC
+        .cost(&[1024], 3u32, &[Len(3 * 1500), Len(3 * 1500), Int(1500), Int(1500), Int(1000)])
+        .unwrap();
+    assert_eq!(c.bytes_read(), 4 * (2 * 1500 + 1000));
+}
+
+/// LayerNorm (f32, 1000 columns, BLOCK 1024, 37 rows): per program 1 (1 / n) + 1023 + 1 (mean)
+/// + 1024 (xs - mean) + 1024 + 1023 + 1 + 1 (variance + eps) + 3 x 1024 (xc * rstd * w + b) =
+/// 7170 FLOPs and one rsqrt; bytes: x and y 37 x 1000 each, w and b 1000 each (read once).
+#[test]
+fn cost_layernorm_by_hand() {
+    let rows = 37u64;
+    let n = rows * 1000;
+    let c = layernorm::layernorm::f32::SPEC
+        .cost(&[1024], rows as u32, &[Len(n), Len(n), Len(1000), Len(1000), Int(1000), Int(1000), F32(1e-5)])
+        .unwrap();
+    assert_eq!(c.flops, 7170 * rows);
+    assert_eq!(c.transcendentals, rows);
+    assert_eq!(c.bytes(), 4 * (2 * n + 2000));
+    assert_eq!(c.bytes_read(), 4 * (n + 2000));
+    assert!(c.exact, "{:?}", c.notes);
+}
+
+/// The tensor-core matmul example (f16, 64 x 64 x 64 in 32 x 32 x 32 blocks: 4 programs, 2 trips
+/// of the K loop): 2 M N K FLOPs of `dot`; with `gelu != 0` also the epilogue per element of C
+/// (bias add, 0.5 *, * 0.7071, 1 +, the product: 5 FLOPs and one erf) and the bias read.
+#[test]
+fn cost_matmul_by_hand() {
+    let spec = &matmul_example::matmul::f16::SPEC;
+    let (m, n, k) = (64u64, 64u64, 64u64);
+    let args = |gelu: i32| [Len(m * k), Len(k * n), Len(n), Len(m * n), Int(64), Int(64), Int(64), Int(gelu.into())];
+    let c = spec.cost(&[32, 32, 32], 4u32, &args(0)).unwrap();
+    assert_eq!(c.dot_flops, 2 * m * n * k);
+    assert_eq!(c.flops, 2 * m * n * k);
+    assert_eq!(c.transcendentals, 0);
+    assert_eq!(c.bytes(), 2 * (m * k + k * n + m * n), "bias not read: {:?}", c.buffers);
+    assert!(c.exact, "{:?}", c.notes);
+    let c = spec.cost(&[32, 32, 32], 4u32, &args(1)).unwrap();
+    assert_eq!(c.flops, 2 * m * n * k + 5 * m * n);
+    assert_eq!(c.transcendentals, m * n);
+    assert_eq!(c.bytes(), 2 * (m * k + k * n + m * n + n));
+    // k not a multiple of BK: the loop runs cdiv(k, BK) times.
+    let c = spec.cost(&[32, 32, 32], 4u32, &[Len(64 * 80), Len(80 * 64), Len(64), Len(64 * 64), Int(64), Int(64), Int(80), Int(0)]).unwrap();
+    assert_eq!(c.dot_flops, 4 * 3 * 2 * 32 * 32 * 32);
+}
+
+/// bias+GELU+dropout: per lane the bias add, 0.5 *, * 0.7071, 1 +, the product, the dropout
+/// scale multiply (6 FLOPs) plus one scalar `1 - p` and `1 / (1 - p)` per program, one erf per
+/// lane; one Philox call per 4 lanes (`rand`) or per 8 (`rand16`); bytes 2n + h elements.
+#[test]
+fn cost_bias_gelu_dropout_by_hand() {
+    let (rows, h) = (8u64, 512u64);
+    let n = rows * h;
+    let args = [Len(n), Len(h), Len(n), Int(7), F32(0.1), Int(n.into()), Int(h.into())];
+    for (spec, per_call) in [
+        (&bias_gelu_dropout::bias_gelu_dropout::f16::SPEC, 4),
+        (&bias_gelu_dropout::bias_gelu_dropout16::f16::SPEC, 8),
+    ] {
+        let c = spec.cost(&[1024], 4u32, &args).unwrap();
+        assert_eq!(c.flops, 4 * (6 * 1024 + 2), "{}", spec.name());
+        assert_eq!(c.transcendentals, 4 * 1024);
+        assert_eq!(c.philox_calls, 4 * 1024 / per_call);
+        assert_eq!(c.bytes(), 2 * (2 * n + h));
+    }
+}
+
+mod gather_kernel {
+    use fuse::fused_kernel;
+    /// `out[i] = src[idx[i]]`: offsets read from memory.
+    #[fused_kernel]
+    pub fn gather<const BLOCK: usize>(idx: *const i32, src: *const f32, out: *mut f32, n: i32) {
+        let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+        let m = offs < n;
+        let i = load(idx + offs, m);
+        store(out + offs, load(src + i, m), m);
+    }
+}
+
+/// A gather (offsets from loaded values) cannot be bounded: the whole buffer counts, flagged.
+/// Wrong arguments are errors that say what is wrong, not panics.
+#[test]
+fn cost_of_an_unbounded_access_is_the_whole_buffer_and_flagged() {
+    let c = gather_kernel::gather::SPEC.cost(&[256], 2u32, &[Len(500), Len(7777), Len(500), Int(500)]).unwrap();
+    assert_eq!(c.bytes(), 4 * (500 + 7777 + 500));
+    assert!(!c.exact);
+    let src = &c.buffers[1];
+    assert!(!src.proven && src.read && !src.written && src.range == (0, 7777), "{src:?}");
+    assert!(c.buffers[0].proven && c.buffers[2].proven);
+    assert!(c.notes.iter().any(|n| n.contains("`src`")), "{:?}", c.notes);
+    assert_eq!(c.flops, 0);
+
+    let e = add_mul::add_mul::f32::SPEC.cost(&[1024], 1u32, &[Len(1), Len(1), Len(1), Int(1), Int(1)]).unwrap_err();
+    assert!(e.to_string().contains("parameter `out` needs a buffer length"), "{e}");
+    let e = add_mul::add_mul::f32::SPEC.cost(&[], 1u32, &[Len(1), Len(1), Len(1), Len(1), Int(1)]).unwrap_err();
+    assert!(e.to_string().contains("const generics"), "{e}");
+    let e = add_mul::add_mul::f32::SPEC.cost(&[1024], 1u32, &[Len(1), Len(1)]).unwrap_err();
+    assert!(e.to_string().contains("arguments"), "{e}");
+}
+
+/// A loop whose trip count differs between programs (a causal-style bound on `program_id`)
+/// counts its most trips and says so.
+mod ragged_kernel {
+    use fuse::fused_kernel;
+    #[fused_kernel]
+    pub fn ragged<const BLOCK: usize>(x: *const f32, out: *mut f32) {
+        let row = program_id(0);
+        let cols = arange(0, BLOCK);
+        let mut acc = zeros(BLOCK);
+        for j in 0..row + 1 {
+            acc += load(x + j * BLOCK + cols);
+        }
+        store(out + row * BLOCK + cols, acc);
+    }
+}
+
+#[test]
+fn cost_of_a_ragged_loop_counts_the_most_trips_and_says_so() {
+    let c = ragged_kernel::ragged::SPEC.cost(&[64], 4u32, &[Len(256), Len(256)]).unwrap();
+    assert_eq!(c.flops, 4 * 4 * 64, "4 programs x at most 4 trips x 64 adds");
+    assert!(!c.exact);
+    assert!(c.notes.iter().any(|n| n.contains("1 to 4 times")), "{:?}", c.notes);
+    assert_eq!(c.bytes(), 4 * (256 + 256));
+}
+
+/// `fuse::cost::record_costs` records each launch's cost (the same as `KernelSpec::cost` for
+/// that launch), across launches, until `take_recorded_costs`; nothing is recorded otherwise.
+#[test]
+fn launches_record_their_cost_while_recording() {
+    let d = cpu();
+    let n = 3000usize;
+    let x = d.upload(&vec![1.0f32; n]).unwrap();
+    let mut o = d.zeros::<f32>(n).unwrap();
+    add_mul::add_mul::launch::<f32, 1024>(&d, 3, &x, &x, &x, &mut o, n as i32).unwrap();
+    assert!(fuse::cost::take_recorded_costs().is_empty());
+    fuse::cost::record_costs();
+    add_mul::add_mul::launch::<f32, 1024>(&d, 3, &x, &x, &x, &mut o, n as i32).unwrap();
+    add_mul::add_mul::launch::<f32, 1024>(&d, 2, &x, &x, &x, &mut o, 2048).unwrap();
+    let got = fuse::cost::take_recorded_costs();
+    assert_eq!(got.len(), 2);
+    let want = add_mul::add_mul::f32::SPEC
+        .cost(&[1024], 3u32, &[Len(3000), Len(3000), Len(3000), Len(3000), Int(3000)])
+        .unwrap();
+    assert_eq!(got[0].0, "add_mul_f32");
+    assert_eq!(got[0].1.as_ref().unwrap(), &want);
+    assert_eq!(got[1].1.as_ref().unwrap().bytes(), 16 * 2048);
+    add_mul::add_mul::launch::<f32, 1024>(&d, 3, &x, &x, &x, &mut o, n as i32).unwrap();
+    assert!(fuse::cost::take_recorded_costs().is_empty(), "recording stopped");
 }

@@ -193,6 +193,118 @@ fn rand_thresholds_match_cpu_for_every_kind_of_p(g: &Device) {
     println!("rand threshold: GPU and CPU agree lane for lane");
 }
 
+/// `rand16` on the GPU against `fuse_ir::philox::rand16` and the CPU interpreter bit for bit: its
+/// values, and `r > p`, `p < r` (integer tests of the half-word on the GPU) beside `r >= p`, for
+/// every kind of `p` (NaN, negative, 0, tiny, on, between and beside the 2^-16 steps, 1, above),
+/// at offsets starting on a multiple of 8 (one Philox per eight lanes) and off it (per lane).
+fn rand16_matches_cpu_for_every_kind_of_p(g: &Device) {
+    let c = Device::cpu();
+    let mut rng = Rng::fresh("rand16 gpu/cpu");
+    let n = 1 << 16;
+    let mut ps = vec![
+        f32::NAN,
+        -1.0,
+        -0.0,
+        0.0,
+        1e-30,
+        2f32.powi(-17),
+        2f32.powi(-16),
+        0.1,
+        0.5,
+        0.5 - 2f32.powi(-25),
+        1.0 - 2f32.powi(-17),
+        1.0,
+        2.0,
+        f32::INFINITY,
+    ];
+    ps.extend((0..6).map(|_| (rng.next_u64() % 65536) as f32 / 65536.0));
+    ps.extend((0..6).map(|_| (rng.next_u64() % 1_000_000) as f32 / 1_000_000.0));
+    for (k, p) in ps.into_iter().enumerate() {
+        let (seed, base) = (rng.next_u64(), [0i32, 8, 3, 1 << 20][k % 4]);
+        let mut outs = Vec::new();
+        for d in [g, &c] {
+            let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+            let mut vals = d.upload(&vec![f32::NAN; n]).unwrap();
+            paths::rand16_threshold::launch::<1024>(d, (n / 1024) as u32, &mut out, &mut vals, seed, p, base, n as i32)
+                .unwrap();
+            outs.push((out.to_vec().unwrap(), vals.to_vec().unwrap()));
+        }
+        for i in 0..n {
+            let r = fuse::fuse_ir::philox::rand16(seed, (i as i64 + i64::from(base)) as u64);
+            let want = f32::from(u8::from(r > p)) + 2.0 * f32::from(u8::from(p < r)) + 4.0 * f32::from(u8::from(r >= p));
+            for ((out, vals), who) in outs.iter().zip(["gpu", "cpu"]) {
+                assert_eq!(vals[i].to_bits(), r.to_bits(), "{who} value p={p} base={base} i={i}");
+                assert_eq!(out[i].to_bits(), want.to_bits(), "{who} p={p} base={base} i={i} r={r}");
+            }
+        }
+    }
+    println!("rand16: GPU and CPU agree lane for lane");
+}
+
+/// `bias_gelu_dropout16` f16 and f32 on the GPU and the CPU interpreter: on both, every lane
+/// `philox::rand16` drops is exactly 0 and every lane it keeps is gelu / (1 - p) within f16 (f32)
+/// rounding of float64 (so the masks are the reference's on both), at a row length that is not a
+/// multiple of 8 and a size with a partial last program.
+fn dropout16_masks_are_bit_identical_on_gpu_and_cpu(g: &Device) {
+    let c = Device::cpu();
+    let mut rng = Rng::fresh("dropout16 gpu/cpu");
+    let (rows, h) = (41, 1000);
+    let n = rows * h + 5;
+    let (x, bias) = (rng.vec(n, 3.0), rng.vec(h, 1.0));
+    let seed = rng.next_u64();
+    let p = 0.1f32;
+    let gelu = bias_gelu_dropout::reference_gelu(&f64s(&x), &f64s(&bias), h);
+    let (xh, bh) = (f16s(&x), f16s(&bias));
+    let to64 = |v: &[f16]| v.iter().map(|x| f64::from(x.to_f32())).collect::<Vec<f64>>();
+    let gelu16 = bias_gelu_dropout::reference_gelu(&to64(&xh), &to64(&bh), h);
+    let mut outs32 = Vec::new();
+    let mut outs16 = Vec::new();
+    for d in [g, &c] {
+        let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
+        bias_gelu_dropout::bias_gelu_dropout16::launch::<f32, 1024>(
+            d,
+            n.div_ceil(1024) as u32,
+            &d.upload(&x).unwrap(),
+            &d.upload(&bias).unwrap(),
+            &mut out,
+            seed,
+            p,
+            n as i32,
+            h as i32,
+        )
+        .unwrap();
+        outs32.push(out.to_vec().unwrap().into_iter().map(f64::from).collect::<Vec<f64>>());
+        let mut out = d.upload(&vec![f16::NAN; n]).unwrap();
+        bias_gelu_dropout::bias_gelu_dropout16::launch::<f16, 1024>(
+            d,
+            n.div_ceil(1024) as u32,
+            &d.upload(&xh).unwrap(),
+            &d.upload(&bh).unwrap(),
+            &mut out,
+            seed,
+            p,
+            n as i32,
+            h as i32,
+        )
+        .unwrap();
+        outs16.push(to64(&out.to_vec().unwrap()));
+    }
+    for (what, outs, gelu, tol) in [("f32", &outs32, &gelu, 1e-5), ("f16", &outs16, &gelu16, 2e-3)] {
+        for i in 0..n {
+            let keep = fuse::fuse_ir::philox::rand16(seed, i as u64) > p;
+            for (o, who) in outs.iter().zip(["gpu", "cpu"]) {
+                if keep {
+                    let want = gelu[i] / (1.0 - f64::from(p));
+                    assert!((o[i] - want).abs() <= tol + tol * want.abs(), "{what} {who} kept {i}: {} vs {want}", o[i]);
+                } else {
+                    assert_eq!(o[i], 0.0, "{what} {who} dropped {i}");
+                }
+            }
+        }
+    }
+    println!("dropout16: {n} elements, f32 and f16, the reference mask on GPU and CPU");
+}
+
 fn erf_is_within_two_ulp_of_float64(g: &Device) {
     // Dense over [-6, 6] (both polynomial ranges and the switch at |x| = 1.0037584), tiny and
     // huge magnitudes, signed zeros, infinities and NaN.
@@ -486,6 +598,8 @@ fn main() {
         ("generic_kernels_in_half_types_match_cpu", generic_kernels_in_half_types_match_cpu),
         ("dropout_masks_are_bit_identical_on_gpu_and_cpu", dropout_masks_are_bit_identical_on_gpu_and_cpu),
         ("rand_thresholds_match_cpu_for_every_kind_of_p", rand_thresholds_match_cpu_for_every_kind_of_p),
+        ("rand16_matches_cpu_for_every_kind_of_p", rand16_matches_cpu_for_every_kind_of_p),
+        ("dropout16_masks_are_bit_identical_on_gpu_and_cpu", dropout16_masks_are_bit_identical_on_gpu_and_cpu),
         ("erf_is_within_two_ulp_of_float64", erf_is_within_two_ulp_of_float64),
         ("gpu_out_of_bounds_is_reported_not_performed", gpu_out_of_bounds_is_reported_not_performed),
         (

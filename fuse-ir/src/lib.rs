@@ -518,12 +518,17 @@ pub enum Expr {
     /// The transpose of a 2-D tile: `[R, C]` → `[C, R]`, same dtype.
     Trans(VarId),
     /// Uniform f32 in [0, 1): see [`philox`]. `seed` an integer scalar, `offset` an integer
-    /// scalar or tile; the result has the offset's shape.
+    /// scalar or tile; the result has the offset's shape. `width` says how many bits of the
+    /// Philox block one lane takes: [`RandWidth::W32`] (`rand`, four lanes per block) or
+    /// [`RandWidth::W16`] (`rand16`, eight lanes per block).
     Rand {
         /// The Philox key.
         seed: VarId,
         /// Per lane, the index of the random number in the seed's stream.
         offset: VarId,
+        /// Bits of the Philox block per lane; absent in the JSON of a plain `rand`.
+        #[serde(default, skip_serializing_if = "RandWidth::is_w32")]
+        width: RandWidth,
     },
     /// `dot(a, b)`, `dot(a, b, acc)`: the matrix product of `a` (`[M, K]`) and `b` (`[K, N]`),
     /// plus `acc`; the destination is `[M, N]` of the accumulator dtype.
@@ -572,7 +577,7 @@ impl Expr {
             | Expr::Broadcast(v)
             | Expr::Reshape(v)
             | Expr::Trans(v) => vec![v],
-            Expr::Binary(_, a, b) | Expr::Rand { seed: a, offset: b } => vec![a, b],
+            Expr::Binary(_, a, b) | Expr::Rand { seed: a, offset: b, .. } => vec![a, b],
             Expr::Where(c, a, b) => vec![c, a, b],
             Expr::Load { offset, mask, other, .. } => {
                 std::iter::once(offset).chain(mask).chain(other).collect()
@@ -1030,6 +1035,37 @@ impl Specialization {
     }
 }
 
+/// How many bits of a Philox4x32-10 block one lane of [`Expr::Rand`] takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RandWidth {
+    /// `rand`: a 32-bit word per lane, four lanes per Philox call ([`philox::rand`]).
+    #[default]
+    W32,
+    /// `rand16`: a 16-bit half-word per lane, eight lanes per Philox call ([`philox::rand16`]).
+    W16,
+}
+
+impl RandWidth {
+    /// `true` for [`RandWidth::W32`] (serde's `skip_serializing_if`).
+    pub fn is_w32(&self) -> bool {
+        *self == RandWidth::W32
+    }
+    /// Lanes that share one Philox call: 4 or 8.
+    pub fn lanes_per_call(self) -> u64 {
+        match self {
+            RandWidth::W32 => 4,
+            RandWidth::W16 => 8,
+        }
+    }
+    /// The language's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RandWidth::W32 => "rand",
+            RandWidth::W16 => "rand16",
+        }
+    }
+}
+
 /// Philox4x32-10 as Random123 and Triton define it, and the uniform-float mapping every back end
 /// must reproduce bit for bit.
 ///
@@ -1096,9 +1132,91 @@ pub mod philox {
         uniform(out[(offset & 3) as usize])
     }
 
+    /// `rand16(seed, offset)` for one lane: with `o = offset as u64`, the counter is
+    /// `((o >> 3) as u32, (o >> 35) as u32, 0, 0)`, the key as for [`rand`], and the lane takes
+    /// 16-bit half-word `o & 7` of the block (word `(o & 7) / 2`, its low half for even `o`, its
+    /// high half for odd), `h`, and gives [`uniform16`]`(h) = (h + 1/2) / 2^16`. Eight
+    /// consecutive offsets that start at a multiple of 8 share one Philox call.
+    pub fn rand16(seed: u64, offset: u64) -> f32 {
+        let block = offset >> 3;
+        let out =
+            philox4x32_10([block as u32, (block >> 32) as u32, 0, 0], [seed as u32, (seed >> 32) as u32]);
+        uniform16(half_word(out, offset))
+    }
+
+    /// Half-word `o & 7` of a Philox block: word `(o & 7) >> 1`, low half for even `o`.
+    pub fn half_word(block: [u32; 4], o: u64) -> u16 {
+        let w = block[((o & 7) >> 1) as usize];
+        if o & 1 == 0 {
+            w as u16
+        } else {
+            (w >> 16) as u16
+        }
+    }
+
+    /// `(h + 1/2) / 2^16`: the midpoint of the `h`-th of 2^16 equal steps of [0, 1), exact in f32
+    /// (17 significant bits). Never 0 or 1, so `rand16(..) > p` keeps a lane with probability
+    /// `1 - m / 2^16`, `m = floor(p * 2^16 + 1/2)` clamped to [0, 2^16]: `p` rounded to the nearest
+    /// multiple of 2^-16, exactly `p` for such multiples (0 keeps every lane, 1 none).
+    pub fn uniform16(h: u16) -> f32 {
+        (f32::from(h) + 0.5) * (1.0 / 65536.0)
+    }
+
+    /// How many half-words `h` have `uniform16(h) <= p` (so `uniform16(h) > p` iff `h >= m`): the
+    /// integer form of the `rand16(..) > p` test the GPU uses. A NaN `p` gives 2^16 (the float test
+    /// is false for every lane).
+    pub fn rand16_gt_bound(p: f32) -> u32 {
+        if p.is_nan() {
+            return 65536;
+        }
+        // p * 2^16 is exact in f64, and so is adding 1/2 for every p that matters (|p| <= 1).
+        let m = (f64::from(p) * 65536.0 + 0.5).floor();
+        m.clamp(0.0, 65536.0) as u32
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
+
+        #[test]
+        fn rand16_bound_matches_the_float_test() {
+            let ps = [
+                -1.0f32, -0.0, 0.0, 1e-30, 2f32.powi(-18), 2f32.powi(-17), 2f32.powi(-16), 0.1, 0.25,
+                0.5 - 2f32.powi(-25), 0.5, 0.5 + 2f32.powi(-17), 0.9, 1.0 - 2f32.powi(-17), 1.0, 1.5,
+                f32::INFINITY, f32::NEG_INFINITY, f32::NAN,
+            ];
+            let mut rng = 0x1234_5678_9abc_def0u64;
+            let mut more = Vec::new();
+            for _ in 0..2000 {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                more.push(((rng >> 40) as f32) / (1u64 << 24) as f32);
+                // and values right at and beside the steps
+                let k = (rng >> 48) as f32;
+                more.push(k / 65536.0);
+                more.push((k + 0.5) / 65536.0);
+                more.push(f32::from_bits(((k + 0.5) / 65536.0).to_bits().wrapping_sub(1)));
+            }
+            for &p in ps.iter().chain(&more) {
+                let m = rand16_gt_bound(p);
+                for h in 0..=u16::MAX {
+                    assert_eq!(uniform16(h) > p, u32::from(h) >= m, "p = {p:e}, h = {h}");
+                }
+            }
+        }
+
+        #[test]
+        fn rand16_takes_half_words_in_order() {
+            let seed = 0x0123_4567_89ab_cdefu64;
+            for b in [0u64, 1, 5, 1 << 31, (1 << 32) + 3] {
+                let w = philox4x32_10([b as u32, (b >> 32) as u32, 0, 0], [seed as u32, (seed >> 32) as u32]);
+                for j in 0..8u64 {
+                    let want = (w[(j / 2) as usize] >> (16 * (j % 2))) & 0xffff;
+                    assert_eq!(rand16(seed, 8 * b + j), (want as f32 + 0.5) / 65536.0);
+                }
+            }
+            assert_eq!(uniform16(0), 2f32.powi(-17));
+            assert_eq!(uniform16(u16::MAX), 1.0 - 2f32.powi(-17));
+        }
 
         #[test]
         fn known_answer_counter0_key0() {

@@ -169,9 +169,10 @@ const TRICKY: &[&str] = &[
     r#"fn k<const M: usize, const N: usize>(out: *mut f32, seed: u64, p: f32) {
         let offs = arange(0, M).expand_dims(1) * N + arange(0, N).expand_dims(0);
         let keep = rand(seed, offs) > p;
+        let keep16 = rand16(seed, offs + 3) > p;
         let ones = full([1, 1], 1.0);
         let col = full([M, 1], 2.0).broadcast_to([M, N]);
-        store(out + offs, where_(keep, col * ones, 0.0) + zeros([N]).expand_dims(0));
+        store(out + offs, where_(keep & keep16, col * ones, 0.0) + zeros([N]).expand_dims(0));
     }"#,
 ];
 
@@ -193,6 +194,7 @@ const IDENTS: &[&str] = &[
     "min",
     "cdiv",
     "rand",
+    "rand16",
     "abs",
     "exp",
     "exp2",
@@ -708,6 +710,7 @@ const FUNCS: &[(&str, usize)] = &[
     ("min", 1),
     ("cdiv", 2),
     ("rand", 2),
+    ("rand16", 2),
     ("abs", 1),
     ("exp", 1),
     ("exp2", 1),
@@ -1522,7 +1525,8 @@ impl Typed<'_> {
                 16 if dt == Dt::F32 && !shape.is_empty() => {
                     let o = self.ex(Dt::I32, shape);
                     let seed = self.rng.word(&["seed", "42", "n_rows", "program_id(0)"]);
-                    TExpr::of(format!("rand({seed}, {})", o.text))
+                    let f = self.rng.word(&["rand", "rand16"]);
+                    TExpr::of(format!("{f}({seed}, {})", o.text))
                 }
                 17 if dt == Dt::I32 => {
                     let (sa, sb) = self.split(shape);

@@ -184,6 +184,21 @@ pub(crate) struct BoundsPlan {
     masks: Vec<Option<MaskPlan>>,
     /// Per var: its dtype and, for tiles, its length in elements (const generics unresolved).
     types: Vec<fuse_ir::Ty>,
+    /// Per `for` statement, in program (pre-)order: what decides its start, end and step; `None`
+    /// when one of them cannot be followed ([`BoundsPlan::trip_counts`]).
+    loops: Vec<Option<LoopPlan>>,
+    /// Per `if` statement, in program (pre-)order: what decides its condition
+    /// ([`BoundsPlan::branches`]).
+    ifs: Vec<Option<(Vec<Step>, VarId)>>,
+}
+
+/// What decides one loop's trip count.
+#[derive(Clone, Debug)]
+struct LoopPlan {
+    steps: Vec<Step>,
+    start: VarId,
+    end: VarId,
+    step: VarId,
 }
 
 /// The launch's values the proof reads.
@@ -227,7 +242,87 @@ impl BoundsPlan {
                 Some(MaskPlan { steps: b.steps, test })
             })
             .collect();
-        BoundsPlan { accesses, masks, types: k.vars.iter().map(|v| v.ty.clone()).collect() }
+        let (mut loop_pos, mut if_pos) = (Vec::new(), Vec::new());
+        collect_control(&k.body, &mut Vec::new(), &mut loop_pos, &mut if_pos);
+        let loops = loop_pos
+            .into_iter()
+            .map(|(at, start, end, step)| {
+                let mut b = Builder { defs: &defs, steps: Vec::new(), seen: vec![false; k.vars.len()] };
+                (b.follow(start, &at) && b.follow(end, &at) && b.follow(step, &at))
+                    .then_some(LoopPlan { steps: b.steps, start, end, step })
+            })
+            .collect();
+        let ifs = if_pos
+            .into_iter()
+            .map(|(at, cond)| {
+                let mut b = Builder { defs: &defs, steps: Vec::new(), seen: vec![false; k.vars.len()] };
+                b.follow(cond, &at).then_some((b.steps, cond))
+            })
+            .collect();
+        BoundsPlan { accesses, masks, types: k.vars.iter().map(|v| v.ty.clone()).collect(), loops, ifs }
+    }
+
+    /// Per access in [`Kernel::accesses`] order: the interval of its offsets on the lanes whose
+    /// mask is true, over every program of the launch (`(lo, hi)`, empty when `lo > hi`), or
+    /// `None` where the analysis cannot bound it. For [`crate::cost`].
+    pub(crate) fn access_ranges(&self, f: &LaunchFacts<'_>) -> Vec<Option<(i128, i128)>> {
+        let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
+        self.accesses
+            .iter()
+            .map(|plan| {
+                let plan = plan.as_ref()?;
+                self.offset_range(plan, f, &mut vals).map(|iv| (iv.lo, iv.hi))
+            })
+            .collect()
+    }
+
+    /// Per `if` statement in program (pre-)order: `Some(true)` where its condition holds in every
+    /// program of the launch, `Some(false)` where it holds in none, `None` otherwise or where it
+    /// cannot be followed. For [`crate::cost`].
+    pub(crate) fn branches(&self, f: &LaunchFacts<'_>) -> Vec<Option<bool>> {
+        let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
+        self.ifs
+            .iter()
+            .map(|plan| {
+                let (steps, cond) = plan.as_ref()?;
+                for s in steps {
+                    vals[s.var.0 as usize] = self.eval(s, f, &vals);
+                }
+                match vals[cond.0 as usize]? {
+                    Iv { lo: 1, hi: 1 } => Some(true),
+                    Iv { lo: 0, hi: 0 } => Some(false),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// Per `for` statement in program (pre-)order: the least and the most iterations it runs in
+    /// one execution, over every program of the launch (equal when its start, end and step are
+    /// the same everywhere), or `None` where they cannot be bounded. For [`crate::cost`].
+    pub(crate) fn trip_counts(&self, f: &LaunchFacts<'_>) -> Vec<Option<(u128, u128)>> {
+        let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
+        self.loops
+            .iter()
+            .map(|plan| {
+                let plan = plan.as_ref()?;
+                for s in &plan.steps {
+                    vals[s.var.0 as usize] = self.eval(s, f, &vals);
+                }
+                let get = |v: VarId| vals[v.0 as usize].filter(|iv| !iv.is_empty());
+                let (a, b, st) = (get(plan.start)?, get(plan.end)?, get(plan.step)?);
+                let trips = |span: i128, step: i128| -> u128 {
+                    if step <= 0 || span <= 0 {
+                        0
+                    } else {
+                        (span as u128).div_ceil(step as u128)
+                    }
+                };
+                let most = if st.hi <= 0 { 0 } else { trips(b.hi - a.lo, st.lo.max(1)) };
+                let least = if st.lo <= 0 { 0 } else { trips(b.lo - a.hi, st.hi) };
+                Some((least.min(most), most))
+            })
+            .collect()
     }
 
     /// What holds for this launch (see [`Proof`]).
@@ -254,6 +349,14 @@ impl BoundsPlan {
 
     fn proves(&self, plan: &AccessPlan, f: &LaunchFacts<'_>, vals: &mut [Option<Iv>]) -> bool {
         let Some(Some(len)) = f.lens.get(plan.param as usize) else { return false };
+        match self.offset_range(plan, f, vals) {
+            Some(iv) => iv.is_empty() || (iv.lo >= 0 && iv.hi < i128::from(*len)),
+            None => false,
+        }
+    }
+
+    /// The offsets of an access on the lanes where its mask is true, over every program.
+    fn offset_range(&self, plan: &AccessPlan, f: &LaunchFacts<'_>, vals: &mut [Option<Iv>]) -> Option<Iv> {
         // Every lane first, then again on the lanes where the mask is true.
         for s in &plan.steps {
             vals[s.var.0 as usize] = self.eval(s, f, vals);
@@ -282,10 +385,7 @@ impl BoundsPlan {
                 }
             }
         }
-        match vals[plan.offset.0 as usize] {
-            Some(iv) => iv.is_empty() || (iv.lo >= 0 && iv.hi < i128::from(*len)),
-            None => false,
-        }
+        vals[plan.offset.0 as usize]
     }
 
     fn eval(&self, s: &Step, f: &LaunchFacts<'_>, vals: &[Option<Iv>]) -> Option<Iv> {
@@ -321,7 +421,24 @@ impl BoundsPlan {
                 }
                 Expr::Unary(op, v) => unary(*op, get(*v)?)?,
                 Expr::Binary(op, a, b) if !op.is_comparison() => binary(*op, get(*a)?, get(*b)?, d)?,
-                Expr::Binary(..) => range(DType::Bool)?,
+                // A comparison decided by its operands' intervals is that constant (an `if` on
+                // a scalar argument, for the cost); otherwise either.
+                Expr::Binary(op, a, b) => match (get(*a), get(*b)) {
+                    (Some(x), Some(y)) if !x.is_empty() && !y.is_empty() => {
+                        let t = Test::Compare(*op, *a, *b);
+                        let mut v = vec![None; self.types.len()];
+                        v[a.0 as usize] = Some(x);
+                        v[b.0 as usize] = Some(y);
+                        if always(&t, &v) {
+                            Iv::point(1)
+                        } else if always(&negate(&t), &v) {
+                            Iv::point(0)
+                        } else {
+                            range(DType::Bool)?
+                        }
+                    }
+                    _ => range(DType::Bool)?,
+                },
                 Expr::Cast(v) => {
                     let from = self.types[v.0 as usize].dtype;
                     if from.is_float() {
@@ -368,6 +485,25 @@ fn always(test: &Test, vals: &[Option<Iv>]) -> bool {
                 _ => false,
             }
         }
+    }
+}
+
+/// The comparison that holds exactly where `t` (a single comparison) does not.
+fn negate(t: &Test) -> Test {
+    match t {
+        Test::Compare(op, a, b) => {
+            let op = match op {
+                BinaryOp::Lt => BinaryOp::Ge,
+                BinaryOp::Le => BinaryOp::Gt,
+                BinaryOp::Gt => BinaryOp::Le,
+                BinaryOp::Ge => BinaryOp::Lt,
+                BinaryOp::Eq => BinaryOp::Ne,
+                BinaryOp::Ne => BinaryOp::Eq,
+                other => *other,
+            };
+            Test::Compare(op, *a, *b)
+        }
+        Test::And(..) => t.clone(),
     }
 }
 
@@ -452,6 +588,32 @@ fn collect(stmts: &[Stmt], block: &mut Vec<(u32, u8)>, defs: &mut [Def], accesse
                 collect(body, block, defs, accesses);
                 block.pop();
             }
+        }
+    }
+}
+
+/// Where each `for` statement is, in program (pre-)order, with its start, end and step; and
+/// each `if` statement with its condition.
+type LoopAt = (Pos, VarId, VarId, VarId);
+fn collect_control(stmts: &[Stmt], block: &mut Vec<(u32, u8)>, loops: &mut Vec<LoopAt>, ifs: &mut Vec<(Pos, VarId)>) {
+    for (i, s) in stmts.iter().enumerate() {
+        match s {
+            Stmt::If { cond, then_body, else_body } => {
+                ifs.push((Pos { block: block.clone(), index: i as u32 }, *cond));
+                block.push((i as u32, 0));
+                collect_control(then_body, block, loops, ifs);
+                block.pop();
+                block.push((i as u32, 1));
+                collect_control(else_body, block, loops, ifs);
+                block.pop();
+            }
+            Stmt::For { start, end, step, body, .. } => {
+                loops.push((Pos { block: block.clone(), index: i as u32 }, *start, *end, *step));
+                block.push((i as u32, 0));
+                collect_control(body, block, loops, ifs);
+                block.pop();
+            }
+            Stmt::Assign { .. } | Stmt::Store { .. } => {}
         }
     }
 }

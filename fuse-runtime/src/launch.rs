@@ -554,6 +554,10 @@ pub fn launch(
     validate_grid(config.grid, max_grid, device)?;
     validate_args(k, &info.narrow_index, device, args)?;
     let grid = [config.grid.x, config.grid.y, config.grid.z];
+    if crate::cost::recording() {
+        let cost_args: Vec<crate::CostArg> = args.iter().map(cost_arg).collect();
+        crate::cost::record(spec, consts, config.grid, &cost_args);
+    }
     match device.cuda_inner() {
         // The interpreter has no warps or pipelines: both only shape the GPU code.
         None => run_cpu(k, consts, grid, args),
@@ -806,6 +810,16 @@ fn scalar_value(a: Option<&KernelArg<'_>>) -> Option<i128> {
         KernelArg::U64(v) => (*v).into(),
         _ => return None,
     })
+}
+
+/// What [`crate::cost`] needs of a launch argument.
+fn cost_arg(a: &KernelArg<'_>) -> crate::CostArg {
+    match (a, scalar_value(Some(a)), buffer_len(a)) {
+        (_, Some(v), _) => crate::CostArg::Int(v),
+        (_, _, Some(n)) => crate::CostArg::Len(n),
+        (KernelArg::F32(x), ..) => crate::CostArg::F32(*x),
+        _ => crate::CostArg::F32(0.0),
+    }
 }
 
 fn buffer_len(a: &KernelArg<'_>) -> Option<u64> {

@@ -22,6 +22,8 @@ pub mod cpu;
 pub mod disk_cache;
 
 mod bounds;
+/// What a launch costs, counted from the IR (bytes, FLOPs, arithmetic intensity).
+pub mod cost;
 mod cuda;
 mod device;
 mod element;
@@ -42,6 +44,7 @@ pub use launch::{
     MAX_TILE_LEN,
 };
 pub use memory::{BufferView, BufferViewMut, DeviceRead, DeviceWrite};
+pub use cost::{BufferTraffic, Cost, CostArg};
 pub use spec::{default_num_warps, KernelSpec};
 
 /// NVRTC's version `(major, minor)`, loading it if needed: also the check that kernels can be

@@ -3,6 +3,7 @@
 
 use crate::bounds::{BoundsPlan, Proof};
 use crate::error::{Error, Result};
+use crate::cost::{Cost, CostArg};
 use fuse_ir::{DType, Expr, Kernel, Len, ParamKind, Specialization, Stmt, UnaryOp};
 use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock};
@@ -123,6 +124,24 @@ impl KernelSpec {
     /// A spec that `#[fused_kernel]` generated should never fail this way.
     pub fn kernel(&self) -> Result<&Kernel> {
         self.info().map(|i| &i.kernel)
+    }
+
+    /// What one launch over `grid` with these const generics and arguments costs: the compulsory
+    /// bytes of each buffer, the FLOPs counted from the IR, the arithmetic intensity (see
+    /// [`crate::cost`] for the counting rules). `args` in parameter order: `(&buf).into()` or
+    /// [`CostArg::Len`] for a pointer, the value for a scalar (`n.into()`).
+    ///
+    /// ```ignore
+    /// let c = add_mul::f32::SPEC.cost(&[1024], 1024u32, &[(&x).into(), (&y).into(), (&z).into(), (&out).into(), (n as i32).into()])?;
+    /// assert_eq!(c.bytes(), 16 * n as u64);
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for the wrong number of const generics or arguments, or an
+    /// argument of the wrong kind; [`Error::InvalidKernel`] as for [`KernelSpec::kernel`].
+    pub fn cost(&self, consts: &[u64], grid: impl Into<crate::Grid>, args: &[CostArg]) -> Result<Cost> {
+        let info = self.info()?;
+        crate::cost::cost(&info.kernel, &info.bounds, consts, grid.into(), args)
     }
 
     pub(crate) fn info(&self) -> Result<&KernelInfo> {

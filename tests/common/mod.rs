@@ -80,6 +80,19 @@ pub mod paths {
         let v = where_(r > p, 1.0, 0.0) + where_(p < r, 2.0, 0.0) + where_(r >= p, 4.0, 0.0);
         store(out + offs, v, m);
     }
+
+    /// `rand16` at offsets `offs + base`: its value, and `r > p`, `p < r` (on the GPU integer
+    /// tests of the half-word) next to `r >= p` (on the floats). `base % 8 != 0` takes the GPU's
+    /// per-element path, a multiple of 8 the one-Philox-per-eight-lanes path.
+    #[fused_kernel]
+    pub fn rand16_threshold<const BLOCK: usize>(out: *mut f32, vals: *mut f32, seed: u64, p: f32, base: i32, n: i32) {
+        let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+        let m = offs < n;
+        let r = rand16(seed, offs + base);
+        let v = where_(r > p, 1.0, 0.0) + where_(p < r, 2.0, 0.0) + where_(r >= p, 4.0, 0.0);
+        store(out + offs, v, m);
+        store(vals + offs, r, m);
+    }
 }
 
 /// Every example kernel (and the [`paths`] kernels) with the const-generic values it is compiled for in tests;
@@ -99,12 +112,15 @@ pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
         (&bias_gelu_dropout::bias_gelu_dropout::f32::SPEC, vec![1024]),
         (&bias_gelu_dropout::bias_gelu_dropout::f16::SPEC, vec![1024]),
         (&bias_gelu_dropout::bias_gelu_dropout::bf16::SPEC, vec![1024]),
+        (&bias_gelu_dropout::bias_gelu_dropout16::f32::SPEC, vec![1024]),
+        (&bias_gelu_dropout::bias_gelu_dropout16::f16::SPEC, vec![1024]),
         (&add_rmsnorm::add_rmsnorm::SPEC, vec![4096]),
         (&silu_and_mul::silu_and_mul::SPEC, vec![1024]),
         (&layernorm_quant::layernorm_quant::SPEC, vec![4096]),
         (&l2norm::l2norm::SPEC, vec![1024]),
         (&paths::rem_gather::SPEC, vec![1024]),
         (&paths::rand_threshold::SPEC, vec![1024]),
+        (&paths::rand16_threshold::SPEC, vec![1024]),
         (&paths::erf_only::SPEC, vec![1024]),
     ]
 }

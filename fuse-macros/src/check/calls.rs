@@ -6,7 +6,7 @@ use super::reduce::Reduction;
 use super::{Checker, ConstExpr, Val, Weak};
 use crate::ast::{self, BinaryKind};
 use crate::diag::{closest, Sp};
-use fuse_ir::{ArgOp, BinaryOp, DType, Expr, Literal, ReduceOp, Shape, Ty, UnaryOp};
+use fuse_ir::{ArgOp, BinaryOp, DType, Expr, Literal, RandWidth, ReduceOp, Shape, Ty, UnaryOp};
 use proc_macro2::Ident;
 
 /// The tile-language functions: name, fewest and most arguments, argument names.
@@ -33,6 +33,7 @@ pub(super) const BUILTINS: &[(&str, usize, usize, &str)] = &[
     ("dot", 2, 3, "a, b, acc"),
     ("cdiv", 2, 2, "a, b"),
     ("rand", 2, 2, "seed, offsets"),
+    ("rand16", 2, 2, "seed, offsets"),
     ("abs", 1, 1, "x"),
     ("exp", 1, 1, "x"),
     ("exp2", 1, 1, "x"),
@@ -279,7 +280,8 @@ impl Checker<'_> {
                 let minus = self.binary(BinaryKind::Op(BinaryOp::Sub), sum, one, fsp, asp(0), asp(1));
                 self.binary(BinaryKind::Op(BinaryOp::Div), minus, b, fsp, asp(0), asp(1))
             }
-            "rand" => self.rand(arg(), asp(0), arg(), asp(1)),
+            "rand" => self.rand(RandWidth::W32, arg(), asp(0), arg(), asp(1)),
+            "rand16" => self.rand(RandWidth::W16, arg(), asp(0), arg(), asp(1)),
             _ => {
                 let op = match UnaryOp::MATH.iter().find(|o| o.name() == name) {
                     Some(op) => *op,
@@ -396,7 +398,8 @@ impl Checker<'_> {
         self.fresh(ty, Expr::Unary(op, id))
     }
 
-    pub(super) fn rand(&mut self, seed: Val, ssp: Sp, offsets: Val, osp: Sp) -> Val {
+    pub(super) fn rand(&mut self, width: RandWidth, seed: Val, ssp: Sp, offsets: Val, osp: Sp) -> Val {
+        let f = width.name();
         let seed = match seed {
             Val::Err => None,
             // A literal seed is a u64 (as the Philox key is), or i64 if negative.
@@ -405,7 +408,7 @@ impl Checker<'_> {
                 self.materialize(&Weak::Int(ce), d, ssp)
             }
             other => {
-                let id = self.strong(other, ssp, "the seed of `rand`");
+                let id = self.strong(other, ssp, &format!("the seed of `{f}`"));
                 id.and_then(|id| {
                     let id = self.widen(id);
                     let ty = self.ty(id);
@@ -415,7 +418,7 @@ impl Checker<'_> {
                         self.diags.error_help(
                             ssp,
                             format!(
-                                "the seed of `rand` must be an integer scalar, found {}",
+                                "the seed of `{f}` must be an integer scalar, found {}",
                                 self.describe_ty(&ty)
                             ),
                             "pass the seed as an integer parameter, like `seed: u64`",
@@ -427,7 +430,7 @@ impl Checker<'_> {
         };
         let offset = match offsets {
             Val::Err => None,
-            other => self.strong(other, osp, "the offsets of `rand`").and_then(|id| {
+            other => self.strong(other, osp, &format!("the offsets of `{f}`")).and_then(|id| {
                 let id = self.widen(id);
                 let ty = self.ty(id);
                 if ty.dtype.is_int() {
@@ -435,7 +438,7 @@ impl Checker<'_> {
                 } else {
                     self.diags.error_help(
                         osp,
-                        format!("the offsets of `rand` must be integers, found {}", self.describe_ty(&ty)),
+                        format!("the offsets of `{f}` must be integers, found {}", self.describe_ty(&ty)),
                         "use element offsets like `offs`",
                     );
                     None
@@ -444,6 +447,6 @@ impl Checker<'_> {
         };
         let (Some(seed), Some(offset)) = (seed, offset) else { return Val::Err };
         let shape = self.ty(offset).shape;
-        self.fresh(Ty { dtype: DType::F32, shape }, Expr::Rand { seed, offset })
+        self.fresh(Ty { dtype: DType::F32, shape }, Expr::Rand { seed, offset, width })
     }
 }

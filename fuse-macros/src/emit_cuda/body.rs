@@ -135,7 +135,7 @@ impl Ctx<'_> {
             }
             Expr::Load { param, offset, mask, other } => self.load(dst, *param, *offset, *mask, *other),
             Expr::Reduce(op, src) => self.reduce(dst, *op, *src),
-            Expr::Rand { seed, offset } => self.rand(dst, *seed, *offset),
+            Expr::Rand { seed, offset, width } => self.rand(dst, *seed, *offset, *width),
             Expr::Broadcast(src) => self.broadcast(dst, *src),
             Expr::Reshape(src) => self.reshape(dst, *src),
             Expr::Trans(src) if self.kmajor_b.contains_key(&dst) => {

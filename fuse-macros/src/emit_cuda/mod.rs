@@ -13,7 +13,7 @@
 //! Launch-time facts the source specialises on (`FUSE_ALIGN16_<p>`, `FUSE_DIV16_<p>`) are listed
 //! in [`CudaSource::specializations`]; the source tests them with `#if` and carries a plain
 //! fallback for when they are 0.
-use fuse_ir::{DType, Kernel, ParamKind, Specialization, VarId};
+use fuse_ir::{DType, Kernel, ParamKind, RandWidth, Specialization, VarId};
 
 mod affine;
 mod body;
@@ -69,6 +69,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         accesses: 0,
         rand_words: Vec::new(),
         rand_bounds: 0,
+        rand16_words: Vec::new(),
         top_rand_bounds: Vec::new(),
         masks: kernel.masks(),
         masks_named: 0,
@@ -147,8 +148,11 @@ struct Ctx<'k> {
     rand_words: Vec<VarId>,
     /// How many `rand > p` bounds (`fuse_lb<n>`) were declared so far.
     rand_bounds: usize,
-    /// Those declared at the top level for a `p` assigned once (reused by every comparison).
-    top_rand_bounds: Vec<(VarId, usize)>,
+    /// Those of `rand_words` assigned by `rand16` (their words are 16-bit half-words).
+    rand16_words: Vec<VarId>,
+    /// Those declared at the top level for a `p` assigned once (reused by every comparison of
+    /// that width).
+    top_rand_bounds: Vec<(VarId, RandWidth, usize)>,
     /// [`Kernel::masks`]: mask `k` is assigned as `FUSE_TRUE_<k> || (test)`.
     masks: Vec<VarId>,
     /// How many of them were emitted so far.

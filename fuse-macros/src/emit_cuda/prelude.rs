@@ -14,6 +14,8 @@ pub struct Needs {
     /// 16-byte (and narrower) vector loads/stores through 32-bit words.
     pub words: bool,
     pub philox: bool,
+    /// `rand16`'s helpers (with `philox`).
+    pub philox16: bool,
     pub step: bool,
     pub erf: bool,
     /// Tensor-core `dot` (ldmatrix, mma.sync, the swizzle).
@@ -210,6 +212,31 @@ __device__ __forceinline__ unsigned int fuse_rand_gt_bound(float p) {
 }
 "#;
 
+const PHILOX16: &str = r#"// rand16(seed, offset)'s 16-bit half-word for one offset: counter (o >> 3, o >> 35, 0, 0),
+// half-word o & 7 (word (o & 7) >> 1, its low half for even o, its high half for odd).
+__device__ __forceinline__ unsigned int fuse_rand16_bits(unsigned long long seed, unsigned long long o) {
+  const unsigned long long b = o >> 3;
+  const uint4 r = fuse_philox((unsigned int)b, (unsigned int)(b >> 32), (unsigned int)seed, (unsigned int)(seed >> 32));
+  const unsigned int s = ((unsigned int)o >> 1) & 3u;
+  const unsigned int w = s == 0u ? r.x : (s == 1u ? r.y : (s == 2u ? r.z : r.w));
+  return ((unsigned int)o & 1u) ? (w >> 16) : (w & 0xFFFFu);
+}
+// (h + 1/2) / 2^16: the product and the sum are exact (17 significant bits), so any rounding agrees.
+__device__ __forceinline__ float fuse_uniform16(unsigned int h) {
+  return __fmaf_rn((float)h, 1.52587890625e-05f, 7.62939453125e-06f);
+}
+__device__ __forceinline__ float fuse_rand16(unsigned long long seed, unsigned long long o) {
+  return fuse_uniform16(fuse_rand16_bits(seed, o));
+}
+// `fuse_uniform16(h) > p` as `h >= M`, M = fuse_rand16_gt_bound(p): how many h have
+// (h + 1/2) / 2^16 <= p, floor(p * 2^16 + 1/2) clamped to [0, 2^16] (exact in double); NaN: none.
+__device__ __forceinline__ unsigned int fuse_rand16_gt_bound(float p) {
+  if (p != p) return 65536u;
+  const double m = floor((double)p * 65536.0 + 0.5);
+  return m <= 0.0 ? 0u : (m >= 65536.0 ? 65536u : (unsigned int)m);
+}
+"#;
+
 const ERF: &str = r#"// erff in the form CUDA's libdevice uses (two 7-term polynomials, the one for |x| >= ~1 feeding
 // 1 - 2^-|.|), with the coefficients of the NVRTC 13 wheel's libdevice, but both polynomials
 // evaluated and one select at the end instead of a select per coefficient: the selects run on the
@@ -259,7 +286,7 @@ __device__ __forceinline__ unsigned long long fuse_next(unsigned long long k, un
 impl Needs {
     /// The helper definitions, in a fixed order.
     pub fn text(&self) -> String {
-        let parts: [(bool, &str); 12] = [
+        let parts: [(bool, &str); 13] = [
             (self.f16, F16),
             (self.bf16, BF16),
             (self.f2i, F2I),
@@ -267,6 +294,7 @@ impl Needs {
             (self.oob, OOB),
             (self.words, WORDS),
             (self.philox, PHILOX),
+            (self.philox16, PHILOX16),
             (self.step, STEP),
             (self.erf, ERF),
             (self.mma, super::mma::PRELUDE),

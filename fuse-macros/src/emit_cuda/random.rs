@@ -1,55 +1,80 @@
 //! `rand(seed, offset)`: Philox4x32-10 exactly as `fuse_ir::philox`. Per element in general;
 //! where the offsets are `s + element_index` with 4 | s and 4 | VEC, each group of four slots
 //! holds offsets 4b..4b+3, which share one Philox counter: one call gives all four values.
+//! `rand16` likewise with groups of eight slots (8 | s, 8 | VEC), one call for eight half-words.
 //! `rand(..) > p` (the dropout test) compares the Philox words with integer bounds (see
-//! [`Ctx::rand_gt`]) instead of converting them to floats.
+//! [`Ctx::rand_gt`]) instead of converting them to floats; `rand16(..) > p` compares the
+//! half-word with one integer bound.
 use super::affine::Fact;
 use super::Ctx;
-use fuse_ir::{BinaryOp, DType, Expr, Stmt, VarId};
+use fuse_ir::{BinaryOp, DType, Expr, RandWidth, Stmt, VarId};
 
 impl Ctx<'_> {
-    pub(super) fn rand(&mut self, dst: VarId, seed: VarId, offset: VarId) {
+    pub(super) fn rand(&mut self, dst: VarId, seed: VarId, offset: VarId, width: RandWidth) {
         self.needs.philox = true;
+        self.needs.philox16 |= width == RandWidth::W16;
         let d = self.name(dst).to_string();
-        self.w.line(format!("// {d} = rand({}, {})", self.name(seed), self.name(offset)));
+        let f = width.name();
+        self.w.line(format!("// {d} = {f}({}, {})", self.name(seed), self.name(offset)));
         self.w.open("");
         let s = self.at_as(seed, "", DType::U64);
         self.w.line(format!("const unsigned long long fuse_seed = {s};"));
         let Some(k) = self.tile(offset) else {
             let o = self.at_as(offset, "", DType::U64);
-            self.w.line(format!("{d} = fuse_rand(fuse_seed, {o});"));
+            self.w.line(format!("{d} = fuse_{f}(fuse_seed, {o});"));
             self.w.close();
             return;
         };
-        // Tiles keep the Philox words too (`fuse_bits_<d>`), for integer `rand > p` tests;
-        // whichever of words and floats is not read is dead code to NVRTC.
+        // Tiles keep the Philox words (half-words for rand16) too (`fuse_bits_<d>`), for integer
+        // `rand > p` tests; whichever of words and floats is not read is dead code to NVRTC.
         let bits = format!("fuse_bits_{d}");
         if !self.rand_words.contains(&dst) {
             self.rand_words.push(dst);
         }
+        if width == RandWidth::W16 && !self.rand16_words.contains(&dst) {
+            self.rand16_words.push(dst);
+        }
+        let uniform = match width {
+            RandWidth::W32 => "fuse_uniform",
+            RandWidth::W16 => "fuse_uniform16",
+        };
         let per_element = |cx: &mut Self| {
             let o = cx.at_as(offset, "fuse_i", DType::U64);
             cx.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{k}"),
-                format!("{{ {bits}[fuse_i] = fuse_rand_bits(fuse_seed, {o}); {d}[fuse_i] = fuse_uniform({bits}[fuse_i]); }}"),
+                format!("{{ {bits}[fuse_i] = fuse_{f}_bits(fuse_seed, {o}); {d}[fuse_i] = {uniform}({bits}[fuse_i]); }}"),
             );
+        };
+        let (lanes, log2) = match width {
+            RandWidth::W32 => (4, 2),
+            RandWidth::W16 => (8, 3),
         };
         match self.facts.get(offset).clone() {
             Fact::Contig(div) => {
-                let divisible = self.divisible(&div, "4", 2);
-                self.w.pp(format!("#if FUSE_VEC{k} % 4 == 0 && {divisible}"));
+                let divisible = self.divisible(&div, &lanes.to_string(), log2);
+                self.w.pp(format!("#if FUSE_VEC{k} % {lanes} == 0 && {divisible}"));
                 self.w.pp("#pragma unroll");
-                self.w.open(format!("for (int fuse_q = 0; fuse_q < FUSE_EPT{k}; fuse_q += 4)"));
+                self.w.open(format!("for (int fuse_q = 0; fuse_q < FUSE_EPT{k}; fuse_q += {lanes})"));
                 let o = self.at_as(offset, "fuse_q", DType::U64);
-                self.w.line(format!("const unsigned long long fuse_c = {o} >> 2;  // offsets 4c .. 4c + 3"));
+                self.w.line(format!(
+                    "const unsigned long long fuse_c = {o} >> {log2};  // offsets {lanes}c .. {lanes}c + {}",
+                    lanes - 1
+                ));
                 self.w.line(
                     "const uint4 fuse_p = fuse_philox((unsigned int)fuse_c, (unsigned int)(fuse_c >> 32), (unsigned int)fuse_seed, (unsigned int)(fuse_seed >> 32));",
                 );
-                for (j, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+                for j in 0..lanes {
                     let q = if j == 0 { "fuse_q".to_string() } else { format!("fuse_q + {j}") };
-                    self.w.line(format!("{bits}[{q}] = fuse_p.{lane};"));
-                    self.w.line(format!("{d}[{q}] = fuse_uniform(fuse_p.{lane});"));
+                    let lane = ["x", "y", "z", "w"][j * 4 / lanes];
+                    let word = match (width, j % 2) {
+                        (RandWidth::W32, _) => format!("fuse_p.{lane}"),
+                        (RandWidth::W16, 0) => format!("(fuse_p.{lane} & 0xFFFFu)"),
+                        (RandWidth::W16, _) => format!("(fuse_p.{lane} >> 16)"),
+                    };
+                    self.w.line(format!("{bits}[{q}] = {word};"));
+                    let from = if width == RandWidth::W32 { word } else { format!("{bits}[{q}]") };
+                    self.w.line(format!("{d}[{q}] = {uniform}({from});"));
                 }
                 self.w.close();
                 self.w.pp("#else");
@@ -77,21 +102,26 @@ impl Ctx<'_> {
         {
             return None;
         }
+        let width = if self.rand16_words.contains(&r) { RandWidth::W16 } else { RandWidth::W32 };
         // A bound declared at the top level for a `p` assigned once holds wherever `p` is read;
         // any other is declared here, for this comparison.
-        let n = match self.top_rand_bounds.iter().find(|(q, _)| *q == p) {
-            Some(&(_, n)) => n,
-            None => self.rand_bound(p),
+        let n = match self.top_rand_bounds.iter().find(|(q, w, _)| *q == p && *w == width) {
+            Some(&(_, _, n)) => n,
+            None => self.rand_bound(p, width),
         };
         let x = format!("fuse_bits_{}[{i}]", self.name(r));
-        Some(format!("({x} >= fuse_lb{n} && {x} <= ~fuse_lb{n})"))
+        Some(match width {
+            RandWidth::W32 => format!("({x} >= fuse_lb{n} && {x} <= ~fuse_lb{n})"),
+            RandWidth::W16 => format!("({x} >= fuse_lb{n})"),
+        })
     }
 
-    /// Emits `fuse_lb<n> = fuse_rand_gt_bound(p)` and returns `n`.
-    fn rand_bound(&mut self, p: VarId) -> usize {
+    /// Emits `fuse_lb<n> = fuse_rand_gt_bound(p)` (`fuse_rand16_gt_bound`) and returns `n`.
+    fn rand_bound(&mut self, p: VarId, width: RandWidth) -> usize {
         let n = self.rand_bounds;
         self.rand_bounds += 1;
-        self.w.line(format!("const unsigned int fuse_lb{n} = fuse_rand_gt_bound({});", self.name(p)));
+        let f = width.name();
+        self.w.line(format!("const unsigned int fuse_lb{n} = fuse_{f}_gt_bound({});", self.name(p)));
         n
     }
 
@@ -104,10 +134,10 @@ impl Ctx<'_> {
         uniform: impl Iterator<Item = &'s Stmt>,
         later: &[Stmt],
     ) {
-        let mut rands: Vec<VarId> = Vec::new();
+        let mut rands: Vec<(VarId, RandWidth)> = Vec::new();
         self.k.visit_stmts(&mut |s| {
-            if let Stmt::Assign { dst, expr: Expr::Rand { .. } } = s {
-                rands.push(*dst)
+            if let Stmt::Assign { dst, expr: Expr::Rand { width, .. } } = s {
+                rands.push((*dst, *width))
             }
         });
         let mut thresholds: Vec<(VarId, VarId)> = Vec::new();
@@ -125,11 +155,18 @@ impl Ctx<'_> {
             if self.assignments[p.0 as usize] != 1 || self.tile(*p).is_some() {
                 continue;
             }
-            let compared = thresholds.iter().any(|(r, q)| q == p && rands.contains(r));
-            if compared && self.dtype(*p) == DType::F32 && !self.top_rand_bounds.iter().any(|(q, _)| q == p) {
-                self.needs.philox = true;
-                let n = self.rand_bound(*p);
-                self.top_rand_bounds.push((*p, n));
+            if self.dtype(*p) != DType::F32 {
+                continue;
+            }
+            for width in [RandWidth::W32, RandWidth::W16] {
+                let compared =
+                    thresholds.iter().any(|(r, q)| q == p && rands.iter().any(|&(v, w)| v == *r && w == width));
+                if compared && !self.top_rand_bounds.iter().any(|(q, w, _)| q == p && *w == width) {
+                    self.needs.philox = true;
+                    self.needs.philox16 |= width == RandWidth::W16;
+                    let n = self.rand_bound(*p, width);
+                    self.top_rand_bounds.push((*p, width, n));
+                }
             }
         }
     }

@@ -370,7 +370,7 @@ impl Ck<'_> {
                     )));
                 }
             }
-            Expr::Rand { seed, offset } => {
+            Expr::Rand { seed, offset, .. } => {
                 if !is_offset_int(self.scalar(*seed, "rand seed")?) {
                     return Err(self.err("rand seed is not an integer".into()));
                 }

@@ -3,7 +3,8 @@
 
 use super::elem::{dispatch, Atomics, Bc, Bits, Bitwise, Data, Elem, Mem, Num, Source};
 use super::CpuError;
-use fuse_ir::philox::{philox4x32_10, uniform};
+use fuse_ir::philox::{half_word, philox4x32_10, uniform, uniform16};
+use fuse_ir::RandWidth;
 use fuse_ir::{ArgOp, BinaryOp, DType, Expr, Kernel, Literal, ParamKind, ReduceOp, Stmt, UnaryOp, VarId};
 
 type Res = Result<(), CpuError>;
@@ -626,20 +627,25 @@ fn store_t<T: Elem>(
     }
 }
 
-/// `rand(seed, offs)`, one Philox call per run of lanes sharing `offset >> 2`.
-fn rand_loop<O: Elem>(seed: u64, offs: &[O], out: &mut Vec<f32>) {
+/// `rand(seed, offs)` / `rand16(seed, offs)`, one Philox call per run of lanes sharing
+/// `offset >> 2` (`offset >> 3`).
+fn rand_loop<O: Elem>(width: RandWidth, seed: u64, offs: &[O], out: &mut Vec<f32>) {
     let key = [seed as u32, (seed >> 32) as u32];
+    let shift = width.lanes_per_call().trailing_zeros();
     let mut block = u64::MAX; // never a real block: offsets >> 2 < 2^62
     let mut r = [0u32; 4];
     out.clear();
     out.extend(offs.iter().map(|&x| {
         let o = x.as_i64() as u64;
-        let b = o >> 2;
+        let b = o >> shift;
         if b != block {
             r = philox4x32_10([b as u32, (b >> 32) as u32, 0, 0], key);
             block = b;
         }
-        uniform(r[(o & 3) as usize])
+        match width {
+            RandWidth::W32 => uniform(r[(o & 3) as usize]),
+            RandWidth::W16 => uniform16(half_word(r, o)),
+        }
     }));
 }
 
@@ -852,7 +858,7 @@ impl<'c, 'a> Prog<'c, 'a> {
                     let (ad, bd) = (&ctx.dims[a.0 as usize], &ctx.dims[b.0 as usize]);
                     super::dot::dot(v(a), v(b), acc.map(|c| v(&c)), ad, bd, out)?
                 }
-                Expr::Rand { seed, offset } => {
+                Expr::Rand { seed, offset, width } => {
                     let seed = match v(seed) {
                         Data::I32(s) => s[0] as i64 as u64,
                         Data::U32(s) => u64::from(s[0]),
@@ -863,10 +869,10 @@ impl<'c, 'a> Prog<'c, 'a> {
                     let od = v(offset);
                     let o = vm::<f32>(out)?;
                     match od {
-                        Data::I32(x) => rand_loop(seed, x, o),
-                        Data::U32(x) => rand_loop(seed, x, o),
-                        Data::I64(x) => rand_loop(seed, x, o),
-                        Data::U64(x) => rand_loop(seed, x, o),
+                        Data::I32(x) => rand_loop(*width, seed, x, o),
+                        Data::U32(x) => rand_loop(*width, seed, x, o),
+                        Data::I64(x) => rand_loop(*width, seed, x, o),
+                        Data::U64(x) => rand_loop(*width, seed, x, o),
                         _ => return Err(bad("rand offset is not an integer")),
                     }
                     if o.len() != n {

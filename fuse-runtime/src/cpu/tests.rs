@@ -130,7 +130,7 @@ impl Kb {
     }
     fn rand(&mut self, seed: VarId, offset: VarId) -> VarId {
         let shape = self.ty(offset).shape;
-        self.let_(Ty { dtype: D::F32, shape }, Expr::Rand { seed, offset })
+        self.let_(Ty { dtype: D::F32, shape }, Expr::Rand { seed, offset, width: fuse_ir::RandWidth::W32 })
     }
     fn store(&mut self, param: u32, offset: VarId, value: VarId, mask: Option<VarId>) {
         self.push(Stmt::Store { param, offset, value, mask });

@@ -361,7 +361,7 @@ pub fn bias_gelu_dropout(d: DType) -> Kernel {
     let t15 = b.bin("t15", BinaryOp::Add, one, e);
     let g = b.bin("g", BinaryOp::Mul, t10, t15);
     let seed = b.param("t16", 3);
-    let r = b.like("r", offs, DType::F32, Expr::Rand { seed, offset: offs });
+    let r = b.like("r", offs, DType::F32, Expr::Rand { seed, offset: offs, width: fuse_ir::RandWidth::W32 });
     let p = b.param("t17", 4);
     let keep = b.bin("t18", BinaryOp::Gt, r, p);
     let omp = b.bin("t19", BinaryOp::Sub, one, p);
@@ -483,8 +483,8 @@ pub fn everything() -> Kernel {
                 b.store(8, so, sl, Some(t));
                 // rand with tile and scalar offsets of this dtype.
                 let seed = b.param(&format!("seed_{}", d.name()), sidx(d));
-                let _ = b.like(&format!("rt_{}", d.name()), x, DType::F32, Expr::Rand { seed, offset: x });
-                let _ = b.scalar(&format!("rs_{}", d.name()), DType::F32, Expr::Rand { seed, offset: so });
+                let _ = b.like(&format!("rt_{}", d.name()), x, DType::F32, Expr::Rand { seed, offset: x, width: fuse_ir::RandWidth::W32 });
+                let _ = b.scalar(&format!("rs_{}", d.name()), DType::F32, Expr::Rand { seed, offset: so, width: fuse_ir::RandWidth::W32 });
             }
             for op in [UnaryOp::Not] {
                 let _ = b.un("not_mask", op, mask);

@@ -177,6 +177,50 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
     assert!(src.contains("__ldg(&bias[fuse_o])"), "{src}");
 }
 
+/// The dropout kernel with its `rand` made `rand16`: one Philox per eight aligned slots (half-words
+/// in order: low then high half of x, y, z, w), the per-lane fallback, one integer compare against
+/// `fuse_rand16_gt_bound`; the plain kernel's source has none of the rand16 helpers.
+#[test]
+fn emit_rand16_shares_one_philox_between_eight_lanes() {
+    fn widen(stmts: &mut [fuse_ir::Stmt]) -> usize {
+        let mut n = 0;
+        for s in stmts {
+            match s {
+                fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Rand { width, .. }, .. } => {
+                    *width = fuse_ir::RandWidth::W16;
+                    n += 1;
+                }
+                fuse_ir::Stmt::If { then_body, else_body, .. } => n += widen(then_body) + widen(else_body),
+                fuse_ir::Stmt::For { body, .. } => n += widen(body),
+                _ => {}
+            }
+        }
+        n
+    }
+    let plain = emit_cuda(&bias_gelu_dropout(DType::F16)).source;
+    assert!(!plain.contains("rand16"), "{plain}");
+    let mut k = bias_gelu_dropout(DType::F16);
+    assert_eq!(widen(&mut k.body), 1);
+    let src = emit_cuda(&k).source;
+    assert!(src.contains("// r = rand16("), "{src}");
+    assert!(src.contains("#if FUSE_VEC0 % 8 == 0 && (BLOCK % 8 == 0)"), "{src}");
+    assert!(src.contains("for (int fuse_q = 0; fuse_q < FUSE_EPT0; fuse_q += 8)"), "{src}");
+    assert!(src.contains(">> 3;  // offsets 8c .. 8c + 7"), "{src}");
+    for (j, part) in ["(fuse_p.x & 0xFFFFu)", "(fuse_p.x >> 16)", "(fuse_p.y & 0xFFFFu)", "(fuse_p.w >> 16)"]
+        .iter()
+        .zip([0, 1, 2, 7])
+        .map(|(p, j)| (j, p))
+    {
+        let q = if j == 0 { "fuse_q".to_string() } else { format!("fuse_q + {j}") };
+        assert!(src.contains(&format!("fuse_bits_r[{q}] = {part};")), "{q} {part}\n{src}");
+    }
+    assert_eq!(src.matches("fuse_philox((unsigned int)fuse_c").count(), 1, "{src}");
+    assert!(src.contains("fuse_rand16_bits(fuse_seed, "), "per-element fallback\n{src}");
+    assert!(src.contains("const unsigned int fuse_lb0 = fuse_rand16_gt_bound(t17);"), "{src}");
+    assert!(src.contains("(fuse_bits_r[fuse_i] >= fuse_lb0)"), "{src}");
+    assert!(!src.contains("fuse_rand_gt_bound(t17)"), "{src}");
+}
+
 #[test]
 fn emit_moves_uniform_scalars_between_the_loads_and_the_math() {
     let src = emit_cuda(&bias_gelu_dropout(DType::F32)).source;
