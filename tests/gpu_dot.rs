@@ -86,6 +86,32 @@ fn pipelined_k_loops(gpu: &Device) {
     }
 }
 
+/// The warpgroup path (Hopper's `wgmma`, operands through shared-memory descriptors) at the block
+/// shapes a matmul is tuned over, ragged sizes, pipelined over 2-4 stages; on an sm_90 device the
+/// kernel must report that it took it (unless `FUSE_MMA_SYNC=1` forces `mma.sync`, which these
+/// same checks then test at these shapes).
+fn warpgroup_blocks(gpu: &Device) {
+    let mut rng = Rng::fresh("gpu wgmma blocks");
+    let sizes = [(300, 260, 1000), (128, 128, 64), (257, 129, 96), (1, 1, 1)];
+    for (i, &size) in sizes.iter().enumerate() {
+        check_pipelined_block::<f16, 128, 128, 32>(gpu, &mut rng, size, 4, 3);
+        check_pipelined_block::<bf16, 128, 128, 64>(gpu, &mut rng, size, 8, 2 + i as u32 % 3);
+        check_pipelined_block::<f16, 128, 256, 64>(gpu, &mut rng, size, 8, 3);
+        check_pipelined_block::<bf16, 256, 128, 32>(gpu, &mut rng, size, 8, 4);
+        check_pipelined_block::<f16, 64, 128, 64>(gpu, &mut rng, size, 4, 3);
+    }
+    let want = if gpu.description().contains("sm_90") && std::env::var("FUSE_MMA_SYNC").as_deref() != Ok("1") {
+        fuse::DotPath::Wgmma
+    } else {
+        fuse::DotPath::MmaSync
+    };
+    for name in ["matmul_f16", "matmul_bf16"] {
+        let got = fuse::dot_path(name);
+        assert_eq!(got, Some(want), "{name}'s tensor-core path on {}", gpu.description());
+        println!("{name} on {}: {got:?}", gpu.description());
+    }
+}
+
 /// `a @ w^T` with `w` K-major (`dot(x, trans(y))`, read by ldmatrix without `.trans`), pipelined
 /// and not (num_stages 1 vs 3 is the same plan; the non-pipelined path is the `dot_forms` one),
 /// over block shapes, warps and ragged sizes.
@@ -161,6 +187,7 @@ fn main() {
         ("reductions_of_a_dot_result", reductions_of_a_dot_result),
         ("pipelined_k_loops", pipelined_k_loops),
         ("k_major_b_operands", k_major_b_operands),
+        ("warpgroup_blocks", warpgroup_blocks),
         ("matmul_int8_example", matmul_int8_example),
         ("ffn_sublayer_example", ffn_sublayer_example),
     ]);

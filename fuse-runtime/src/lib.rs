@@ -34,6 +34,7 @@ mod memory;
 mod spec;
 
 /// cudarc, the CUDA binding fuse runs on (the version whose memory and streams fuse accepts).
+pub use cuda::{dot_path, DotPath};
 pub use cudarc;
 pub use device::{Buffer, Device};
 pub use element::{Element, Float, Half};

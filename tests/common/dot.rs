@@ -354,17 +354,34 @@ pub fn check_matmul<T: DotElem>(d: &Device, rng: &mut Rng, (m, n, k): (usize, us
 /// pipeline stages: the K loop's loads go through `cp.async` into a ring of `stages` buffers, so
 /// long K (the ring wraps many times), K not a multiple of the block (a zero-filled last stage)
 /// and K not a multiple of 8 (the per-lane path into the stages) are the cases to cover.
-pub fn check_pipelined<T: DotElem>(d: &Device, rng: &mut Rng, (m, n, k): (usize, usize, usize), warps: u32, stages: u32) {
+pub fn check_pipelined<T: DotElem>(d: &Device, rng: &mut Rng, size: (usize, usize, usize), warps: u32, stages: u32) {
+    check_pipelined_block::<T, 64, 64, 32>(d, rng, size, warps, stages);
+}
+
+/// [`check_pipelined`] with `BM x BN x BK` blocks.
+pub fn check_pipelined_block<T: DotElem, const BM: usize, const BN: usize, const BK: usize>(
+    d: &Device,
+    rng: &mut Rng,
+    (m, n, k): (usize, usize, usize),
+    warps: u32,
+    stages: u32,
+) {
     let (a, b) = (random::<T>(rng, m * k), random::<T>(rng, k * n));
     let (ab, bb) = (d.upload(&a).unwrap(), d.upload(&b).unwrap());
     let mut c = d.upload(&vec![f32::NAN; m * n]).unwrap();
-    let config = LaunchConfig::new((m.div_ceil(64) as u32, n.div_ceil(64) as u32)).num_warps(warps).num_stages(stages);
-    matmul::launch::<T, 64, 64, 32>(d, config, &ab, &bb, &mut c, m as i32, n as i32, k as i32).unwrap();
+    let config =
+        LaunchConfig::new((m.div_ceil(BM) as u32, n.div_ceil(BN) as u32)).num_warps(warps).num_stages(stages);
+    matmul::launch::<T, BM, BN, BK>(d, config, &ab, &bb, &mut c, m as i32, n as i32, k as i32).unwrap();
     let got = c.to_vec().unwrap();
     let (av, bv): (Vec<f64>, Vec<f64>) =
         (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
     let (want, bound) = reference(&av, &bv, None, m, n, k);
-    let what = format!("{} matmul {m}x{n}x{k}, {warps} warps, {stages} stages on {}", T::NAME, d.description());
+    let what = format!(
+        "{} matmul {m}x{n}x{k}, {BM}x{BN}x{BK} blocks, {warps} warps, {stages} stages on {} ({:?})",
+        T::NAME,
+        d.description(),
+        fuse::dot_path(&format!("matmul_{}", T::NAME))
+    );
     assert_within(&what, &got, &want, &bound);
 }
 

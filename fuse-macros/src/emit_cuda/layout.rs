@@ -33,6 +33,9 @@ pub struct Layout {
     /// only, so a row of an accumulator lives in one warp (row reductions are quad shuffles) and
     /// every MMA layout with the same M holds the same rows in the same threads.
     pub rows_first: bool,
+    /// The kernel has a f16/bf16 tensor-core `dot`: its MMA layouts may take wgmma's warpgroup
+    /// grid on sm_90a ([`MmaLayout::warpgroups`]).
+    pub warpgroups: bool,
     /// The widest VEC any tile may use.
     pub veck: u32,
     /// Per length: the column counts of the 2-D tiles of that length with more than one column
@@ -86,13 +89,14 @@ impl Layout {
                 }
             }
         }
-        let mut dots = 0;
+        let (mut dots, mut warpgroups) = (0, false);
         k.visit_stmts(&mut |s| {
             if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } = s {
                 dots += usize::from(super::mma::takes_mma(k, *a, *b));
+                warpgroups |= super::mma::has_mma(k.ty(*a).dtype);
             }
         });
-        Layout { lens, rows_first: dots >= 2, veck: 16 / narrowest, caps, derived: Vec::new() }
+        Layout { lens, rows_first: dots >= 2, warpgroups, veck: 16 / narrowest, caps, derived: Vec::new() }
     }
 
     /// The index `k` of a tile length, naming its `FUSE_*k` macros.
@@ -108,8 +112,8 @@ impl Layout {
 
     /// The index of the MMA layout of `[rows, cols]` dot results, made on first use.
     pub fn mma_index(&mut self, rows: &Len, cols: &Len) -> usize {
-        let rows_first = self.rows_first;
-        self.derived_index(Derived::Mma(MmaLayout { rows: rows.clone(), cols: cols.clone(), rows_first }))
+        let (rows_first, warpgroups) = (self.rows_first, self.warpgroups);
+        self.derived_index(Derived::Mma(MmaLayout { rows: rows.clone(), cols: cols.clone(), rows_first, warpgroups }))
     }
 
     /// The index of the row layout of MMA layout `mma`, made on first use. With a rows-first

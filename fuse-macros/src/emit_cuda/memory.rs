@@ -364,7 +364,7 @@ impl Ctx<'_> {
     }
 
     /// Load access `index` (f16, bf16 or i8, `other` zero) into the swizzled row-major shared
-    /// buffer `buf` (`unsigned short*`) of a `[., w]` tile, for the pipeline ([`super::pipeline`]):
+    /// buffer `buf` (`unsigned short*`) of a `[h, w]` tile, for the pipeline ([`super::pipeline`]):
     /// one `cp.async` of VEC lanes per chunk where the vector path applies (zero-filled where its
     /// lanes are off), else checked per-lane loads and shared stores, in the same layout.
     pub(super) fn async_load(
@@ -372,7 +372,7 @@ impl Ctx<'_> {
         index: u32,
         (param, offset, mask): (u32, VarId, Option<VarId>),
         buf: &str,
-        w: &str,
+        (w, h): (&str, &str),
     ) {
         self.needs.pipeline = true;
         self.needs.mma = true;
@@ -386,14 +386,7 @@ impl Ctx<'_> {
         ));
         let esz = a.elem.size_bytes();
         let bytes = format!("FUSE_VEC{k} * {esz}");
-        // Rows are addressed in 16-bit units (an i8 column `c` is byte `c % 2` of unit `c / 2`).
-        let at = |f: &str| {
-            if esz == 1 {
-                format!("(signed char*)({buf} + fuse_swz(({f}) / ({w}), (({f}) % ({w})) / 2, ({w}) / 2)) + (({f}) % ({w})) % 2")
-            } else {
-                format!("{buf} + fuse_swz(({f}) / ({w}), ({f}) % ({w}), {w})")
-            }
-        };
+        let at = |f: &str| super::mma::swizzled(buf, f, (w, h), esz, "signed char");
         let copy = |cx: &Ctx<'_>, on: &str| {
             let first = cx.run_start(&a, "fuse_b");
             format!(

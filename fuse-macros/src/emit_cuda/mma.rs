@@ -25,13 +25,16 @@ use super::ctype::c_type;
 use super::Ctx;
 use fuse_ir::{DType, Len, VarId};
 
-/// A `[rows, cols]` tile held as `mma.sync` accumulators (see the module doc).
+/// A `[rows, cols]` tile held as tensor-core accumulators (see the module doc).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MmaLayout {
     pub rows: Len,
     pub cols: Len,
     /// Warps along M only (chained dots, see [`super::layout::Layout::rows_first`]).
     pub rows_first: bool,
+    /// The kernel has a f16/bf16 tensor-core `dot`: on sm_90a the layout may take the warpgroup
+    /// grid of `wgmma` (decided by the preprocessor, `FUSE_WG<k>`).
+    pub warpgroups: bool,
 }
 
 impl MmaLayout {
@@ -39,10 +42,38 @@ impl MmaLayout {
     pub fn macros(&self, k: usize, consts: &[String]) -> Vec<String> {
         let (m, n) = (self.rows.c_expr(consts), self.cols.c_expr(consts));
         let mut out = vec![format!(
-            "// MMA layout {k}: [{}, {}] as mma.sync accumulators, warps FUSE_WM{k} x FUSE_WN{k}",
+            "// MMA layout {k}: [{}, {}] as tensor-core accumulators, warps FUSE_WM{k} x FUSE_WN{k}",
             self.rows.display(consts),
             self.cols.display(consts)
         )];
+        // The warpgroup grid of wgmma (sm_90a): FUSE_WGS<k> warpgroups of 4 warps, as many along M
+        // as it has 64-row blocks (all of them with chained dots), the rest along N; each
+        // warpgroup's N from 16 to 256 columns.
+        out.push(format!("#define FUSE_WGS{k} (FUSE_NUM_WARPS >= 4 ? FUSE_NUM_WARPS / 4 : 1)"));
+        out.push(format!("#define FUSE_WGM{k} (({m}) / 64 < FUSE_WGS{k} ? ({m}) / 64 : FUSE_WGS{k})"));
+        out.push(format!("#define FUSE_WGN{k} (FUSE_WGS{k} / (FUSE_WGM{k} > 0 ? FUSE_WGM{k} : 1))"));
+        let wg = if self.warpgroups {
+            let gn = format!("FUSE_WGN{k}");
+            // A B of [K, N] is read in panels of up to 64 columns: a warpgroup's columns start on one.
+            let width = format!("({n}) / {gn} >= 16 && ({n}) / {gn} <= 256 && ({n}) / {gn} >= (({n}) > 64 ? 64 : ({n}))");
+            let fits_n = if self.rows_first { format!("{gn} == 1 && {width}") } else { width };
+            format!(
+                "defined(__CUDA_ARCH_FEAT_SM90_ALL) && FUSE_NUM_WARPS % 4 == 0 && ({m}) % 64 == 0 && FUSE_WGM{k} >= 1 && {fits_n}"
+            )
+        } else {
+            "0".to_string()
+        };
+        out.push(format!("#if {wg}"));
+        out.push(format!("#define FUSE_WG{k} 1"));
+        out.push(format!("#define FUSE_WM{k} (4 * FUSE_WGM{k})"));
+        out.push(format!("#define FUSE_WN{k} FUSE_WGN{k}"));
+        out.push("// warp w: warpgroup w / 4 of the grid, rows 16 (w % 4) of each of its 64-row blocks".to_string());
+        out.push(format!("#define FUSE_WNI{k} (((fuse_tid >> 5) >> 2) % FUSE_WN{k})"));
+        out.push(format!(
+            "#define FUSE_WROW{k}(mi) (((((fuse_tid >> 5) >> 2) / FUSE_WN{k}) * FUSE_MI{k} + (mi)) * 64 + ((fuse_tid >> 5) & 3) * 16)"
+        ));
+        out.push("#else".to_string());
+        out.push(format!("#define FUSE_WG{k} 0"));
         // The warp grid, doubling one side per doubling of the warp count (preprocessor-evaluable:
         // consts and FUSE_NUM_WARPS are integer literals).
         out.push(format!("#define FUSE_WM{k}_0 1"));
@@ -67,6 +98,10 @@ impl MmaLayout {
         }
         out.push(format!("#define FUSE_WM{k} FUSE_WM{k}_5"));
         out.push(format!("#define FUSE_WN{k} FUSE_WN{k}_5"));
+        out.push("// warp w: (w / WN, w % WN) of the grid, MI consecutive 16-row tiles".to_string());
+        out.push(format!("#define FUSE_WNI{k} ((fuse_tid >> 5) % FUSE_WN{k})"));
+        out.push(format!("#define FUSE_WROW{k}(mi) ((((fuse_tid >> 5) / FUSE_WN{k}) * FUSE_MI{k} + (mi)) * 16)"));
+        out.push("#endif".to_string());
         out.push(format!("#define FUSE_MI{k} (({m}) / (16 * FUSE_WM{k}))"));
         out.push(format!("#define FUSE_NI{k} (({n}) / (8 * FUSE_WN{k}))"));
         out.push("// warps past the grid hold nothing".to_string());
@@ -79,7 +114,7 @@ impl MmaLayout {
         out.push(format!("#define FUSE_OK{k}(j) (FUSE_FULL{k} || FUSE_MMA_ON{k})"));
         out.push("// slot i: tile (i / 4) of the warp's MI x NI, row g + 8 ((i / 2) % 2), column 2t + i % 2".into());
         out.push(format!(
-            "#define FUSE_IDX{k}(i) (((((fuse_tid >> 5) / FUSE_WN{k}) * FUSE_MI{k} + ((i) / 4) / FUSE_NI{k}) * 16 + ((fuse_tid & 31) >> 2) + 8 * (((i) >> 1) & 1)) * ({n}) + (((fuse_tid >> 5) % FUSE_WN{k}) * FUSE_NI{k} + ((i) / 4) % FUSE_NI{k}) * 8 + 2 * (fuse_tid & 3) + ((i) & 1))"
+            "#define FUSE_IDX{k}(i) ((FUSE_WROW{k}(((i) / 4) / FUSE_NI{k}) + ((fuse_tid & 31) >> 2) + 8 * (((i) >> 1) & 1)) * ({n}) + (FUSE_WNI{k} * FUSE_NI{k} + ((i) / 4) % FUSE_NI{k}) * 8 + 2 * (fuse_tid & 3) + ((i) & 1))"
         ));
         out
     }
@@ -96,21 +131,30 @@ impl MmaLayout {
             format!("#define FUSE_EPT{k} (FUSE_MI{p} * 2)"),
             format!("#define FUSE_FULL{k} FUSE_FULL{p}"),
             format!("#define FUSE_OK{k}(j) FUSE_OK{p}(j)"),
-            format!(
-                "#define FUSE_IDX{k}(i) ((((fuse_tid >> 5) / FUSE_WN{p}) * FUSE_MI{p} + (i) / 2) * 16 + ((fuse_tid & 31) >> 2) + 8 * ((i) & 1))"
-            ),
+            format!("#define FUSE_IDX{k}(i) (FUSE_WROW{p}((i) / 2) + ((fuse_tid & 31) >> 2) + 8 * ((i) & 1))"),
         ]
     }
 }
 
 /// The device helpers of the lowering (inline PTX: NVRTC has no headers).
-pub const PRELUDE: &str = r#"// Tensor cores: the swizzled shared-memory index of element (r, c) of a row-major [., w] matrix
-// of 16-bit values (16-byte chunks XOR-ed with the row, so ldmatrix's 8 rows hit 8 bank groups).
-__device__ __forceinline__ int fuse_swz(int r, int c, int w) {
-  const int cpr = w / 8;
+pub const PRELUDE: &str = r#"// Tensor cores: the shared-memory index of element (r, c) of a row-major [h, w] matrix of 16-bit
+// values. Rows wider than 64 are split into panels of [h, 64] one after the other; a row's 16-byte
+// chunks are XOR-ed with the row (so ldmatrix's 8 rows hit 8 bank groups): wgmma's 128-, 64- and
+// 32-byte swizzles for panels of 64, 32 and 16 columns.
+__device__ __forceinline__ int fuse_swz(int r, int c, int w, int h) {
+  const int p = w > 64 ? 64 : w;
+  const int cpr = p / 8;
   const int per = cpr >= 8 ? 1 : 8 / cpr;
   const int span = cpr >= 8 ? 8 : cpr;
-  return r * w + (((c / 8) ^ ((r / per) % span)) * 8) + (c % 8);
+  const int cc = c % p;
+  return (c / p) * (h * p) + r * p + (((cc / 8) ^ ((r / per) % span)) * 8) + (cc % 8);
+}
+// Orders this thread's shared-memory writes before the tensor cores' reads (wgmma reads through
+// the async proxy); nothing before sm_90a, where no wgmma runs.
+__device__ __forceinline__ void fuse_fence_async() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
 }
 __device__ __forceinline__ unsigned int fuse_smem_addr(const void* p) {
   unsigned int a;
@@ -150,6 +194,17 @@ __device__ __forceinline__ void fuse_mma_bf16(float* d, const unsigned int* a, c
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 "#;
+
+/// The shared address of element `f` (row-major flat index) of a `[h, w]` operand staged at
+/// `buf` (a `unsigned short*`), through `fuse_swz`. Rows are addressed in 16-bit units: an i8
+/// (`esz` 1) column `c` is byte `c % 2` of unit `c / 2`, as a `byte*`.
+pub(super) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str), esz: usize, byte: &str) -> String {
+    if esz == 1 {
+        format!("({byte}*)({buf} + fuse_swz(({f}) / ({w}), (({f}) % ({w})) / 2, ({w}) / 2, {h})) + (({f}) % ({w})) % 2")
+    } else {
+        format!("{buf} + fuse_swz(({f}) / ({w}), ({f}) % ({w}), {w}, {h})")
+    }
+}
 
 /// Whether `dot` of these input dtypes has a tensor-core lowering here for a `[K, N]` B.
 pub fn has_mma(input: DType) -> bool {
@@ -208,7 +263,8 @@ impl Ctx<'_> {
         let (in_a, in_b) = (self.staged.get(&a).cloned(), self.staged.get(&b_src).cloned());
         let esz = input.size_bytes();
         if in_a.is_none() || in_b.is_none() {
-            self.scratch_bytes_for(format!("(({m}) * ({kk}) * {esz} + ({kk}) * ({n}) * {esz})"));
+            // B from a 1024-byte boundary (wgmma's swizzle atoms); fuse_xs is aligned so.
+            self.scratch_bytes_for(format!("((({m}) * ({kk}) * {esz} + 1023) / 1024 * 1024 + ({kk}) * ({n}) * {esz})"));
         }
         if !in_place || acc.is_some_and(|c| self.tile(c) != Some(mma)) {
             // A conversion between the MMA registers and another layout (f32 lanes).
@@ -252,16 +308,16 @@ impl Ctx<'_> {
         // Shared rows are addressed in 16-bit units: an i8 row of K bytes is K / 2 of them, and
         // one m16n8k32 step reads the 16 of them that a f16 m16n8k16 step reads.
         let kw = if input == DType::I8 { format!("(({kk}) / 2)") } else { kk.clone() };
-        let wb = if kmajor.is_some() { kk.clone() } else { n.clone() };
-        let a_op = (ka, sa.as_str(), "fuse_sa", kk.as_str());
-        let b_op = (kb, sb.as_str(), "fuse_sb", wb.as_str());
+        let (wb, hb) = if kmajor.is_some() { (kk.clone(), n.clone()) } else { (n.clone(), kk.clone()) };
+        let a_op = (ka, sa.as_str(), "fuse_sa", kk.as_str(), m.as_str());
+        let b_op = (kb, sb.as_str(), "fuse_sb", wb.as_str(), hb.as_str());
         let pointers = |cx: &mut Self, a_in: Option<&String>| {
             for (buf, src) in [("fuse_sa", a_in), ("fuse_sb", in_b.as_ref())] {
                 match src {
                     Some(p) => cx.w.line(format!("const unsigned short* {buf} = {p};")),
                     None if buf == "fuse_sa" => cx.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;"),
                     // In 16-bit units: A is `m * kk * esz` bytes.
-                    None => cx.w.line(format!("unsigned short* fuse_sb = (unsigned short*)fuse_xs + ({m}) * ({kk}) * {esz} / 2;")),
+                    None => cx.w.line(format!("unsigned short* fuse_sb = (unsigned short*)(fuse_xs + (({m}) * ({kk}) * {esz} + 1023) / 1024 * 1024);")),
                 }
             }
         };
@@ -269,21 +325,36 @@ impl Ctx<'_> {
         // its registers are already A fragments where the warp grids agree (Triton's and
         // FlashAttention's `P` in registers); else it goes through shared memory as any operand.
         let regs = self.tile(a).filter(|&kp| self.layout.is_mma(kp) && in_a.is_none() && input != DType::I8);
+        let wgmma = if input == DType::I8 { "1".to_string() } else { format!("FUSE_WG{mma} ? 2u : 1u") };
         if let Some(kp) = regs {
-            self.w.pp(format!("#if FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma}"));
+            let from_regs = format!("FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma} && FUSE_WG{kp} == FUSE_WG{mma}");
+            self.dot_paths.push(format!("({from_regs}) ? 1u : ({wgmma})"));
+            self.w.pp(format!("#if {from_regs}"));
             pointers(self, Some(&"(const unsigned short*)0".to_string()));
             if in_b.is_none() {
                 self.stage_operands(&[b_op], esz);
             }
-            self.mma_steps(mma, &c, input, (&kw, &n), kmajor.is_some(), Some((kp, &sa)));
+            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), Some((kp, &sa)));
             self.w.pp("#else");
+        }
+        if regs.is_none() {
+            self.dot_paths.push(wgmma);
         }
         pointers(self, in_a.as_ref());
         let to_stage: Vec<_> = [(in_a.is_none(), a_op), (in_b.is_none(), b_op)].into_iter().filter(|x| x.0).map(|x| x.1).collect();
         if !to_stage.is_empty() {
             self.stage_operands(&to_stage, esz);
         }
-        self.mma_steps(mma, &c, input, (&kw, &n), kmajor.is_some(), None);
+        if input == DType::I8 {
+            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
+        } else {
+            // Hopper's warpgroup MMA where the layout took its grid, else mma.sync.
+            self.w.pp(format!("#if FUSE_WG{mma}"));
+            self.wgmma_steps(mma, &c, input, (&m, &kk, &n), kmajor.is_some());
+            self.w.pp("#else");
+            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
+            self.w.pp("#endif");
+        }
         if regs.is_some() {
             self.w.pp("#endif");
         }
@@ -311,23 +382,18 @@ impl Ctx<'_> {
     /// buffers, row-major and swizzled, between barriers. An `[m, kk]` A and a `[kk, n]` B, or a
     /// `[n, kk]` one (K-major B: width `kk`); elements of `esz` bytes (2, or 1 for i8, whose rows
     /// are addressed in 16-bit units: column `c` is byte `c % 2` of unit `c / 2`).
-    fn stage_operands(&mut self, ops: &[(usize, &str, &str, &str)], esz: usize) {
+    fn stage_operands(&mut self, ops: &[(usize, &str, &str, &str, &str)], esz: usize) {
         self.w.line("__syncthreads();");
         self.stage_writes(ops, esz);
+        self.w.line("fuse_fence_async();");
         self.w.line("__syncthreads();");
     }
 
     /// The shared stores of [`Ctx::stage_operands`], without its barriers.
-    pub(super) fn stage_writes(&mut self, ops: &[(usize, &str, &str, &str)], esz: usize) {
+    pub(super) fn stage_writes(&mut self, ops: &[(usize, &str, &str, &str, &str)], esz: usize) {
         self.needs.words = true;
-        for &(k, s, buf, w) in ops {
-            let at = |f: &str| {
-                if esz == 1 {
-                    format!("(unsigned char*)({buf} + fuse_swz(({f}) / ({w}), (({f}) % ({w})) / 2, ({w}) / 2)) + (({f}) % ({w})) % 2")
-                } else {
-                    format!("{buf} + fuse_swz(({f}) / ({w}), ({f}) % ({w}), {w})")
-                }
-            };
+        for &(k, s, buf, w, h) in ops {
+            let at = |f: &str| swizzled(buf, f, (w, h), esz, "unsigned char");
             // A chunk (VEC consecutive lanes of one row, VEC-aligned) stays inside one swizzled
             // 16-byte chunk when it is at most 16 bytes: one shared store of whole words.
             let per_word = 4 / esz;
@@ -370,13 +436,11 @@ impl Ctx<'_> {
         mma: usize,
         c: &str,
         input: DType,
-        (kk, n): (&str, &str),
+        (kk, n, m): (&str, &str, &str),
         kmajor: bool,
         a_regs: Option<(usize, &str)>,
     ) {
         self.w.line("const int fuse_lane = fuse_tid & 31;");
-        self.w.line(format!("const int fuse_wm = (fuse_tid >> 5) / FUSE_WN{mma};"));
-        self.w.line(format!("const int fuse_wn = (fuse_tid >> 5) % FUSE_WN{mma};"));
         let mma_fn = match input {
             DType::BF16 => "fuse_mma_bf16",
             DType::I8 => "fuse_mma_s8",
@@ -385,10 +449,10 @@ impl Ctx<'_> {
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
         self.w.line(format!("unsigned int fuse_fa[2][FUSE_MI{mma}][4];"));
         self.w.line(format!("unsigned int fuse_fb[2][FUSE_NI{mma} + 1][2];"));
-        self.frag_loads(mma, "0", (kk, n), kmajor, a_regs);
+        self.frag_loads(mma, "0", (kk, n, m), kmajor, a_regs);
         self.w.open_unrolled("fuse_k", &format!("({kk}) / 16"));
         self.w.open(format!("if (fuse_k + 1 < ({kk}) / 16)"));
-        self.frag_loads(mma, "fuse_k + 1", (kk, n), kmajor, a_regs);
+        self.frag_loads(mma, "fuse_k + 1", (kk, n, m), kmajor, a_regs);
         self.w.close();
         self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
         self.w.unrolled(
@@ -406,7 +470,7 @@ impl Ctx<'_> {
     /// The A and B fragments of K step `k` (a C expression) into buffer `k & 1`, in a block. A
     /// K-major B (`[n, kk]` row-major) is read without `.trans`: its 8 x 8 matrices are (n-tile,
     /// k half) pairs, the lane's row `n` and its two halves `k`, `k + 1`, as `mma`'s B fragment.
-    fn frag_loads(&mut self, mma: usize, k: &str, (kk, n): (&str, &str), kmajor: bool, a_regs: Option<(usize, &str)>) {
+    fn frag_loads(&mut self, mma: usize, k: &str, (kk, n, m): (&str, &str, &str), kmajor: bool, a_regs: Option<(usize, &str)>) {
         self.w.open("");
         self.w.line(format!("const int fuse_ks = {k};"));
         self.w.line("unsigned int (*fuse_ra)[4] = fuse_fa[fuse_ks & 1];");
@@ -423,9 +487,9 @@ impl Ctx<'_> {
                 ));
             }
         } else {
-            self.w.line(format!("const int fuse_r = (fuse_wm * FUSE_MI{mma} + fuse_mi) * 16 + (fuse_lane & 15);"));
+            self.w.line(format!("const int fuse_r = FUSE_WROW{mma}(fuse_mi) + (fuse_lane & 15);"));
             self.w.line(format!(
-                "fuse_ldmatrix_x4(fuse_ra[fuse_mi], fuse_smem_addr(fuse_sa + fuse_swz(fuse_r, fuse_ks * 16 + (fuse_lane >> 4) * 8, {kk})));"
+                "fuse_ldmatrix_x4(fuse_ra[fuse_mi], fuse_smem_addr(fuse_sa + fuse_swz(fuse_r, fuse_ks * 16 + (fuse_lane >> 4) * 8, {kk}, {m})));"
             ));
         }
         self.w.close();
@@ -434,18 +498,18 @@ impl Ctx<'_> {
         if kmajor {
             // Matrices (ni, k lo), (ni, k hi), (ni + 1, k lo), (ni + 1, k hi): lanes 8q..8q+7
             // address matrix q's rows.
-            self.w.line(format!("const int fuse_n0 = (fuse_wn * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"));
+            self.w.line(format!("const int fuse_n0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"));
             self.w.line("const int fuse_kc = fuse_ks * 16 + ((fuse_lane >> 3) & 1) * 8;");
             self.w.open(format!("if (fuse_ni + 1 < FUSE_NI{mma})"));
             self.w.line("unsigned int fuse_q[4];");
             self.w.line(format!(
-                "fuse_ldmatrix_x4(fuse_q, fuse_smem_addr(fuse_sb + fuse_swz(fuse_n0 + (fuse_lane >> 4) * 8, fuse_kc, {kk})));"
+                "fuse_ldmatrix_x4(fuse_q, fuse_smem_addr(fuse_sb + fuse_swz(fuse_n0 + (fuse_lane >> 4) * 8, fuse_kc, {kk}, {n})));"
             ));
             self.w.line("fuse_rb[fuse_ni][0] = fuse_q[0]; fuse_rb[fuse_ni][1] = fuse_q[1];");
             self.w.line("fuse_rb[fuse_ni + 1][0] = fuse_q[2]; fuse_rb[fuse_ni + 1][1] = fuse_q[3];");
             self.w.reopen("} else {");
             self.w.line(format!(
-                "fuse_ldmatrix_x2(fuse_rb[fuse_ni], fuse_smem_addr(fuse_sb + fuse_swz(fuse_n0, fuse_kc, {kk})));"
+                "fuse_ldmatrix_x2(fuse_rb[fuse_ni], fuse_smem_addr(fuse_sb + fuse_swz(fuse_n0, fuse_kc, {kk}, {n})));"
             ));
             self.w.close();
             self.w.close();
@@ -453,17 +517,17 @@ impl Ctx<'_> {
             return;
         }
         self.w.line("const int fuse_r = fuse_ks * 16 + (fuse_lane & 15);");
-        self.w.line(format!("const int fuse_c0 = (fuse_wn * FUSE_NI{mma} + fuse_ni) * 8;"));
+        self.w.line(format!("const int fuse_c0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8;"));
         self.w.open(format!("if (fuse_ni + 1 < FUSE_NI{mma})"));
         self.w.line("unsigned int fuse_q[4];");
         self.w.line(format!(
-            "fuse_ldmatrix_x4_trans(fuse_q, fuse_smem_addr(fuse_sb + fuse_swz(fuse_r, fuse_c0 + (fuse_lane >> 4) * 8, {n})));"
+            "fuse_ldmatrix_x4_trans(fuse_q, fuse_smem_addr(fuse_sb + fuse_swz(fuse_r, fuse_c0 + (fuse_lane >> 4) * 8, {n}, {kk})));"
         ));
         self.w.line("fuse_rb[fuse_ni][0] = fuse_q[0]; fuse_rb[fuse_ni][1] = fuse_q[1];");
         self.w.line("fuse_rb[fuse_ni + 1][0] = fuse_q[2]; fuse_rb[fuse_ni + 1][1] = fuse_q[3];");
         self.w.reopen("} else {");
         self.w.line(format!(
-            "fuse_ldmatrix_x2_trans(fuse_rb[fuse_ni], fuse_smem_addr(fuse_sb + fuse_swz(fuse_r, fuse_c0, {n})));"
+            "fuse_ldmatrix_x2_trans(fuse_rb[fuse_ni], fuse_smem_addr(fuse_sb + fuse_swz(fuse_r, fuse_c0, {n}, {kk})));"
         ));
         self.w.close();
         self.w.close();

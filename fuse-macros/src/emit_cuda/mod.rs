@@ -33,6 +33,7 @@ mod shape;
 mod slices;
 #[cfg(test)]
 mod tests;
+mod wgmma;
 mod writer;
 
 use affine::{Div, Facts};
@@ -78,6 +79,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         kmajor_b: Default::default(),
         staged: Default::default(),
         ring_bytes: Vec::new(),
+        dot_paths: Vec::new(),
         in_pipeline: false,
         loop_scratch: Vec::new(),
         w: Writer::new(1),
@@ -167,6 +169,9 @@ struct Ctx<'k> {
     staged: std::collections::HashMap<VarId, String>,
     /// The byte sizes of the pipelines' rings (`fuse_ring`, after the scratch's uses in them).
     ring_bytes: Vec<String>,
+    /// Per tensor-core `dot`: a preprocessor expression of its instructions (1 `mma.sync`, 2
+    /// `wgmma`), or-ed into the module's `fuse_dot_path`.
+    dot_paths: Vec<String>,
     /// Whether a pipelined loop is being emitted, and the scratch sizes its statements use.
     in_pipeline: bool,
     loop_scratch: Vec<String>,
@@ -300,7 +305,7 @@ impl Ctx<'_> {
             }
             let inside = if self.loop_scratch.is_empty() { vec!["0".to_string()] } else { self.loop_scratch.clone() };
             running_max(&mut out, "fuse_ring_in", &inside);
-            out.line("constexpr long long fuse_ring_at = (fuse_ring_in + 127) / 128 * 128;");
+            out.line("constexpr long long fuse_ring_at = (fuse_ring_in + 1023) / 1024 * 1024;");
             running_max(&mut out, "fuse_ring_bytes", &self.ring_bytes);
             scratch_bytes.push("(fuse_ring_at + fuse_ring_bytes)".into());
         }
@@ -322,6 +327,11 @@ impl Ctx<'_> {
         } else {
             out.line(NO_DYNAMIC_SMEM);
             out.line("");
+        }
+        if !self.dot_paths.is_empty() {
+            // Which tensor-core instructions the dots took (the runtime reports it).
+            let any = self.dot_paths.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" | ");
+            out.line(format!("extern \"C\" __device__ const unsigned int fuse_dot_path = {any};"));
         }
         let helpers = self.needs.text();
         if !helpers.is_empty() {
@@ -372,9 +382,10 @@ impl Ctx<'_> {
             // Past the 48 KiB a block may declare statically the scratch is dynamic shared memory,
             // sized by the runtime from `fuse_dynamic_smem_bytes` (DESIGN.md, "Dynamic shared memory").
             out.pp("#if FUSE_SCRATCH_DYNAMIC");
-            out.line("  extern __shared__ __align__(16) unsigned char fuse_xs[];");
+            // 1024-byte aligned: tensor-core operands start on wgmma's swizzle atoms.
+            out.line("  extern __shared__ __align__(1024) unsigned char fuse_xs[];");
             out.pp("#else");
-            out.line("  __shared__ __align__(16) unsigned char fuse_xs[fuse_xs_bytes];");
+            out.line("  __shared__ __align__(1024) unsigned char fuse_xs[fuse_xs_bytes];");
             out.pp("#endif");
         }
         if !self.ring_bytes.is_empty() {

@@ -314,17 +314,17 @@ impl Ctx<'_> {
         let outer = std::mem::replace(&mut self.in_pipeline, true);
         let t = c_type(self.dtype(var));
         let v = self.name(var).to_string();
-        // The stage: the loads' buffers one after the other, each `[rows, cols]` of their elements.
+        // The stage: the loads' buffers one after the other, each `[rows, cols]` of their elements
+        // from a 1024-byte boundary (wgmma's swizzle atoms; the ring starts on one).
         let mut at = Vec::new();
         let mut stage = String::from("0");
         for l in &plan.loads {
             let dims = self.k.ty(l.dst).shape.dims();
             let (r, c) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
-            at.push((stage.clone(), c.clone()));
-            stage = format!("{stage} + ({r}) * ({c}) * {}", self.dtype(l.dst).size_bytes());
+            at.push((stage.clone(), (c.clone(), r.clone())));
+            stage = format!("({stage} + (({r}) * ({c}) * {} + 1023) / 1024 * 1024)", self.dtype(l.dst).size_bytes());
         }
-        let stage = format!("((({stage}) + 127) / 128 * 128)");
-        // The resident operands after the FUSE_PIPE stages, each 128-byte aligned.
+        // The resident operands after the FUSE_PIPE stages, each 1024-byte aligned.
         let mut resident = Vec::new();
         let mut end = format!("FUSE_PIPE * {stage}");
         for &r in &plan.resident {
@@ -332,8 +332,8 @@ impl Ctx<'_> {
             let dims = self.k.ty(src).shape.dims();
             let (rows, cols) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
             let esz = self.dtype(src).size_bytes();
-            resident.push((src, end.clone(), cols.clone(), esz));
-            end = format!("{end} + (({rows}) * ({cols}) * {esz} + 127) / 128 * 128");
+            resident.push((src, end.clone(), (cols.clone(), rows.clone()), esz));
+            end = format!("{end} + (({rows}) * ({cols}) * {esz} + 1023) / 1024 * 1024");
         }
         self.ring_bytes_for(format!("({end})"));
         let buf = |slot: &str, off: &str| format!("(unsigned short*)(fuse_ring + {slot} * {stage} + ({off}))");
@@ -343,7 +343,7 @@ impl Ctx<'_> {
             names.join(", ")
         ));
         self.w.line("__syncthreads();  // the ring's readers before this loop are done");
-        for (src, at, cols, esz) in &resident {
+        for (src, at, (cols, rows), esz) in &resident {
             // Read by every iteration: staged once (the first iteration's barrier publishes it).
             let k = self.tile(*src).expect("dot operands are tiles");
             let name = self.name(*src).to_string();
@@ -351,7 +351,8 @@ impl Ctx<'_> {
             self.w.line(format!("// {name}: the loop never changes it, staged once for its dots"));
             self.w.open("");
             self.w.line(format!("unsigned short* fuse_res = {p};"));
-            self.stage_writes(&[(k, &name, "fuse_res", cols)], *esz);
+            self.stage_writes(&[(k, &name, "fuse_res", cols, rows)], *esz);
+            self.w.line("fuse_fence_async();");
             self.w.close();
             self.staged.insert(*src, p);
         }
@@ -363,6 +364,7 @@ impl Ctx<'_> {
         self.w.close();
         self.w.open(format!("for ({v} = {start}; {v} < fuse_end{n}; {v} = fuse_next({v}, fuse_end{n}, fuse_step{n}))"));
         self.w.line("fuse_cp_async_wait<FUSE_PIPE - 2>();");
+        self.w.line("fuse_fence_async();  // the stage's copies before the tensor cores read them");
         self.w.line("__syncthreads();");
         self.issue_ahead(n, &v, t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
         for (i, l) in plan.loads.iter().enumerate() {
@@ -393,7 +395,7 @@ impl Ctx<'_> {
         body: &[Stmt],
         plan: &LoopPlan,
         buf: &dyn Fn(usize) -> String,
-        at: &[(String, String)],
+        at: &[(String, (String, String))],
     ) {
         self.w.open(format!("if (fuse_ahead{n} < fuse_end{n})"));
         self.w.line(format!("const {t} {v} = fuse_ahead{n};"));
@@ -406,7 +408,8 @@ impl Ctx<'_> {
             let Stmt::Assign { expr: Expr::Load { param, offset, mask, .. }, .. } = &body[l.stmt] else {
                 unreachable!("staged loads are load statements")
             };
-            self.async_load(l.access, (*param, *offset, *mask), &buf(i), &at[i].1);
+            let (w, h) = &at[i].1;
+            self.async_load(l.access, (*param, *offset, *mask), &buf(i), (w, h));
         }
         (self.accesses, self.masks_named) = (accesses, masks_named);
         self.w.line(format!("fuse_ahead{n} = fuse_next(fuse_ahead{n}, fuse_end{n}, fuse_step{n});"));

@@ -24,6 +24,8 @@ pub struct Needs {
     pub tf32: bool,
     /// `cp.async` and its groups (the pipelined loops of `dot`).
     pub pipeline: bool,
+    /// `wgmma` (sm_90a), per (bf16 inputs, MN-major B) used.
+    pub wgmma: std::collections::BTreeSet<(bool, bool)>,
 }
 
 const F16: &str = r#"// f16 <-> f32 (the bits travel as unsigned short).
@@ -306,6 +308,9 @@ impl Needs {
             if used {
                 out.push_str(text);
             }
+        }
+        if !self.wgmma.is_empty() {
+            out.push_str(&super::wgmma::prelude(&self.wgmma));
         }
         out
     }

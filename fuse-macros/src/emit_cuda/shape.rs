@@ -271,7 +271,7 @@ impl Ctx<'_> {
             "fuse_j",
             &format!("FUSE_EPT{r}"),
             format!(
-                "if ((fuse_tid & 3) == 0 && FUSE_OK{p}(0)) {xs}[((fuse_tid >> 5) % FUSE_WN{p}) * FUSE_L{r} + FUSE_IDX{r}(fuse_j)] = fuse_rv[fuse_j];"
+                "if ((fuse_tid & 3) == 0 && FUSE_OK{p}(0)) {xs}[FUSE_WNI{p} * FUSE_L{r} + FUSE_IDX{r}(fuse_j)] = fuse_rv[fuse_j];"
             ),
         );
         self.w.line("__syncthreads();");

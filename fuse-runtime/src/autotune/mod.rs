@@ -272,7 +272,7 @@ fn winner_for(
     let winner = match cuda.tunings.get(spec, key) {
         Some(w) => w,
         None => {
-            let record = record::Record::new(tuning, spec, &cuda.name, &cuda.arch, key);
+            let record = record::Record::new(tuning, spec, &cuda.name, &cuda.target, key);
             let w = match record.as_ref().and_then(|r| r.load()) {
                 Some(w) => {
                     log::debug!(

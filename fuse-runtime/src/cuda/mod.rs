@@ -127,6 +127,8 @@ pub(crate) struct CudaDevice {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) name: String,
     pub(crate) arch: String,
+    /// What NVRTC compiles for ([`compile_target`]): `sm_90a` on Hopper (wgmma), else `arch`.
+    pub(crate) target: String,
     pub(crate) max_grid: [u32; 3],
     /// Streaming multiprocessors (for the default `num_warps` of small grids).
     pub(crate) sm_count: u32,
@@ -252,6 +254,7 @@ impl CudaDevice {
             borrowed,
             name,
             arch: format!("sm_{major}{minor}"),
+            target: compile_target(major, minor, std::env::var("FUSE_MMA_SYNC").ok().as_deref()),
             max_grid,
             sm_count,
             smem_limits,
@@ -301,13 +304,13 @@ impl CudaDevice {
     /// Compiles (or takes from the caches) and loads `source`; single flight per source.
     pub(crate) fn load_source(&self, name: &str, kernel: &Kernel, source: &str) -> Result<Arc<Loaded>> {
         single_flight(&self.modules, source.to_owned(), || {
-            let cubin = cubin(name, source, &self.arch)?;
+            let cubin = cubin(name, source, &self.target)?;
             let module = nvrtc::guard("cuModuleLoadData", || {
                 self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.to_vec())).map_err(|e| {
                     Error::Cuda(format!(
                         "loading the cubin of `{name}` ({}) on device {} failed: {} (a cubin from an NVRTC newer than \
                          the driver can be refused: update the driver or use an NVRTC matching it)",
-                        self.arch,
+                        self.target,
                         self.ordinal,
                         drv(e)
                     ))
@@ -319,6 +322,14 @@ impl CudaDevice {
             let smem = nvrtc::guard("reading the shared memory request", || {
                 smem::prepare(&module, &func, &self.stream, self.smem_limits, name)
             })?;
+            let path = nvrtc::guard("reading the dot path", || {
+                smem::global_u32(&module, &self.stream, name, DOT_PATH_SYMBOL)
+            })?;
+            let path = DotPath::from_symbol(path);
+            if path != DotPath::None {
+                log::debug!("fuse: `{name}` ({}): dot on {}", self.target, path.describe());
+                record_dot_path(name, path);
+            }
             let slot = self.slot_for(kernel);
             Ok(Arc::new(Loaded { func, err_ptr: self.err_base + 16 * slot as u64, smem }))
         })
@@ -503,6 +514,71 @@ impl CudaDevice {
         times.sort_by(f64::total_cmp);
         Ok(times[times.len() / 2])
     }
+}
+
+/// The target NVRTC compiles for on a device of compute capability `major.minor`: Hopper's
+/// `sm_90a`, whose `wgmma` the tensor-core `dot` uses, unless `FUSE_MMA_SYNC=1` (then `sm_90`, and
+/// `dot` takes `mma.sync`, the path of sm_80 and sm_89); `sm_XY` otherwise.
+pub(crate) fn compile_target(major: i32, minor: i32, mma_sync: Option<&str>) -> String {
+    if (major, minor) == (9, 0) && mma_sync != Some("1") {
+        "sm_90a".to_string()
+    } else {
+        format!("sm_{major}{minor}")
+    }
+}
+
+/// The global an emitted module defines to say which tensor-core path its `dot`s took.
+const DOT_PATH_SYMBOL: &str = "fuse_dot_path";
+
+/// Which tensor-core instructions a loaded kernel's `dot`s run on (decided when it is compiled,
+/// from the target and the block's shape).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DotPath {
+    /// No tensor-core `dot` (or a module from before the symbol).
+    None,
+    /// `mma.sync` (sm_80 and later).
+    MmaSync,
+    /// Hopper's warpgroup MMA, `wgmma.mma_async` (sm_90a).
+    Wgmma,
+    /// Some `dot`s on `wgmma`, others on `mma.sync` (attention's `p v`, whose A is in registers).
+    Mixed,
+}
+
+impl DotPath {
+    fn from_symbol(v: Option<u32>) -> DotPath {
+        match v {
+            Some(3) => DotPath::Mixed,
+            Some(2) => DotPath::Wgmma,
+            Some(1) => DotPath::MmaSync,
+            _ => DotPath::None,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            DotPath::None => "no tensor cores",
+            DotPath::MmaSync => "mma.sync",
+            DotPath::Wgmma => "wgmma (warpgroup MMA)",
+            DotPath::Mixed => "wgmma and mma.sync",
+        }
+    }
+}
+
+static DOT_PATHS: Mutex<Vec<(String, DotPath)>> = Mutex::new(Vec::new());
+
+fn record_dot_path(kernel: &str, path: DotPath) {
+    let mut paths = DOT_PATHS.lock().unwrap_or_else(|p| p.into_inner());
+    match paths.iter_mut().find(|(k, _)| k == kernel) {
+        Some(entry) => entry.1 = path,
+        None => paths.push((kernel.to_string(), path)),
+    }
+}
+
+/// The tensor-core path of the last module of kernel `name` this process loaded, if it has a
+/// tensor-core `dot` (what `FUSE_MMA_SYNC` and the block shape decided).
+pub fn dot_path(name: &str) -> Option<DotPath> {
+    let paths = DOT_PATHS.lock().unwrap_or_else(|p| p.into_inner());
+    paths.iter().find(|(k, _)| k == name).map(|&(_, p)| p)
 }
 
 /// The process-wide in-memory cubin cache, keyed by (full source, arch); the options are fixed.

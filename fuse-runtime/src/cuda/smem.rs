@@ -87,16 +87,27 @@ pub(crate) fn plan(
 
 /// The module's request: `None` without the symbol.
 fn requested(module: &Arc<CudaModule>, stream: &Arc<CudaStream>, kernel: &str) -> Result<Option<u32>> {
-    let view = match module.get_global(SYMBOL, stream) {
+    global_u32(module, stream, kernel, SYMBOL)
+}
+
+/// The value of the module's `extern "C" __device__ const unsigned int` global `symbol`, `None`
+/// where the module has none.
+pub(crate) fn global_u32(
+    module: &Arc<CudaModule>,
+    stream: &Arc<CudaStream>,
+    kernel: &str,
+    symbol: &str,
+) -> Result<Option<u32>> {
+    let view = match module.get_global(symbol, stream) {
         Ok(v) => v,
         Err(DriverError(CUresult::CUDA_ERROR_NOT_FOUND)) => return Ok(None),
         Err(e) => {
-            return Err(Error::Cuda(format!("looking up `{SYMBOL}` in `{kernel}`'s module: {}", drv(e))))
+            return Err(Error::Cuda(format!("looking up `{symbol}` in `{kernel}`'s module: {}", drv(e))))
         }
     };
     if view.len() != 4 {
         return Err(Error::InvalidKernel(format!(
-            "kernel `{kernel}`: `{SYMBOL}` must be a 4-byte unsigned int, but the module's is {} bytes",
+            "kernel `{kernel}`: `{symbol}` must be a 4-byte unsigned int, but the module's is {} bytes",
             view.len()
         )));
     }
@@ -104,7 +115,7 @@ fn requested(module: &Arc<CudaModule>, stream: &Arc<CudaStream>, kernel: &str) -
     stream
         .memcpy_dtoh(&view, &mut bytes)
         .and_then(|()| stream.synchronize())
-        .map_err(|e| Error::Cuda(format!("reading `{SYMBOL}` of `{kernel}`: {}", drv(e))))?;
+        .map_err(|e| Error::Cuda(format!("reading `{symbol}` of `{kernel}`: {}", drv(e))))?;
     Ok(Some(u32::from_le_bytes(bytes)))
 }
 

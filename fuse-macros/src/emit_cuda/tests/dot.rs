@@ -46,7 +46,7 @@ fn dot_fallback_goes_through_shared_memory_with_unfused_steps() {
     for (t, src) in kernels().into_iter().filter(|(t, _)| *t == "f32" || *t == "i8") {
         let out = emit_cuda(&ok(&src)).source;
         assert!(out.contains("the general fallback, the operands through shared memory"), "{t}\n{out}");
-        assert!(out.contains("__shared__ __align__(16) unsigned char fuse_xs[fuse_xs_bytes]"), "{t}\n{out}");
+        assert!(out.contains("__shared__ __align__(1024) unsigned char fuse_xs[fuse_xs_bytes]"), "{t}\n{out}");
         assert!(out.contains("((FUSE_L"), "{t}: the scratch holds both operands\n{out}");
         assert!(out.contains("for (int fuse_k = 0; fuse_k < BK; ++fuse_k)"), "{t}\n{out}");
         let float = t != "i8";
@@ -99,7 +99,7 @@ fn dot_fallback_compiles_with_nvrtc() {
             }
             // Both architectures for the first two configurations, one each after (NVRTC is slow).
             let archs: &[&str] = match i {
-                0 | 1 => &["sm_80", "sm_90"],
+                0 | 1 => &["sm_80", "sm_90", "sm_90a"],
                 _ if i % 2 == 0 => &["sm_80"],
                 _ => &["sm_90"],
             };
@@ -125,6 +125,48 @@ fn dot_fallback_compiles_with_nvrtc() {
         jobs.len(),
         failures[0]
     );
+}
+
+/// On sm_90a the f16/bf16 products whose blocks come in whole warpgroups take `wgmma` (the
+/// operands read through descriptors, no `ldmatrix`); on sm_90, and where the warps or rows do not
+/// make warpgroups, `mma.sync`.
+#[test]
+fn dot_on_sm90a_takes_wgmma_where_warpgroups_fit() {
+    if !nvrtc_present() {
+        return;
+    }
+    let mut failures = Vec::new();
+    for (t, src) in kernels().into_iter().filter(|(t, _)| *t == "f16" || *t == "bf16") {
+        let k = ok(&src);
+        let out = emit_cuda(&k);
+        // (BM, BN, BK, warps, arch, wgmma expected)
+        for (bm, bn, bk, warps, arch, wg) in [
+            (128, 128, 32, 4, "sm_90a", true),
+            (128, 256, 64, 8, "sm_90a", true),
+            (256, 128, 64, 8, "sm_90a", true),
+            (64, 64, 128, 4, "sm_90a", true),
+            (128, 128, 32, 4, "sm_90", false),
+            (128, 128, 32, 2, "sm_90a", false),
+            (32, 64, 32, 4, "sm_90a", false),
+        ] {
+            let mut defs = format!("#define BM {bm}\n#define BN {bn}\n#define BK {bk}\n#define FUSE_NUM_WARPS {warps}\n");
+            for s in &out.specializations {
+                defs.push_str(&format!("#define {} 1\n", s.macro_name(&k.params)));
+            }
+            let what = format!("{t} BM={bm} BN={bn} BK={bk} warps={warps} {arch}");
+            let src = defs + &out.source;
+            match compile(&src, arch) {
+                Err(log) => failures.push(format!("== {what}\n{log}\n{}", numbered(&src))),
+                Ok(ptx) => {
+                    let (has_wg, has_mma) = (ptx.contains("wgmma.mma_async"), ptx.contains("mma.sync"));
+                    if has_wg != wg || has_mma == wg {
+                        failures.push(format!("== {what}: wgmma {has_wg}, mma.sync {has_mma}, expected wgmma {wg}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

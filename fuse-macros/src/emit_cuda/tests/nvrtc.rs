@@ -15,7 +15,7 @@ const CONFIGS: &[(u32, u32, u32)] = &[
     (512, 32, 3),
     (128, 4, 7),
 ];
-const ARCHS: &[&str] = &["sm_80", "sm_90"];
+const ARCHS: &[&str] = &["sm_80", "sm_90", "sm_90a"];
 
 pub(super) fn nvrtc_present() -> bool {
     // cudarc panics when the library is missing; probe first.

@@ -1,0 +1,105 @@
+//! `dot` on Hopper's warpgroup tensor cores (`wgmma.mma_async`, sm_90a), for f16 and bf16.
+//!
+//! Where an MMA layout takes the warpgroup grid (`FUSE_WG<k>`, decided by the preprocessor: the
+//! kernel is compiled for sm_90a, the warps come in whole warpgroups and the block has 64-row
+//! blocks for them, see [`super::mma::MmaLayout::macros`]), each warpgroup of 4 warps owns
+//! `FUSE_MI` blocks of 64 rows and `FUSE_NI * 8` columns, warp `w % 4` holding rows `16 (w % 4)`
+//! of each block: exactly the accumulator fragment of `wgmma.m64nNk16`, whose register `j` is the
+//! `mma.sync` slot `4 ni + 2 h + e` of the same row and column. So the accumulator is the same
+//! array in the same slots whichever instruction runs, and the epilogue, row reductions and
+//! broadcasts are unchanged.
+//!
+//! The operands are read straight from shared memory through matrix descriptors: the staging
+//! layout (`fuse_swz`: rows of at most 64 columns, wider ones in `[h, 64]` panels, 16-byte chunks
+//! XOR-ed with the row) is wgmma's canonical 128/64/32-byte swizzled layout for panels of
+//! 64/32/16 columns, provided each buffer starts on a 1024-byte boundary (the shared buffers are
+//! aligned so). A is K-major (`[M, K]`); B is MN-major (`[K, N]`, the transposed-B form) or
+//! K-major (`[N, K]`, a `trans(w)` operand). Per K step of 16: one `wgmma` per 64-row block,
+//! then one commit group, waited for before the accumulators are read.
+use super::Ctx;
+use fuse_ir::DType;
+use std::fmt::Write;
+
+/// The warpgroup widths a `wgmma` may have here (the warpgroup's N; powers of two).
+const WIDTHS: [usize; 5] = [16, 32, 64, 128, 256];
+
+/// Device helpers: descriptors, the fence/commit/wait protocol and, for each (input type,
+/// B major-ness) used, `fuse_wgmma_<ty>_<t>` specialised for every width.
+pub fn prelude(kinds: &std::collections::BTreeSet<(bool, bool)>) -> String {
+    let mut out = String::from(
+        r#"#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// wgmma (sm_90a). A shared-memory matrix descriptor: start address, leading and stride byte
+// offsets (16-byte units) and the swizzle of panels of p 16-bit columns (128/64/32 bytes).
+__device__ __forceinline__ unsigned long long fuse_wg_desc(unsigned int a, unsigned int lbo, unsigned int sbo, int p) {
+  const unsigned long long mode = p == 64 ? 1ull : p == 32 ? 2ull : 3ull;
+  return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) |
+         ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32) | (mode << 62);
+}
+// A K-major operand [h, w] (w = K) at shared address `base`: 64 (or N) rows from r0, K from k0.
+// Rows are 2p bytes apart, groups of 8 rows 16p.
+__device__ __forceinline__ unsigned long long fuse_wg_kmajor(unsigned int base, int r0, int k0, int w, int h) {
+  const int p = w > 64 ? 64 : w;
+  return fuse_wg_desc(base + 2u * (unsigned int)((k0 / p) * (h * p) + r0 * p + k0 % p), 16u, 16u * p, p);
+}
+// An MN-major B [h, w] (h = K, w = N): K rows from k0, columns from n0 (a multiple of the panel);
+// the panels of p columns are 2hp bytes apart, groups of 8 K rows 16p.
+__device__ __forceinline__ unsigned long long fuse_wg_mnmajor(unsigned int base, int k0, int n0, int w, int h) {
+  const int p = w > 64 ? 64 : w;
+  return fuse_wg_desc(base + 2u * (unsigned int)((n0 / p) * (h * p) + k0 * p), 2u * h * p, 16u * p, p);
+}
+__device__ __forceinline__ void fuse_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void fuse_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void fuse_wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+"#,
+    );
+    for &(bf16, mn_major) in kinds {
+        let (ty, t) = (if bf16 { "bf16" } else { "f16" }, u8::from(mn_major));
+        // Template and parameter names in the fuse_ namespace: a kernel's consts are macros.
+        let _ = writeln!(out, "template <int fuse_n> struct fuse_wgmma_{ty}_{t};");
+        for n in WIDTHS {
+            let regs = n / 2;
+            let list = (0..regs).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
+            let outs = (0..regs).map(|i| format!("\"+f\"(fuse_d[{i}])")).collect::<Vec<_>>().join(", ");
+            let _ = writeln!(
+                out,
+                "template <> struct fuse_wgmma_{ty}_{t}<{n}> {{ static __device__ __forceinline__ void run(float* fuse_d, unsigned long long fuse_a, unsigned long long fuse_b) {{\n  asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{list}}}, %{}, %{}, p, 1, 1, 0, {t}; }}\"\n    : {outs} : \"l\"(fuse_a), \"l\"(fuse_b), \"r\"(1));\n}} }};",
+                regs + 2,
+                regs,
+                regs + 1,
+            );
+        }
+    }
+    out.push_str("#endif\n");
+    out
+}
+
+impl Ctx<'_> {
+    /// The warpgroup's `wgmma`s over the staged `fuse_sa` (`[m, kk]`) and `fuse_sb` (`[kk, n]`,
+    /// or `[n, kk]` when `kmajor`), accumulating into the MMA-layout registers `c`.
+    pub(super) fn wgmma_steps(&mut self, mma: usize, c: &str, input: DType, (m, kk, n): (&str, &str, &str), kmajor: bool) {
+        let bf16 = input == DType::BF16;
+        self.needs.wgmma.insert((bf16, !kmajor));
+        let ty = if bf16 { "bf16" } else { "f16" };
+        self.w.open(format!("if (FUSE_OK{mma}(0))"));
+        self.w.line("const unsigned int fuse_ab = fuse_smem_addr(fuse_sa), fuse_bb = fuse_smem_addr(fuse_sb);");
+        self.w.line(format!("const int fuse_r0 = FUSE_WROW{mma}(0) - ((fuse_tid >> 5) & 3) * 16;  // the warpgroup's rows"));
+        self.w.line(format!("const int fuse_n0 = FUSE_WNI{mma} * FUSE_NI{mma} * 8;  // and columns"));
+        self.w.line("fuse_wg_fence();");
+        self.w.open_unrolled("fuse_k", &format!("({kk}) / 16"));
+        self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
+        let b = if kmajor {
+            format!("fuse_wg_kmajor(fuse_bb, fuse_n0, fuse_k * 16, {kk}, {n})")
+        } else {
+            format!("fuse_wg_mnmajor(fuse_bb, fuse_k * 16, fuse_n0, {n}, {kk})")
+        };
+        self.w.line(format!(
+            "fuse_wgmma_{ty}_{}<FUSE_NI{mma} * 8>::run({c} + fuse_mi * FUSE_NI{mma} * 4, fuse_wg_kmajor(fuse_ab, fuse_r0 + fuse_mi * 64, fuse_k * 16, {kk}, {m}), {b});",
+            u8::from(!kmajor)
+        ));
+        self.w.close();
+        self.w.close();
+        self.w.line("fuse_wg_commit();");
+        self.w.line("fuse_wg_wait0();");
+        self.w.close();
+    }
+}
