@@ -1,7 +1,7 @@
 //! `dropout(gelu(x + bias))` over a `rows x h` matrix flattened to `n` elements: erf GELU, then
 //! Philox dropout that keeps an element with probability `1 - p` and scales it by `1 / (1 - p)`.
 //! One kernel for f32, f16 and bf16 (the math in f32 either way); `bias_gelu_dropout16` draws
-//! the mask with `rand16` (eight elements per Philox call).
+//! the mask with `rand16` (eight elements per Philox call; four in f32, whose vectors hold four).
 use fuse::fused_kernel;
 
 #[fused_kernel]
@@ -24,8 +24,10 @@ pub fn bias_gelu_dropout<T: Float, const BLOCK: usize>(
 }
 
 /// The same with `rand16`: one Philox4x32-10 call per eight elements (16 threshold bits each)
-/// instead of one per four, so `p` acts rounded to a multiple of 2^-16 (exact for p = 0.1 to
-/// within 6e-6; see the README's `rand16`). The mask is still bit-identical on the GPU and the CPU.
+/// instead of one per four (in f32, whose vectors hold four elements, one per four: four lanes
+/// take half of a call's half-words), so `p` acts rounded to a multiple of 2^-16 (exact for
+/// p = 0.1 to within 6e-6; see the README's `rand16`). The mask is still bit-identical on the GPU
+/// and the CPU.
 #[fused_kernel]
 pub fn bias_gelu_dropout16<T: Float, const BLOCK: usize>(
     x: *const T,

@@ -1,13 +1,19 @@
 //! `rand(seed, offset)`: Philox4x32-10 exactly as `fuse_ir::philox`. Per element in general;
 //! where the offsets are `s + element_index` with 4 | s and 4 | VEC, each group of four slots
 //! holds offsets 4b..4b+3, which share one Philox counter: one call gives all four values.
-//! `rand16` likewise with groups of eight slots (8 | s, 8 | VEC), one call for eight half-words.
+//! `rand16` likewise with groups of eight slots (8 | s, 8 | VEC), one call for eight half-words;
+//! failing that, with groups of four slots (4 | s, 4 | VEC: f32 tiles, whose VEC is 4), offsets
+//! 4b..4b+3 are one half of the eight-group 8(b >> 1)..: one call gives its four half-words (words
+//! x, y for even b, z, w for odd), the other half unused.
 //! `rand(..) > p` (the dropout test) compares the Philox words with integer bounds (see
 //! [`Ctx::rand_gt`]) instead of converting them to floats; `rand16(..) > p` compares the
 //! half-word with one integer bound.
 use super::affine::Fact;
 use super::Ctx;
 use fuse_ir::{BinaryOp, DType, Expr, RandWidth, Stmt, VarId};
+
+/// One Philox4x32-10 call at counter `fuse_c` (`(fuse_c, fuse_c >> 32, 0, 0)`), key `fuse_seed`.
+const PHILOX_CALL: &str = "const uint4 fuse_p = fuse_philox((unsigned int)fuse_c, (unsigned int)(fuse_c >> 32), (unsigned int)fuse_seed, (unsigned int)(fuse_seed >> 32));";
 
 impl Ctx<'_> {
     pub(super) fn rand(&mut self, dst: VarId, seed: VarId, offset: VarId, width: RandWidth) {
@@ -52,6 +58,9 @@ impl Ctx<'_> {
         };
         match self.facts.get(offset).clone() {
             Fact::Contig(div) => {
+                // Slots fuse_q .. fuse_q + lanes - 1 (lanes | fuse_q, lanes | VEC) lie in one VEC chunk,
+                // whose element indices start at a multiple of VEC: their offsets are consecutive
+                // and the first is a multiple of `lanes` when `lanes` divides the start.
                 let divisible = self.divisible(&div, &lanes.to_string(), log2);
                 self.w.pp(format!("#if FUSE_VEC{k} % {lanes} == 0 && {divisible}"));
                 self.w.pp("#pragma unroll");
@@ -61,22 +70,44 @@ impl Ctx<'_> {
                     "const unsigned long long fuse_c = {o} >> {log2};  // offsets {lanes}c .. {lanes}c + {}",
                     lanes - 1
                 ));
-                self.w.line(
-                    "const uint4 fuse_p = fuse_philox((unsigned int)fuse_c, (unsigned int)(fuse_c >> 32), (unsigned int)fuse_seed, (unsigned int)(fuse_seed >> 32));",
-                );
+                self.w.line(PHILOX_CALL);
                 for j in 0..lanes {
-                    let q = if j == 0 { "fuse_q".to_string() } else { format!("fuse_q + {j}") };
                     let lane = ["x", "y", "z", "w"][j * 4 / lanes];
                     let word = match (width, j % 2) {
                         (RandWidth::W32, _) => format!("fuse_p.{lane}"),
                         (RandWidth::W16, 0) => format!("(fuse_p.{lane} & 0xFFFFu)"),
                         (RandWidth::W16, _) => format!("(fuse_p.{lane} >> 16)"),
                     };
-                    self.w.line(format!("{bits}[{q}] = {word};"));
-                    let from = if width == RandWidth::W32 { word } else { format!("{bits}[{q}]") };
-                    self.w.line(format!("{d}[{q}] = {uniform}({from});"));
+                    self.rand_slot(&d, &bits, uniform, width, j, word);
                 }
                 self.w.close();
+                if width == RandWidth::W16 {
+                    // Four slots at offsets o .. o + 3, 4 | o, are half-words (o & 7) .. (o & 7) + 3
+                    // of block o >> 3: words x, y for o & 4 == 0, else z, w. One call per four
+                    // slots where VEC is 4 (f32) or the start is a multiple of 4 but not of 8.
+                    let divisible = self.divisible(&div, "4", 2);
+                    self.w.pp(format!("#elif FUSE_VEC{k} % 4 == 0 && {divisible}"));
+                    self.w.pp("#pragma unroll");
+                    self.w.open(format!("for (int fuse_q = 0; fuse_q < FUSE_EPT{k}; fuse_q += 4)"));
+                    let o = self.at_as(offset, "fuse_q", DType::U64);
+                    self.w.line(format!(
+                        "const unsigned long long fuse_o = {o};  // offsets o .. o + 3, 4 | o: half-words o & 7 .. (o & 7) + 3 of block o >> 3"
+                    ));
+                    self.w.line("const unsigned long long fuse_c = fuse_o >> 3;");
+                    self.w.line(PHILOX_CALL);
+                    self.w.line("const unsigned int fuse_w0 = (fuse_o & 4ull) ? fuse_p.z : fuse_p.x;");
+                    self.w.line("const unsigned int fuse_w1 = (fuse_o & 4ull) ? fuse_p.w : fuse_p.y;");
+                    for j in 0..4 {
+                        let w = j / 2;
+                        let word = if j % 2 == 0 {
+                            format!("(fuse_w{w} & 0xFFFFu)")
+                        } else {
+                            format!("(fuse_w{w} >> 16)")
+                        };
+                        self.rand_slot(&d, &bits, uniform, width, j, word);
+                    }
+                    self.w.close();
+                }
                 self.w.pp("#else");
                 per_element(self);
                 self.w.pp("#endif");
@@ -84,6 +115,14 @@ impl Ctx<'_> {
             _ => per_element(self),
         }
         self.w.close();
+    }
+
+    /// Slot `fuse_q + j` of a shared-Philox group: its word (half-word) `word` and its float.
+    fn rand_slot(&mut self, d: &str, bits: &str, uniform: &str, width: RandWidth, j: usize, word: String) {
+        let q = if j == 0 { "fuse_q".to_string() } else { format!("fuse_q + {j}") };
+        self.w.line(format!("{bits}[{q}] = {word};"));
+        let from = if width == RandWidth::W32 { word } else { format!("{bits}[{q}]") };
+        self.w.line(format!("{d}[{q}] = {uniform}({from});"));
     }
 
     /// `r > p` (or `p < r`) for a tile `r` assigned once by `rand` and a scalar f32 `p`, on the

@@ -540,6 +540,31 @@ pub fn everything() -> Kernel {
     b.finish()
 }
 
+/// Makes every `rand` in `stmts` a `rand16`; how many there were.
+fn widen(stmts: &mut [Stmt]) -> usize {
+    let mut n = 0;
+    for s in stmts {
+        match s {
+            Stmt::Assign { expr: Expr::Rand { width, .. }, .. } => {
+                *width = RandWidth::W16;
+                n += 1;
+            }
+            Stmt::If { then_body, else_body, .. } => n += widen(then_body) + widen(else_body),
+            Stmt::For { body, .. } => n += widen(body),
+            _ => {}
+        }
+    }
+    n
+}
+
+/// `bias_gelu_dropout` of `dtype` with its `rand` made `rand16`.
+pub fn bias_gelu_dropout16(dtype: DType) -> Kernel {
+    let mut k = bias_gelu_dropout(dtype);
+    assert_eq!(widen(&mut k.body), 1);
+    k.name = k.name.replacen("bias_gelu_dropout", "bias_gelu_dropout16", 1);
+    k
+}
+
 pub fn all_kernels() -> Vec<Kernel> {
     vec![
         add_mul(DType::F32),
@@ -549,6 +574,8 @@ pub fn all_kernels() -> Vec<Kernel> {
         layernorm_wide(),
         bias_gelu_dropout(DType::F32),
         bias_gelu_dropout(DType::F16),
+        bias_gelu_dropout16(DType::F32),
+        bias_gelu_dropout16(DType::F16),
         everything(),
     ]
 }

@@ -182,26 +182,9 @@ fn emit_dropout_uses_philox_x4_where_aligned() {
 /// `fuse_rand16_gt_bound`; the plain kernel's source has none of the rand16 helpers.
 #[test]
 fn emit_rand16_shares_one_philox_between_eight_lanes() {
-    fn widen(stmts: &mut [fuse_ir::Stmt]) -> usize {
-        let mut n = 0;
-        for s in stmts {
-            match s {
-                fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Rand { width, .. }, .. } => {
-                    *width = fuse_ir::RandWidth::W16;
-                    n += 1;
-                }
-                fuse_ir::Stmt::If { then_body, else_body, .. } => n += widen(then_body) + widen(else_body),
-                fuse_ir::Stmt::For { body, .. } => n += widen(body),
-                _ => {}
-            }
-        }
-        n
-    }
     let plain = emit_cuda(&bias_gelu_dropout(DType::F16)).source;
     assert!(!plain.contains("rand16"), "{plain}");
-    let mut k = bias_gelu_dropout(DType::F16);
-    assert_eq!(widen(&mut k.body), 1);
-    let src = emit_cuda(&k).source;
+    let src = emit_cuda(&bias_gelu_dropout16(DType::F16)).source;
     assert!(src.contains("// r = rand16("), "{src}");
     assert!(src.contains("#if FUSE_VEC0 % 8 == 0 && (BLOCK % 8 == 0)"), "{src}");
     assert!(src.contains("for (int fuse_q = 0; fuse_q < FUSE_EPT0; fuse_q += 8)"), "{src}");
@@ -214,11 +197,185 @@ fn emit_rand16_shares_one_philox_between_eight_lanes() {
         let q = if j == 0 { "fuse_q".to_string() } else { format!("fuse_q + {j}") };
         assert!(src.contains(&format!("fuse_bits_r[{q}] = {part};")), "{q} {part}\n{src}");
     }
-    assert_eq!(src.matches("fuse_philox((unsigned int)fuse_c").count(), 1, "{src}");
+    // One call in the eight-slot path, one in the four-slot path (starts 4 | s, 8 ∤ s).
+    assert_eq!(src.matches("fuse_philox((unsigned int)fuse_c").count(), 2, "{src}");
     assert!(src.contains("fuse_rand16_bits(fuse_seed, "), "per-element fallback\n{src}");
     assert!(src.contains("const unsigned int fuse_lb0 = fuse_rand16_gt_bound(t17);"), "{src}");
     assert!(src.contains("(fuse_bits_r[fuse_i] >= fuse_lb0)"), "{src}");
     assert!(!src.contains("fuse_rand_gt_bound(t17)"), "{src}");
+}
+
+/// f32 tiles have VEC 4, so rand16's eight-slot path never applies there: four slots at offsets
+/// 4b..4b+3 share one Philox call and take the half of its eight half-words that they index
+/// (words x, y for even b, z, w for odd), under `#elif` between the eight-slot path and the
+/// per-lane fallback; `rand16(..) > p` stays one integer compare. `rand` (32-bit) has no such path.
+#[test]
+fn emit_rand16_f32_takes_four_of_eight() {
+    let src = emit_cuda(&bias_gelu_dropout16(DType::F32)).source;
+    let eight = src.find("#if FUSE_VEC0 % 8 == 0 && (BLOCK % 8 == 0)").unwrap_or_else(|| panic!("{src}"));
+    let four = src.find("#elif FUSE_VEC0 % 4 == 0 && (BLOCK % 4 == 0)").unwrap_or_else(|| panic!("{src}"));
+    let lane = src[four..].find("#else").map(|i| four + i).unwrap_or_else(|| panic!("{src}"));
+    assert!(eight < four && four < lane, "{src}");
+    let block = &src[four..lane];
+    assert!(block.contains("for (int fuse_q = 0; fuse_q < FUSE_EPT0; fuse_q += 4) {"), "{block}");
+    assert!(
+        block.contains("const unsigned long long fuse_o = ((unsigned long long)(offs[fuse_q]));"),
+        "{block}"
+    );
+    assert!(block.contains("const unsigned long long fuse_c = fuse_o >> 3;"), "{block}");
+    assert_eq!(block.matches("fuse_philox(").count(), 1, "{block}");
+    assert!(block.contains("const unsigned int fuse_w0 = (fuse_o & 4ull) ? fuse_p.z : fuse_p.x;"), "{block}");
+    assert!(block.contains("const unsigned int fuse_w1 = (fuse_o & 4ull) ? fuse_p.w : fuse_p.y;"), "{block}");
+    for (q, part) in [
+        ("fuse_q", "(fuse_w0 & 0xFFFFu)"),
+        ("fuse_q + 1", "(fuse_w0 >> 16)"),
+        ("fuse_q + 2", "(fuse_w1 & 0xFFFFu)"),
+        ("fuse_q + 3", "(fuse_w1 >> 16)"),
+    ] {
+        assert!(block.contains(&format!("fuse_bits_r[{q}] = {part};")), "{q} {part}\n{block}");
+        assert!(block.contains(&format!("r[{q}] = fuse_uniform16(fuse_bits_r[{q}]);")), "{q}\n{block}");
+    }
+    assert!(src[lane..].contains("fuse_rand16_bits(fuse_seed, "), "per-element fallback\n{src}");
+    assert!(src.contains("(fuse_bits_r[fuse_i] >= fuse_lb0)"), "{src}");
+    assert_eq!(src.matches("#endif").count(), src.lines().filter(|l| l.starts_with("#if")).count());
+    // f16 (VEC 8) has it too, for starts that are multiples of 4 but not 8; `rand` does not.
+    let h = emit_cuda(&bias_gelu_dropout16(DType::F16)).source;
+    assert!(h.contains("#elif FUSE_VEC0 % 4 == 0 && (BLOCK % 4 == 0)"), "{h}");
+    let plain = emit_cuda(&bias_gelu_dropout(DType::F32)).source;
+    assert!(!plain.contains("fuse_w0") && !plain.contains("#elif FUSE_VEC0 % 4"), "{plain}");
+}
+
+/// The shared-Philox paths of `rand16` as emitted, read back from the source and evaluated on the
+/// host against `fuse_ir::philox::rand16` bit for bit: for the group of slots whose first offset
+/// is `o` (4 | o, or 8 | o), each slot's half-word and its `fuse_uniform16` float is the
+/// reference's at offset `o + j`, and `h >= rand16_gt_bound(p)` is the reference's `> p`.
+#[test]
+fn emit_rand16_shared_philox_paths_are_the_reference() {
+    use fuse_ir::philox;
+    /// A word read in the group's lines: a Philox output word or a selected one.
+    #[derive(Clone, Copy, Debug)]
+    enum Word {
+        P(usize),
+        /// `(fuse_o & 4ull) ? fuse_p.<hi> : fuse_p.<lo>`
+        Sel {
+            hi: usize,
+            lo: usize,
+        },
+    }
+    let lane = |c: &str| ["x", "y", "z", "w"].iter().position(|l| *l == c).unwrap_or_else(|| panic!("{c}"));
+    let p_word = |t: &str| t.strip_prefix("fuse_p.").map(lane);
+    /// The group's slot j: (word, high half?), with `fuse_c = <first offset> >> shift`.
+    struct Group {
+        step: u64,
+        shift: u32,
+        slots: Vec<(Word, bool)>,
+    }
+    let parse = |block: &str| -> Group {
+        let step: u64 = block
+            .split("fuse_q += ")
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{block}"));
+        let c =
+            block.lines().find_map(|l| l.trim().strip_prefix("const unsigned long long fuse_c = ")).unwrap();
+        let c = c.split(';').next().unwrap();
+        let shift: u32 = c.rsplit(">> ").next().unwrap().trim().parse().unwrap();
+        // The counter is the group's first offset: `offs[fuse_q]` directly or through `fuse_o`.
+        assert!(
+            c.starts_with("fuse_o >>") || c.starts_with("((unsigned long long)(offs[fuse_q])) >>"),
+            "{c}"
+        );
+        assert!(block.contains("fuse_philox((unsigned int)fuse_c, (unsigned int)(fuse_c >> 32), (unsigned int)fuse_seed, (unsigned int)(fuse_seed >> 32));"), "{block}");
+        let mut named: Vec<(String, Word)> = Vec::new();
+        for l in block.lines() {
+            let Some(rest) = l.trim().strip_prefix("const unsigned int ") else { continue };
+            let (name, e) = rest.split_once(" = ").unwrap();
+            let e = e.strip_suffix(';').unwrap();
+            let sel = e.strip_prefix("(fuse_o & 4ull) ? ").unwrap_or_else(|| panic!("{e}"));
+            let (hi, lo) = sel.split_once(" : ").unwrap();
+            named.push((name.into(), Word::Sel { hi: p_word(hi).unwrap(), lo: p_word(lo).unwrap() }));
+        }
+        let mut slots = Vec::new();
+        for j in 0..step {
+            let q = if j == 0 { "fuse_q".to_string() } else { format!("fuse_q + {j}") };
+            let head = format!("fuse_bits_r[{q}] = (");
+            let e = block
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(head.as_str()))
+                .unwrap_or_else(|| panic!("{head}\n{block}"));
+            let e = e.strip_suffix(");").unwrap();
+            let (w, high) = if let Some(w) = e.strip_suffix(" >> 16") {
+                (w, true)
+            } else {
+                (e.strip_suffix(" & 0xFFFFu").unwrap_or_else(|| panic!("{e}")), false)
+            };
+            let word = p_word(w)
+                .map(Word::P)
+                .or_else(|| named.iter().find(|(n, _)| n == w).map(|&(_, x)| x))
+                .unwrap_or_else(|| panic!("{w}"));
+            assert!(block.contains(&format!("r[{q}] = fuse_uniform16(fuse_bits_r[{q}]);")), "{q}");
+            slots.push((word, high));
+        }
+        Group { step, shift, slots }
+    };
+    let section = |src: &str, from: &str| -> String {
+        let at = src.find(from).unwrap_or_else(|| panic!("{from}\n{src}"));
+        let rest = &src[at + from.len()..];
+        rest[..rest.find("\n#e").unwrap()].to_string()
+    };
+    let mut checked = 0;
+    for (dtype, head, step) in [
+        (DType::F32, "#elif FUSE_VEC0 % 4 == 0 && (BLOCK % 4 == 0)", 4),
+        (DType::F16, "#elif FUSE_VEC0 % 4 == 0 && (BLOCK % 4 == 0)", 4),
+        (DType::F16, "#if FUSE_VEC0 % 8 == 0 && (BLOCK % 8 == 0)", 8),
+    ] {
+        let src = emit_cuda(&bias_gelu_dropout16(dtype)).source;
+        let g = parse(&section(&src, head));
+        assert_eq!((g.step, g.shift, g.slots.len()), (step, 3, step as usize));
+        let seeds = [0u64, 1, 0x1234_5678_9abc_def0, u64::MAX, 0xdead_beef];
+        let bases = (0u64..600).chain([
+            (1 << 29) - 2,
+            (1 << 32) - 1,
+            1 << 32,
+            (1 << 35) - 1,
+            1 << 35,
+            (1 << 35) + 1,
+            u64::MAX >> 3,
+            (u64::MAX >> 3) - 1,
+        ]);
+        for seed in seeds {
+            for b in bases.clone() {
+                // Every offset o of the group's alignment: b counts groups of `step`.
+                let Some(o) = b.checked_mul(step) else { continue };
+                let c = o >> g.shift;
+                let p = philox::philox4x32_10(
+                    [c as u32, (c >> 32) as u32, 0, 0],
+                    [seed as u32, (seed >> 32) as u32],
+                );
+                for (j, &(w, high)) in g.slots.iter().enumerate() {
+                    let word = match w {
+                        Word::P(i) => p[i],
+                        Word::Sel { hi, lo } => p[if o & 4 != 0 { hi } else { lo }],
+                    };
+                    let h = if high { word >> 16 } else { word & 0xFFFF };
+                    let at = o + j as u64;
+                    let want = philox::rand16(seed, at);
+                    assert_eq!(
+                        philox::uniform16(h as u16).to_bits(),
+                        want.to_bits(),
+                        "{dtype:?} step {step}: seed {seed:#x}, offset {at} (group at {o}, slot {j})"
+                    );
+                    assert_eq!(h as u16, philox::half_word(p, at));
+                    for pr in [0.0f32, 0.1, 0.5, 0.9, 1.0] {
+                        assert_eq!(h >= philox::rand16_gt_bound(pr), want > pr, "p {pr}, offset {at}");
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 30_000, "{checked}");
 }
 
 #[test]

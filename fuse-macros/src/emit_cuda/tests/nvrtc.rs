@@ -177,6 +177,32 @@ fn emit_nvrtc_dropout_philox_once_per_four() {
     assert!((36..=40).contains(&x4) && (36..=40).contains(&each), "{x4} {each}");
 }
 
+/// `rand16` in f32 (VEC 4): the four-of-eight path, one Philox call per four elements, so as
+/// many as `rand` makes; the per-element fallback (VEC 2) makes one per element.
+#[test]
+fn emit_nvrtc_rand16_f32_philox_once_per_four() {
+    if !nvrtc_present() {
+        return;
+    }
+    let k = bias_gelu_dropout16(DType::F32);
+    let out = emit_cuda(&k);
+    let count = |spec: u32, block: u32| {
+        let src = defines(&k, &out.specializations, block, 1, 4, spec) + &out.source;
+        let p = compile(&src, "sm_90").unwrap_or_else(|log| panic!("{log}\n{}", numbered(&src)));
+        p.matches("mul.wide.u32").count()
+    };
+    // BLOCK 1024 on 4 warps: 8 elements per thread, VEC 4: two Philox calls (20 wide multiplies
+    // each, less any the zero counter word folds away), whatever the specialisations. BLOCK 256:
+    // 2 elements, VEC 2: per element, also two calls. BLOCK 2048: 16 elements, four calls.
+    let (x4, x4_off, each, x16) = (count(1, 1024), count(0, 1024), count(1, 256), count(1, 2048));
+    eprintln!(
+        "mul.wide.u32: {x4} / {x4_off} (8 elements, four-of-eight), {each} (2, per element), {x16} (16)"
+    );
+    assert!((36..=40).contains(&x4) && (36..=40).contains(&x4_off), "{x4} {x4_off}");
+    assert!((36..=40).contains(&each), "{each}");
+    assert!((72..=80).contains(&x16), "{x16}");
+}
+
 /// `rand(..) > p` reuses a bound only where it holds: not across a reassignment of `p`, and not out
 /// of the block that declared it (both compile; the first gave the second test the old bound, the
 /// second left a later use with an undeclared name).
