@@ -108,6 +108,8 @@ pub const CONFIGS: &[Config] = &[
     cfg(256, 128, 32, 8, 4),
     cfg(128, 256, 64, 8, 3),
     cfg(128, 128, 64, 8, 3),
+    cfg(128, 256, 64, 8, 4),
+    cfg(256, 128, 64, 8, 4),
     cfg(32, 32, 16, 1, 2),
 ];
 
@@ -147,6 +149,7 @@ pub fn launch<T: fuse::Half>(
         (256, 128, 32) => go!(256, 128, 32),
         (128, 128, 64) => go!(128, 128, 64),
         (128, 256, 64) => go!(128, 256, 64),
+        (256, 128, 64) => go!(256, 128, 64),
         (32, 32, 16) => go!(32, 32, 16),
         other => Err(fuse::Error::InvalidLaunch(format!("matmul: block {other:?} is not one of CONFIGS"))),
     }

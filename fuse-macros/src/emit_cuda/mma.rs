@@ -350,7 +350,7 @@ impl Ctx<'_> {
         } else {
             // Hopper's warpgroup MMA where the layout took its grid, else mma.sync.
             self.w.pp(format!("#if FUSE_WG{mma}"));
-            self.wgmma_steps(mma, &c, input, (&m, &kk, &n), kmajor.is_some());
+            self.wgmma_steps(mma, dst, &c, input, (&m, &kk, &n), kmajor.is_some());
             self.w.pp("#else");
             self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
             self.w.pp("#endif");

@@ -81,6 +81,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         ring_bytes: Vec::new(),
         dot_paths: Vec::new(),
         in_pipeline: false,
+        inflight: None,
         loop_scratch: Vec::new(),
         w: Writer::new(1),
     };
@@ -174,6 +175,9 @@ struct Ctx<'k> {
     dot_paths: Vec<String>,
     /// Whether a pipelined loop is being emitted, and the scratch sizes its statements use.
     in_pipeline: bool,
+    /// The pipelined loop being emitted (its number) and its in-flight accumulators
+    /// ([`pipeline::LoopPlan::inflight`]).
+    inflight: Option<(usize, Vec<VarId>)>,
     loop_scratch: Vec<String>,
     /// The kernel body; the rest of the file is assembled around it in [`Ctx::finish`].
     w: Writer,

@@ -45,6 +45,12 @@ pub(super) struct LoopPlan {
     /// Operands of its `dot`s that the loop never assigns (attention's `q`): staged once, before
     /// the loop, into their own place after the ring, and read there by every iteration.
     pub resident: Vec<VarId>,
+    /// Where every tensor-core `dot` of the body is `acc = dot(x, y, acc)` with `acc` read by no
+    /// other statement of the body (a matmul's K loop): those accumulators. On the wgmma path
+    /// each iteration's MMAs may then stay in flight while the next iteration starts (one
+    /// commit group; the ring issues one stage less ahead so that they never read a stage being
+    /// refilled).
+    pub inflight: Vec<VarId>,
 }
 
 /// The pipelined loops, by counter var.
@@ -165,7 +171,34 @@ fn plan_loop(
         return None;
     }
     let slice = slice.iter().enumerate().filter(|(_, &on)| on).map(|(i, _)| i).collect();
-    Some(LoopPlan { slice, loads, resident })
+    let inflight = inflight_accumulators(k, body);
+    Some(LoopPlan { slice, loads, resident, inflight })
+}
+
+/// [`LoopPlan::inflight`]: the accumulators of the body's tensor-core `dot`s if every one is
+/// `acc = dot(x, y, acc)` at the top level and nothing else in the body reads its `acc`.
+fn inflight_accumulators(k: &Kernel, body: &[Stmt]) -> Vec<VarId> {
+    let mut accs = Vec::new();
+    let mut all = true;
+    visit_stmts(body, &mut |s| {
+        if let Stmt::Assign { dst, expr: Expr::Dot { a, b, acc } } = s {
+            if takes_mma(k, *a, *b) {
+                all &= *acc == Some(*dst) && super::mma::has_mma(k.ty(*a).dtype);
+                accs.push(*dst);
+            }
+        }
+    });
+    let top_level = |v: VarId| body.iter().any(|s| matches!(s, Stmt::Assign { dst, expr: Expr::Dot { .. } } if *dst == v));
+    let read_elsewhere = |v: VarId| {
+        let mut n = 0;
+        visit_stmts(body, &mut |s| n += stmt_reads(s).iter().filter(|&&r| r == v).count());
+        n != 1
+    };
+    if all && accs.iter().all(|&v| top_level(v) && !read_elsewhere(v)) {
+        accs
+    } else {
+        Vec::new()
+    }
 }
 
 /// Operand `x` of the `dot` at body statement `d` (`is_b`: its B) as a load that qualifies: the
@@ -290,17 +323,18 @@ pub const STAGES: &str = "#ifndef FUSE_NUM_STAGES
 pub const PRELUDE: &str = r#"// Pipelined loops: a ring of FUSE_PIPE shared-memory stages filled by cp.async, FUSE_PIPE - 1
 // iterations ahead (FUSE_NUM_STAGES, at least 2).
 // Copies `n` of B bytes (0: zero-fills all B) from global `src` to shared `dst`, asynchronously.
-template <int B> __device__ __forceinline__ void fuse_cp_async(unsigned int dst, const void* src, int n) {
-  if (B == 16) {
+// (Template parameters are fuse_ names: a kernel's consts are macros.)
+template <int fuse_nb> __device__ __forceinline__ void fuse_cp_async(unsigned int dst, const void* src, int n) {
+  if (fuse_nb == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(n) : "memory");
   } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" :: "r"(dst), "l"(src), "n"(B), "r"(n) : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" :: "r"(dst), "l"(src), "n"(fuse_nb), "r"(n) : "memory");
   }
 }
 __device__ __forceinline__ void fuse_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most N of this thread's groups are still in flight.
-template <int N> __device__ __forceinline__ void fuse_cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+template <int fuse_n> __device__ __forceinline__ void fuse_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" :: "n"(fuse_n) : "memory");
 }
 "#;
 
@@ -312,6 +346,15 @@ impl Ctx<'_> {
     /// `i`. Only iterations that run are issued, so the accesses are the loop's own.
     pub(super) fn pipelined_for(&mut self, n: usize, (var, start): (VarId, &str), body: &[Stmt], plan: &LoopPlan) {
         let outer = std::mem::replace(&mut self.in_pipeline, true);
+        // FUSE_INFLIGHT<n>: the loop's MMAs stay in flight across iterations (wgmma path, 3+ stages).
+        let inflight: Vec<String> = plan
+            .inflight
+            .iter()
+            .map(|&v| format!("FUSE_WG{}", self.tile(v).expect("dot accumulators are tiles")))
+            .collect();
+        let inflight = if inflight.is_empty() { "0".to_string() } else { format!("(FUSE_PIPE >= 3 && {})", inflight.join(" && ")) };
+        self.w.pp(format!("#define FUSE_INFLIGHT{n} {inflight}"));
+        let outer_inflight = std::mem::replace(&mut self.inflight, Some((n, plan.inflight.clone())));
         let t = c_type(self.dtype(var));
         let v = self.name(var).to_string();
         // The stage: the loads' buffers one after the other, each `[rows, cols]` of their elements
@@ -359,11 +402,11 @@ impl Ctx<'_> {
         self.w.line(format!("{t} fuse_ahead{n} = {start};"));
         self.w.line(format!("int fuse_wr{n} = 0, fuse_rd{n} = 0;"));
         self.w.pp("#pragma unroll 1");
-        self.w.open("for (int fuse_p = 0; fuse_p < FUSE_PIPE - 1; ++fuse_p)");
+        self.w.open(format!("for (int fuse_p = 0; fuse_p < FUSE_PIPE - 1 - FUSE_INFLIGHT{n}; ++fuse_p)"));
         self.issue_ahead(n, &v, t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
         self.w.close();
         self.w.open(format!("for ({v} = {start}; {v} < fuse_end{n}; {v} = fuse_next({v}, fuse_end{n}, fuse_step{n}))"));
-        self.w.line("fuse_cp_async_wait<FUSE_PIPE - 2>();");
+        self.w.line(format!("fuse_cp_async_wait<FUSE_PIPE - 2 - FUSE_INFLIGHT{n}>();"));
         self.w.line("fuse_fence_async();  // the stage's copies before the tensor cores read them");
         self.w.line("__syncthreads();");
         self.issue_ahead(n, &v, t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
@@ -380,7 +423,11 @@ impl Ctx<'_> {
         self.w.line(format!("fuse_rd{n} = fuse_rd{n} + 1 == FUSE_PIPE ? 0 : fuse_rd{n} + 1;"));
         self.w.close();
         self.w.line("fuse_cp_async_wait<0>();");
+        self.w.pp(format!("#if FUSE_INFLIGHT{n}"));
+        self.w.line("fuse_wg_wait<0>();  // the last iteration's MMAs, before the accumulators are read");
+        self.w.pp("#endif");
         self.in_pipeline = outer;
+        self.inflight = outer_inflight;
     }
 
     /// Issues the loads of iteration `fuse_ahead{n}` (if it runs) into stage `fuse_wr{n}`: the

@@ -119,44 +119,44 @@ __device__ __noinline__ void fuse_oob(unsigned long long* fuse_err, unsigned lon
 }
 "#;
 
-const WORDS: &str = r#"// NW 32-bit words at a (4*NW)-byte aligned global address; NW is 1, 2 or a multiple of 4,
+const WORDS: &str = r#"// fuse_nw 32-bit words at a (4*fuse_nw)-byte aligned global address; fuse_nw is 1, 2 or a multiple of 4,
 // so every access is one 4-, 8- or 16-byte vector instruction.
-template <int NW> __device__ __forceinline__ void fuse_ldg_words(unsigned int* w, const void* p) {
-  if (NW == 1) {
+template <int fuse_nw> __device__ __forceinline__ void fuse_ldg_words(unsigned int* w, const void* p) {
+  if (fuse_nw == 1) {
     w[0] = __ldg((const unsigned int*)p);
-  } else if (NW == 2) {
+  } else if (fuse_nw == 2) {
     const uint2 t = __ldg((const uint2*)p);
     w[0] = t.x; w[1] = t.y;
   } else {
 #pragma unroll
-    for (int k = 0; k < NW / 4; ++k) {
+    for (int k = 0; k < fuse_nw / 4; ++k) {
       const uint4 t = __ldg((const uint4*)p + k);
       w[4 * k] = t.x; w[4 * k + 1] = t.y; w[4 * k + 2] = t.z; w[4 * k + 3] = t.w;
     }
   }
 }
-template <int NW> __device__ __forceinline__ void fuse_ld_words(unsigned int* w, const void* p) {
-  if (NW == 1) {
+template <int fuse_nw> __device__ __forceinline__ void fuse_ld_words(unsigned int* w, const void* p) {
+  if (fuse_nw == 1) {
     w[0] = *(const unsigned int*)p;
-  } else if (NW == 2) {
+  } else if (fuse_nw == 2) {
     const uint2 t = *(const uint2*)p;
     w[0] = t.x; w[1] = t.y;
   } else {
 #pragma unroll
-    for (int k = 0; k < NW / 4; ++k) {
+    for (int k = 0; k < fuse_nw / 4; ++k) {
       const uint4 t = ((const uint4*)p)[k];
       w[4 * k] = t.x; w[4 * k + 1] = t.y; w[4 * k + 2] = t.z; w[4 * k + 3] = t.w;
     }
   }
 }
-template <int NW> __device__ __forceinline__ void fuse_st_words(void* p, const unsigned int* w) {
-  if (NW == 1) {
+template <int fuse_nw> __device__ __forceinline__ void fuse_st_words(void* p, const unsigned int* w) {
+  if (fuse_nw == 1) {
     *(unsigned int*)p = w[0];
-  } else if (NW == 2) {
+  } else if (fuse_nw == 2) {
     *(uint2*)p = make_uint2(w[0], w[1]);
   } else {
 #pragma unroll
-    for (int k = 0; k < NW / 4; ++k) ((uint4*)p)[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+    for (int k = 0; k < fuse_nw / 4; ++k) ((uint4*)p)[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
   }
 }
 "#;

@@ -49,7 +49,8 @@ __device__ __forceinline__ unsigned long long fuse_wg_mnmajor(unsigned int base,
 }
 __device__ __forceinline__ void fuse_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void fuse_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void fuse_wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+// Waits until at most N of the warpgroup's commit groups are pending.
+template <int fuse_n> __device__ __forceinline__ void fuse_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(fuse_n) : "memory"); }
 "#,
     );
     for &(bf16, mn_major) in kinds {
@@ -76,7 +77,18 @@ __device__ __forceinline__ void fuse_wg_wait0() { asm volatile("wgmma.wait_group
 impl Ctx<'_> {
     /// The warpgroup's `wgmma`s over the staged `fuse_sa` (`[m, kk]`) and `fuse_sb` (`[kk, n]`,
     /// or `[n, kk]` when `kmajor`), accumulating into the MMA-layout registers `c`.
-    pub(super) fn wgmma_steps(&mut self, mma: usize, c: &str, input: DType, (m, kk, n): (&str, &str, &str), kmajor: bool) {
+    /// `dst`: the result; where it is an in-flight accumulator of the pipelined loop being
+    /// emitted, one commit group is left pending (FUSE_INFLIGHT<n>).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn wgmma_steps(
+        &mut self,
+        mma: usize,
+        dst: fuse_ir::VarId,
+        c: &str,
+        input: DType,
+        (m, kk, n): (&str, &str, &str),
+        kmajor: bool,
+    ) {
         let bf16 = input == DType::BF16;
         self.needs.wgmma.insert((bf16, !kmajor));
         let ty = if bf16 { "bf16" } else { "f16" };
@@ -99,7 +111,18 @@ impl Ctx<'_> {
         self.w.close();
         self.w.close();
         self.w.line("fuse_wg_commit();");
-        self.w.line("fuse_wg_wait0();");
+        match &self.inflight {
+            // In place only: a result converted out of `fuse_c` is read right after.
+            Some((l, accs)) if accs.contains(&dst) && c == self.name(dst) => {
+                let l = *l;
+                self.w.pp(format!("#if FUSE_INFLIGHT{l}"));
+                self.w.line("fuse_wg_wait<1>();  // this iteration's MMAs run on; the last one's are done");
+                self.w.pp("#else");
+                self.w.line("fuse_wg_wait<0>();");
+                self.w.pp("#endif");
+            }
+            _ => self.w.line("fuse_wg_wait<0>();"),
+        }
         self.w.close();
     }
 }

@@ -214,7 +214,13 @@ fn dot_operand_loads_of_a_k_loop_are_pipelined() {
     let out = emit_cuda(&ok(&k_loop(X_LOAD, ""))).source;
     assert!(out.contains("// pipelined: x, y loaded FUSE_PIPE - 1 iterations ahead"), "{out}");
     assert!(out.contains("fuse_cp_async<FUSE_VEC"), "{out}");
-    assert!(out.contains("fuse_cp_async_wait<FUSE_PIPE - 2>();"), "{out}");
+    assert!(out.contains("fuse_cp_async_wait<FUSE_PIPE - 2 - FUSE_INFLIGHT0>();"), "{out}");
+    // `acc = dot(x, y, acc)` alone reads acc: on the wgmma path its MMAs stay in flight, the
+    // ring one stage less ahead, and the accumulator is waited for after the loop.
+    assert!(out.contains("#define FUSE_INFLIGHT0 (FUSE_PIPE >= 3 && FUSE_WG"), "{out}");
+    assert!(out.contains("for (int fuse_p = 0; fuse_p < FUSE_PIPE - 1 - FUSE_INFLIGHT0; ++fuse_p)"), "{out}");
+    assert!(out.contains("fuse_wg_wait<1>();"), "{out}");
+    assert!(out.contains("the last iteration's MMAs, before the accumulators are read"), "{out}");
     assert!(out.contains("const int k0 = fuse_ahead0;"), "the slice is replayed for a later counter\n{out}");
     assert!(out.contains("// x: in its stage, loaded ahead"), "{out}");
     // The dot reads the stages: no staging of its own.
@@ -224,6 +230,16 @@ fn dot_operand_loads_of_a_k_loop_are_pipelined() {
     // The index tiles' broadcasts are recomputed, not moved through shared memory.
     assert!(out.contains("recomputed at each slot's lane"), "{out}");
     assert!(!out.contains("*)fuse_xs)[FUSE_IDX"), "a broadcast still goes through the scratch\n{out}");
+}
+
+/// An accumulator the body reads besides its `dot` (attention's rescaled `o`) waits for its
+/// MMAs in each iteration.
+#[test]
+fn an_accumulator_read_in_the_loop_is_not_left_in_flight() {
+    let out = emit_cuda(&ok(&k_loop(X_LOAD, "acc = acc * 0.5;"))).source;
+    assert!(out.contains("pipelined: x, y"), "{out}");
+    assert!(out.contains("#define FUSE_INFLIGHT0 0"), "{out}");
+    assert!(!out.contains("fuse_wg_wait<1>();"), "{out}");
 }
 
 #[test]
