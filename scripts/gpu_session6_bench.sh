@@ -2,7 +2,7 @@
 # Session 6 (issue 18) on the device: the matmul rows (FUSE_BENCH_CONFIGS) and attention rows of
 # benches/matmul.rs with triton_dot.py and torch_peers.py in the same call, then the sanitizers
 # over the warpgroup tests and the rand16 checks. Binaries staged by scripts/stage.sh into .gpu/.
-# Usage: bash scripts/gpu_session6_bench.sh matmul|attention|triton|torch|sanitize|rand16 ...
+# Usage: bash scripts/gpu_session6_bench.sh matmul|attention|triton|torch|sanitize|int8|rand16 ...
 export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache} PATH=/usr/local/cuda/bin:$PATH
 O=${OUT:-/tmp}; mkdir -p $O/logs
 for mode in "$@"; do
@@ -24,6 +24,11 @@ for mode in "$@"; do
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_dot warpgroup_blocks --exact --test-threads=1 >$O/logs/${tool}_wgmma.log 2>&1
             echo "$tool rc $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" $O/logs/${tool}_wgmma.log
         done ;;
+    int8)
+        timeout 400 .gpu/test-gpu_dot matmul_int8_example --exact >$O/logs/gpu_dot_int8.log 2>&1; echo "int8 example rc $?"
+        grep -E "test result|FAILED|panicked|matmul_int8.*on" $O/logs/gpu_dot_int8.log | head
+        FUSE_BENCH_CONFIGS=13 FUSE_BENCH_ONLY=matmul_int8,matmul/ FUSE_BENCH_JSON=$O/int8.json .gpu/bench-matmul >$O/logs/bench_int8.log 2>&1
+        grep -E "fuse  " $O/logs/bench_int8.log ;;
     rand16)
         .gpu/test-gpu_examples >$O/logs/gpu_examples.log 2>&1; echo "gpu_examples rc $?"; grep -E "test result|FAILED" $O/logs/gpu_examples.log
         FUSE_BENCH_ONLY=bias_gelu_dropout FUSE_BENCH_WITH_COPY=1 FUSE_BENCH_JSON=$O/dropout.json .gpu/bench-anchors >$O/logs/dropout.log 2>&1

@@ -146,6 +146,7 @@ fn matmul_int8_example(gpu: &Device) {
                 check_int8_requant(gpu, &mut rng, cfg, size, Scales::Ties);
             }
         }
+        println!("matmul_int8 {cfg:?} on {}: {:?}", gpu.description(), fuse::dot_path("matmul_int8"));
     }
 }
 

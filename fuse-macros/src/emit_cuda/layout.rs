@@ -33,7 +33,7 @@ pub struct Layout {
     /// only, so a row of an accumulator lives in one warp (row reductions are quad shuffles) and
     /// every MMA layout with the same M holds the same rows in the same threads.
     pub rows_first: bool,
-    /// The kernel has a f16/bf16 tensor-core `dot`: its MMA layouts may take wgmma's warpgroup
+    /// The kernel has a tensor-core `dot`: its MMA layouts may take wgmma's warpgroup
     /// grid on sm_90a ([`MmaLayout::warpgroups`]).
     pub warpgroups: bool,
     /// The widest VEC any tile may use.
@@ -93,7 +93,7 @@ impl Layout {
         k.visit_stmts(&mut |s| {
             if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } = s {
                 dots += usize::from(super::mma::takes_mma(k, *a, *b));
-                warpgroups |= super::mma::has_mma(k.ty(*a).dtype);
+                warpgroups |= super::mma::takes_mma(k, *a, *b);
             }
         });
         Layout { lens, rows_first: dots >= 2, warpgroups, veck: 16 / narrowest, caps, derived: Vec::new() }

@@ -32,7 +32,7 @@ pub struct MmaLayout {
     pub cols: Len,
     /// Warps along M only (chained dots, see [`super::layout::Layout::rows_first`]).
     pub rows_first: bool,
-    /// The kernel has a f16/bf16 tensor-core `dot`: on sm_90a the layout may take the warpgroup
+    /// The kernel has a tensor-core `dot`: on sm_90a the layout may take the warpgroup
     /// grid of `wgmma` (decided by the preprocessor, `FUSE_WG<k>`).
     pub warpgroups: bool,
 }
@@ -325,7 +325,7 @@ impl Ctx<'_> {
         // its registers are already A fragments where the warp grids agree (Triton's and
         // FlashAttention's `P` in registers); else it goes through shared memory as any operand.
         let regs = self.tile(a).filter(|&kp| self.layout.is_mma(kp) && in_a.is_none() && input != DType::I8);
-        let wgmma = if input == DType::I8 { "1".to_string() } else { format!("FUSE_WG{mma} ? 2u : 1u") };
+        let wgmma = format!("FUSE_WG{mma} ? 2u : 1u");
         if let Some(kp) = regs {
             let from_regs = format!("FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma} && FUSE_WG{kp} == FUSE_WG{mma}");
             self.dot_paths.push(format!("({from_regs}) ? 1u : ({wgmma})"));
@@ -345,16 +345,13 @@ impl Ctx<'_> {
         if !to_stage.is_empty() {
             self.stage_operands(&to_stage, esz);
         }
-        if input == DType::I8 {
-            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
-        } else {
-            // Hopper's warpgroup MMA where the layout took its grid, else mma.sync.
-            self.w.pp(format!("#if FUSE_WG{mma}"));
-            self.wgmma_steps(mma, dst, &c, input, (&m, &kk, &n), kmajor.is_some());
-            self.w.pp("#else");
-            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
-            self.w.pp("#endif");
-        }
+        // Hopper's warpgroup MMA where the layout took its grid, else mma.sync; both walk the
+        // rows in 16-bit units (`kw`: an i8 step of K 32 reads the bytes an f16 step of 16 does).
+        self.w.pp(format!("#if FUSE_WG{mma}"));
+        self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some());
+        self.w.pp("#else");
+        self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
+        self.w.pp("#endif");
         if regs.is_some() {
             self.w.pp("#endif");
         }

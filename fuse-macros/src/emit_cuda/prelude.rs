@@ -24,8 +24,8 @@ pub struct Needs {
     pub tf32: bool,
     /// `cp.async` and its groups (the pipelined loops of `dot`).
     pub pipeline: bool,
-    /// `wgmma` (sm_90a), per (bf16 inputs, MN-major B) used.
-    pub wgmma: std::collections::BTreeSet<(bool, bool)>,
+    /// `wgmma` (sm_90a), per (input type, MN-major B) used.
+    pub wgmma: std::collections::BTreeSet<(super::wgmma::WgInput, bool)>,
 }
 
 const F16: &str = r#"// f16 <-> f32 (the bits travel as unsigned short).

@@ -1,4 +1,4 @@
-//! `dot` on Hopper's warpgroup tensor cores (`wgmma.mma_async`, sm_90a), for f16 and bf16.
+//! `dot` on Hopper's warpgroup tensor cores (`wgmma.mma_async`, sm_90a), for f16, bf16 and i8.
 //!
 //! Where an MMA layout takes the warpgroup grid (`FUSE_WG<k>`, decided by the preprocessor: the
 //! kernel is compiled for sm_90a, the warps come in whole warpgroups and the block has 64-row
@@ -23,9 +23,37 @@ use std::fmt::Write;
 /// The warpgroup widths a `wgmma` may have here (the warpgroup's N; powers of two).
 const WIDTHS: [usize; 5] = [16, 32, 64, 128, 256];
 
+/// The input types `wgmma` takes here: f16 and bf16 (f32 accumulators, K 16 a step), i8 (i32
+/// accumulators, K 32 a step: the same 32 bytes of a row, so the same descriptors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WgInput {
+    F16,
+    Bf16,
+    I8,
+}
+
+impl WgInput {
+    pub fn of(d: DType) -> Option<WgInput> {
+        match d {
+            DType::F16 => Some(WgInput::F16),
+            DType::BF16 => Some(WgInput::Bf16),
+            DType::I8 => Some(WgInput::I8),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            WgInput::F16 => "f16",
+            WgInput::Bf16 => "bf16",
+            WgInput::I8 => "s8",
+        }
+    }
+}
+
 /// Device helpers: descriptors, the fence/commit/wait protocol and, for each (input type,
 /// B major-ness) used, `fuse_wgmma_<ty>_<t>` specialised for every width.
-pub fn prelude(kinds: &std::collections::BTreeSet<(bool, bool)>) -> String {
+pub fn prelude(kinds: &std::collections::BTreeSet<(WgInput, bool)>) -> String {
     let mut out = String::from(
         r#"#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // wgmma (sm_90a). A shared-memory matrix descriptor: start address, leading and stride byte
@@ -53,17 +81,23 @@ __device__ __forceinline__ void fuse_wg_commit() { asm volatile("wgmma.commit_gr
 template <int fuse_n> __device__ __forceinline__ void fuse_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(fuse_n) : "memory"); }
 "#,
     );
-    for &(bf16, mn_major) in kinds {
-        let (ty, t) = (if bf16 { "bf16" } else { "f16" }, u8::from(mn_major));
+    for &(input, mn_major) in kinds {
+        let (ty, t) = (input.name(), u8::from(mn_major));
+        // f32 accumulators ("+f", d = a b + d scaled by 1, 1) or i32 ("+r", 8-bit: no scales,
+        // no transposes: both operands K-major).
+        let (shape, types, acc, cty, tail) = match input {
+            WgInput::I8 => ("k32", "s32.s8.s8", "+r", "int", String::new()),
+            _ => ("k16", if input == WgInput::Bf16 { "f32.bf16.bf16" } else { "f32.f16.f16" }, "+f", "float", format!(", 1, 1, 0, {t}")),
+        };
         // Template and parameter names in the fuse_ namespace: a kernel's consts are macros.
         let _ = writeln!(out, "template <int fuse_n> struct fuse_wgmma_{ty}_{t};");
         for n in WIDTHS {
             let regs = n / 2;
             let list = (0..regs).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
-            let outs = (0..regs).map(|i| format!("\"+f\"(fuse_d[{i}])")).collect::<Vec<_>>().join(", ");
+            let outs = (0..regs).map(|i| format!("\"{acc}\"(fuse_d[{i}])")).collect::<Vec<_>>().join(", ");
             let _ = writeln!(
                 out,
-                "template <> struct fuse_wgmma_{ty}_{t}<{n}> {{ static __device__ __forceinline__ void run(float* fuse_d, unsigned long long fuse_a, unsigned long long fuse_b) {{\n  asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{list}}}, %{}, %{}, p, 1, 1, 0, {t}; }}\"\n    : {outs} : \"l\"(fuse_a), \"l\"(fuse_b), \"r\"(1));\n}} }};",
+                "template <> struct fuse_wgmma_{ty}_{t}<{n}> {{ static __device__ __forceinline__ void run({cty}* fuse_d, unsigned long long fuse_a, unsigned long long fuse_b) {{\n  asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}{shape}.{types} {{{list}}}, %{}, %{}, p{tail}; }}\"\n    : {outs} : \"l\"(fuse_a), \"l\"(fuse_b), \"r\"(1));\n}} }};",
                 regs + 2,
                 regs,
                 regs + 1,
@@ -89,9 +123,9 @@ impl Ctx<'_> {
         (m, kk, n): (&str, &str, &str),
         kmajor: bool,
     ) {
-        let bf16 = input == DType::BF16;
-        self.needs.wgmma.insert((bf16, !kmajor));
-        let ty = if bf16 { "bf16" } else { "f16" };
+        let wg = WgInput::of(input).expect("wgmma takes f16, bf16 and i8");
+        self.needs.wgmma.insert((wg, !kmajor));
+        let ty = wg.name();
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
         self.w.line("const unsigned int fuse_ab = fuse_smem_addr(fuse_sa), fuse_bb = fuse_smem_addr(fuse_sb);");
         self.w.line(format!("const int fuse_r0 = FUSE_WROW{mma}(0) - ((fuse_tid >> 5) & 3) * 16;  // the warpgroup's rows"));

@@ -325,10 +325,25 @@ fn i8_takes_the_tensor_cores_with_a_k_major_b_only() {
     }}"
         )
     };
-    let out = emit_cuda(&ok(&src("trans(y)"))).source;
+    let k = ok(&src("trans(y)"));
+    let emitted = emit_cuda(&k);
+    let out = emitted.source.clone();
     assert!(out.contains("m16n8k32.row.col.s32.s8.s8.s32"), "{out}");
     assert!(out.contains("fuse_mma_s8(") && out.contains("read by its dot as K-major B"), "{out}");
     assert!(out.contains("int fuse_c[FUSE_EPT") || out.contains("int t"), "{out}");
+    // On sm_90a with a warpgroup: wgmma's k32 s8 form, both operands K-major.
+    if nvrtc_present() {
+        for (warps, wg) in [(4, true), (2, false)] {
+            let mut full = format!("#define FUSE_NUM_WARPS {warps}\n");
+            for s in &emitted.specializations {
+                full.push_str(&format!("#define {} 1\n", s.macro_name(&k.params)));
+            }
+            full.push_str(&out);
+            let ptx = compile(&full, "sm_90a").unwrap_or_else(|log| panic!("{log}\n{}", numbered(&full)));
+            assert_eq!(ptx.contains("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8"), wg, "{warps} warps");
+            assert_eq!(ptx.contains("mma.sync.aligned.m16n8k32"), !wg, "{warps} warps");
+        }
+    }
     // A [K, N] i8 B has no byte ldmatrix.trans: the general fallback.
     let out = emit_cuda(&ok(&src("y"))).source;
     assert!(out.contains("the general fallback") && !out.contains("fuse_mma_s8("), "{out}");
