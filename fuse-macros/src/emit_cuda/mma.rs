@@ -14,6 +14,9 @@
 //! The warp grid doubles along M while the warp tile has 32 or more rows and is at least as tall
 //! as wide (or too narrow to split), else along N while it has 16 or more columns; warps beyond a
 //! tile too small to share (`[16, 16]` over 8 warps) hold nothing (`FUSE_OK` is false for them).
+//! On sm_90a the layout may take wgmma's **warpgroup grid** instead ([`super::wgmma`]): the same
+//! slots, with a warp's m-tiles 64 rows apart (`FUSE_WROW<k>`, `FUSE_WNI<k>` say where a warp's
+//! tiles start, for both grids).
 //!
 //! **The lowering** of `c = dot(a, b, acc)`: `a` (`[M, K]`) and `b` (`[K, N]`), whatever their
 //! layout, are written to shared memory row-major, each row's 16-byte chunks XOR-swizzled by the

@@ -354,7 +354,7 @@ impl Ctx<'_> {
             .collect();
         let inflight = if inflight.is_empty() { "0".to_string() } else { format!("(FUSE_PIPE >= 3 && {})", inflight.join(" && ")) };
         self.w.pp(format!("#define FUSE_INFLIGHT{n} {inflight}"));
-        let outer_inflight = std::mem::replace(&mut self.inflight, Some((n, plan.inflight.clone())));
+        let outer_inflight = self.inflight.replace((n, plan.inflight.clone()));
         let t = c_type(self.dtype(var));
         let v = self.name(var).to_string();
         // The stage: the loads' buffers one after the other, each `[rows, cols]` of their elements
