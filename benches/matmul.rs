@@ -102,7 +102,7 @@ fn bench_int8(dev: &Device, rows: &mut Vec<Row>) -> Result<()> {
         let sw = dev.upload(&vec![1e-3f32; n])?;
         let mut c = dev.zeros::<i8>(m * n)?;
         let configs = &int8::CONFIGS[..int8::CONFIGS.len() - 1]; // not the CPU's
-        let tags = configs.iter().map(|c| format!("fuse [{}x{}x{} {}w]", c.bm, c.bn, c.bk, c.warps));
+        let tags = configs.iter().map(|c| format!("fuse [{}x{}x{} {}w {}s]", c.bm, c.bn, c.bk, c.warps, c.stages));
         let launch =
             |i: usize| int8::launch(dev, configs[i], &a, &w, &sa, &sw, None, &mut c, (m, n, k), 0.05);
         let flops = 2.0 * (m * n * k) as f64;

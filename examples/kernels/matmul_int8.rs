@@ -221,13 +221,14 @@ pub fn verify(got: &[i8], t: &[f64], bound: &[f64]) -> Verdict {
     v
 }
 
-/// A launch configuration: the block shape and warps.
+/// A launch configuration: the block shape, warps and pipeline stages.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
     pub bm: usize,
     pub bn: usize,
     pub bk: usize,
     pub warps: u32,
+    pub stages: u32,
 }
 
 /// The configurations this example knows (the first is the default; the last is the CPU's).
@@ -236,12 +237,16 @@ pub struct Config {
 /// per output, see the README), NVRTC unrolls that loop at `BK = 64` and spends minutes on one
 /// kernel (`[128, 128, 64]` with 8 warps: about 130 s for sm_80; `[256, 128, 64]`: 470 s), while
 /// `BK = 128` compiles in 3–16 s.
+/// With 4 stages a Hopper K loop keeps its MMAs in flight across iterations and still copies two
+/// stages ahead (README, "dot").
 pub const CONFIGS: &[Config] = &[
-    Config { bm: 128, bn: 128, bk: 128, warps: 8 },
-    Config { bm: 128, bn: 64, bk: 128, warps: 4 },
-    Config { bm: 64, bn: 64, bk: 128, warps: 4 },
-    Config { bm: 256, bn: 128, bk: 128, warps: 8 },
-    Config { bm: 32, bn: 32, bk: 32, warps: 4 },
+    Config { bm: 128, bn: 128, bk: 128, warps: 8, stages: 3 },
+    Config { bm: 128, bn: 64, bk: 128, warps: 4, stages: 3 },
+    Config { bm: 64, bn: 64, bk: 128, warps: 4, stages: 3 },
+    Config { bm: 256, bn: 128, bk: 128, warps: 8, stages: 3 },
+    Config { bm: 256, bn: 128, bk: 128, warps: 8, stages: 4 },
+    Config { bm: 128, bn: 128, bk: 128, warps: 8, stages: 4 },
+    Config { bm: 32, bn: 32, bk: 32, warps: 4, stages: 3 },
 ];
 
 fn dims(cfg: Config, (m, n, k): (usize, usize, usize)) -> fuse::Result<(i32, i32, i32, fuse::LaunchConfig)> {
@@ -254,7 +259,8 @@ fn dims(cfg: Config, (m, n, k): (usize, usize, usize)) -> fuse::Result<(i32, i32
         u32::try_from(programs)
             .map_err(|_| fuse::Error::InvalidLaunch("matmul_int8: too many blocks".into()))?,
     )
-    .num_warps(cfg.warps);
+    .num_warps(cfg.warps)
+    .num_stages(cfg.stages);
     Ok((dim(m)?, dim(n)?, dim(k)?, grid))
 }
 
