@@ -48,7 +48,7 @@ fn attention_other_configs(gpu: &Device) {
     }
 }
 
-/// The kernel compiles with NVRTC for sm_80 and sm_90, specialisations on and off.
+/// The kernel compiles with NVRTC for sm_80, sm_90 and sm_90a, specialisations on and off.
 fn attention_compiles_with_nvrtc() {
     for (spec, consts, warps, arch, all) in specs() {
         let values = vec![all; spec.specializations().len()];

@@ -59,5 +59,8 @@ pub fn specs() -> Vec<(&'static KernelSpec, Vec<u64>, u32, &'static str, bool)> 
         (&attention::attention::bf16::SPEC, consts(c[0], 64), c[0].warps, "sm_80", false),
         (&attention::attention::f16::SPEC, consts(c[1], 128), c[1].warps, "sm_80", true),
         (&attention::attention::bf16::SPEC, consts(c[3], 64), c[3].warps, "sm_90", false),
+        // Hopper's wgmma: `q k^T` from shared memory, `p v` with A from registers.
+        (&attention::attention::f16::SPEC, consts(c[0], 128), c[0].warps, "sm_90a", true),
+        (&attention::attention::bf16::SPEC, consts(c[3], 64), c[3].warps, "sm_90a", false),
     ]
 }

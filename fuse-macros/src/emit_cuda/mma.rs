@@ -331,13 +331,17 @@ impl Ctx<'_> {
         let wgmma = format!("FUSE_WG{mma} ? 2u : 1u");
         if let Some(kp) = regs {
             let from_regs = format!("FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma} && FUSE_WG{kp} == FUSE_WG{mma}");
-            self.dot_paths.push(format!("({from_regs}) ? 1u : ({wgmma})"));
+            self.dot_paths.push(wgmma.clone());
             self.w.pp(format!("#if {from_regs}"));
             pointers(self, Some(&"(const unsigned short*)0".to_string()));
             if in_b.is_none() {
                 self.stage_operands(&[b_op], esz);
             }
+            self.w.pp(format!("#if FUSE_WG{mma}"));
+            self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), Some((kp, &sa)));
+            self.w.pp("#else");
             self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), Some((kp, &sa)));
+            self.w.pp("#endif");
             self.w.pp("#else");
         }
         if regs.is_none() {
@@ -351,7 +355,7 @@ impl Ctx<'_> {
         // Hopper's warpgroup MMA where the layout took its grid, else mma.sync; both walk the
         // rows in 16-bit units (`kw`: an i8 step of K 32 reads the bytes an f16 step of 16 does).
         self.w.pp(format!("#if FUSE_WG{mma}"));
-        self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some());
+        self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), None);
         self.w.pp("#else");
         self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
         self.w.pp("#endif");
@@ -467,6 +471,20 @@ impl Ctx<'_> {
         self.w.close();
     }
 
+    /// A's fragment of K step `ks` and m-tile `fuse_mi` (C expressions) into `to[0..4]`, from the
+    /// registers of `p`, a 16-bit tile in MMA layout `kp`: the accumulator fragments of n-tiles
+    /// 2ks and 2ks + 1 (rows g, g + 8; columns 2t, 2t + 1, then 8 more) are the A fragment of K
+    /// step ks, two 16-bit lanes a register (mma.sync's and wgmma's register A alike).
+    pub(super) fn pack_a_fragment(&mut self, (kp, p): (usize, &str), ks: &str, to: &str) {
+        self.w.line(format!("const int fuse_t0 = (fuse_mi * FUSE_NI{kp} + 2 * ({ks})) * 4;"));
+        self.w.line("const int fuse_t1 = fuse_t0 + 4;");
+        for (r, (t, e)) in [("fuse_t0", 0), ("fuse_t0", 2), ("fuse_t1", 0), ("fuse_t1", 2)].iter().enumerate() {
+            self.w.line(format!(
+                "{to}[{r}] = (unsigned int){p}[{t} + {e}] | ((unsigned int){p}[{t} + {e} + 1] << 16);"
+            ));
+        }
+    }
+
     /// The A and B fragments of K step `k` (a C expression) into buffer `k & 1`, in a block. A
     /// K-major B (`[n, kk]` row-major) is read without `.trans`: its 8 x 8 matrices are (n-tile,
     /// k half) pairs, the lane's row `n` and its two halves `k`, `k + 1`, as `mma`'s B fragment.
@@ -477,15 +495,7 @@ impl Ctx<'_> {
         self.w.line("unsigned int (*fuse_rb)[2] = fuse_fb[fuse_ks & 1];");
         self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
         if let Some((kp, p)) = a_regs {
-            // The accumulator fragments of n-tiles 2ks and 2ks + 1 (rows g, g + 8; columns 2t,
-            // 2t + 1, then 8 more) are the A fragment of K step ks, two 16-bit lanes a register.
-            self.w.line(format!("const int fuse_t0 = (fuse_mi * FUSE_NI{kp} + 2 * fuse_ks) * 4;"));
-            self.w.line("const int fuse_t1 = fuse_t0 + 4;");
-            for (r, (t, e)) in [("fuse_t0", 0), ("fuse_t0", 2), ("fuse_t1", 0), ("fuse_t1", 2)].iter().enumerate() {
-                self.w.line(format!(
-                    "fuse_ra[fuse_mi][{r}] = (unsigned int){p}[{t} + {e}] | ((unsigned int){p}[{t} + {e} + 1] << 16);"
-                ));
-            }
+            self.pack_a_fragment((kp, p), "fuse_ks", "fuse_ra[fuse_mi]");
         } else {
             self.w.line(format!("const int fuse_r = FUSE_WROW{mma}(fuse_mi) + (fuse_lane & 15);"));
             self.w.line(format!(

@@ -25,7 +25,7 @@ pub struct Needs {
     /// `cp.async` and its groups (the pipelined loops of `dot`).
     pub pipeline: bool,
     /// `wgmma` (sm_90a), per (input type, MN-major B) used.
-    pub wgmma: std::collections::BTreeSet<(super::wgmma::WgInput, bool)>,
+    pub wgmma: std::collections::BTreeSet<super::wgmma::WgForm>,
 }
 
 const F16: &str = r#"// f16 <-> f32 (the bits travel as unsigned short).

@@ -51,9 +51,13 @@ impl WgInput {
     }
 }
 
-/// Device helpers: descriptors, the fence/commit/wait protocol and, for each (input type,
-/// B major-ness) used, `fuse_wgmma_<ty>_<t>` specialised for every width.
-pub fn prelude(kinds: &std::collections::BTreeSet<(WgInput, bool)>) -> String {
+/// One `wgmma` form a kernel uses: input type, MN-major B, A from registers.
+pub type WgForm = (WgInput, bool, bool);
+
+/// Device helpers: descriptors, the fence/commit/wait protocol and, for each form used,
+/// `fuse_wgmma_<ty>_<t>` (A from shared memory) or `fuse_wgmma_rs_<ty>_<t>` (A from four
+/// registers a thread, the `mma.sync` A fragment of the warp's 16 rows) for every width.
+pub fn prelude(kinds: &std::collections::BTreeSet<WgForm>) -> String {
     let mut out = String::from(
         r#"#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // wgmma (sm_90a). A shared-memory matrix descriptor: start address, leading and stride byte
@@ -81,26 +85,35 @@ __device__ __forceinline__ void fuse_wg_commit() { asm volatile("wgmma.commit_gr
 template <int fuse_n> __device__ __forceinline__ void fuse_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(fuse_n) : "memory"); }
 "#,
     );
-    for &(input, mn_major) in kinds {
+    for &(input, mn_major, rs) in kinds {
         let (ty, t) = (input.name(), u8::from(mn_major));
+        let form = if rs { "rs_" } else { "" };
         // f32 accumulators ("+f", d = a b + d scaled by 1, 1) or i32 ("+r", 8-bit: no scales,
         // no transposes: both operands K-major).
         let (shape, types, acc, cty, tail) = match input {
             WgInput::I8 => ("k32", "s32.s8.s8", "+r", "int", String::new()),
+            // The register-A form has no A transpose bit.
+            _ if rs => ("k16", if input == WgInput::Bf16 { "f32.bf16.bf16" } else { "f32.f16.f16" }, "+f", "float", format!(", 1, 1, {t}")),
             _ => ("k16", if input == WgInput::Bf16 { "f32.bf16.bf16" } else { "f32.f16.f16" }, "+f", "float", format!(", 1, 1, 0, {t}")),
         };
         // Template and parameter names in the fuse_ namespace: a kernel's consts are macros.
-        let _ = writeln!(out, "template <int fuse_n> struct fuse_wgmma_{ty}_{t};");
+        let _ = writeln!(out, "template <int fuse_n> struct fuse_wgmma_{form}{ty}_{t};");
         for n in WIDTHS {
             let regs = n / 2;
             let list = (0..regs).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
             let outs = (0..regs).map(|i| format!("\"{acc}\"(fuse_d[{i}])")).collect::<Vec<_>>().join(", ");
+            // Operands after the accumulators: A (a descriptor, or four registers), B, scale-d.
+            let (a_param, a_asm, a_in, next) = if rs {
+                let a = (0..4).map(|i| format!("%{}", regs + i)).collect::<Vec<_>>().join(", ");
+                let ins = (0..4).map(|i| format!("\"r\"(fuse_a[{i}])")).collect::<Vec<_>>().join(", ");
+                ("const unsigned int* fuse_a", format!("{{{a}}}"), ins, regs + 4)
+            } else {
+                ("unsigned long long fuse_a", format!("%{regs}"), "\"l\"(fuse_a)".to_string(), regs + 1)
+            };
             let _ = writeln!(
                 out,
-                "template <> struct fuse_wgmma_{ty}_{t}<{n}> {{ static __device__ __forceinline__ void run({cty}* fuse_d, unsigned long long fuse_a, unsigned long long fuse_b) {{\n  asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}{shape}.{types} {{{list}}}, %{}, %{}, p{tail}; }}\"\n    : {outs} : \"l\"(fuse_a), \"l\"(fuse_b), \"r\"(1));\n}} }};",
-                regs + 2,
-                regs,
-                regs + 1,
+                "template <> struct fuse_wgmma_{form}{ty}_{t}<{n}> {{ static __device__ __forceinline__ void run({cty}* fuse_d, {a_param}, unsigned long long fuse_b) {{\n  asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}{shape}.{types} {{{list}}}, {a_asm}, %{next}, p{tail}; }}\"\n    : {outs} : {a_in}, \"l\"(fuse_b), \"r\"(1));\n}} }};",
+                next + 1,
             );
         }
     }
@@ -112,7 +125,9 @@ impl Ctx<'_> {
     /// The warpgroup's `wgmma`s over the staged `fuse_sa` (`[m, kk]`) and `fuse_sb` (`[kk, n]`,
     /// or `[n, kk]` when `kmajor`), accumulating into the MMA-layout registers `c`.
     /// `dst`: the result; where it is an in-flight accumulator of the pipelined loop being
-    /// emitted, one commit group is left pending (FUSE_INFLIGHT<n>).
+    /// emitted, one commit group is left pending (FUSE_INFLIGHT<n>). `a_regs`: A from the
+    /// registers of a 16-bit tile in MMA layout (its layout, name) whose warp grid is `mma`'s
+    /// (attention's `p`), packed for every K step before the fence (wgmma reads them while it runs).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn wgmma_steps(
         &mut self,
@@ -122,14 +137,31 @@ impl Ctx<'_> {
         input: DType,
         (m, kk, n): (&str, &str, &str),
         kmajor: bool,
+        a_regs: Option<(usize, &str)>,
     ) {
         let wg = WgInput::of(input).expect("wgmma takes f16, bf16 and i8");
-        self.needs.wgmma.insert((wg, !kmajor));
+        self.needs.wgmma.insert((wg, !kmajor, a_regs.is_some()));
         let ty = wg.name();
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
-        self.w.line("const unsigned int fuse_ab = fuse_smem_addr(fuse_sa), fuse_bb = fuse_smem_addr(fuse_sb);");
+        self.w.line("const unsigned int fuse_bb = fuse_smem_addr(fuse_sb);");
         self.w.line(format!("const int fuse_r0 = FUSE_WROW{mma}(0) - ((fuse_tid >> 5) & 3) * 16;  // the warpgroup's rows"));
         self.w.line(format!("const int fuse_n0 = FUSE_WNI{mma} * FUSE_NI{mma} * 8;  // and columns"));
+        let a = match a_regs {
+            Some(regs) => {
+                self.w.line(format!("unsigned int fuse_ra[({kk}) / 16][FUSE_MI{mma}][4];"));
+                self.w.open_unrolled("fuse_k", &format!("({kk}) / 16"));
+                self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
+                self.pack_a_fragment(regs, "fuse_k", "fuse_ra[fuse_k][fuse_mi]");
+                self.w.close();
+                self.w.close();
+                "fuse_ra[fuse_k][fuse_mi]".to_string()
+            }
+            None => {
+                self.w.line("const unsigned int fuse_ab = fuse_smem_addr(fuse_sa);");
+                format!("fuse_wg_kmajor(fuse_ab, fuse_r0 + fuse_mi * 64, fuse_k * 16, {kk}, {m})")
+            }
+        };
+        let form = if a_regs.is_some() { "rs_" } else { "" };
         self.w.line("fuse_wg_fence();");
         self.w.open_unrolled("fuse_k", &format!("({kk}) / 16"));
         self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
@@ -139,7 +171,7 @@ impl Ctx<'_> {
             format!("fuse_wg_mnmajor(fuse_bb, fuse_k * 16, fuse_n0, {n}, {kk})")
         };
         self.w.line(format!(
-            "fuse_wgmma_{ty}_{}<FUSE_NI{mma} * 8>::run({c} + fuse_mi * FUSE_NI{mma} * 4, fuse_wg_kmajor(fuse_ab, fuse_r0 + fuse_mi * 64, fuse_k * 16, {kk}, {m}), {b});",
+            "fuse_wgmma_{form}{ty}_{}<FUSE_NI{mma} * 8>::run({c} + fuse_mi * FUSE_NI{mma} * 4, {a}, {b});",
             u8::from(!kmajor)
         ));
         self.w.close();
