@@ -13,9 +13,11 @@
 //! layout (`fuse_swz`: rows of at most 64 columns, wider ones in `[h, 64]` panels, 16-byte chunks
 //! XOR-ed with the row) is wgmma's canonical 128/64/32-byte swizzled layout for panels of
 //! 64/32/16 columns, provided each buffer starts on a 1024-byte boundary (the shared buffers are
-//! aligned so). A is K-major (`[M, K]`); B is MN-major (`[K, N]`, the transposed-B form) or
-//! K-major (`[N, K]`, a `trans(w)` operand). Per K step of 16: one `wgmma` per 64-row block,
-//! then one commit group, waited for before the accumulators are read.
+//! aligned so). A is K-major (`[M, K]`), or in registers where it is the accumulator of an
+//! earlier dot with the same warpgroup grid (attention's `p`: wgmma's register-A form); B is
+//! MN-major (`[K, N]`, the transposed-B form) or K-major (`[N, K]`, a `trans(w)` operand). Per K
+//! step of 16: one `wgmma` per 64-row block, then one commit group, waited for before the
+//! accumulators are read (or, in a K loop that only accumulates, one iteration later).
 use super::Ctx;
 use fuse_ir::DType;
 use std::fmt::Write;
