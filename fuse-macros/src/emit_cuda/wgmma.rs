@@ -146,7 +146,6 @@ impl Ctx<'_> {
         let ty = wg.name();
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
         self.w.line("const unsigned int fuse_bb = fuse_smem_addr(fuse_sb);");
-        self.w.line(format!("const int fuse_r0 = FUSE_WROW{mma}(0) - ((fuse_tid >> 5) & 3) * 16;  // the warpgroup's rows"));
         self.w.line(format!("const int fuse_n0 = FUSE_WNI{mma} * FUSE_NI{mma} * 8;  // and columns"));
         let a = match a_regs {
             Some(regs) => {
@@ -160,6 +159,7 @@ impl Ctx<'_> {
             }
             None => {
                 self.w.line("const unsigned int fuse_ab = fuse_smem_addr(fuse_sa);");
+                self.w.line(format!("const int fuse_r0 = FUSE_WROW{mma}(0) - ((fuse_tid >> 5) & 3) * 16;  // the warpgroup's rows"));
                 format!("fuse_wg_kmajor(fuse_ab, fuse_r0 + fuse_mi * 64, fuse_k * 16, {kk}, {m})")
             }
         };
