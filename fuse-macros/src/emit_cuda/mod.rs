@@ -332,11 +332,15 @@ impl Ctx<'_> {
             out.line(NO_DYNAMIC_SMEM);
             out.line("");
         }
-        if !self.dot_paths.is_empty() {
-            // Which tensor-core instructions the dots took (the runtime reports it).
-            let any = self.dot_paths.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" | ");
-            out.line(format!("extern \"C\" __device__ const unsigned int fuse_dot_path = {any};"));
-        }
+        // Which tensor-core instructions the dots took (the runtime reports it); 0 without one.
+        // Every module defines it, so the runtime's lookup never fails (compute-sanitizer
+        // reports a failed `cuModuleGetGlobal` as an error).
+        let any = if self.dot_paths.is_empty() {
+            "0u".to_string()
+        } else {
+            self.dot_paths.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" | ")
+        };
+        out.line(format!("extern \"C\" __device__ const unsigned int fuse_dot_path = {any};"));
         let helpers = self.needs.text();
         if !helpers.is_empty() {
             for l in helpers.lines() {
