@@ -60,6 +60,16 @@ fn with_copy() -> bool {
     std::env::var("FUSE_BENCH_WITH_COPY").is_ok_and(|v| v == "1")
 }
 
+/// `FUSE_BENCH_ROWS_SWEEP=1`: also time the narrow-row softmax with other rows per program.
+fn rows_sweep() -> bool {
+    std::env::var("FUSE_BENCH_ROWS_SWEEP").is_ok_and(|v| v == "1")
+}
+
+/// One program per `rows` of `n_rows`, the warps of `FUSE_BENCH_WARPS` if set.
+fn tune_grid(n_rows: u32, rows: u32) -> LaunchConfig {
+    cfg(n_rows.div_ceil(rows))
+}
+
 fn cfg(grid: u32) -> LaunchConfig {
     let c = LaunchConfig::new(grid);
     match warps_override() {
@@ -211,7 +221,8 @@ impl Bench {
         mut f: impl FnMut() -> Result<()>,
     ) {
         let copy_too = with_copy() && warps_override().is_none() && imp == "fuse copy (d2d)";
-        if (warps_override().is_some() || only().is_some()) && imp != "fuse" && imp != "fuse rand16" && !copy_too {
+        let swept = imp == "fuse" || imp == "fuse rand16" || imp.starts_with("fuse tune");
+        if (warps_override().is_some() || only().is_some()) && !swept && !copy_too {
             return;
         }
         let case = format!("{pattern}/{shape}/{dtype}");
@@ -434,6 +445,15 @@ fn run() -> Result<()> {
                 }),
             ])
         };
+        // `FUSE_BENCH_ROWS_SWEEP=1`: 128-column rows with 4..64 rows per program (tuning).
+        ($shape:expr, $dt:literal, $conv:expr, tune) => {
+            softmax_case!(@ $shape, $dt, $conv, &mut [
+                ("fuse tune rows=4", &mut |a, y| softmax::softmax_rows::launch::<_, 4, 128>(a.d, tune_grid(a.gr, 4), y, a.x, a.c, a.c, a.gr as i32, a.c)),
+                ("fuse tune rows=8", &mut |a, y| softmax::softmax_rows::launch::<_, 8, 128>(a.d, tune_grid(a.gr, 8), y, a.x, a.c, a.c, a.gr as i32, a.c)),
+                ("fuse tune rows=32", &mut |a, y| softmax::softmax_rows::launch::<_, 32, 128>(a.d, tune_grid(a.gr, 32), y, a.x, a.c, a.c, a.gr as i32, a.c)),
+                ("fuse tune rows=64", &mut |a, y| softmax::softmax_rows::launch::<_, 64, 128>(a.d, tune_grid(a.gr, 64), y, a.x, a.c, a.c, a.gr as i32, a.c)),
+            ])
+        };
         (@ $shape:expr, $dt:literal, $conv:expr, $fused:expr) => {
             b.row_case("softmax", $shape, $dt, $conv, $fused, |a, y, t, m, s| {
                 fuse::with_block!(a.blk, B => {
@@ -483,6 +503,10 @@ fn run() -> Result<()> {
     for shape in [(65536usize, 128usize), (16384, 256)] {
         softmax_case!(shape, "float32", |v| v.to_vec(), rows);
         softmax_case!(shape, "float16", as_f16, rows);
+        if rows_sweep() && shape.1 == 128 {
+            softmax_case!(shape, "float32", |v| v.to_vec(), tune);
+            softmax_case!(shape, "float16", as_f16, tune);
+        }
         layernorm_case!(shape, "float32", |v| v.to_vec(), rows);
         layernorm_case!(shape, "float16", as_f16, rows);
     }

@@ -49,20 +49,29 @@ fn wanted(case: &str) -> bool {
     only.as_deref().is_none_or(|o| o.split(',').any(|p| case.contains(p)))
 }
 
-/// Times `launch` for each configuration tag (the median of `iters` launches), prints and records
-/// a row per configuration and one `fuse` row for the best.
-#[allow(clippy::too_many_arguments)]
+/// `FUSE_BENCH_CONFIGS=0,3`: whether configuration `i` (an index into the example's CONFIGS) is
+/// to be timed; all of them when the variable is unset.
+fn picked(i: usize) -> bool {
+    static P: std::sync::OnceLock<Option<Vec<usize>>> = std::sync::OnceLock::new();
+    let p = P.get_or_init(|| {
+        std::env::var("FUSE_BENCH_CONFIGS").ok().map(|v| v.split(',').filter_map(|i| i.trim().parse().ok()).collect())
+    });
+    p.as_ref().is_none_or(|p| p.contains(&i))
+}
+
+/// Times `launch(i)` for each picked configuration `i` (tag `tags[i]`; the median of `iters`
+/// launches), prints and records a row per configuration and one `fuse` row for the best.
 fn time_configs(
     dev: &Device,
     (pattern, shape, dtype): (&'static str, &str, &'static str),
     flops: f64,
     iters: usize,
-    configs: impl IntoIterator<Item = String>,
+    tags: impl IntoIterator<Item = String>,
     mut launch: impl FnMut(usize) -> Result<()>,
     rows: &mut Vec<Row>,
 ) {
     let mut best: Option<(f64, String, usize)> = None;
-    for (i, tag) in configs.into_iter().enumerate() {
+    for (i, tag) in tags.into_iter().enumerate().filter(|(i, _)| picked(*i)) {
         match dev.median_ms(iters, || Ok(()), || launch(i)) {
             Ok(ms) => {
                 let tflops = flops / ms / 1e9;
@@ -85,8 +94,7 @@ fn time_configs(
 }
 
 /// The fused int8 matmul (`w` K-major, per-row and per-column scales, no bias, int8 out) at
-/// `triton_dot.py`'s shapes; 2mnk operations per launch. The median of 5 launches: i8 `dot` takes
-/// the general fallback on the GPU for now, far slower than the tensor cores.
+/// `triton_dot.py`'s shapes; 2mnk operations per launch, the median of 5 launches.
 fn bench_int8(dev: &Device, rows: &mut Vec<Row>) -> Result<()> {
     for (m, n, k) in [(4096usize, 4096usize, 4096usize), (8192, 8192, 8192), (8192, 4096, 11008)] {
         let shape = format!("{m}x{n}x{k}");
@@ -163,14 +171,7 @@ fn bench_attention<T: Half>(
             if !wanted(&format!("attention_fwd/{shape}/{dtype}")) {
                 continue;
             }
-            // Not the CPU's; `FUSE_BENCH_CONFIGS` picks indices of the example's CONFIGS.
-            let picked = std::env::var("FUSE_BENCH_CONFIGS").ok();
-            let configs: Vec<attention::Config> = attention::CONFIGS[..attention::CONFIGS.len() - 1]
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| picked.as_deref().is_none_or(|p| p.split(',').any(|x| x.trim() == i.to_string())))
-                .map(|(_, c)| *c)
-                .collect();
+            let configs = &attention::CONFIGS[..attention::CONFIGS.len() - 1]; // not the CPU's
             let tags = configs.iter().map(|c| format!("fuse [{}x{} {}w {}s]", c.bm, c.bn, c.warps, c.stages));
             let opt = Options { scale: 1.0 / (d as f32).sqrt(), causal, p_drop: 0.0, seed: 0 };
             let launch = |i: usize| attention::launch(dev, configs[i], s, &q, &k, &v, &mut o, &mut lse, opt);
@@ -182,11 +183,6 @@ fn bench_attention<T: Half>(
 }
 
 fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &mut Vec<Row>) -> Result<()> {
-    let only = std::env::var("FUSE_BENCH_ONLY").ok();
-    // `FUSE_BENCH_CONFIGS=0,3`: only these indices of the example's CONFIGS.
-    let picked: Option<Vec<usize>> = std::env::var("FUSE_BENCH_CONFIGS")
-        .ok()
-        .map(|v| v.split(',').filter_map(|i| i.trim().parse().ok()).collect());
     for (m, n, k) in [(4096usize, 4096usize, 4096usize), (8192, 8192, 8192), (8192, 4096, 11008)] {
         let shape = format!("{m}x{n}x{k}");
         let fill = |len: usize, seed: u32| -> Vec<T> {
@@ -197,37 +193,13 @@ fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &
         let bias = dev.upload(&fill(n, 3))?;
         let mut c = dev.zeros::<T>(m * n)?;
         for (pattern, gelu) in [("matmul", false), ("matmul_bias_gelu", true)] {
-            let case = format!("{pattern}/{shape}/{dtype}");
-            if only.as_deref().is_some_and(|o| !o.split(',').any(|p| case.contains(p))) {
+            if !wanted(&format!("{pattern}/{shape}/{dtype}")) {
                 continue;
             }
-            let flops = 2.0 * (m * n * k) as f64;
-            let mut best: Option<(f64, String, kernels::Config)> = None;
-            for (ci, &cfg) in kernels::CONFIGS[..kernels::CONFIGS.len() - 1].iter().enumerate() {
-                if picked.as_ref().is_some_and(|p| !p.contains(&ci)) {
-                    continue;
-                }
-                let tag = format!("fuse [{}x{}x{} {}w {}s]", cfg.bm, cfg.bn, cfg.bk, cfg.warps, cfg.stages);
-                let res = dev.median_ms(20, || Ok(()), || {
-                    kernels::launch(dev, cfg, &a, &b, &bias, &mut c, (m, n, k), gelu)
-                });
-                match res {
-                    Ok(ms) => {
-                        println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} {ms:8.3} ms {:7.1} TFLOP/s", flops / ms / 1e9);
-                        rows.push(Row { pattern, shape: shape.clone(), dtype, imp: tag.clone(), ms, tflops: flops / ms / 1e9, cost: None });
-                        if best.as_ref().is_none_or(|(b, _, _)| ms < *b) {
-                            best = Some((ms, tag, cfg));
-                        }
-                    }
-                    Err(e) => println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} ERROR {e}"),
-                }
-            }
-            if let Some((ms, tag, cfg)) = best {
-                println!("{pattern:<18} {shape:<18} {dtype:<9} {:<28} {ms:8.3} ms {:7.1} TFLOP/s  (best: {tag})", "fuse", flops / ms / 1e9);
-                let cost =
-                    roofline::cost_of(&mut || kernels::launch(dev, cfg, &a, &b, &bias, &mut c, (m, n, k), gelu)).ok();
-                rows.push(Row { pattern, shape: shape.clone(), dtype, imp: "fuse".into(), ms, tflops: flops / ms / 1e9, cost });
-            }
+            let configs = &kernels::CONFIGS[..kernels::CONFIGS.len() - 1]; // not the CPU's
+            let tags = configs.iter().map(|c| format!("fuse [{}x{}x{} {}w {}s]", c.bm, c.bn, c.bk, c.warps, c.stages));
+            let launch = |i: usize| kernels::launch(dev, configs[i], &a, &b, &bias, &mut c, (m, n, k), gelu);
+            time_configs(dev, (pattern, &shape, dtype), 2.0 * (m * n * k) as f64, 20, tags, launch, rows);
         }
     }
     Ok(())

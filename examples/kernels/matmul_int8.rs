@@ -233,12 +233,9 @@ pub struct Config {
 
 /// The configurations this example knows (the first is the default; the last is the CPU's).
 ///
-/// K steps of 128 bytes: while i8 `dot` takes the general fallback on the GPU (a serial K loop
-/// per output, see the README), NVRTC unrolls that loop at `BK = 64` and spends minutes on one
-/// kernel (`[128, 128, 64]` with 8 warps: about 130 s for sm_80; `[256, 128, 64]`: 470 s), while
-/// `BK = 128` compiles in 3–16 s.
-/// With 4 stages a Hopper K loop keeps its MMAs in flight across iterations and still copies two
-/// stages ahead (README, "dot").
+/// K steps of 128 bytes, one 128-byte swizzled row of each operand per stage. With 4 or more
+/// stages a Hopper K loop keeps its MMAs in flight across iterations and still copies two stages
+/// ahead (README, "dot").
 pub const CONFIGS: &[Config] = &[
     Config { bm: 128, bn: 128, bk: 128, warps: 8, stages: 3 },
     Config { bm: 128, bn: 64, bk: 128, warps: 4, stages: 3 },
@@ -246,6 +243,10 @@ pub const CONFIGS: &[Config] = &[
     Config { bm: 256, bn: 128, bk: 128, warps: 8, stages: 3 },
     Config { bm: 256, bn: 128, bk: 128, warps: 8, stages: 4 },
     Config { bm: 128, bn: 128, bk: 128, warps: 8, stages: 4 },
+    Config { bm: 128, bn: 256, bk: 128, warps: 8, stages: 3 },
+    Config { bm: 128, bn: 256, bk: 128, warps: 8, stages: 4 },
+    Config { bm: 128, bn: 128, bk: 128, warps: 8, stages: 5 },
+    Config { bm: 128, bn: 128, bk: 128, warps: 8, stages: 6 },
     Config { bm: 32, bn: 32, bk: 32, warps: 4, stages: 3 },
 ];
 
@@ -303,6 +304,7 @@ pub fn launch(
         (128, 64, 128) => go!(128, 64, 128),
         (64, 64, 128) => go!(64, 64, 128),
         (256, 128, 128) => go!(256, 128, 128),
+        (128, 256, 128) => go!(128, 256, 128),
         (32, 32, 32) => go!(32, 32, 32),
         _ => unknown(cfg),
     }
@@ -328,6 +330,7 @@ pub fn launch_i32(
         (128, 64, 128) => go!(128, 64, 128),
         (64, 64, 128) => go!(64, 64, 128),
         (256, 128, 128) => go!(256, 128, 128),
+        (128, 256, 128) => go!(128, 256, 128),
         (32, 32, 32) => go!(32, 32, 32),
         _ => unknown(cfg),
     }

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Session 7 on the device (binaries staged by scripts/stage.sh into .gpu/): tuning sweeps for the
+# rows still short of issues 14, 15 and 17, then the checks and peers of the final runs.
+# Usage: bash scripts/gpu_session7.sh MODE ...   (modes below; logs and JSON under $OUT)
+source scripts/gpu_common.sh
+export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
+O=${OUT:-/tmp}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
+bench() { # name, binary, env...: one bench run, its table kept in $L/name.log, JSON in $L/name.json
+    local name=$1 bin=$2; shift 2
+    env "$@" FUSE_BENCH_JSON=$L/$name.json timeout ${T:-240} $bin >$L/$name.log 2>&1; echo "$name rc $?"
+}
+for mode in "$@"; do
+    case $mode in
+    tune_ew) # element-wise f16 rows: block x warps (copy once, at the runtime's default warps)
+        bench ew_copy .gpu/bench-anchors FUSE_BENCH_ONLY=bias_gelu_dropout/8192x4096/float16,add_silu/8192x4096/float16 FUSE_BENCH_WITH_COPY=1
+        grep -E "fuse" $L/ew_copy.log
+        for eb in 1024 2048 4096; do for w in 2 4 8; do
+            bench ew_b${eb}_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=bias_gelu_dropout/8192x4096/float16,add_silu/8192x4096/float16 FUSE_BENCH_EW_BLOCK=$eb FUSE_BENCH_WARPS=$w
+            grep -E "fuse" $L/ew_b${eb}_w$w.log | sed "s/^/b$eb w$w  /"
+        done; done ;;
+    tune_rows) # narrow softmax rows per program x warps; cross-entropy warps; GPT-J heads x warps
+        bench rows_default .gpu/bench-anchors FUSE_BENCH_ONLY=softmax/65536x128,cross_entropy/4096x50257/bfloat16,qk_norm_rope_gptj FUSE_BENCH_ROWS_SWEEP=1 FUSE_BENCH_WITH_COPY=1
+        grep -E "fuse" $L/rows_default.log
+        for w in 2 4 8 16; do
+            bench rows_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=softmax/65536x128,cross_entropy/4096x50257/bfloat16 FUSE_BENCH_ROWS_SWEEP=1 FUSE_BENCH_WARPS=$w
+            grep -E "fuse" $L/rows_w$w.log | sed "s/^/w$w  /"
+        done
+        for h in 4 16; do for w in 1 2 4; do
+            bench qk_h${h}_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=qk_norm_rope_gptj FUSE_BENCH_QK_HEADS=$h FUSE_BENCH_WARPS=$w
+            grep -E "fuse" $L/qk_h${h}_w$w.log | sed "s/^/h$h w$w  /"
+        done; done ;;
+    tune_int8) # int8 and f16 at 4096^3, the candidate configurations
+        T=400 bench int8_4096 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8/4096x4096x4096 FUSE_BENCH_CONFIGS=${INT8_CONFIGS:-5,6,7,8,9}
+        grep -E "fuse" $L/int8_4096.log
+        bench f16_4096 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul/4096x4096x4096/float16 FUSE_BENCH_CONFIGS=13
+        grep -E "fuse" $L/f16_4096.log ;;
+    esac
+    tar czf $O/logs.tgz -C $O logs # after each mode, so a call cut by its time limit keeps what ran
+done
