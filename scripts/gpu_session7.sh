@@ -30,6 +30,16 @@ for mode in "$@"; do
             bench qk_h${h}_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=qk_norm_rope_gptj FUSE_BENCH_QK_HEADS=$h FUSE_BENCH_WARPS=$w
             grep -E "fuse" $L/qk_h${h}_w$w.log | sed "s/^/h$h w$w  /"
         done; done ;;
+    check17) # bias+GELU+dropout (both forms) and the residual add + activation rows, with their copies
+        bench c17 .gpu/bench-anchors FUSE_BENCH_ONLY=bias_gelu_dropout,add_silu,add_gelu FUSE_BENCH_WITH_COPY=1
+        grep -E "fuse" $L/c17.log ;;
+    tune_rows2) # narrow softmax rows per program, cross-entropy bf16 50257 at 8/16 warps
+        bench rows_default .gpu/bench-anchors FUSE_BENCH_ONLY=softmax/65536x128,cross_entropy/4096x50257/bfloat16 FUSE_BENCH_ROWS_SWEEP=1 FUSE_BENCH_WITH_COPY=1
+        grep -E "fuse" $L/rows_default.log
+        for w in 4 8 16; do
+            bench rows_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=softmax/65536x128,cross_entropy/4096x50257/bfloat16 FUSE_BENCH_ROWS_SWEEP=1 FUSE_BENCH_WARPS=$w
+            grep -E "fuse" $L/rows_w$w.log | sed "s/^/w$w  /"
+        done ;;
     tune_int8) # int8 and f16 at 4096^3, the candidate configurations
         T=400 bench int8_4096 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8/4096x4096x4096 FUSE_BENCH_CONFIGS=${INT8_CONFIGS:-5,6,7,8,9}
         grep -E "fuse" $L/int8_4096.log
