@@ -14,8 +14,19 @@ mod common;
 mod harness;
 
 use axis::*;
-use fuse::Device;
+use fuse::{fused_kernel, Device};
 use libtest_mimic::Trial;
+
+/// Lane `c` of each program's row reads `src[row + c / 2]` (GPT-J's RoPE angle into a cos/sin
+/// row): each vector chunk loads a run of VEC / 2 elements and repeats each in registers
+/// (`affine::Fact::ChunkHalf`); lanes at or past `limit[0]` read `other`.
+#[fused_kernel]
+pub fn half_gather<const N: usize>(src: *const f32, limit: *const i32, out: *mut f32) {
+    let c = arange(0, N);
+    let row = program_id(0) * N;
+    let lim = load(limit);
+    store(out + row + c, load(src + row + c / 2, c < lim, -1.0));
+}
 
 /// (R, C): rows within a warp, across warps, wider than the block, a tile smaller than the
 /// block, one row, one column (as const generics), square.
@@ -88,9 +99,46 @@ fn unit_axes() {
     }
 }
 
+/// [`half_gather`] emulated against its definition and the CPU interpreter, over tile widths
+/// that give VEC 1 to 8, ragged and whole limits, at 1 and 2 warps.
+fn half_runs() {
+    let cpu = Device::cpu();
+    for n in [16usize, 64, 128, 256, 512] {
+        for w in [1u32, 2] {
+            for lim in [0i32, 5, 13, n as i32 / 2, n as i32] {
+                let grid = 3u32;
+                let src: Vec<f32> = (0..grid as usize * n).map(|i| i as f32 * 0.5 + 1.0).collect();
+                let mut e = Launch {
+                    spec: &half_gather::SPEC,
+                    consts: vec![n as u64],
+                    warps: w,
+                    grid,
+                    bufs: vec![Buf::F32(src.clone()), Buf::I32(vec![lim]), Buf::F32(vec![f32::NAN; grid as usize * n])],
+                };
+                let mut cl = e.clone();
+                let case = format!("half_gather N={n} {w} warps limit {lim}");
+                run(Target::Emulated(n as u64 + u64::from(w)), &mut e).unwrap_or_else(|m| panic!("{case}: {m}"));
+                run(Target::Device(&cpu), &mut cl).unwrap_or_else(|m| panic!("{case} on the CPU: {m}"));
+                let (Buf::F32(got), Buf::F32(cpu_got)) = (&e.bufs[2], &cl.bufs[2]) else { unreachable!() };
+                for p in 0..grid as usize {
+                    for c in 0..n {
+                        let want = if (c as i32) < lim { src[p * n + c / 2] } else { -1.0 };
+                        let (g, h) = (got[p * n + c], cpu_got[p * n + c]);
+                        assert!(g == want && h == want, "{case}: program {p} lane {c}: emulated {g}, CPU {h}, want {want}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn main() {
-    let tests: Vec<(&'static str, fn())> =
-        vec![("f32_kernel", f32_kernel), ("int_kernels", int_kernels), ("unit_axes", unit_axes)];
+    let tests: Vec<(&'static str, fn())> = vec![
+        ("f32_kernel", f32_kernel),
+        ("int_kernels", int_kernels),
+        ("unit_axes", unit_axes),
+        ("half_runs", half_runs),
+    ];
     let trials = match emu::compiler() {
         Some(_) => tests.into_iter().map(|(n, f)| harness::trial(n, f)).collect(),
         None => tests

@@ -213,6 +213,12 @@ pub enum Fact {
     /// permutation of one aligned run of consecutive offsets (lane `v` holds the run's `v ^ x`),
     /// so a load reads the run as one vector and permutes it in registers (a RoPE partner `c ^ 1`).
     ChunkXor(Div, Div, u32),
+    /// `t[e] = u[e] / 2` for a non-negative [`Fact::ChunkContig`] (or contiguous) `u`: when VEC
+    /// divides the block bound, every VEC-aligned chunk holds an aligned run of VEC / 2 consecutive
+    /// values, each twice (lane `v` the run's `v / 2`), the run starting at a multiple of VEC / 2
+    /// when VEC / 2 divides the first bound. A load reads the run as one vector of VEC / 2 elements
+    /// and repeats each in registers (GPT-J's RoPE angle `cols / 2` into a cos/sin row).
+    ChunkHalf(Div, Div),
     /// A bool tile that is constant on every VEC-aligned chunk when VEC divides every listed
     /// bound (none: always), e.g. `cols < n` for a contiguous `cols` and `n` a multiple of VEC.
     /// Its lanes may then be read at the chunk's first slot, so one predicate serves the chunk.
@@ -255,6 +261,7 @@ impl Fact {
             (Fact::ChunkXor(a, ab, x), Fact::ChunkXor(b, bb, y)) if x == y => {
                 Fact::ChunkXor(a.min(b), ab.min(bb), *x)
             }
+            (Fact::ChunkHalf(a, ab), Fact::ChunkHalf(b, bb)) => Fact::ChunkHalf(a.min(b), ab.min(bb)),
             (Fact::ChunkUniform(a), Fact::ChunkUniform(b)) => match union(a, b) {
                 u if u.len() <= MAX_TERMS => Fact::ChunkUniform(u),
                 _ => Fact::Unknown,
@@ -309,11 +316,13 @@ pub struct Facts {
     pub vars: Vec<Fact>,
     /// Per var: its value when it is an integer constant assigned once (`x` of `c ^ x`).
     constants: Vec<Option<i128>>,
+    /// Per var: assigned once, as `arange(start, ..)` with `start >= 0` (so never negative).
+    naturals: Vec<bool>,
 }
 
 impl Facts {
     pub fn analyse(k: &Kernel) -> Facts {
-        let mut f = Facts { vars: vec![Fact::Top; k.vars.len()], constants: constants(k) };
+        let mut f = Facts { vars: vec![Fact::Top; k.vars.len()], constants: constants(k), naturals: naturals(k) };
         for _ in 0..64 {
             let before = f.vars.clone();
             f.pass(k, &k.body);
@@ -327,7 +336,7 @@ impl Facts {
             }
         }
         // No fixed point (cannot happen with the caps above): know nothing, which is always sound.
-        Facts { vars: vec![Fact::Unknown; k.vars.len()], constants: Vec::new() }
+        Facts { vars: vec![Fact::Unknown; k.vars.len()], constants: Vec::new(), naturals: Vec::new() }
     }
 
     pub fn get(&self, v: VarId) -> &Fact {
@@ -336,6 +345,10 @@ impl Facts {
 
     fn constant(&self, v: VarId) -> Option<i128> {
         self.constants.get(v.0 as usize).copied().flatten()
+    }
+
+    fn is_natural(&self, v: VarId) -> bool {
+        self.naturals.get(v.0 as usize).copied().unwrap_or(false)
     }
 
     fn set(&mut self, v: VarId, fact: Fact) {
@@ -412,6 +425,7 @@ impl Facts {
                     Fact::BlockUniform(d.clone(), b.min(&Div::of_len(&c)))
                 }
                 (Kind::Columns(c), Fact::ChunkXor(s, b, x)) => Fact::ChunkXor(s.clone(), b.min(&Div::of_len(&c)), *x),
+                (Kind::Columns(c), Fact::ChunkHalf(s, b)) => Fact::ChunkHalf(s.clone(), b.min(&Div::of_len(&c))),
                 (Kind::Columns(_), f @ (Fact::ContigRem(_) | Fact::Mult(_))) => f.clone(),
                 _ => Fact::Unknown,
             },
@@ -446,11 +460,15 @@ impl Facts {
                 }
                 _ => Fact::Unknown,
             },
-            // A uniform value over a power of two (`head_dim / 2`).
+            // A uniform value over a power of two (`head_dim / 2`); a non-negative index over 2.
             Expr::Binary(BinaryOp::Div, a, b) => match (self.get(*a), self.constant(*b)) {
                 (Fact::Top, _) => Fact::Top,
                 (f, Some(c)) if c > 0 && c.count_ones() == 1 && f.uniform_div().is_some() => {
                     lift(f.uniform_div().unwrap().shr(c.trailing_zeros() as u8))
+                }
+                (f, Some(2)) if !scalar && self.is_natural(*a) && f.chunk_contig().is_some() => {
+                    let (s, b) = f.chunk_contig().unwrap();
+                    Fact::ChunkHalf(s.shr(1), b)
                 }
                 _ => Fact::Unknown,
             },
@@ -547,6 +565,13 @@ impl Facts {
                     let (d, bb) = u.block().unwrap();
                     Fact::ChunkXor(s.min(&d), b.min(&bb), *x)
                 }
+                // And the repeated run: its start moves by the block's value.
+                (Fact::ChunkHalf(s, b), u) | (u, Fact::ChunkHalf(s, b))
+                    if u.block().is_some() && (op == BinaryOp::Add || matches!(a, Fact::ChunkHalf(..))) =>
+                {
+                    let (d, bb) = u.block().unwrap();
+                    Fact::ChunkHalf(s.min(&d), b.min(&bb))
+                }
                 (x, y) => match (x.uniform_div(), y.uniform_div()) {
                     (Some(p), Some(q)) => lift(p.min(&q)),
                     _ => match (x.block(), y.block(), x.lane_div(), y.lane_div()) {
@@ -602,6 +627,18 @@ fn constants(k: &Kernel) -> Vec<Option<i128>> {
             if counts[dst.0 as usize] == 1 {
                 out[dst.0 as usize] = v;
             }
+        }
+    });
+    out
+}
+
+/// Per var: assigned once, as an `arange` from a non-negative start.
+fn naturals(k: &Kernel) -> Vec<bool> {
+    let counts = k.assignment_counts();
+    let mut out = vec![false; k.vars.len()];
+    k.visit_stmts(&mut |s| {
+        if let Stmt::Assign { dst, expr: Expr::Arange { start } } = s {
+            out[dst.0 as usize] = *start >= 0 && counts[dst.0 as usize] == 1;
         }
     });
     out
@@ -728,6 +765,33 @@ mod tests {
             Fact::ChunkContig(_, b) => assert_eq!(b, &super::Div::of_int(2), "{b:?}"),
             other => assert!(!matches!(other, Fact::Contig(_)), "{other:?}"),
         }
+    }
+
+    #[test]
+    fn halving_a_natural_index_repeats_runs_within_chunks() {
+        let (k, f) = facts(
+            "fn k<const B: usize>(x: *const f16, y: *mut f16, h: i32, s: i32) {
+                let cols = arange(0, B);
+                let angle = cols / 2;
+                let at = program_id(0) * h + angle;
+                let shifted = arange(-4, 12) / 2;
+                let third = cols / 4;
+                let moved = (cols + s) / 2;
+                store(y + cols, load(x + at) + load(x + third) + load(x + moved));
+                store(y + arange(0, 16), load(x + shifted));
+            }",
+        );
+        assert!(matches!(f.get(var_id(&k, "angle")), Fact::ChunkHalf(..)), "{:?}", f.get(var_id(&k, "angle")));
+        assert!(matches!(f.get(var_id(&k, "at")), Fact::ChunkHalf(..)), "{:?}", f.get(var_id(&k, "at")));
+        // A start that may be negative (truncating division pairs lanes differently there), a
+        // quotient by 4 and a sum that is not an `arange` itself: nothing.
+        for v in ["shifted", "third", "moved"] {
+            assert_eq!(f.get(var_id(&k, v)), &Fact::Unknown, "{v}");
+        }
+        // The load reads half a chunk and repeats it.
+        let out = crate::emit_cuda::emit_cuda(&k);
+        assert!(out.source.contains("fuse_ldg_words<FUSE_VEC0 * 2 / 8>(fuse_h"), "{}", out.source);
+        assert!(out.source.contains("(FUSE_VEC0 >= 2 ? FUSE_VEC0 / 2 : 1)"), "{}", out.source);
     }
 
     #[test]

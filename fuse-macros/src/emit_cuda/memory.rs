@@ -60,12 +60,16 @@ impl Ctx<'_> {
     }
 
     /// The `#if` condition for the vector path of tile length `k`, if the offsets allow one.
-    /// Offsets permuted within chunks ([`Fact::ChunkXor`]) allow one for loads (`permuted`).
+    /// Offsets permuted within chunks ([`Fact::ChunkXor`]) or repeating a half-length run
+    /// ([`Fact::ChunkHalf`]) allow one for loads (`permuted`).
     fn vector_cond(&mut self, a: &Access, k: usize, permuted: bool) -> Option<String> {
         let (div, block, xor) = match self.facts.get(a.offset).clone() {
             Fact::Contig(d) | Fact::ContigRem(d) => (d, None, None),
             Fact::ChunkContig(d, b) => (d, Some(b), None),
             Fact::ChunkXor(d, b, x) if permuted => (d, Some(b), Some(x)),
+            Fact::ChunkHalf(d, b) if permuted && a.elem != DType::Bool && a.elem.size_bytes() <= 4 => {
+                return Some(self.half_run_cond(a, k, &d, &b));
+            }
             _ => return None,
         };
         if a.elem == DType::Bool {
@@ -87,13 +91,39 @@ impl Ctx<'_> {
         Some(format!("{aligned} && {divisible} && FUSE_VEC{k} >= {min_vec}"))
     }
 
+    /// The vector condition of [`Fact::ChunkHalf`] offsets: each chunk's run of VEC / 2 elements
+    /// starts at a multiple of VEC / 2 (so at a (VEC / 2 * size)-byte boundary of an aligned
+    /// buffer) and spans whole 32-bit words.
+    fn half_run_cond(&mut self, a: &Access, k: usize, start: &super::affine::Div, block: &super::affine::Div) -> String {
+        self.spec(Specialization::Align16(a.param));
+        let aligned = Specialization::Align16(a.param).macro_name(&self.k.params);
+        let max_log2 = (self.layout.veck.trailing_zeros() as u8).saturating_sub(1);
+        // (Never 0, even where VEC is 1 and the condition fails anyway: the preprocessor rejects
+        // a division by zero.)
+        let run = format!("(FUSE_VEC{k} >= 2 ? FUSE_VEC{k} / 2 : 1)");
+        let starts = self.divisible(start, &run, max_log2);
+        let blocks = self.vec_divides(block, k);
+        let min_vec = 8 / a.elem.size_bytes().max(1); // VEC / 2 elements fill a word
+        format!("FUSE_VEC{k} >= {} && {aligned} && {starts} && {blocks}", min_vec.max(2))
+    }
+
+    /// The elements one vector access of a chunk reads: VEC, or VEC / 2 for [`Fact::ChunkHalf`].
+    fn run_len(&self, a: &Access, k: usize) -> String {
+        match self.facts.get(a.offset) {
+            Fact::ChunkHalf(..) => format!("(FUSE_VEC{k} / 2)"),
+            _ => format!("FUSE_VEC{k}"),
+        }
+    }
+
     /// The `#if` condition under which a vector access needs neither a bounds check nor a per-lane
     /// path: proven in bounds, contiguous offsets (not a remainder, which may wrap inside a chunk),
     /// and a mask that is constant on each chunk. `None` if the offsets or mask never allow it.
     /// (The runtime's proof is per lane; reading a chunk's mask at its first lane is sound because
     /// `affine::Fact::ChunkUniform` proves every lane of the chunk has that value.)
     fn unchecked_cond(&self, a: &Access, vector_cond: &str) -> Option<String> {
-        let (Fact::Contig(_) | Fact::ChunkContig(..) | Fact::ChunkXor(..)) = self.facts.get(a.offset) else {
+        let (Fact::Contig(_) | Fact::ChunkContig(..) | Fact::ChunkXor(..) | Fact::ChunkHalf(..)) =
+            self.facts.get(a.offset)
+        else {
             return None;
         };
         let uniform = match a.mask {
@@ -215,7 +245,15 @@ impl Ctx<'_> {
         self.w.open(format!("if ({chunk_on})"));
         let f = if a.mutable { "fuse_ld_words" } else { "fuse_ldg_words" };
         let first = self.run_start(a, "fuse_b");
-        self.w.line(format!("{f}<{nw}>(fuse_wd + fuse_j * ({nw}), {} + (long long){first});", a.ptr));
+        if let Fact::ChunkHalf(..) = self.facts.get(a.offset) {
+            // The run of VEC / 2 elements, each then put in two consecutive lanes.
+            self.w.line(format!("unsigned int fuse_h[FUSE_VEC{k} * {sz} / 8];"));
+            self.w.line(format!("{f}<FUSE_VEC{k} * {sz} / 8>(fuse_h, {} + (long long){first});", a.ptr));
+            let x = unpack(a.elem, "fuse_h", "(fuse_v / 2)");
+            self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), pack(a.elem, "fuse_wd", &format!("(fuse_j * FUSE_VEC{k} + fuse_v)"), &x));
+        } else {
+            self.w.line(format!("{f}<{nw}>(fuse_wd + fuse_j * ({nw}), {} + (long long){first});", a.ptr));
+        }
         self.w.reopen("} else {");
         let init = self.other_or_zero(a, other, "fuse_b + fuse_v");
         self.w.unrolled(
@@ -303,8 +341,9 @@ impl Ctx<'_> {
             self.w.line("fuse_any = fuse_any && fuse_on;");
         }
         // 0 <= c <= len - VEC as one unsigned compare against a uniform limit (0 when len < VEC).
+        let run = self.run_len(a, k);
         let mut in_bounds = format!(
-            "({inb} || (unsigned long long)fuse_c < (unsigned long long)({len} >= FUSE_VEC{k} ? {len} - (FUSE_VEC{k} - 1) : 0))",
+            "({inb} || (unsigned long long)fuse_c < (unsigned long long)({len} >= {run} ? {len} - ({run} - 1) : 0))",
             inb = a.inb,
             len = a.len
         );
