@@ -316,8 +316,9 @@ fn qk_norm_rope_styles_differ() {
 #[test]
 fn cross_entropy_online_logsumexp_with_ignore_index() {
     fn case<T: Elem>(rng: &mut Rng) {
-        // A vocabulary in one block, a ragged last block, and GPT-2's vocabulary (13 blocks).
-        for (rows, cols) in [(16usize, 1000usize), (21, 5000), (5, 50257)] {
+        // A vocabulary in one block, a ragged last block, GPT-2's vocabulary (13 blocks), rows of
+        // whole blocks (and one past the block of their aligned start), and one column.
+        for (rows, cols) in [(16usize, 1000usize), (21, 5000), (5, 50257), (9, 4096), (11, 8185), (6, 1)] {
             let (x, labels) = cross_entropy_inputs::<T>(rng, rows, cols, 5, 3);
             let got = cross_entropy_on(&cpu(), &x, &labels, cols);
             let want = cross_entropy::reference(&T::to_f64s(&x), &labels, cols, cross_entropy::IGNORE_INDEX);

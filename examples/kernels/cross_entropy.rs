@@ -3,7 +3,9 @@
 //! than a tile. One program per row loops over column blocks of `BLOCK` with an online
 //! logsumexp: a running max `m` (a scalar: one block reduction per block) and per-lane running
 //! sums of `exp(x - m)`, rescaled by `exp(m_old - m_new)` when the max grows, so each logit is
-//! read once and exponentiated once. A row whose label is `ignore_index` (torch's -100) gets loss
+//! read once and exponentiated once. Each row is read from the aligned element at or before its
+//! start, so every block but the row's first and last is read in whole 16-byte vectors whatever
+//! the row length (vocabularies like GPT-2's 50257 leave most rows unaligned). A row whose label is `ignore_index` (torch's -100) gets loss
 //! 0 without reading its logits; a label outside `[0, n_cols)` otherwise gives NaN (torch raises).
 //! Logits of any float type; the loss is f32.
 use fuse::fused_kernel;
@@ -23,17 +25,35 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
         store(loss + row, 0.0);
     } else {
         let x = logits + row * stride;
-        let mut m = f32::NEG_INFINITY; // running max of the row so far
-        let mut s = zeros(BLOCK); // per lane: sum of exp(x - m) over its columns so far
-        for start in (0..n_cols).step_by(BLOCK) {
-            let cols = start + arange(0, BLOCK);
-            let v = load(x + cols, cols < n_cols, f32::NEG_INFINITY);
+        // The row read from an aligned element: `xa` is 8 elements (16 or 32 bytes) aligned and
+        // the row is `xa[lead..end)`, so the blocks of `xa` are whole vectors for any `stride`
+        // (a 50257-wide bf16 row starts mid-vector). The first block and the last hold the row's
+        // ends, masked; the blocks between are read without a mask.
+        let base = row * stride;
+        let first = (base / 8) * 8;
+        let lead = base - first;
+        let end = lead + n_cols;
+        let xa = logits + first;
+        let body_end = maximum(BLOCK, (end / BLOCK) * BLOCK);
+        // The first block.
+        let cols = arange(0, BLOCK);
+        let v = load(xa + cols, (cols >= lead) & (cols < end), f32::NEG_INFINITY);
+        let mut m = max(v); // running max of the row so far (finite: the block holds a column)
+        // per lane: sum of exp(x - m) over its columns so far; exp(a) as exp2(a log2 e), as in
+        // `softmax`, and exp2(-inf) = 0 for masked lanes.
+        let mut s = exp2((v - m) * 1.4426950408889634);
+        for start in (BLOCK..body_end).step_by(BLOCK) {
+            let v = load(xa + start + arange(0, BLOCK));
             let m_new = maximum(m, max(v));
-            // exp(a) as exp2(a log2 e), as in `softmax`; exp2(-inf) = 0 for the first block and
-            // for the masked lanes of the last.
             s = s * exp2((m - m_new) * 1.4426950408889634) + exp2((v - m_new) * 1.4426950408889634);
             m = m_new;
         }
+        // The last block (no column if the row ended in the first block or at a block's end).
+        let cols = body_end + arange(0, BLOCK);
+        let v = load(xa + cols, cols < end, f32::NEG_INFINITY);
+        let m_new = maximum(m, max(v));
+        s = s * exp2((m - m_new) * 1.4426950408889634) + exp2((v - m_new) * 1.4426950408889634);
+        m = m_new;
         let lse = m + log(sum(s));
         let valid = (label >= 0) & (label < n_cols.to(i64));
         let nan = f32::INFINITY - f32::INFINITY; // the language has no `f32::NAN`
