@@ -79,15 +79,15 @@ fn dot_of_f32_inputs_takes_tf32_tensor_cores() {
     assert!(out.contains("fuse_ldmatrix_x4(fuse_ra[fuse_mi], fuse_smem_addr(fuse_sa + fuse_swz_f32("), "{out}");
     assert!(out.contains("*(const unsigned int*)(fuse_sb + fuse_swz_f32(fuse_r + 4, fuse_c, BN, BK))"), "{out}");
     assert!(out.contains("for (int fuse_k = 0; fuse_k < (BK) / 8; ++fuse_k)"), "K steps of 8\n{out}");
-    assert!(!out.contains("fuse_mma_f16(") && !out.contains("ldmatrix_x4_trans(fuse_q"), "{out}");
+    assert!(!out.contains("fuse_mma_f16(acc") && !out.contains("ldmatrix_x4_trans(fuse_q"), "{out}");
     // The K loop is pipelined: cp.async of whole 16-byte chunks (4 floats) into f32 stages.
     assert!(out.contains("// pipelined: x, y loaded FUSE_PIPE - 1 iterations ahead"), "{out}");
     assert!(out.contains("fuse_cp_async<FUSE_VEC"), "{out}");
-    assert!(out.contains("FUSE_VEC4 * 4 <= 16"), "{out}");
-    assert!(out.contains("(float*)(fuse_ring"), "stage addresses of f32 elements\n{out}");
+    assert!(out.contains(" * 4 <= 16"), "whole chunks of at most 4 floats\n{out}");
+    assert!(out.contains("fuse_smem_addr((float*)((unsigned short*)(fuse_ring"), "stage addresses of f32 elements\n{out}");
     assert!(out.contains("((BM) * (BK) * 4 + 1023) / 1024 * 1024"), "f32 stages are 4 bytes an element\n{out}");
     // No warpgroups: wgmma's TF32 wants K-major operands.
-    assert!(!out.contains("wgmma"), "{out}");
+    assert!(!out.contains("fuse_wgmma") && !out.contains("wgmma.") && !out.contains("? 2u"), "{out}");
     assert!(out.contains("#if 0\n#define FUSE_WG"), "{out}");
     assert!(out.contains("fuse_dot_path = (1u) | (1u);"), "{out}");
 }
@@ -108,7 +108,8 @@ fn f32_operands_staged_from_registers_and_k_major() {
     assert!(out.contains("fuse_ldmatrix_x4(fuse_q, fuse_smem_addr(fuse_sb + fuse_swz_f32(fuse_n0 + (fuse_lane >> 4) * 8, fuse_kc, 32, 16)))"), "{out}");
     assert!(out.contains("fuse_w[fuse_v] = __float_as_uint("), "{out}");
     assert!(out.contains("*(float*)((float*)(fuse_sa + fuse_swz_f32("), "the per-lane staging\n{out}");
-    assert!(!out.contains("wgmma") && !out.contains("= trans("), "{out}");
+    assert!(!out.contains("fuse_wgmma") && !out.contains("wgmma."), "{out}");
+    assert_eq!(out.matches("= trans(").count(), 1, "the transpose is not emitted, only named\n{out}");
 }
 
 /// On sm_80, sm_90 and sm_90a, f32 dots compile to TF32 `mma.sync.m16n8k8` and never to `wgmma`,
