@@ -269,6 +269,58 @@ fn tf32_k_major_b_in_the_emulation() {
     check::<f32>(&cxx, spec, true, &mut rng, (32, 32, 32), (2, 2), (45, 37, 70), false);
 }
 
+/// f32 dots outside a loop, their operands staged from registers: `dot_forms` (an accumulator
+/// loaded in another layout, the method form, a computed operand), `nt_once` (a K-major B) and
+/// `dot_reductions` (row sums from the accumulators, column maxima after moving them out), at 1 to
+/// 8 warps, against float64.
+#[test]
+fn tf32_staged_from_registers_in_the_emulation() {
+    let Some(cxx) = compiler() else { return };
+    let mut rng = Rng::fresh("emulated tf32 from registers");
+    for warps in [1, 4, 8] {
+        let (a, b) = (rng.vec(FM * FK, 1.0), rng.vec(FK * FN, 1.0));
+        let acc = rng.vec(FM * FN, 8.0);
+        let nan = vec![f32::NAN; FM * FN];
+        let args = [buf(&a), buf(&b), buf(&acc), buf(&nan), buf(&nan), buf(&nan)];
+        let consts = [FM as u64, FN as u64, FK as u64];
+        let out = run(&cxx, &dot_forms::f32::SPEC, &consts, (warps, 3), (1, 1), false, &args);
+        let (av, bv): (Vec<f64>, Vec<f64>) = (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
+        let accs: Vec<f64> = acc.iter().map(|&x| f64::from(x)).collect();
+        let what = |form: &str| format!("emulated f32 dot_forms {form}, {warps} warps");
+        let (want, bound) = reference(&av, &bv, Some(&accs), FM, FN, FK);
+        assert_within(&what("with an accumulator"), &f32s(&out[3]), &want, &bound);
+        let (want, bound) = reference(&av, &bv, None, FM, FN, FK);
+        let scaled = |s: f64, v: &[f64]| v.iter().map(|x| x * s).collect::<Vec<f64>>();
+        assert_within(&what("halved"), &f32s(&out[4]), &scaled(0.5, &want), &scaled(0.5, &bound));
+        assert_within(&what("of (2 a).to(f32)"), &f32s(&out[5]), &scaled(2.0, &want), &scaled(2.0, &bound));
+
+        let (x, w) = (rng.vec(64 * 32, 1.0), rng.vec(32 * 32, 1.0));
+        let out = run(&cxx, &nt_once::f32::SPEC, &[], (warps, 3), (1, 1), false, &[buf(&x), buf(&w), buf(&vec![f32::NAN; 64 * 32])]);
+        let xv: Vec<f64> = x.iter().map(|v| v.dot_value()).collect();
+        let wt: Vec<f64> = (0..32 * 32).map(|i| w[(i % 32) * 32 + i / 32].dot_value()).collect();
+        let (want, bound) = reference(&xv, &wt, None, 64, 32, 32);
+        assert_within(&format!("emulated f32 nt_once, {warps} warps"), &f32s(&out[2]), &want, &bound);
+
+        let (a, b) = (rng.vec(FM * FK, 1.0), rng.vec(FK * FN, 1.0));
+        let args = [buf(&a), buf(&b), buf(&vec![f32::NAN; FM]), buf(&vec![f32::NAN; FN])];
+        let out = run(&cxx, &dot_reductions::f32::SPEC, &consts, (warps, 3), (1, 1), false, &args);
+        let (av, bv): (Vec<f64>, Vec<f64>) = (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
+        let (want, bound) = reference(&av, &bv, None, FM, FN, FK);
+        let u = 2f64.powi(-24);
+        let sums: Vec<f64> = (0..FM).map(|r| want[r * FN..(r + 1) * FN].iter().sum()).collect();
+        let sum_bounds: Vec<f64> = (0..FM)
+            .map(|r| {
+                let mag: f64 = want[r * FN..(r + 1) * FN].iter().map(|v| v.abs()).sum();
+                bound[r * FN..(r + 1) * FN].iter().sum::<f64>() + 2.0 * (FN as f64 + 2.0) * u * mag
+            })
+            .collect();
+        assert_within(&format!("emulated f32 dot row sums, {warps} warps"), &f32s(&out[2]), &sums, &sum_bounds);
+        let maxes: Vec<f64> = (0..FN).map(|c| (0..FM).map(|r| want[r * FN + c]).fold(f64::NEG_INFINITY, f64::max)).collect();
+        let max_bounds: Vec<f64> = (0..FN).map(|c| (0..FM).map(|r| bound[r * FN + c]).fold(0.0, f64::max)).collect();
+        assert_within(&format!("emulated f32 dot column maxima, {warps} warps"), &f32s(&out[3]), &maxes, &max_bounds);
+    }
+}
+
 /// The f16 lowering (ldmatrix.trans, m16n8k16), checked on GPUs, in the emulation: a check of
 /// the emulation's ldmatrix, mma and cp.async.
 #[test]
