@@ -73,7 +73,13 @@ fn cut(src: &str, head: &str) -> String {
 /// The host program: the kernel's full source (specialisations: pointers aligned, the rest as
 /// `proven`), helpers replaced, and a `main` that reads the arguments from a file, runs the grid
 /// and writes the buffers back.
-fn program(spec: &KernelSpec, consts: &[u64], (warps, stages): (u32, u32), grid: (u32, u32), proven: bool) -> String {
+fn program(
+    spec: &KernelSpec,
+    consts: &[u64],
+    (warps, stages): (u32, u32),
+    grid: (u32, u32),
+    proven: bool,
+) -> String {
     let k = spec.kernel().expect("the kernel's IR");
     let values: Vec<bool> =
         spec.specializations().iter().map(|s| matches!(s, Specialization::Align16(_)) || proven).collect();
@@ -81,9 +87,10 @@ fn program(spec: &KernelSpec, consts: &[u64], (warps, stages): (u32, u32), grid:
     for head in EMULATED {
         src = cut(&src, head);
     }
-    let src = src
-        .replace("asm volatile(", "asm(")
-        .replace("extern __shared__ __align__(1024) unsigned char fuse_xs[];", "__shared__ __align__(1024) unsigned char fuse_xs[fuse_xs_bytes];");
+    let src = src.replace("asm volatile(", "asm(").replace(
+        "extern __shared__ __align__(1024) unsigned char fuse_xs[];",
+        "__shared__ __align__(1024) unsigned char fuse_xs[fuse_xs_bytes];",
+    );
     let dir = env!("CARGO_MANIFEST_DIR");
     let mut p = format!(
         "#include \"{dir}/tests/emulator/fuse_emu_mma.h\"\n#define asm(...) fuse_emu_fail(\"inline PTX is not emulated\", __LINE__)\n{src}\nint main(int argc, char** argv) {{\n  if (argc != 4) return 2;\n  FILE* in = fopen(argv[1], \"rb\");\n  if (!in) return 2;\n"
@@ -155,7 +162,10 @@ fn run(
     // The binary's name: the program and the emulation's headers.
     let headers: String = ["fuse_emu.h", "fuse_emu_mma.h"]
         .iter()
-        .map(|h| std::fs::read_to_string(format!("{}/tests/emulator/{h}", env!("CARGO_MANIFEST_DIR"))).expect("the header"))
+        .map(|h| {
+            std::fs::read_to_string(format!("{}/tests/emulator/{h}", env!("CARGO_MANIFEST_DIR")))
+                .expect("the header")
+        })
         .collect();
     let name = format!("{}_{:016x}", spec.name(), hash(&(headers + &p)));
     let bin = dir.join(&name);
@@ -163,8 +173,18 @@ fn run(
         let cpp = dir.join(format!("{name}.cpp"));
         std::fs::write(&cpp, &p).expect("the program written");
         let tmp = dir.join(format!("{name}.tmp{}", std::process::id()));
-        let out = Command::new(cxx).args(["-std=c++17", "-O1", "-w", "-o"]).arg(&tmp).arg(&cpp).output().expect("the compiler runs");
-        assert!(out.status.success(), "{cxx} failed on {}:\n{}", cpp.display(), String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(cxx)
+            .args(["-std=c++17", "-O1", "-w", "-o"])
+            .arg(&tmp)
+            .arg(&cpp)
+            .output()
+            .expect("the compiler runs");
+        assert!(
+            out.status.success(),
+            "{cxx} failed on {}:\n{}",
+            cpp.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::fs::rename(&tmp, &bin).expect("the binary in place");
     }
     let mut input = Vec::new();
@@ -181,7 +201,14 @@ fn run(
     let (inp, outp) = (dir.join(format!("in_{tag}")), dir.join(format!("out_{tag}")));
     std::fs::write(&inp, &input).expect("the input written");
     let seed = hash(&name) % 1000;
-    let out = Command::new("timeout").arg("600").arg(&bin).arg(&inp).arg(&outp).arg(seed.to_string()).output().expect("the program runs");
+    let out = Command::new("timeout")
+        .arg("600")
+        .arg(&bin)
+        .arg(&inp)
+        .arg(&outp)
+        .arg(seed.to_string())
+        .output()
+        .expect("the program runs");
     let _ = std::fs::remove_file(&inp);
     assert!(
         out.status.success(),
@@ -224,7 +251,14 @@ fn check<T: DotElem + Copy>(
     let a = T::from_f32s(&rng.vec(m * k, 1.0));
     let b = T::from_f32s(&rng.vec(k * n, 1.0));
     let grid = (m.div_ceil(bm) as u32, n.div_ceil(bn) as u32);
-    let args = [buf(&a), buf(&b), buf(&vec![f32::NAN; m * n]), Arg::I32(m as i32), Arg::I32(n as i32), Arg::I32(k as i32)];
+    let args = [
+        buf(&a),
+        buf(&b),
+        buf(&vec![f32::NAN; m * n]),
+        Arg::I32(m as i32),
+        Arg::I32(n as i32),
+        Arg::I32(k as i32),
+    ];
     let out = run(cxx, spec, &[bm as u64, bn as u64, bk as u64], (warps, stages), grid, proven, &args);
     let got = f32s(&out[2]);
     let av: Vec<f64> = a.iter().map(|x| x.dot_value()).collect();
@@ -284,7 +318,8 @@ fn tf32_staged_from_registers_in_the_emulation() {
         let args = [buf(&a), buf(&b), buf(&acc), buf(&nan), buf(&nan), buf(&nan)];
         let consts = [FM as u64, FN as u64, FK as u64];
         let out = run(&cxx, &dot_forms::f32::SPEC, &consts, (warps, 3), (1, 1), false, &args);
-        let (av, bv): (Vec<f64>, Vec<f64>) = (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
+        let (av, bv): (Vec<f64>, Vec<f64>) =
+            (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
         let accs: Vec<f64> = acc.iter().map(|&x| f64::from(x)).collect();
         let what = |form: &str| format!("emulated f32 dot_forms {form}, {warps} warps");
         let (want, bound) = reference(&av, &bv, Some(&accs), FM, FN, FK);
@@ -295,7 +330,15 @@ fn tf32_staged_from_registers_in_the_emulation() {
         assert_within(&what("of (2 a).to(f32)"), &f32s(&out[5]), &scaled(2.0, &want), &scaled(2.0, &bound));
 
         let (x, w) = (rng.vec(64 * 32, 1.0), rng.vec(32 * 32, 1.0));
-        let out = run(&cxx, &nt_once::f32::SPEC, &[], (warps, 3), (1, 1), false, &[buf(&x), buf(&w), buf(&vec![f32::NAN; 64 * 32])]);
+        let out = run(
+            &cxx,
+            &nt_once::f32::SPEC,
+            &[],
+            (warps, 3),
+            (1, 1),
+            false,
+            &[buf(&x), buf(&w), buf(&vec![f32::NAN; 64 * 32])],
+        );
         let xv: Vec<f64> = x.iter().map(|v| v.dot_value()).collect();
         let wt: Vec<f64> = (0..32 * 32).map(|i| w[(i % 32) * 32 + i / 32].dot_value()).collect();
         let (want, bound) = reference(&xv, &wt, None, 64, 32, 32);
@@ -304,7 +347,8 @@ fn tf32_staged_from_registers_in_the_emulation() {
         let (a, b) = (rng.vec(FM * FK, 1.0), rng.vec(FK * FN, 1.0));
         let args = [buf(&a), buf(&b), buf(&vec![f32::NAN; FM]), buf(&vec![f32::NAN; FN])];
         let out = run(&cxx, &dot_reductions::f32::SPEC, &consts, (warps, 3), (1, 1), false, &args);
-        let (av, bv): (Vec<f64>, Vec<f64>) = (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
+        let (av, bv): (Vec<f64>, Vec<f64>) =
+            (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
         let (want, bound) = reference(&av, &bv, None, FM, FN, FK);
         let u = 2f64.powi(-24);
         let sums: Vec<f64> = (0..FM).map(|r| want[r * FN..(r + 1) * FN].iter().sum()).collect();
@@ -314,10 +358,22 @@ fn tf32_staged_from_registers_in_the_emulation() {
                 bound[r * FN..(r + 1) * FN].iter().sum::<f64>() + 2.0 * (FN as f64 + 2.0) * u * mag
             })
             .collect();
-        assert_within(&format!("emulated f32 dot row sums, {warps} warps"), &f32s(&out[2]), &sums, &sum_bounds);
-        let maxes: Vec<f64> = (0..FN).map(|c| (0..FM).map(|r| want[r * FN + c]).fold(f64::NEG_INFINITY, f64::max)).collect();
-        let max_bounds: Vec<f64> = (0..FN).map(|c| (0..FM).map(|r| bound[r * FN + c]).fold(0.0, f64::max)).collect();
-        assert_within(&format!("emulated f32 dot column maxima, {warps} warps"), &f32s(&out[3]), &maxes, &max_bounds);
+        assert_within(
+            &format!("emulated f32 dot row sums, {warps} warps"),
+            &f32s(&out[2]),
+            &sums,
+            &sum_bounds,
+        );
+        let maxes: Vec<f64> =
+            (0..FN).map(|c| (0..FM).map(|r| want[r * FN + c]).fold(f64::NEG_INFINITY, f64::max)).collect();
+        let max_bounds: Vec<f64> =
+            (0..FN).map(|c| (0..FM).map(|r| bound[r * FN + c]).fold(0.0, f64::max)).collect();
+        assert_within(
+            &format!("emulated f32 dot column maxima, {warps} warps"),
+            &f32s(&out[3]),
+            &maxes,
+            &max_bounds,
+        );
     }
 }
 

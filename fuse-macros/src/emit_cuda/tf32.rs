@@ -71,7 +71,13 @@ impl Ctx<'_> {
     /// The TF32 A and B fragments of K step `k` (a C expression; 8 columns of A a step) into
     /// buffer `k & 1` of `fuse_fa`/`fuse_fb`, in a block: read from the staged `fuse_sa` (`[m, kk]`)
     /// and `fuse_sb` (`[kk, n]`, or `[n, kk]` when `kmajor`), then rounded to TF32.
-    pub(super) fn tf32_frag_loads(&mut self, mma: usize, k: &str, (kk, n, m): (&str, &str, &str), kmajor: bool) {
+    pub(super) fn tf32_frag_loads(
+        &mut self,
+        mma: usize,
+        k: &str,
+        (kk, n, m): (&str, &str, &str),
+        kmajor: bool,
+    ) {
         self.needs.tf32_mma = true;
         self.w.open("");
         self.w.line(format!("const int fuse_ks = {k};"));
@@ -89,7 +95,9 @@ impl Ctx<'_> {
             // `[n, kk]`: matrices (ni, k 0-3), (ni, k 4-7), (ni + 1, ..): b0, b1 of two n-tiles.
             self.w.pp("#pragma unroll");
             self.w.open(format!("for (int fuse_ni = 0; fuse_ni < FUSE_NI{mma}; fuse_ni += 2)"));
-            self.w.line(format!("const int fuse_n0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"));
+            self.w.line(format!(
+                "const int fuse_n0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"
+            ));
             self.w.line("const int fuse_kc = fuse_ks * 8 + ((fuse_lane >> 3) & 1) * 4;");
             self.w.open(format!("if (fuse_ni + 1 < FUSE_NI{mma})"));
             self.w.line("unsigned int fuse_q[4];");
@@ -107,7 +115,9 @@ impl Ctx<'_> {
         } else {
             // `[kk, n]`: b0 = (k t, n g), b1 = (k t + 4, n g), one 32-bit load each.
             self.w.open_unrolled("fuse_ni", &format!("FUSE_NI{mma}"));
-            self.w.line(format!("const int fuse_c = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane >> 2);"));
+            self.w.line(format!(
+                "const int fuse_c = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane >> 2);"
+            ));
             self.w.line("const int fuse_r = fuse_ks * 8 + (fuse_lane & 3);");
             for (h, dr) in [(0, ""), (1, " + 4")] {
                 self.w.line(format!(
