@@ -7,8 +7,8 @@
 //! * [`affine`]: which offsets are contiguous/aligned (licenses vector access, Philox x4);
 //! * [`body`]: statements and element-wise expressions; [`memory`]: loads and stores with
 //!   bounds checks; [`reduce`]: block reductions; [`random`]: `rand`; [`shape`]: operations that
-//!   move lanes between threads; [`dot`]: `dot`'s lowering, on tensor cores ([`mma`], [`tf32`], [`wgmma`]) or the general
-//!   fallback; [`pipeline`]: software pipelining of `dot` K loops;
+//!   move lanes between threads; [`dot`]: `dot`'s lowering, on tensor cores ([`mma`], [`tf32`],
+//!   [`wgmma`]) or the general fallback; [`pipeline`]: software pipelining of `dot` K loops;
 //! * [`prelude`]: the device helpers the body used;
 //!
 //! Launch-time facts the source specialises on (`FUSE_ALIGN16_<p>`, `FUSE_DIV16_<p>`) are listed
