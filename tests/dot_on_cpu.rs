@@ -59,6 +59,16 @@ fn reductions_of_a_dot_result() {
     let mut rng = common::Rng::fresh("cpu dot reductions");
     common::dot::check_reductions::<fuse::half::f16>(&fuse::Device::cpu(), &mut rng, 4);
     common::dot::check_reductions::<fuse::half::bf16>(&fuse::Device::cpu(), &mut rng, 4);
+    common::dot::check_reductions::<f32>(&fuse::Device::cpu(), &mut rng, 4);
+}
+
+/// The exact-sum check of f32 inputs' TF32 rounding (run bit for bit against the GPU by
+/// `tests/gpu_dot.rs`) holds on the interpreter, and tells its rounding from ties-to-even and
+/// truncation.
+#[test]
+fn tf32_rounding_of_exact_sums() {
+    let mut rng = Rng::fresh("cpu tf32 rounding");
+    check_tf32_rounding::<32, 32, 16>(&Device::cpu(), &mut rng, (45, 37, 70), 4, 1);
 }
 
 /// The pipelined K loop copies with `cp.async` without a per-chunk check only where the runtime
@@ -93,7 +103,7 @@ fn divisible_matmuls_are_proven_in_bounds_with_every_mask_true() {
     assert!(!all_true.iter().all(|&p| p), "a ragged K cannot have every mask proven true");
 }
 
-/// `a @ w^T` with a K-major `w` (`dot(x, trans(y))`): ragged sizes, f16 and bf16.
+/// `a @ w^T` with a K-major `w` (`dot(x, trans(y))`): ragged sizes, f16, bf16 and f32.
 #[test]
 fn matmul_with_a_k_major_b() {
     let d = Device::cpu();
@@ -101,6 +111,8 @@ fn matmul_with_a_k_major_b() {
     for size in [(45, 37, 70), (32, 32, 32), (1, 5, 3)] {
         check_nt::<f16>(&d, &mut rng, size, (32, 32), 1, 3);
         check_nt::<bf16>(&d, &mut rng, size, (32, 32), 1, 3);
+        check_nt::<f32>(&d, &mut rng, size, (32, 32), 1, 3);
     }
     check_nt_once::<f16>(&d, &mut rng, 1);
+    check_nt_once::<f32>(&d, &mut rng, 1);
 }

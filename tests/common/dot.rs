@@ -85,7 +85,7 @@ pub fn matmul_i8<const BM: usize, const BN: usize, const BK: usize>(
 /// `c = a @ w^T` with `w: [n, k]` stored K-major (a linear layer's weight, the keys of attention):
 /// `dot(x, trans(y))` of a `[BN, BK]` tile of `w`, which the tensor cores read as B's K-major form.
 #[fused_kernel]
-pub fn matmul_nt<T: Half, const BM: usize, const BN: usize, const BK: usize>(
+pub fn matmul_nt<T: Float, const BM: usize, const BN: usize, const BK: usize>(
     a: *const T,
     w: *const T,
     c: *mut f32,
@@ -120,7 +120,7 @@ pub fn matmul_nt<T: Half, const BM: usize, const BN: usize, const BK: usize>(
 
 /// One `[64, 32] @ trans([32, 32])` product outside any loop (the K-major B staged from registers).
 #[fused_kernel]
-pub fn nt_once<T: Half>(a: *const T, w: *const T, c: *mut f32) {
+pub fn nt_once<T: Float>(a: *const T, w: *const T, c: *mut f32) {
     let r = arange(0, 64);
     let n = arange(0, 32);
     let kk = arange(0, 32);
@@ -130,7 +130,7 @@ pub fn nt_once<T: Half>(a: *const T, w: *const T, c: *mut f32) {
 }
 
 /// [`nt_once`] with `warps` warps against float64.
-pub fn check_nt_once<T: DotElem + fuse::Half>(d: &Device, rng: &mut Rng, warps: u32) {
+pub fn check_nt_once<T: DotElem>(d: &Device, rng: &mut Rng, warps: u32) {
     let (a, w) = (random::<T>(rng, 64 * 32), random::<T>(rng, 32 * 32));
     let (ab, wb) = (d.upload(&a).unwrap(), d.upload(&w).unwrap());
     let mut c = d.upload(&vec![f32::NAN; 64 * 32]).unwrap();
@@ -149,7 +149,7 @@ pub fn check_nt_once<T: DotElem + fuse::Half>(d: &Device, rng: &mut Rng, warps: 
 /// [`matmul_nt`] at `m x n x k` with `[bm, bn, 32]` blocks, `warps` warps and `stages` stages
 /// against float64, NaN-poisoned output.
 #[allow(clippy::too_many_arguments)]
-pub fn check_nt<T: DotElem + fuse::Half>(
+pub fn check_nt<T: DotElem>(
     d: &Device,
     rng: &mut Rng,
     (m, n, k): (usize, usize, usize),
@@ -208,7 +208,7 @@ pub fn dot_forms<T: Float, const M: usize, const N: usize, const K: usize>(
 /// Reductions of a dot result: each row's sum (axis 1, read from the accumulator's layout) and
 /// each column's max (axis 0, which moves the result out of the tensor cores' layout).
 #[fused_kernel]
-pub fn dot_reductions<T: Half, const M: usize, const N: usize, const K: usize>(
+pub fn dot_reductions<T: Float, const M: usize, const N: usize, const K: usize>(
     a: *const T,
     b: *const T,
     row_sums: *mut f32,
@@ -239,7 +239,8 @@ pub fn dot_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
         (&matmul::bf16::SPEC, tile.clone()),
         (&matmul_i8::SPEC, tile.clone()),
         (&matmul_nt::f16::SPEC, tile.clone()),
-        (&matmul_nt::bf16::SPEC, tile),
+        (&matmul_nt::bf16::SPEC, tile.clone()),
+        (&matmul_nt::f32::SPEC, tile),
         (&dot_forms::f32::SPEC, forms.clone()),
         (&dot_forms::f16::SPEC, forms.clone()),
         (&dot_forms::bf16::SPEC, forms),
@@ -350,6 +351,86 @@ pub fn check_matmul<T: DotElem>(d: &Device, rng: &mut Rng, (m, n, k): (usize, us
     }
 }
 
+/// Values for [`check_tf32_rounding`]: `±(j + f)` with `j` in `1024..2048` (where TF32's spacing
+/// is 1) and `f` one of 1/4, 1/2 (a tie: away from zero, to `±(j + 1)`) or 3/4, at least half of
+/// them ties.
+fn tf32_ties(rng: &mut Rng, len: usize) -> Vec<f32> {
+    (0..len)
+        .map(|_| {
+            let r = rng.next_u64();
+            let j = 1024 + (r % 1024) as i32;
+            let f = [0.5, 0.5, 0.25, 0.75][(r >> 10) as usize % 4];
+            let v = j as f32 + f;
+            if (r >> 12) & 1 == 1 { -v } else { v }
+        })
+        .collect()
+}
+
+/// Small integers (`-3..=3`, exact in TF32) for [`check_tf32_rounding`].
+fn small_ints(rng: &mut Rng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| (rng.next_u64() % 7) as f32 - 3.0).collect()
+}
+
+/// The TF32 rounding of f32 `dot` inputs, exactly: [`matmul`] of `f32` with `[BM, BN, BK]`
+/// blocks, `warps` and `stages`, on `a` of [`tf32_ties`] and `b` of small integers, then the other
+/// way round. Every product and partial sum is an integer below 2^23, so every summation order
+/// (the interpreter's, the tensor cores') gives the same exact result: the output must equal the
+/// float64 sum of the inputs rounded to nearest, ties away from zero, bit for bit, and the CPU
+/// interpreter's. Rounding ties to even, or truncating, gives another result (checked on the data).
+pub fn check_tf32_rounding<const BM: usize, const BN: usize, const BK: usize>(
+    d: &Device,
+    rng: &mut Rng,
+    (m, n, k): (usize, usize, usize),
+    warps: u32,
+    stages: u32,
+) {
+    assert!(k * 2048 * 3 < 1 << 23, "k = {k}: the sums must stay exact in f32");
+    for ties_in_a in [true, false] {
+        let (a, b) = if ties_in_a {
+            (tf32_ties(rng, m * k), small_ints(rng, k * n))
+        } else {
+            (small_ints(rng, m * k), tf32_ties(rng, k * n))
+        };
+        let config = LaunchConfig::new((m.div_ceil(BM) as u32, n.div_ceil(BN) as u32)).num_warps(warps).num_stages(stages);
+        let run = |dev: &Device, config: LaunchConfig| {
+            let (ab, bb) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+            let mut c = dev.upload(&vec![f32::NAN; m * n]).unwrap();
+            matmul::launch::<f32, BM, BN, BK>(dev, config, &ab, &bb, &mut c, m as i32, n as i32, k as i32).unwrap();
+            c.to_vec().unwrap()
+        };
+        let got = run(d, config);
+        let exact = |round: &dyn Fn(f32) -> f64| -> Vec<f64> {
+            let (av, bv): (Vec<f64>, Vec<f64>) = (a.iter().map(|&x| round(x)).collect(), b.iter().map(|&x| round(x)).collect());
+            reference(&av, &bv, None, m, n, k).0
+        };
+        let want = exact(&tf32_reference);
+        let what = format!(
+            "f32 (TF32) matmul of exact sums, ties in {}, {m}x{n}x{k} [{BM}x{BN}x{BK} {warps}w {stages}s] on {}",
+            if ties_in_a { "a" } else { "b" },
+            d.description()
+        );
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            assert!(f64::from(g) == w, "{what}: element {i}: got {g}, want {w} (exactly)");
+        }
+        // The data tells the roundings apart: to nearest even, and truncation.
+        let even = |x: f32| {
+            let (f, j) = (f64::from(x).abs().fract(), f64::from(x).abs().trunc());
+            let r = if f == 0.5 { j + j % 2.0 } else { f64::from(x).abs().round() };
+            r.copysign(f64::from(x))
+        };
+        let trunc = |x: f32| f64::from(x).trunc();
+        if k > 0 && m * n > 0 {
+            assert_ne!(exact(&even), want, "{what}: ties to even would pass");
+            assert_ne!(exact(&trunc), want, "{what}: truncation would pass");
+        }
+        if d.arch().is_some() {
+            let cpu = run(&Device::cpu(), LaunchConfig::new((m.div_ceil(BM) as u32, n.div_ceil(BN) as u32)));
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+            assert_eq!(bits(&got), bits(&cpu), "{what}: GPU and CPU interpreter differ");
+        }
+    }
+}
+
 /// [`check_matmul`] for half types with `[64, 64, 32]` blocks, `warps` warps and `stages`
 /// pipeline stages: the K loop's loads go through `cp.async` into a ring of `stages` buffers, so
 /// long K (the ring wraps many times), K not a multiple of the block (a zero-filled last stage)
@@ -454,7 +535,7 @@ pub fn check_forms<T: DotElem>(d: &Device, rng: &mut Rng, warps: Option<u32>) {
 
 /// [`dot_reductions`] against float64: row sums within the dot's bound summed plus the f32 sum's
 /// own rounding, column maxima within the largest bound of the column.
-pub fn check_reductions<T: DotElem + fuse::Half>(d: &Device, rng: &mut Rng, warps: u32) {
+pub fn check_reductions<T: DotElem>(d: &Device, rng: &mut Rng, warps: u32) {
     let (a, b) = (random::<T>(rng, FM * FK), random::<T>(rng, FK * FN));
     let (ab, bb) = (d.upload(&a).unwrap(), d.upload(&b).unwrap());
     let mut sums = d.upload(&vec![f32::NAN; FM]).unwrap();

@@ -6,7 +6,9 @@
 // hardware would leave undefined or hang on: every live thread of the block at the same
 // `__syncthreads` (source line), all 32 lanes of a warp at the same shuffle with the full mask and
 // the same lane offset, and no deadlock. Inline PTX (`asm`) is not emulated: kernels using the
-// helpers that need it (half conversions, float-to-int casts, rand, erf) do not compile here.
+// helpers that need it (half conversions, float-to-int casts, rand, erf) do not compile here,
+// except where a test replaces the helpers (fuse_emu_mma.h: ldmatrix, mma.sync, cp.async) with
+// emulations built on `fuse_emu_warp` below.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -82,7 +84,11 @@ static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long 
   _exit(3);
 }
 
-enum fuse_emu_state { FUSE_EMU_RUN, FUSE_EMU_SYNC, FUSE_EMU_SHFL, FUSE_EMU_DONE };
+enum fuse_emu_state { FUSE_EMU_RUN, FUSE_EMU_SYNC, FUSE_EMU_SHFL, FUSE_EMU_WARP, FUSE_EMU_DONE };
+
+// A warp-collective operation (ldmatrix, mma.sync): run once over the 32 lanes' arguments when
+// the whole warp has reached it.
+typedef void (*fuse_emu_warp_op)(void* const* lanes);
 
 struct fuse_emu_fiber {
   ucontext_t ctx;
@@ -91,6 +97,8 @@ struct fuse_emu_fiber {
   int shfl_offset;   // the lane offset of its shuffle
   unsigned int mask;
   unsigned long long in, out;  // a shuffle's value (bits) and result
+  fuse_emu_warp_op op;         // a warp-collective operation's function and this lane's arguments
+  void* args;
 };
 
 static ucontext_t fuse_emu_main;
@@ -127,6 +135,15 @@ template <class T> static T fuse_emu_shfl(unsigned int mask, T v, int offset, in
   T r;
   memcpy(&r, &fuse_emu_fibers[fuse_emu_current].out, sizeof(T));
   return r;
+}
+
+// Waits until every lane of the warp is at this operation (the same `op`, source line), which
+// then runs once over their `args`.
+static void fuse_emu_warp(fuse_emu_warp_op op, void* args, int line) {
+  fuse_emu_fiber& f = fuse_emu_fibers[fuse_emu_current];
+  f.op = op;
+  f.args = args;
+  fuse_emu_yield(FUSE_EMU_WARP, line);
 }
 
 #define __syncthreads() fuse_emu_sync(__LINE__)
@@ -203,6 +220,23 @@ static void fuse_emu_launch(unsigned int gx, unsigned int gy, unsigned int gz, i
               if (lane[l].shfl_offset < 0 || lane[l].shfl_offset > 31) fuse_emu_fail("a shuffle offset outside 0..31", lane[l].line);
             }
             for (int l = 0; l < 32; ++l) lane[l].out = lane[l ^ lane[l].shfl_offset].in;
+            for (int l = 0; l < 32; ++l) lane[l].state = FUSE_EMU_RUN;
+            ++fuse_emu_shuffles;
+            any = true;
+          }
+          // Complete warps at one warp-collective operation.
+          for (int w = 0; w * 32 < threads; ++w) {
+            fuse_emu_fiber* lane = &fuse_emu_fibers[w * 32];
+            int at = 0;
+            for (int l = 0; l < 32; ++l) at += lane[l].state == FUSE_EMU_WARP;
+            if (at == 0) continue;
+            void* args[32];
+            for (int l = 0; l < 32; ++l) {
+              if (lane[l].state != FUSE_EMU_WARP) fuse_emu_fail("a warp-collective operation that not every lane of its warp reached", lane[0].line);
+              if (lane[l].line != lane[0].line || lane[l].op != lane[0].op) fuse_emu_fail("lanes of a warp at different warp-collective operations", lane[l].line);
+              args[l] = lane[l].args;
+            }
+            lane[0].op(args);
             for (int l = 0; l < 32; ++l) lane[l].state = FUSE_EMU_RUN;
             ++fuse_emu_shuffles;
             any = true;

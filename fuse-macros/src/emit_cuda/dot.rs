@@ -1,9 +1,11 @@
 //! `dst = dot(a, b[, acc])` ([`fuse_ir::Expr::Dot`]).
 //!
-//! [`Ctx::dot`] is the entry point that picks a lowering. Today there is one, the **general
-//! fallback** ([`Ctx::dot_fallback`]): correct for every shape, element type and warp count, and
-//! bit-identical to the CPU interpreter, but not fast — it is what a tensor-core lowering falls
-//! back to where it does not apply.
+//! [`Ctx::dot`] is the entry point that picks a lowering: the **tensor cores** where
+//! [`super::mma::takes_mma`] says so (f16 and bf16, f32 as TF32 ([`super::tf32`]), i8 with a
+//! K-major B; `mma.sync`, or `wgmma` on sm_90a for all but f32), else the **general fallback**
+//! ([`Ctx::dot_fallback`]): correct for every shape, element type and warp count, and
+//! bit-identical to the CPU interpreter, but not fast — today only i8 with a `[K, N]` B (no byte
+//! `ldmatrix.trans`) reaches it.
 //!
 //! The fallback writes both operands to the shared scratch `fuse_xs` at their lane indices
 //! (between barriers, as [`super::shape`] does; `a` first, `b` right after it, in their storage
@@ -16,8 +18,8 @@ use super::Ctx;
 use fuse_ir::{DType, VarId};
 
 impl Ctx<'_> {
-    /// `dst = dot(a, b[, acc])`: tensor cores ([`super::mma`]) for f16 and bf16 inputs, the
-    /// general fallback otherwise.
+    /// `dst = dot(a, b[, acc])`: tensor cores ([`super::mma`]) for f16, bf16 and f32 inputs and
+    /// i8 with a K-major B, the general fallback otherwise.
     pub(super) fn dot(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>) {
         if super::mma::takes_mma(self.k, a, b) {
             let dims = self.k.ty(dst).shape.dims();

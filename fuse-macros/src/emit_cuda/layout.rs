@@ -33,8 +33,8 @@ pub struct Layout {
     /// only, so a row of an accumulator lives in one warp (row reductions are quad shuffles) and
     /// every MMA layout with the same M holds the same rows in the same threads.
     pub rows_first: bool,
-    /// The kernel has a tensor-core `dot`: its MMA layouts may take wgmma's warpgroup
-    /// grid on sm_90a ([`MmaLayout::warpgroups`]).
+    /// The kernel has a tensor-core `dot` that `wgmma` may run (not f32): its MMA layouts may
+    /// take wgmma's warpgroup grid on sm_90a ([`MmaLayout::warpgroups`]).
     pub warpgroups: bool,
     /// The widest VEC any tile may use.
     pub veck: u32,
@@ -92,8 +92,9 @@ impl Layout {
         let (mut dots, mut warpgroups) = (0, false);
         k.visit_stmts(&mut |s| {
             if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } = s {
-                dots += usize::from(super::mma::takes_mma(k, *a, *b));
-                warpgroups |= super::mma::takes_mma(k, *a, *b);
+                let mma = super::mma::takes_mma(k, *a, *b);
+                dots += usize::from(mma);
+                warpgroups |= mma && super::mma::may_take_wgmma(k.ty(*a).dtype);
             }
         });
         Layout { lens, rows_first: dots >= 2, warpgroups, veck: 16 / narrowest, caps, derived: Vec::new() }

@@ -1,5 +1,6 @@
-//! `dot` on tensor cores: the MMA layout of its result and the `mma.sync.m16n8k16` lowering for
-//! f16 and bf16 inputs (f32 accumulators).
+//! `dot` on tensor cores: the MMA layout of its result and the `mma.sync` lowering: m16n8k16 for
+//! f16 and bf16 inputs (f32 accumulators), m16n8k32 for i8 (i32), m16n8k8 for f32 taken as TF32
+//! (f32; its operand fetch is [`super::tf32`]'s).
 //!
 //! **The MMA layout** of a `[M, N]` tile: the program's warps form a `WM x WN` grid, warp
 //! `(wm, wn)` owning the `M / WM` rows from `wm * M / WM` and the `N / WN` columns from
@@ -23,7 +24,9 @@
 //! row (`fuse_swz`) so that `ldmatrix` reads 8 rows of one chunk from 8 distinct bank groups. Each
 //! warp then walks K in steps of 16: `ldmatrix.x4` gives the A fragments of each of its m-tiles,
 //! `ldmatrix.x4.trans` the B fragments of two n-tiles at a time (`.x2` for a last odd one), and one
-//! `mma.sync` per `(mi, ni)` accumulates in place in the result's slots.
+//! `mma.sync` per `(mi, ni)` accumulates in place in the result's slots. f32 operands are staged
+//! the same way (`fuse_swz_f32`) and walked in steps of 8 with m16n8k8, never on `wgmma`
+//! ([`super::tf32`]).
 use super::ctype::c_type;
 use super::Ctx;
 use fuse_ir::{DType, Len, VarId};
@@ -35,8 +38,9 @@ pub struct MmaLayout {
     pub cols: Len,
     /// Warps along M only (chained dots, see [`super::layout::Layout::rows_first`]).
     pub rows_first: bool,
-    /// The kernel has a tensor-core `dot`: on sm_90a the layout may take the warpgroup
-    /// grid of `wgmma` (decided by the preprocessor, `FUSE_WG<k>`).
+    /// The kernel has a tensor-core `dot` that `wgmma` may run (not f32, [`may_take_wgmma`]): on
+    /// sm_90a the layout may take the warpgroup grid of `wgmma` (decided by the preprocessor,
+    /// `FUSE_WG<k>`); otherwise `FUSE_WG<k>` is 0 and the grid is mma.sync's.
     pub warpgroups: bool,
 }
 
@@ -200,9 +204,12 @@ __device__ __forceinline__ void fuse_mma_bf16(float* d, const unsigned int* a, c
 
 /// The shared address of element `f` (row-major flat index) of a `[h, w]` operand staged at
 /// `buf` (a `unsigned short*`), through `fuse_swz`. Rows are addressed in 16-bit units: an i8
-/// (`esz` 1) column `c` is byte `c % 2` of unit `c / 2`, as a `byte*`.
+/// (`esz` 1) column `c` is byte `c % 2` of unit `c / 2`, as a `byte*`; an f32 (`esz` 4) is two
+/// units, through `fuse_swz_f32` ([`super::tf32::swizzled`]), as a `float*`.
 pub(super) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str), esz: usize, byte: &str) -> String {
-    if esz == 1 {
+    if esz == 4 {
+        super::tf32::swizzled(buf, f, (w, h))
+    } else if esz == 1 {
         format!("({byte}*)({buf} + fuse_swz(({f}) / ({w}), (({f}) % ({w})) / 2, ({w}) / 2, {h})) + (({f}) % ({w})) % 2")
     } else {
         format!("{buf} + fuse_swz(({f}) / ({w}), ({f}) % ({w}), {w}, {h})")
@@ -211,10 +218,16 @@ pub(super) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str), esz: usize, byt
 
 /// Whether `dot` of these input dtypes has a tensor-core lowering here for a `[K, N]` B.
 pub fn has_mma(input: DType) -> bool {
-    matches!(input, DType::F16 | DType::BF16)
+    matches!(input, DType::F16 | DType::BF16 | DType::F32)
 }
 
-/// Whether `dot(a, b)` takes the tensor cores: f16 and bf16 always; i8 (`m16n8k32`, whose B
+/// Whether a tensor-core `dot` of these inputs may run on `wgmma` (sm_90a): not f32, whose
+/// TF32 `wgmma` wants both operands K-major ([`super::tf32`]).
+pub fn may_take_wgmma(input: DType) -> bool {
+    super::wgmma::WgInput::of(input).is_some()
+}
+
+/// Whether `dot(a, b)` takes the tensor cores: f16, bf16 and f32 (as TF32) always; i8 (`m16n8k32`, whose B
 /// fragment has no `ldmatrix.trans` for bytes) when `b` is `trans(w)` of a K-major `w` read by
 /// this dot alone.
 pub fn takes_mma(k: &fuse_ir::Kernel, a: VarId, b: VarId) -> bool {
@@ -309,7 +322,8 @@ impl Ctx<'_> {
             None => self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = {zero};")),
         }
         // Shared rows are addressed in 16-bit units: an i8 row of K bytes is K / 2 of them, and
-        // one m16n8k32 step reads the 16 of them that a f16 m16n8k16 step reads.
+        // one m16n8k32 step reads the 16 of them that a f16 m16n8k16 step reads. (f32 rows are
+        // addressed in floats, tf32.rs.)
         let kw = if input == DType::I8 { format!("(({kk}) / 2)") } else { kk.clone() };
         let (wb, hb) = if kmajor.is_some() { (kk.clone(), n.clone()) } else { (n.clone(), kk.clone()) };
         let a_op = (ka, sa.as_str(), "fuse_sa", kk.as_str(), m.as_str());
@@ -327,8 +341,10 @@ impl Ctx<'_> {
         // `a` in the accumulator layout of an earlier dot with the same rows (attention's `p`):
         // its registers are already A fragments where the warp grids agree (Triton's and
         // FlashAttention's `P` in registers); else it goes through shared memory as any operand.
-        let regs = self.tile(a).filter(|&kp| self.layout.is_mma(kp) && in_a.is_none() && input != DType::I8);
-        let wgmma = format!("FUSE_WG{mma} ? 2u : 1u");
+        // (Not f32: m16n8k8's A fragment holds columns t and t + 4, the accumulator 2t and 2t + 1.)
+        let half = matches!(input, DType::F16 | DType::BF16);
+        let regs = self.tile(a).filter(|&kp| self.layout.is_mma(kp) && in_a.is_none() && half);
+        let wgmma = if may_take_wgmma(input) { format!("FUSE_WG{mma} ? 2u : 1u") } else { "1u".to_string() };
         if let Some(kp) = regs {
             let from_regs = format!("FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma} && FUSE_WG{kp} == FUSE_WG{mma}");
             self.dot_paths.push(wgmma.clone());
@@ -354,11 +370,16 @@ impl Ctx<'_> {
         }
         // Hopper's warpgroup MMA where the layout took its grid, else mma.sync; both walk the
         // rows in 16-bit units (`kw`: an i8 step of K 32 reads the bytes an f16 step of 16 does).
-        self.w.pp(format!("#if FUSE_WG{mma}"));
-        self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), None);
-        self.w.pp("#else");
-        self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
-        self.w.pp("#endif");
+        // f32 is mma.sync on either grid (`FUSE_WROW`/`FUSE_WNI` place a warp's tiles in both).
+        if may_take_wgmma(input) {
+            self.w.pp(format!("#if FUSE_WG{mma}"));
+            self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), None);
+            self.w.pp("#else");
+            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
+            self.w.pp("#endif");
+        } else {
+            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
+        }
         if regs.is_some() {
             self.w.pp("#endif");
         }
@@ -384,8 +405,9 @@ impl Ctx<'_> {
 
     /// Writes operands (layout, name, shared buffer, row width) from their registers to their
     /// buffers, row-major and swizzled, between barriers. An `[m, kk]` A and a `[kk, n]` B, or a
-    /// `[n, kk]` one (K-major B: width `kk`); elements of `esz` bytes (2, or 1 for i8, whose rows
-    /// are addressed in 16-bit units: column `c` is byte `c % 2` of unit `c / 2`).
+    /// `[n, kk]` one (K-major B: width `kk`); elements of `esz` bytes (2; 1 for i8, whose rows
+    /// are addressed in 16-bit units: column `c` is byte `c % 2` of unit `c / 2`; 4 for f32,
+    /// stored as loaded: the MMA steps round them to TF32).
     fn stage_operands(&mut self, ops: &[(usize, &str, &str, &str, &str)], esz: usize) {
         self.w.line("__syncthreads();");
         self.stage_writes(ops, esz);
@@ -408,9 +430,13 @@ impl Ctx<'_> {
             self.w.line(format!("unsigned int fuse_w[FUSE_VEC{k} / {per_word}];"));
             let word = (0..per_word)
                 .map(|e| {
+                    let lane = format!("{s}[fuse_j * FUSE_VEC{k} + {per_word} * fuse_v + {e}]");
                     let bits = 8 * esz * e;
-                    let mask = if esz == 1 { "(unsigned char)" } else { "(unsigned short)" };
-                    format!("((unsigned int){mask}{s}[fuse_j * FUSE_VEC{k} + {per_word} * fuse_v + {e}] << {bits})")
+                    match esz {
+                        4 => format!("__float_as_uint({lane})"),
+                        1 => format!("((unsigned int)(unsigned char){lane} << {bits})"),
+                        _ => format!("((unsigned int)(unsigned short){lane} << {bits})"),
+                    }
                 })
                 .collect::<Vec<_>>()
                 .join(" | ");
@@ -422,7 +448,11 @@ impl Ctx<'_> {
             self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
             self.w.open(format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k}))"));
             self.w.line(format!("const int fuse_f = FUSE_IDX{k}(fuse_i);"));
-            let t = if esz == 1 { "signed char" } else { "unsigned short" };
+            let t = match esz {
+                1 => "signed char",
+                4 => "float",
+                _ => "unsigned short",
+            };
             self.w.line(format!("*({t}*)({}) = {s}[fuse_i];", at("fuse_f")));
             self.w.close();
             self.w.close();
@@ -430,8 +460,8 @@ impl Ctx<'_> {
         }
     }
 
-    /// The warp's MMA steps over the staged `fuse_sa`/`fuse_sb`, K in steps of 16, accumulating
-    /// into the MMA-layout registers `c`. The fragments are double-buffered: step `k + 1`'s
+    /// The warp's MMA steps over the staged `fuse_sa`/`fuse_sb`, K in steps of 16 (8 for f32),
+    /// accumulating into the MMA-layout registers `c`. The fragments are double-buffered: step `k + 1`'s
     /// `ldmatrix`es are issued before step `k`'s `mma`s (both are `asm volatile`, which the
     /// compiler keeps in source order, so the overlap has to be written out).
     /// `a_regs`: A's fragments from the registers of an MMA-layout tile (its layout and name).
@@ -445,18 +475,26 @@ impl Ctx<'_> {
         a_regs: Option<(usize, &str)>,
     ) {
         self.w.line("const int fuse_lane = fuse_tid & 31;");
-        let mma_fn = match input {
-            DType::BF16 => "fuse_mma_bf16",
-            DType::I8 => "fuse_mma_s8",
-            _ => "fuse_mma_f16",
+        let (mma_fn, step) = match input {
+            DType::BF16 => ("fuse_mma_bf16", 16),
+            DType::I8 => ("fuse_mma_s8", 16),
+            DType::F32 => ("fuse_mma_tf32", super::tf32::K_STEP),
+            _ => ("fuse_mma_f16", 16),
         };
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
         self.w.line(format!("unsigned int fuse_fa[2][FUSE_MI{mma}][4];"));
         self.w.line(format!("unsigned int fuse_fb[2][FUSE_NI{mma} + 1][2];"));
-        self.frag_loads(mma, "0", (kk, n, m), kmajor, a_regs);
-        self.w.open_unrolled("fuse_k", &format!("({kk}) / 16"));
-        self.w.open(format!("if (fuse_k + 1 < ({kk}) / 16)"));
-        self.frag_loads(mma, "fuse_k + 1", (kk, n, m), kmajor, a_regs);
+        let loads = |cx: &mut Self, k: &str| {
+            if input == DType::F32 {
+                cx.tf32_frag_loads(mma, k, (kk, n, m), kmajor);
+            } else {
+                cx.frag_loads(mma, k, (kk, n, m), kmajor, a_regs);
+            }
+        };
+        loads(self, "0");
+        self.w.open_unrolled("fuse_k", &format!("({kk}) / {step}"));
+        self.w.open(format!("if (fuse_k + 1 < ({kk}) / {step})"));
+        loads(self, "fuse_k + 1");
         self.w.close();
         self.w.open_unrolled("fuse_mi", &format!("FUSE_MI{mma}"));
         self.w.unrolled(
@@ -485,7 +523,8 @@ impl Ctx<'_> {
         }
     }
 
-    /// The A and B fragments of K step `k` (a C expression) into buffer `k & 1`, in a block. A
+    /// The 16-bit (and i8) A and B fragments of K step `k` (a C expression) into buffer `k & 1`,
+    /// in a block (f32's are [`Ctx::tf32_frag_loads`]). A
     /// K-major B (`[n, kk]` row-major) is read without `.trans`: its 8 x 8 matrices are (n-tile,
     /// k half) pairs, the lane's row `n` and its two halves `k`, `k + 1`, as `mma`'s B fragment.
     fn frag_loads(&mut self, mma: usize, k: &str, (kk, n, m): (&str, &str, &str), kmajor: bool, a_regs: Option<(usize, &str)>) {

@@ -7,7 +7,8 @@
 //! * [`affine`]: which offsets are contiguous/aligned (licenses vector access, Philox x4);
 //! * [`body`]: statements and element-wise expressions; [`memory`]: loads and stores with
 //!   bounds checks; [`reduce`]: block reductions; [`random`]: `rand`; [`shape`]: operations that
-//!   move lanes between threads; [`dot`]: `dot`'s lowering (the general fallback);
+//!   move lanes between threads; [`dot`]: `dot`'s lowering, on tensor cores ([`mma`], [`tf32`],
+//!   [`wgmma`]) or the general fallback; [`pipeline`]: software pipelining of `dot` K loops;
 //! * [`prelude`]: the device helpers the body used;
 //!
 //! Launch-time facts the source specialises on (`FUSE_ALIGN16_<p>`, `FUSE_DIV16_<p>`) are listed
@@ -33,6 +34,7 @@ mod shape;
 mod slices;
 #[cfg(test)]
 mod tests;
+mod tf32;
 mod wgmma;
 mod writer;
 

@@ -11,7 +11,8 @@
 //! - it is a top-level statement of the loop body, its destination is assigned once and read only
 //!   as operand `a` or `b` of one `dot` later in the same body (so it never lives in registers), or
 //!   only by a `trans` that is that `dot`'s `b` alone (staged as B's K-major form, `[N, K]`),
-//!   both operands of that `dot` qualify, and they are f16 or bf16 as stored (no conversion);
+//!   both operands of that `dot` qualify, and they are f16, bf16, f32 or i8 as stored (no
+//!   conversion; f32 operands are staged as loaded and rounded to TF32 as the MMAs read them);
 //! - masked-off lanes read 0 (`other` absent or a literal +0), which `cp.async` zero-fills;
 //! - its offset and mask depend only on the counter, on values the loop never assigns, and on
 //!   earlier top-level statements of the body that are pure (no load, `rand`, reduction or
@@ -245,7 +246,7 @@ fn operand_load(
         return None;
     };
     let fuse_ir::ParamKind::Ptr { elem, .. } = k.params[*param as usize].kind else { return None };
-    let mma_input = matches!(elem, fuse_ir::DType::F16 | fuse_ir::DType::BF16 | fuse_ir::DType::I8);
+    let mma_input = matches!(elem, fuse_ir::DType::F16 | fuse_ir::DType::BF16 | fuse_ir::DType::F32 | fuse_ir::DType::I8);
     if uses[x.0 as usize] != 1 || elem != k.ty(x).dtype || !mma_input || k.ty(*offset).shape.is_scalar() {
         return None;
     }

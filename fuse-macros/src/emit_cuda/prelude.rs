@@ -20,8 +20,10 @@ pub struct Needs {
     pub erf: bool,
     /// Tensor-core `dot` (ldmatrix, mma.sync, the swizzle).
     pub mma: bool,
-    /// f32 → TF32 rounding (`dot` of f32 tiles).
+    /// f32 → TF32 rounding (the general fallback `dot` of f32 tiles).
     pub tf32: bool,
+    /// The TF32 tensor-core `dot` (m16n8k8, its swizzle and fragment rounding).
+    pub tf32_mma: bool,
     /// `cp.async` and its groups (the pipelined loops of `dot`).
     pub pipeline: bool,
     /// `wgmma` (sm_90a), per (input type, MN-major B) used.
@@ -288,7 +290,7 @@ __device__ __forceinline__ unsigned long long fuse_next(unsigned long long k, un
 impl Needs {
     /// The helper definitions, in a fixed order.
     pub fn text(&self) -> String {
-        let parts: [(bool, &str); 13] = [
+        let parts: [(bool, &str); 14] = [
             (self.f16, F16),
             (self.bf16, BF16),
             (self.f2i, F2I),
@@ -300,6 +302,7 @@ impl Needs {
             (self.step, STEP),
             (self.erf, ERF),
             (self.mma, super::mma::PRELUDE),
+            (self.tf32_mma, super::tf32::PRELUDE),
             (self.tf32, TF32),
             (self.pipeline, super::pipeline::PRELUDE),
         ];

@@ -1,0 +1,388 @@
+//! The emitted CUDA of tensor-core `dot` kernels run on the host: the fiber emulation of
+//! tests/emulator/fuse_emu.h (every thread a fiber, switched at barriers and warp-collective
+//! operations in an order the seed varies) with `ldmatrix`, `mma.sync` and `cp.async` emulated by
+//! tests/emulator/fuse_emu_mma.h (the PTX ISA's fragment layouts; TF32 operands checked to be
+//! rounded; copies landing at issue or at their wait, at random). So the f32 (TF32) lowering's
+//! fragment addressing, its swizzled staging and its pipelined ring are checked against float64
+//! without a GPU, at block shapes, warp counts and stage counts; the f16 lowering, which the GPU
+//! tests have checked, runs too, as a check of the emulation itself. Needs a C++17 compiler
+//! (`$CXX`, else `g++`); without one the tests print why and pass.
+mod common;
+
+use common::dot::*;
+use common::Rng;
+use fuse::fuse_ir::{DType, ParamKind, Specialization};
+use fuse::half::f16;
+use fuse::KernelSpec;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn compiler() -> Option<String> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
+    match Command::new(&cxx).arg("--version").output() {
+        Ok(o) if o.status.success() => Some(cxx),
+        _ => {
+            eprintln!("skipping: no C++ compiler ({cxx}; set CXX)");
+            None
+        }
+    }
+}
+
+/// A kernel argument: a buffer (its bytes and element size) or an i32 scalar.
+enum Arg {
+    Buf(Vec<u8>, usize),
+    I32(i32),
+}
+
+fn buf<T: Copy>(v: &[T]) -> Arg {
+    // SAFETY: plain numbers (f32, f16 bits) read as bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) };
+    Arg::Buf(bytes.to_vec(), std::mem::size_of::<T>())
+}
+
+/// The helpers the emulation replaces (their inline-PTX definitions are cut from the source).
+const EMULATED: &[&str] = &[
+    "__device__ __forceinline__ unsigned int fuse_smem_addr(",
+    "__device__ __forceinline__ float fuse_f16_to_f32(",
+    "__device__ __forceinline__ unsigned short fuse_f32_to_f16(",
+    "__device__ __forceinline__ void fuse_ldmatrix_x4(",
+    "__device__ __forceinline__ void fuse_ldmatrix_x2(",
+    "__device__ __forceinline__ void fuse_ldmatrix_x4_trans(",
+    "__device__ __forceinline__ void fuse_ldmatrix_x2_trans(",
+    "__device__ __forceinline__ void fuse_mma_f16(",
+    "__device__ __forceinline__ void fuse_mma_tf32(",
+    "template <int fuse_n> __device__ __forceinline__ void fuse_tf32_frag(",
+    "template <int fuse_nb> __device__ __forceinline__ void fuse_cp_async(",
+    "__device__ __forceinline__ void fuse_cp_async_commit(",
+    "template <int fuse_n> __device__ __forceinline__ void fuse_cp_async_wait(",
+];
+
+/// `src` without the definition starting at `head` (to the end of its line if it closes there,
+/// else to the next line holding only `}`).
+fn cut(src: &str, head: &str) -> String {
+    let Some(start) = src.find(head) else { return src.to_string() };
+    let line_end = start + src[start..].find('\n').expect("a line end");
+    let end = if src[start..line_end].trim_end().ends_with('}') {
+        line_end + 1
+    } else {
+        line_end + src[line_end..].find("\n}\n").expect("the definition's end") + 3
+    };
+    format!("{}{}", &src[..start], &src[end..])
+}
+
+/// The host program: the kernel's full source (specialisations: pointers aligned, the rest as
+/// `proven`), helpers replaced, and a `main` that reads the arguments from a file, runs the grid
+/// and writes the buffers back.
+fn program(
+    spec: &KernelSpec,
+    consts: &[u64],
+    (warps, stages): (u32, u32),
+    grid: (u32, u32),
+    proven: bool,
+) -> String {
+    let k = spec.kernel().expect("the kernel's IR");
+    let values: Vec<bool> =
+        spec.specializations().iter().map(|s| matches!(s, Specialization::Align16(_)) || proven).collect();
+    let mut src = spec.full_source_staged(consts, warps, stages, &values);
+    for head in EMULATED {
+        src = cut(&src, head);
+    }
+    let src = src.replace("asm volatile(", "asm(").replace(
+        "extern __shared__ __align__(1024) unsigned char fuse_xs[];",
+        "__shared__ __align__(1024) unsigned char fuse_xs[fuse_xs_bytes];",
+    );
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let mut p = format!(
+        "#include \"{dir}/tests/emulator/fuse_emu_mma.h\"\n#define asm(...) fuse_emu_fail(\"inline PTX is not emulated\", __LINE__)\n{src}\nint main(int argc, char** argv) {{\n  if (argc != 4) return 2;\n  FILE* in = fopen(argv[1], \"rb\");\n  if (!in) return 2;\n"
+    );
+    let (mut call, mut lens) = (Vec::new(), Vec::new());
+    for (i, prm) in k.params.iter().enumerate() {
+        match prm.kind {
+            ParamKind::Ptr { elem, .. } => {
+                let t = match elem {
+                    DType::F32 => "float",
+                    DType::F16 | DType::BF16 => "unsigned short",
+                    other => panic!("a {other} buffer"),
+                };
+                p.push_str(&format!(
+                    "  long long n{i} = 0;\n  if (fread(&n{i}, 8, 1, in) != 1) return 2;\n  {t}* b{i} = nullptr;\n  if (posix_memalign((void**)&b{i}, 16, n{i} * sizeof({t}) + 16) != 0) return 2;\n  if (n{i} && fread(b{i}, sizeof({t}), n{i}, in) != (size_t)n{i}) return 2;\n"
+                ));
+                call.push(format!("b{i}"));
+                lens.push(format!("n{i}"));
+            }
+            ParamKind::Scalar(DType::I32) => {
+                p.push_str(&format!("  long long s{i} = 0;\n  if (fread(&s{i}, 8, 1, in) != 1) return 2;\n"));
+                call.push(format!("(int)s{i}"));
+            }
+            ParamKind::Scalar(other) => panic!("a {other} scalar"),
+        }
+    }
+    call.extend(lens);
+    call.push("fuse_err".into());
+    p.push_str(&format!(
+        "  fclose(in);\n  static unsigned long long fuse_err[2] = {{0, 0}};\n  fuse_emu_launch({}, {}, 1, FUSE_THREADS, strtoull(argv[3], nullptr, 10), [&] {{ {}({}); }});\n  fuse_emu_check_copies_retired();\n",
+        grid.0,
+        grid.1,
+        spec.name(),
+        call.join(", ")
+    ));
+    p.push_str("  FILE* out = fopen(argv[2], \"wb\");\n  if (!out) return 2;\n");
+    for (i, prm) in k.params.iter().enumerate() {
+        if let ParamKind::Ptr { .. } = prm.kind {
+            p.push_str(&format!("  fwrite(b{i}, sizeof(*b{i}), n{i}, out);\n"));
+        }
+    }
+    p.push_str("  fwrite(fuse_err, 8, 2, out);\n  fclose(out);\n  return 0;\n}\n");
+    p
+}
+
+fn work_dir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fuse-emu-mma");
+    std::fs::create_dir_all(&d).expect("the emulation's work directory");
+    d
+}
+
+fn hash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Compiles (once per program) and runs `spec` over `args` on a `grid`; the buffers afterwards,
+/// as bytes, in parameter order.
+fn run(
+    cxx: &str,
+    spec: &KernelSpec,
+    consts: &[u64],
+    shape: (u32, u32),
+    grid: (u32, u32),
+    proven: bool,
+    args: &[Arg],
+) -> Vec<Vec<u8>> {
+    let p = program(spec, consts, shape, grid, proven);
+    let dir = work_dir();
+    // The binary's name: the program and the emulation's headers.
+    let headers: String = ["fuse_emu.h", "fuse_emu_mma.h"]
+        .iter()
+        .map(|h| {
+            std::fs::read_to_string(format!("{}/tests/emulator/{h}", env!("CARGO_MANIFEST_DIR")))
+                .expect("the header")
+        })
+        .collect();
+    let name = format!("{}_{:016x}", spec.name(), hash(&(headers + &p)));
+    let bin = dir.join(&name);
+    if !bin.exists() {
+        let cpp = dir.join(format!("{name}.cpp"));
+        std::fs::write(&cpp, &p).expect("the program written");
+        let tmp = dir.join(format!("{name}.tmp{}", std::process::id()));
+        let out = Command::new(cxx)
+            .args(["-std=c++17", "-O1", "-w", "-o"])
+            .arg(&tmp)
+            .arg(&cpp)
+            .output()
+            .expect("the compiler runs");
+        assert!(
+            out.status.success(),
+            "{cxx} failed on {}:\n{}",
+            cpp.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::rename(&tmp, &bin).expect("the binary in place");
+    }
+    let mut input = Vec::new();
+    for a in args {
+        match a {
+            Arg::Buf(bytes, size) => {
+                input.extend(((bytes.len() / size) as i64).to_le_bytes());
+                input.extend(bytes);
+            }
+            Arg::I32(v) => input.extend(i64::from(*v).to_le_bytes()),
+        }
+    }
+    let tag = format!("{}_{:016x}", std::process::id(), hash(&format!("{name}{}", input.len())));
+    let (inp, outp) = (dir.join(format!("in_{tag}")), dir.join(format!("out_{tag}")));
+    std::fs::write(&inp, &input).expect("the input written");
+    let seed = hash(&name) % 1000;
+    let out = Command::new("timeout")
+        .arg("600")
+        .arg(&bin)
+        .arg(&inp)
+        .arg(&outp)
+        .arg(seed.to_string())
+        .output()
+        .expect("the program runs");
+    let _ = std::fs::remove_file(&inp);
+    assert!(
+        out.status.success(),
+        "{} {consts:?} {shape:?}: the emulated kernel failed ({}): {}",
+        spec.name(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let got = std::fs::read(&outp).expect("the output");
+    let _ = std::fs::remove_file(&outp);
+    let mut at = 0;
+    let mut bufs = Vec::new();
+    for a in args {
+        if let Arg::Buf(bytes, _) = a {
+            bufs.push(got[at..at + bytes.len()].to_vec());
+            at += bytes.len();
+        }
+    }
+    assert_eq!(&got[at..at + 16], &[0u8; 16], "{}: an out-of-bounds access was reported", spec.name());
+    bufs
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// `c = a @ b` (`matmul`) or `a @ w^T` (`matmul_nt`, `w: [n, k]`) of `T` in the emulation, against
+/// float64 of the inputs as `dot` takes them (f32 rounded to TF32), NaN-poisoned output.
+#[allow(clippy::too_many_arguments)]
+fn check<T: DotElem + Copy>(
+    cxx: &str,
+    spec: &KernelSpec,
+    nt: bool,
+    rng: &mut Rng,
+    (bm, bn, bk): (usize, usize, usize),
+    (warps, stages): (u32, u32),
+    (m, n, k): (usize, usize, usize),
+    proven: bool,
+) {
+    let a = T::from_f32s(&rng.vec(m * k, 1.0));
+    let b = T::from_f32s(&rng.vec(k * n, 1.0));
+    let grid = (m.div_ceil(bm) as u32, n.div_ceil(bn) as u32);
+    let args = [
+        buf(&a),
+        buf(&b),
+        buf(&vec![f32::NAN; m * n]),
+        Arg::I32(m as i32),
+        Arg::I32(n as i32),
+        Arg::I32(k as i32),
+    ];
+    let out = run(cxx, spec, &[bm as u64, bn as u64, bk as u64], (warps, stages), grid, proven, &args);
+    let got = f32s(&out[2]);
+    let av: Vec<f64> = a.iter().map(|x| x.dot_value()).collect();
+    let mut bv: Vec<f64> = b.iter().map(|x| x.dot_value()).collect();
+    if nt {
+        // b holds w: [n, k]; the reference takes w^T as [k, n].
+        bv = (0..k * n).map(|i| b[(i % n) * k + i / n].dot_value()).collect();
+    }
+    let (want, bound) = reference(&av, &bv, None, m, n, k);
+    let what = format!(
+        "emulated {} {m}x{n}x{k} [{bm}x{bn}x{bk}, {warps} warps, {stages} stages{}]",
+        spec.name(),
+        if proven { ", proven in bounds" } else { "" }
+    );
+    let worst = assert_within(&what, &got, &want, &bound);
+    println!("{what}: worst error {worst:.3} of the bound");
+}
+
+/// f32 (TF32) matmul: block shapes with 16- to 128-float rows (both staging swizzles), 1 to 8
+/// warps, 2 to 4 stages, ragged sizes (K not a multiple of 4: the per-lane copies), and sizes
+/// the launch proves in bounds (the unchecked 16-byte copies).
+#[test]
+fn tf32_matmul_in_the_emulation() {
+    let Some(cxx) = compiler() else { return };
+    let mut rng = Rng::fresh("emulated tf32 matmul");
+    let spec = &matmul::f32::SPEC;
+    check::<f32>(&cxx, spec, false, &mut rng, (32, 32, 16), (4, 3), (77, 45, 100), false);
+    check::<f32>(&cxx, spec, false, &mut rng, (64, 64, 32), (4, 2), (130, 70, 333), false);
+    check::<f32>(&cxx, spec, false, &mut rng, (128, 128, 32), (8, 4), (257, 129, 96), false);
+    check::<f32>(&cxx, spec, false, &mut rng, (16, 16, 16), (2, 3), (33, 17, 48), false);
+    check::<f32>(&cxx, spec, false, &mut rng, (64, 128, 64), (1, 2), (64, 128, 128), true);
+    check::<f32>(&cxx, spec, false, &mut rng, (64, 64, 32), (4, 4), (128, 128, 96), true);
+}
+
+/// f32 `a @ w^T` (K-major B read by `ldmatrix`), pipelined.
+#[test]
+fn tf32_k_major_b_in_the_emulation() {
+    let Some(cxx) = compiler() else { return };
+    let mut rng = Rng::fresh("emulated tf32 matmul_nt");
+    let spec = &matmul_nt::f32::SPEC;
+    check::<f32>(&cxx, spec, true, &mut rng, (64, 64, 32), (4, 3), (130, 70, 100), false);
+    check::<f32>(&cxx, spec, true, &mut rng, (32, 32, 32), (2, 2), (45, 37, 70), false);
+}
+
+/// f32 dots outside a loop, their operands staged from registers: `dot_forms` (an accumulator
+/// loaded in another layout, the method form, a computed operand), `nt_once` (a K-major B) and
+/// `dot_reductions` (row sums from the accumulators, column maxima after moving them out), at 1 to
+/// 8 warps, against float64.
+#[test]
+fn tf32_staged_from_registers_in_the_emulation() {
+    let Some(cxx) = compiler() else { return };
+    let mut rng = Rng::fresh("emulated tf32 from registers");
+    for warps in [1, 4, 8] {
+        let (a, b) = (rng.vec(FM * FK, 1.0), rng.vec(FK * FN, 1.0));
+        let acc = rng.vec(FM * FN, 8.0);
+        let nan = vec![f32::NAN; FM * FN];
+        let args = [buf(&a), buf(&b), buf(&acc), buf(&nan), buf(&nan), buf(&nan)];
+        let consts = [FM as u64, FN as u64, FK as u64];
+        let out = run(&cxx, &dot_forms::f32::SPEC, &consts, (warps, 3), (1, 1), false, &args);
+        let (av, bv): (Vec<f64>, Vec<f64>) =
+            (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
+        let accs: Vec<f64> = acc.iter().map(|&x| f64::from(x)).collect();
+        let what = |form: &str| format!("emulated f32 dot_forms {form}, {warps} warps");
+        let (want, bound) = reference(&av, &bv, Some(&accs), FM, FN, FK);
+        assert_within(&what("with an accumulator"), &f32s(&out[3]), &want, &bound);
+        let (want, bound) = reference(&av, &bv, None, FM, FN, FK);
+        let scaled = |s: f64, v: &[f64]| v.iter().map(|x| x * s).collect::<Vec<f64>>();
+        assert_within(&what("halved"), &f32s(&out[4]), &scaled(0.5, &want), &scaled(0.5, &bound));
+        assert_within(&what("of (2 a).to(f32)"), &f32s(&out[5]), &scaled(2.0, &want), &scaled(2.0, &bound));
+
+        let (x, w) = (rng.vec(64 * 32, 1.0), rng.vec(32 * 32, 1.0));
+        let out = run(
+            &cxx,
+            &nt_once::f32::SPEC,
+            &[],
+            (warps, 3),
+            (1, 1),
+            false,
+            &[buf(&x), buf(&w), buf(&vec![f32::NAN; 64 * 32])],
+        );
+        let xv: Vec<f64> = x.iter().map(|v| v.dot_value()).collect();
+        let wt: Vec<f64> = (0..32 * 32).map(|i| w[(i % 32) * 32 + i / 32].dot_value()).collect();
+        let (want, bound) = reference(&xv, &wt, None, 64, 32, 32);
+        assert_within(&format!("emulated f32 nt_once, {warps} warps"), &f32s(&out[2]), &want, &bound);
+
+        let (a, b) = (rng.vec(FM * FK, 1.0), rng.vec(FK * FN, 1.0));
+        let args = [buf(&a), buf(&b), buf(&vec![f32::NAN; FM]), buf(&vec![f32::NAN; FN])];
+        let out = run(&cxx, &dot_reductions::f32::SPEC, &consts, (warps, 3), (1, 1), false, &args);
+        let (av, bv): (Vec<f64>, Vec<f64>) =
+            (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
+        let (want, bound) = reference(&av, &bv, None, FM, FN, FK);
+        let u = 2f64.powi(-24);
+        let sums: Vec<f64> = (0..FM).map(|r| want[r * FN..(r + 1) * FN].iter().sum()).collect();
+        let sum_bounds: Vec<f64> = (0..FM)
+            .map(|r| {
+                let mag: f64 = want[r * FN..(r + 1) * FN].iter().map(|v| v.abs()).sum();
+                bound[r * FN..(r + 1) * FN].iter().sum::<f64>() + 2.0 * (FN as f64 + 2.0) * u * mag
+            })
+            .collect();
+        assert_within(
+            &format!("emulated f32 dot row sums, {warps} warps"),
+            &f32s(&out[2]),
+            &sums,
+            &sum_bounds,
+        );
+        let maxes: Vec<f64> =
+            (0..FN).map(|c| (0..FM).map(|r| want[r * FN + c]).fold(f64::NEG_INFINITY, f64::max)).collect();
+        let max_bounds: Vec<f64> =
+            (0..FN).map(|c| (0..FM).map(|r| bound[r * FN + c]).fold(0.0, f64::max)).collect();
+        assert_within(
+            &format!("emulated f32 dot column maxima, {warps} warps"),
+            &f32s(&out[3]),
+            &maxes,
+            &max_bounds,
+        );
+    }
+}
+
+/// The f16 lowering (ldmatrix.trans, m16n8k16), checked on GPUs, in the emulation: a check of
+/// the emulation's ldmatrix, mma and cp.async.
+#[test]
+fn f16_matmul_in_the_emulation() {
+    let Some(cxx) = compiler() else { return };
+    let mut rng = Rng::fresh("emulated f16 matmul");
+    check::<f16>(&cxx, &matmul::f16::SPEC, false, &mut rng, (64, 64, 32), (4, 3), (130, 70, 100), false);
+    check::<f16>(&cxx, &matmul_nt::f16::SPEC, true, &mut rng, (32, 32, 32), (2, 2), (45, 37, 70), false);
+}
