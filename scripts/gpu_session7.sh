@@ -40,6 +40,16 @@ for mode in "$@"; do
             bench rows_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=softmax/65536x128,cross_entropy/4096x50257/bfloat16 FUSE_BENCH_ROWS_SWEEP=1 FUSE_BENCH_WARPS=$w
             grep -E "fuse" $L/rows_w$w.log | sed "s/^/w$w  /"
         done ;;
+    check) # correctness after the session's changes: the example kernels, TF32 dots, wgmma regressions
+        run gpu_examples timeout 240 .gpu/test-gpu_examples --test-threads=4
+        run gpu_dot_tf32 timeout 200 .gpu/test-gpu_dot tf32
+        run gpu_dot_wg timeout 150 .gpu/test-gpu_dot warpgroup_blocks
+        run gpu_dot_pipe timeout 150 .gpu/test-gpu_dot pipelined_k_loops ;;
+    sanitize) # compute-sanitizer over the TF32 tests and the FFN example (issue 15)
+        for tool in memcheck racecheck; do
+            run ${tool}_tf32 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_dot tf32_blocks --test-threads=1
+        done
+        run memcheck_ffn timeout 280 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_dot ffn_sublayer_example --test-threads=1 ;;
     tune_int8) # int8 and f16 at 4096^3, the candidate configurations
         T=400 bench int8_4096 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8/4096x4096x4096 FUSE_BENCH_CONFIGS=${INT8_CONFIGS:-5,6,7,8,9}
         grep -E "fuse" $L/int8_4096.log
