@@ -50,6 +50,17 @@ for mode in "$@"; do
             run ${tool}_tf32 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_dot tf32_blocks --test-threads=1
         done
         run memcheck_ffn timeout 280 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_dot ffn_sublayer_example --test-threads=1 ;;
+    rows) # issue 14's new rows and issue 17's dropout rows, each beside the copy of its bytes
+        T=300 bench rows .gpu/bench-anchors FUSE_BENCH_ONLY=65536x128,16384x256,qk_norm_rope,cross_entropy,add_gelu,add_silu,bias_gelu_dropout FUSE_BENCH_WITH_COPY=1
+        grep -E "fuse" $L/rows.log ;;
+    peers) # Triton, torch eager and torch.compile for issue 14's rows (scripts/peers_v2.py)
+        (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/scripts/peers_v2.py) >$L/peers_v2.log 2>&1; echo "peers_v2 rc $?"
+        cp -f $O/*.json $L/ 2>/dev/null; tail -50 $L/peers_v2.log ;;
+    bench) # the whole anchor bench (fuse, unfused chains, copies)
+        T=400 bench anchors .gpu/bench-anchors; tail -80 $L/anchors.log ;;
+    anchors) # triton_anchor.py: Triton on the 24 memory-bound anchor shapes
+        (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
+        cp -f $O/*.json $L/ 2>/dev/null; tail -40 $L/triton_anchor.log ;;
     tune_int8) # int8 and f16 at 4096^3, the candidate configurations
         T=400 bench int8_4096 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8/4096x4096x4096 FUSE_BENCH_CONFIGS=${INT8_CONFIGS:-5,6,7,8,9}
         grep -E "fuse" $L/int8_4096.log
