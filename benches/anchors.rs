@@ -604,8 +604,12 @@ fn run() -> Result<()> {
             let es = std::mem::size_of::<$T>();
             let bytes = rows * cols * es + rows * (8 + 4);
             let shape = format!("{rows}x{cols}");
-            b.time("cross_entropy", &shape, $dt, "fuse", bytes, || {
-                cross_entropy::launch(&d, warps_override(), &x, &labels, &mut loss, rows, cols)
+            // FUSE_BENCH_CE_BLOCK: the column block instead of the launcher's, for tuning sweeps.
+            let ce_block = std::env::var("FUSE_BENCH_CE_BLOCK").ok().and_then(|v| v.parse::<usize>().ok());
+            b.time("cross_entropy", &shape, $dt, "fuse", bytes, || match ce_block {
+                Some(cb) => fuse::with_block!(cb, B => cross_entropy::cross_entropy::launch::<$T, B>(
+                    &d, cfg(rows as u32), &x, &labels, &mut loss, cols as i32, cols as i32, cross_entropy::IGNORE_INDEX)),
+                None => cross_entropy::launch(&d, warps_override(), &x, &labels, &mut loss, rows, cols),
             });
             let src = d.zeros::<$T>(bytes / (2 * es))?;
             b.copy("cross_entropy", &shape, $dt, &src, 2 * src.len() * es)?;

@@ -61,6 +61,15 @@ for mode in "$@"; do
     anchors) # triton_anchor.py: Triton on the 24 memory-bound anchor shapes
         (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
         cp -f $O/*.json $L/ 2>/dev/null; tail -40 $L/triton_anchor.log ;;
+    tune_ce) # cross-entropy column block x warps; LayerNorm rows warps
+        for cb in 4096 8192 16384; do for w in 8 16 32; do
+            bench ce_b${cb}_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy FUSE_BENCH_CE_BLOCK=$cb FUSE_BENCH_WARPS=$w
+            grep -E "fuse" $L/ce_b${cb}_w$w.log | sed "s/^/b$cb w$w  /"
+        done; done
+        for w in 2 4 8 16; do
+            bench ln_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=layernorm/65536x128,layernorm/16384x256 FUSE_BENCH_WARPS=$w
+            grep -E "fuse" $L/ln_w$w.log | sed "s/^/w$w  /"
+        done ;;
     tune_int8) # int8 and f16 at 4096^3, the candidate configurations
         T=400 bench int8_4096 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8/4096x4096x4096 FUSE_BENCH_CONFIGS=${INT8_CONFIGS:-5,6,7,8,9}
         grep -E "fuse" $L/int8_4096.log
