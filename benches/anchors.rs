@@ -20,12 +20,12 @@ mod bias_gelu_dropout;
 mod cross_entropy;
 #[path = "common/host_time.rs"]
 mod host_time;
-#[path = "common/roofline.rs"]
-mod roofline;
 #[path = "../examples/kernels/layernorm.rs"]
 mod layernorm;
 #[path = "../examples/kernels/qk_norm_rope.rs"]
 mod qk_norm_rope;
+#[path = "common/roofline.rs"]
+mod roofline;
 #[path = "../examples/kernels/softmax.rs"]
 mod softmax;
 

@@ -13,18 +13,18 @@
 //! Timing: the median of 20 CUDA-event-timed launches after one warm-up (do_bench's method).
 //! `FUSE_BENCH_ONLY=substring,..` keeps matching `pattern/shape/dtype` cases; `FUSE_BENCH_CONFIGS=0,3`
 //! times only those configurations (indices into the example's `CONFIGS`).
-#[path = "../examples/kernels/matmul.rs"]
-#[allow(dead_code)] // the float64 reference is the example's
-mod kernels;
-#[path = "../examples/kernels/matmul_int8.rs"]
-#[allow(dead_code)]
-mod int8;
-#[path = "../examples/kernels/ffn_sublayer.rs"]
-#[allow(dead_code)]
-mod ffn;
 #[path = "../examples/kernels/attention.rs"]
 #[allow(dead_code)]
 mod attention;
+#[path = "../examples/kernels/ffn_sublayer.rs"]
+#[allow(dead_code)]
+mod ffn;
+#[path = "../examples/kernels/matmul_int8.rs"]
+#[allow(dead_code)]
+mod int8;
+#[path = "../examples/kernels/matmul.rs"]
+#[allow(dead_code)] // the float64 reference is the example's
+mod kernels;
 #[path = "common/roofline.rs"]
 mod roofline;
 
@@ -54,7 +54,9 @@ fn wanted(case: &str) -> bool {
 fn picked(i: usize) -> bool {
     static P: std::sync::OnceLock<Option<Vec<usize>>> = std::sync::OnceLock::new();
     let p = P.get_or_init(|| {
-        std::env::var("FUSE_BENCH_CONFIGS").ok().map(|v| v.split(',').filter_map(|i| i.trim().parse().ok()).collect())
+        std::env::var("FUSE_BENCH_CONFIGS")
+            .ok()
+            .map(|v| v.split(',').filter_map(|i| i.trim().parse().ok()).collect())
     });
     p.as_ref().is_none_or(|p| p.contains(&i))
 }
@@ -76,7 +78,15 @@ fn time_configs(
             Ok(ms) => {
                 let tflops = flops / ms / 1e9;
                 println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} {ms:8.3} ms {tflops:7.1} TFLOP/s");
-                rows.push(Row { pattern, shape: shape.into(), dtype, imp: tag.clone(), ms, tflops, cost: None });
+                rows.push(Row {
+                    pattern,
+                    shape: shape.into(),
+                    dtype,
+                    imp: tag.clone(),
+                    ms,
+                    tflops,
+                    cost: None,
+                });
                 if best.as_ref().is_none_or(|(b, _, _)| ms < *b) {
                     best = Some((ms, tag, i));
                 }
@@ -87,7 +97,9 @@ fn time_configs(
     if let Some((ms, tag, i)) = best {
         let tflops = flops / ms / 1e9;
         let what = "fuse";
-        println!("{pattern:<18} {shape:<18} {dtype:<9} {what:<28} {ms:8.3} ms {tflops:7.1} TFLOP/s  (best: {tag})");
+        println!(
+            "{pattern:<18} {shape:<18} {dtype:<9} {what:<28} {ms:8.3} ms {tflops:7.1} TFLOP/s  (best: {tag})"
+        );
         let cost = roofline::cost_of(&mut || launch(i)).ok();
         rows.push(Row { pattern, shape: shape.into(), dtype, imp: "fuse".into(), ms, tflops, cost });
     }
@@ -110,7 +122,8 @@ fn bench_int8(dev: &Device, rows: &mut Vec<Row>) -> Result<()> {
         let sw = dev.upload(&vec![1e-3f32; n])?;
         let mut c = dev.zeros::<i8>(m * n)?;
         let configs = &int8::CONFIGS[..int8::CONFIGS.len() - 1]; // not the CPU's
-        let tags = configs.iter().map(|c| format!("fuse [{}x{}x{} {}w {}s]", c.bm, c.bn, c.bk, c.warps, c.stages));
+        let tags =
+            configs.iter().map(|c| format!("fuse [{}x{}x{} {}w {}s]", c.bm, c.bn, c.bk, c.warps, c.stages));
         let launch =
             |i: usize| int8::launch(dev, configs[i], &a, &w, &sa, &sw, None, &mut c, (m, n, k), 0.05);
         let flops = 2.0 * (m * n * k) as f64;
@@ -161,7 +174,9 @@ fn bench_attention<T: Half>(
         let s = Shape { batch: b, heads: h, kv_heads: h, n, d };
         let len = b * h * n * d;
         let fill = |seed: u32| -> Vec<T> {
-            (0..len).map(|i| conv((((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0)).collect()
+            (0..len)
+                .map(|i| conv((((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0))
+                .collect()
         };
         let (q, k, v) = (dev.upload(&fill(1))?, dev.upload(&fill(2))?, dev.upload(&fill(3))?);
         let mut o = dev.zeros::<T>(len)?;
@@ -186,7 +201,9 @@ fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &
     for (m, n, k) in [(4096usize, 4096usize, 4096usize), (8192, 8192, 8192), (8192, 4096, 11008)] {
         let shape = format!("{m}x{n}x{k}");
         let fill = |len: usize, seed: u32| -> Vec<T> {
-            (0..len).map(|i| conv((((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 1000.0 - 0.5)).collect()
+            (0..len)
+                .map(|i| conv((((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 1000.0 - 0.5))
+                .collect()
         };
         let a = dev.upload(&fill(m * k, 1))?;
         let b = dev.upload(&fill(k * n, 2))?;
@@ -197,7 +214,9 @@ fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &
                 continue;
             }
             let configs = &kernels::CONFIGS[..kernels::CONFIGS.len() - 1]; // not the CPU's
-            let tags = configs.iter().map(|c| format!("fuse [{}x{}x{} {}w {}s]", c.bm, c.bn, c.bk, c.warps, c.stages));
+            let tags = configs
+                .iter()
+                .map(|c| format!("fuse [{}x{}x{} {}w {}s]", c.bm, c.bn, c.bk, c.warps, c.stages));
             let launch = |i: usize| kernels::launch(dev, configs[i], &a, &b, &bias, &mut c, (m, n, k), gelu);
             time_configs(dev, (pattern, &shape, dtype), 2.0 * (m * n * k) as f64, 20, tags, launch, rows);
         }
@@ -223,7 +242,12 @@ fn main() -> Result<()> {
             let (flops, dot, bytes) = r.cost?;
             let s = r.ms * 1e-3;
             let label = format!("{} {} {}", r.pattern, r.shape, r.dtype);
-            Some(roofline::Point { label, gbs: bytes as f64 / s / 1e9, tflops: flops as f64 / s / 1e12, tensor: 2 * dot > flops })
+            Some(roofline::Point {
+                label,
+                gbs: bytes as f64 / s / 1e9,
+                tflops: flops as f64 / s / 1e12,
+                tensor: 2 * dot > flops,
+            })
         })
         .collect();
     roofline::report(&dev, &points);

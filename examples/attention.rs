@@ -117,10 +117,19 @@ fn main() {
             let cfg = kernels::CONFIGS[0];
             let opt = Options { scale: 1.0 / (s.d as f32).sqrt(), causal, p_drop: 0.0, seed: 0 };
             let ms = device
-                .median_ms(10, || Ok(()), || kernels::launch(&device, cfg, s, &x, &x, &x, &mut o, &mut lse, opt))
+                .median_ms(
+                    10,
+                    || Ok(()),
+                    || kernels::launch(&device, cfg, s, &x, &x, &x, &mut o, &mut lse, opt),
+                )
                 .unwrap();
-            let flops = 4.0 * (s.batch * s.heads) as f64 * (s.n * s.n * s.d) as f64 / if causal { 2.0 } else { 1.0 };
-            println!("attention f16 b4 h32 n4096 d128{}: {ms:.3} ms, {:.1} TFLOP/s", if causal { " causal" } else { "" }, flops / ms / 1e9);
+            let flops =
+                4.0 * (s.batch * s.heads) as f64 * (s.n * s.n * s.d) as f64 / if causal { 2.0 } else { 1.0 };
+            println!(
+                "attention f16 b4 h32 n4096 d128{}: {ms:.3} ms, {:.1} TFLOP/s",
+                if causal { " causal" } else { "" },
+                flops / ms / 1e9
+            );
         }
     }
     finish(ok);

@@ -90,7 +90,8 @@ fn run<T: ToF64 + Float>(
     let values_ok =
         check(&format!("{what} kept values"), &got_kept, &want_kept, atol, rtol) && bad_dropped == 0;
     // rand16 drops with probability m / 2^16, m = floor(p 2^16 + 1/2) (p = 0.1: 0.100006).
-    let p_eff = if sixteen { f64::from(fuse::fuse_ir::philox::rand16_gt_bound(P)) / 65536.0 } else { f64::from(P) };
+    let p_eff =
+        if sixteen { f64::from(fuse::fuse_ir::philox::rand16_gt_bound(P)) / 65536.0 } else { f64::from(P) };
     let frac = kept as f64 / decided.max(1) as f64;
     let sigma = (p_eff * (1.0 - p_eff) / decided.max(1) as f64).sqrt();
     let frac_ok = (frac - (1.0 - p_eff)).abs() <= 4.0 * sigma;

@@ -79,7 +79,11 @@ fn main() {
         let mut c = device.zeros::<f16>(m * n).unwrap();
         let cfg = kernels::CONFIGS[0];
         let ms = device
-            .median_ms(20, || Ok(()), || kernels::launch(&device, cfg, &a, &b, &bias, &mut c, (m, n, k), false))
+            .median_ms(
+                20,
+                || Ok(()),
+                || kernels::launch(&device, cfg, &a, &b, &bias, &mut c, (m, n, k), false),
+            )
             .unwrap();
         println!("matmul f16 {m}x{n}x{k}: {ms:.3} ms, {:.1} TFLOP/s", 2.0 * (m * n * k) as f64 / ms / 1e9);
     }

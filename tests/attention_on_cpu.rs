@@ -46,14 +46,19 @@ fn attention_rejects_bad_launches() {
     let mut o = d.upload(&vec![f16::ZERO; 3 * 16 * 16]).unwrap();
     let mut lse = d.upload(&vec![0f32; 3 * 16]).unwrap();
     let opt = common::attention::Options { scale: 0.25, causal: false, p_drop: 0.0, seed: 0 };
-    let err = common::attention::launch(&d, CONFIGS[CONFIGS.len() - 1], s, &buf, &buf, &buf, &mut o, &mut lse, opt).unwrap_err();
+    let err =
+        common::attention::launch(&d, CONFIGS[CONFIGS.len() - 1], s, &buf, &buf, &buf, &mut o, &mut lse, opt)
+            .unwrap_err();
     assert!(err.to_string().contains("not a multiple"), "{err}");
     let s = Shape { kv_heads: 3, ..s };
     let bad = common::attention::Options { p_drop: 1.0, ..opt };
-    let err = common::attention::launch(&d, CONFIGS[CONFIGS.len() - 1], s, &buf, &buf, &buf, &mut o, &mut lse, bad).unwrap_err();
+    let err =
+        common::attention::launch(&d, CONFIGS[CONFIGS.len() - 1], s, &buf, &buf, &buf, &mut o, &mut lse, bad)
+            .unwrap_err();
     assert!(err.to_string().contains("dropout"), "{err}");
     let s = Shape { d: 48, ..s };
-    let err = common::attention::launch(&d, CONFIGS[0], s, &buf, &buf, &buf, &mut o, &mut lse, opt).unwrap_err();
+    let err =
+        common::attention::launch(&d, CONFIGS[0], s, &buf, &buf, &buf, &mut o, &mut lse, opt).unwrap_err();
     assert!(err.to_string().contains("not one this example"), "{err}");
 }
 

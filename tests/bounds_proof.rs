@@ -338,8 +338,13 @@ fn a_stepped_counter_is_bounded_by_its_last_value_and_no_further() {
         let len = (rng.next_u64() % 48) as usize;
         let x = d.upload(&vec![1.0f32; len]).unwrap();
         let mut y = d.upload(&vec![0.0f32; 4]).unwrap();
-        let mut args: Vec<KernelArg<'_>> =
-            vec![(&x).into(), (&mut y).into(), KernelArg::I32(start), KernelArg::I32(end), KernelArg::I32(step)];
+        let mut args: Vec<KernelArg<'_>> = vec![
+            (&x).into(),
+            (&mut y).into(),
+            KernelArg::I32(start),
+            KernelArg::I32(end),
+            KernelArg::I32(step),
+        ];
         let config = LaunchConfig::new(1);
         let proof = stepped::SPEC.proven_in_bounds(&d, config, &[], &args).unwrap();
         let run = fuse::launch(&stepped::SPEC, &d, config, &[], &mut args);

@@ -94,7 +94,10 @@ fn divisible_matmuls_are_proven_in_bounds_with_every_mask_true() {
         let config = LaunchConfig::new(((m / 128) as u32, (n / 128) as u32));
         let spec = &matmul::f16::SPEC;
         let consts = [128, 128, 32];
-        (spec.proven_in_bounds(&d, config, &consts, &args).unwrap(), spec.proven_all_true(&d, config, &consts, &args).unwrap())
+        (
+            spec.proven_in_bounds(&d, config, &consts, &args).unwrap(),
+            spec.proven_all_true(&d, config, &consts, &args).unwrap(),
+        )
     };
     let (inb, all_true) = proofs((512, 256, 384));
     assert!(inb.iter().all(|&p| p), "accesses not proven in bounds: {inb:?}");

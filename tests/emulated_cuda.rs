@@ -85,7 +85,9 @@ fn int_kernels() {
 fn unit_axes() {
     for n in [1, 2, 32, 64, 1024, 4096] {
         for &w in WARPS {
-            if !full() && ![(1, 1), (2, 4), (32, 32), (64, 2), (1024, 8), (4096, 1), (4096, 32)].contains(&(n, w)) {
+            if !full()
+                && ![(1, 1), (2, 4), (32, 32), (64, 2), (1024, 8), (4096, 1), (4096, 32)].contains(&(n, w))
+            {
                 continue;
             }
             for (pi, &p) in PATTERNS.iter().enumerate() {
@@ -113,18 +115,26 @@ fn half_runs() {
                     consts: vec![n as u64],
                     warps: w,
                     grid,
-                    bufs: vec![Buf::F32(src.clone()), Buf::I32(vec![lim]), Buf::F32(vec![f32::NAN; grid as usize * n])],
+                    bufs: vec![
+                        Buf::F32(src.clone()),
+                        Buf::I32(vec![lim]),
+                        Buf::F32(vec![f32::NAN; grid as usize * n]),
+                    ],
                 };
                 let mut cl = e.clone();
                 let case = format!("half_gather N={n} {w} warps limit {lim}");
-                run(Target::Emulated(n as u64 + u64::from(w)), &mut e).unwrap_or_else(|m| panic!("{case}: {m}"));
+                run(Target::Emulated(n as u64 + u64::from(w)), &mut e)
+                    .unwrap_or_else(|m| panic!("{case}: {m}"));
                 run(Target::Device(&cpu), &mut cl).unwrap_or_else(|m| panic!("{case} on the CPU: {m}"));
                 let (Buf::F32(got), Buf::F32(cpu_got)) = (&e.bufs[2], &cl.bufs[2]) else { unreachable!() };
                 for p in 0..grid as usize {
                     for c in 0..n {
                         let want = if (c as i32) < lim { src[p * n + c / 2] } else { -1.0 };
                         let (g, h) = (got[p * n + c], cpu_got[p * n + c]);
-                        assert!(g == want && h == want, "{case}: program {p} lane {c}: emulated {g}, CPU {h}, want {want}");
+                        assert!(
+                            g == want && h == want,
+                            "{case}: program {p} lane {c}: emulated {g}, CPU {h}, want {want}"
+                        );
                     }
                 }
             }

@@ -420,9 +420,7 @@ fn bias_gelu_dropout16_matches_reference_and_statistics() {
     let to64 = |v: &[f16]| v.iter().map(|x| f64::from(x.to_f32())).collect::<Vec<f64>>();
     let gelu16 = bias_gelu_dropout::reference_gelu(&to64(&xh), &to64(&bh), h);
     let seed = rng.next_u64();
-    for (what, out, gelu, tol) in
-        [("f32", run32(seed), &gelu32, 1e-5), ("f16", run16(seed), &gelu16, 2e-3)]
-    {
+    for (what, out, gelu, tol) in [("f32", run32(seed), &gelu32, 1e-5), ("f16", run16(seed), &gelu16, 2e-3)] {
         let mut kept = 0usize;
         for i in 0..n {
             assert!(!out[i].is_nan(), "{what}: element {i} unwritten or NaN");
@@ -457,19 +455,42 @@ fn rand16_is_the_reference_lane_for_lane() {
     let mut rng = Rng::fresh("rand16 cpu");
     let d = cpu();
     let n = 3000;
-    let mut ps = vec![f32::NAN, -1.0, 0.0, 1e-30, 2f32.powi(-17), 2f32.powi(-16), 0.1, 0.5, 1.0 - 2f32.powi(-17), 1.0, 2.0];
+    let mut ps = vec![
+        f32::NAN,
+        -1.0,
+        0.0,
+        1e-30,
+        2f32.powi(-17),
+        2f32.powi(-16),
+        0.1,
+        0.5,
+        1.0 - 2f32.powi(-17),
+        1.0,
+        2.0,
+    ];
     ps.extend((0..4).map(|_| (rng.next_u64() % 65536) as f32 / 65536.0));
     for (k, p) in ps.into_iter().enumerate() {
         let (seed, base) = (rng.next_u64(), [0i32, 3, 8, 5][k % 4]);
         let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
         let mut vals = d.upload(&vec![f32::NAN; n]).unwrap();
-        paths::rand16_threshold::launch::<1024>(&d, n.div_ceil(1024) as u32, &mut out, &mut vals, seed, p, base, n as i32)
-            .unwrap();
+        paths::rand16_threshold::launch::<1024>(
+            &d,
+            n.div_ceil(1024) as u32,
+            &mut out,
+            &mut vals,
+            seed,
+            p,
+            base,
+            n as i32,
+        )
+        .unwrap();
         let (out, vals) = (out.to_vec().unwrap(), vals.to_vec().unwrap());
         for i in 0..n {
             let r = fuse::fuse_ir::philox::rand16(seed, (i as i32 + base) as u64);
             assert_eq!(vals[i].to_bits(), r.to_bits(), "p={p} base={base} i={i}");
-            let want = f32::from(u8::from(r > p)) + 2.0 * f32::from(u8::from(p < r)) + 4.0 * f32::from(u8::from(r >= p));
+            let want = f32::from(u8::from(r > p))
+                + 2.0 * f32::from(u8::from(p < r))
+                + 4.0 * f32::from(u8::from(r >= p));
             assert_eq!(out[i].to_bits(), want.to_bits(), "p={p} base={base} i={i} r={r}");
         }
     }
@@ -497,7 +518,9 @@ fn cost_add_mul_by_hand() {
         assert!((c.intensity() - (2 * 1024 * u64::from(grid)) as f64 / (16 * n) as f64).abs() < 1e-12);
     }
     // f16: the same FLOPs, half the bytes; buffers longer than `n` count only `n`.
-    let c = add_mul::add_mul::f16::SPEC.cost(&[1024], 4u32, &[Len(9000), Len(9000), Len(9000), Len(9000), Int(4096)]).unwrap();
+    let c = add_mul::add_mul::f16::SPEC
+        .cost(&[1024], 4u32, &[Len(9000), Len(9000), Len(9000), Len(9000), Int(4096)])
+        .unwrap();
     assert_eq!((c.flops, c.bytes()), (8192, 8 * 4096));
 }
 
@@ -544,7 +567,8 @@ fn cost_layernorm_by_hand() {
 fn cost_matmul_by_hand() {
     let spec = &matmul_example::matmul::f16::SPEC;
     let (m, n, k) = (64u64, 64u64, 64u64);
-    let args = |gelu: i32| [Len(m * k), Len(k * n), Len(n), Len(m * n), Int(64), Int(64), Int(64), Int(gelu.into())];
+    let args =
+        |gelu: i32| [Len(m * k), Len(k * n), Len(n), Len(m * n), Int(64), Int(64), Int(64), Int(gelu.into())];
     let c = spec.cost(&[32, 32, 32], 4u32, &args(0)).unwrap();
     assert_eq!(c.dot_flops, 2 * m * n * k);
     assert_eq!(c.flops, 2 * m * n * k);
@@ -556,7 +580,13 @@ fn cost_matmul_by_hand() {
     assert_eq!(c.transcendentals, m * n);
     assert_eq!(c.bytes(), 2 * (m * k + k * n + m * n + n));
     // k not a multiple of BK: the loop runs cdiv(k, BK) times.
-    let c = spec.cost(&[32, 32, 32], 4u32, &[Len(64 * 80), Len(80 * 64), Len(64), Len(64 * 64), Int(64), Int(64), Int(80), Int(0)]).unwrap();
+    let c = spec
+        .cost(
+            &[32, 32, 32],
+            4u32,
+            &[Len(64 * 80), Len(80 * 64), Len(64), Len(64 * 64), Int(64), Int(64), Int(80), Int(0)],
+        )
+        .unwrap();
     assert_eq!(c.dot_flops, 4 * 3 * 2 * 32 * 32 * 32);
 }
 
@@ -596,7 +626,8 @@ mod gather_kernel {
 /// Wrong arguments are errors that say what is wrong, not panics.
 #[test]
 fn cost_of_an_unbounded_access_is_the_whole_buffer_and_flagged() {
-    let c = gather_kernel::gather::SPEC.cost(&[256], 2u32, &[Len(500), Len(7777), Len(500), Int(500)]).unwrap();
+    let c =
+        gather_kernel::gather::SPEC.cost(&[256], 2u32, &[Len(500), Len(7777), Len(500), Int(500)]).unwrap();
     assert_eq!(c.bytes(), 4 * (500 + 7777 + 500));
     assert!(!c.exact);
     let src = &c.buffers[1];
@@ -605,9 +636,12 @@ fn cost_of_an_unbounded_access_is_the_whole_buffer_and_flagged() {
     assert!(c.notes.iter().any(|n| n.contains("`src`")), "{:?}", c.notes);
     assert_eq!(c.flops, 0);
 
-    let e = add_mul::add_mul::f32::SPEC.cost(&[1024], 1u32, &[Len(1), Len(1), Len(1), Int(1), Int(1)]).unwrap_err();
+    let e = add_mul::add_mul::f32::SPEC
+        .cost(&[1024], 1u32, &[Len(1), Len(1), Len(1), Int(1), Int(1)])
+        .unwrap_err();
     assert!(e.to_string().contains("parameter `out` needs a buffer length"), "{e}");
-    let e = add_mul::add_mul::f32::SPEC.cost(&[], 1u32, &[Len(1), Len(1), Len(1), Len(1), Int(1)]).unwrap_err();
+    let e =
+        add_mul::add_mul::f32::SPEC.cost(&[], 1u32, &[Len(1), Len(1), Len(1), Len(1), Int(1)]).unwrap_err();
     assert!(e.to_string().contains("const generics"), "{e}");
     let e = add_mul::add_mul::f32::SPEC.cost(&[1024], 1u32, &[Len(1), Len(1)]).unwrap_err();
     assert!(e.to_string().contains("arguments"), "{e}");

@@ -52,7 +52,8 @@ fn attention_other_configs(gpu: &Device) {
 fn attention_compiles_with_nvrtc() {
     for (spec, consts, warps, arch, all) in specs() {
         let values = vec![all; spec.specializations().len()];
-        let what = format!("{} {consts:?} with {warps} warps for {arch} (specialisations {all})", spec.name());
+        let what =
+            format!("{} {consts:?} with {warps} warps for {arch} (specialisations {all})", spec.name());
         if let Err(e) = spec.compile_for_arch_with(arch, &consts, warps, &values) {
             panic!("{what} failed:\n{e}");
         }
@@ -64,6 +65,9 @@ fn main() {
         ("attention_default_config", attention_default_config),
         ("attention_other_configs", attention_other_configs),
     ]);
-    trials.extend(harness::nvrtc_trials(vec![("attention_compiles_with_nvrtc", attention_compiles_with_nvrtc)]));
+    trials.extend(harness::nvrtc_trials(vec![(
+        "attention_compiles_with_nvrtc",
+        attention_compiles_with_nvrtc,
+    )]));
     harness::run(trials)
 }

@@ -142,7 +142,8 @@ fn warpgroup_blocks(gpu: &Device) {
         check_pipelined_block::<bf16, 256, 128, 32>(gpu, &mut rng, size, 8, 4);
         check_pipelined_block::<f16, 64, 128, 64>(gpu, &mut rng, size, 4, 3);
     }
-    let want = if gpu.description().contains("sm_90") && std::env::var("FUSE_MMA_SYNC").as_deref() != Ok("1") {
+    let want = if gpu.description().contains("sm_90") && std::env::var("FUSE_MMA_SYNC").as_deref() != Ok("1")
+    {
         fuse::DotPath::Wgmma
     } else {
         fuse::DotPath::MmaSync
@@ -159,7 +160,12 @@ fn warpgroup_blocks(gpu: &Device) {
 /// over block shapes, warps and ragged sizes.
 fn k_major_b_operands(gpu: &Device) {
     let mut rng = Rng::fresh("gpu matmul_nt");
-    let cases = [((130, 70, 1000), (64, 64), 4, 3), ((257, 129, 96), (128, 128), 4, 2), ((100, 200, 333), (64, 64), 1, 4), ((64, 64, 64), (32, 32), 8, 3)];
+    let cases = [
+        ((130, 70, 1000), (64, 64), 4, 3),
+        ((257, 129, 96), (128, 128), 4, 2),
+        ((100, 200, 333), (64, 64), 1, 4),
+        ((64, 64, 64), (32, 32), 8, 3),
+    ];
     for warps in [1, 2, 4, 8] {
         check_nt_once::<f16>(gpu, &mut rng, warps);
         check_nt_once::<bf16>(gpu, &mut rng, warps);
@@ -213,7 +219,8 @@ fn quant_ffn_kernels_compile_with_nvrtc() {
     for (spec, consts, warps, arch, all) in common::quant_ffn::specs() {
         let values = vec![all; spec.specializations().len()];
         let t0 = std::time::Instant::now();
-        let what = format!("{} {consts:?} with {warps} warps for {arch} (specialisations {all})", spec.name());
+        let what =
+            format!("{} {consts:?} with {warps} warps for {arch} (specialisations {all})", spec.name());
         if let Err(e) = spec.compile_for_arch_with(arch, &consts, warps, &values) {
             panic!("{what} failed:\n{e}");
         }
@@ -226,7 +233,10 @@ fn main() {
         ("matmul_f16_bf16_f32", matmul_f16_bf16_f32),
         ("matmul_i8", matmul_i8),
         ("accumulator_method_form_and_converted_operands", accumulator_method_form_and_converted_operands),
-        ("tf32_rounding_matches_the_interpreter_bit_for_bit", tf32_rounding_matches_the_interpreter_bit_for_bit),
+        (
+            "tf32_rounding_matches_the_interpreter_bit_for_bit",
+            tf32_rounding_matches_the_interpreter_bit_for_bit,
+        ),
         ("tf32_blocks_warps_and_stages", tf32_blocks_warps_and_stages),
         ("tf32_k_major_b_operands", tf32_k_major_b_operands),
         ("tf32_reductions_of_a_dot_result", tf32_reductions_of_a_dot_result),

@@ -225,13 +225,24 @@ fn rand16_matches_cpu_for_every_kind_of_p(g: &Device) {
         for d in [g, &c] {
             let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
             let mut vals = d.upload(&vec![f32::NAN; n]).unwrap();
-            paths::rand16_threshold::launch::<1024>(d, (n / 1024) as u32, &mut out, &mut vals, seed, p, base, n as i32)
-                .unwrap();
+            paths::rand16_threshold::launch::<1024>(
+                d,
+                (n / 1024) as u32,
+                &mut out,
+                &mut vals,
+                seed,
+                p,
+                base,
+                n as i32,
+            )
+            .unwrap();
             outs.push((out.to_vec().unwrap(), vals.to_vec().unwrap()));
         }
         for i in 0..n {
             let r = fuse::fuse_ir::philox::rand16(seed, (i as i64 + i64::from(base)) as u64);
-            let want = f32::from(u8::from(r > p)) + 2.0 * f32::from(u8::from(p < r)) + 4.0 * f32::from(u8::from(r >= p));
+            let want = f32::from(u8::from(r > p))
+                + 2.0 * f32::from(u8::from(p < r))
+                + 4.0 * f32::from(u8::from(r >= p));
             for ((out, vals), who) in outs.iter().zip(["gpu", "cpu"]) {
                 assert_eq!(vals[i].to_bits(), r.to_bits(), "{who} value p={p} base={base} i={i}");
                 assert_eq!(out[i].to_bits(), want.to_bits(), "{who} p={p} base={base} i={i} r={r}");
@@ -295,7 +306,11 @@ fn dropout16_masks_are_bit_identical_on_gpu_and_cpu(g: &Device) {
             for (o, who) in outs.iter().zip(["gpu", "cpu"]) {
                 if keep {
                     let want = gelu[i] / (1.0 - f64::from(p));
-                    assert!((o[i] - want).abs() <= tol + tol * want.abs(), "{what} {who} kept {i}: {} vs {want}", o[i]);
+                    assert!(
+                        (o[i] - want).abs() <= tol + tol * want.abs(),
+                        "{what} {who} kept {i}: {} vs {want}",
+                        o[i]
+                    );
                 } else {
                     assert_eq!(o[i], 0.0, "{what} {who} dropped {i}");
                 }
@@ -599,7 +614,10 @@ fn main() {
         ("dropout_masks_are_bit_identical_on_gpu_and_cpu", dropout_masks_are_bit_identical_on_gpu_and_cpu),
         ("rand_thresholds_match_cpu_for_every_kind_of_p", rand_thresholds_match_cpu_for_every_kind_of_p),
         ("rand16_matches_cpu_for_every_kind_of_p", rand16_matches_cpu_for_every_kind_of_p),
-        ("dropout16_masks_are_bit_identical_on_gpu_and_cpu", dropout16_masks_are_bit_identical_on_gpu_and_cpu),
+        (
+            "dropout16_masks_are_bit_identical_on_gpu_and_cpu",
+            dropout16_masks_are_bit_identical_on_gpu_and_cpu,
+        ),
         ("erf_is_within_two_ulp_of_float64", erf_is_within_two_ulp_of_float64),
         ("gpu_out_of_bounds_is_reported_not_performed", gpu_out_of_bounds_is_reported_not_performed),
         (

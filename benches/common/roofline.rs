@@ -107,10 +107,14 @@ pub fn measure_ceilings(dev: &Device) -> std::result::Result<Ceilings, String> {
     drop((src, dst));
     let copy_gbs = 2.0 * (n * 4) as f64 / (copy_ms * 1e-3) / 1e9;
 
-    let (Some(ctx), Some(stream), Some(arch)) = (dev.cudarc_context(), dev.cudarc_stream(), dev.arch()) else {
+    let (Some(ctx), Some(stream), Some(arch)) = (dev.cudarc_context(), dev.cudarc_stream(), dev.arch())
+    else {
         return Err("not a CUDA device".into());
     };
-    let opts = cudarc::nvrtc::CompileOptions { options: vec![format!("--gpu-architecture={arch}")], ..Default::default() };
+    let opts = cudarc::nvrtc::CompileOptions {
+        options: vec![format!("--gpu-architecture={arch}")],
+        ..Default::default()
+    };
     let ptx = cudarc::nvrtc::compile_ptx_with_opts(PEAKS, opts).map_err(|e| err(&e))?;
     let module = ctx.load_module(ptx).map_err(|e| err(&e))?;
     let (fma, mma) = (
@@ -122,22 +126,30 @@ pub fn measure_ceilings(dev: &Device) -> std::result::Result<Ceilings, String> {
     let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
     let (a, b, fma_iters) = (0.999_9f32, 1e-4f32, 256i32);
     let fma_ms = dev
-        .median_ms(5, || Ok(()), || {
-            let mut l = stream.launch_builder(&fma);
-            l.arg(&mut out).arg(&a).arg(&b).arg(&fma_iters);
-            // SAFETY: the kernel writes one float per thread of `out`, which has that many.
-            unsafe { l.launch(cfg) }.map(|_| ()).map_err(|e| fuse::Error::Cuda(e.to_string()))
-        })
+        .median_ms(
+            5,
+            || Ok(()),
+            || {
+                let mut l = stream.launch_builder(&fma);
+                l.arg(&mut out).arg(&a).arg(&b).arg(&fma_iters);
+                // SAFETY: the kernel writes one float per thread of `out`, which has that many.
+                unsafe { l.launch(cfg) }.map(|_| ()).map_err(|e| fuse::Error::Cuda(e.to_string()))
+            },
+        )
         .map_err(|e| err(&e))?;
     let fma_flops = 2.0 * 8.0 * 16.0 * f64::from(fma_iters) * f64::from(blocks * threads);
     let mma_iters = 128i32;
     let mma_ms = dev
-        .median_ms(5, || Ok(()), || {
-            let mut l = stream.launch_builder(&mma);
-            l.arg(&mut out).arg(&mma_iters);
-            // SAFETY: as above.
-            unsafe { l.launch(cfg) }.map(|_| ()).map_err(|e| fuse::Error::Cuda(e.to_string()))
-        })
+        .median_ms(
+            5,
+            || Ok(()),
+            || {
+                let mut l = stream.launch_builder(&mma);
+                l.arg(&mut out).arg(&mma_iters);
+                // SAFETY: as above.
+                unsafe { l.launch(cfg) }.map(|_| ()).map_err(|e| fuse::Error::Cuda(e.to_string()))
+            },
+        )
         .map_err(|e| err(&e))?;
     let warps = f64::from(blocks * threads / 32);
     let mma_flops = 4096.0 * 8.0 * f64::from(mma_iters) * warps;

@@ -56,10 +56,11 @@ pub fn attention<T: Half, const BM: usize, const BN: usize, const D: usize>(
         let key_ok = (rn < n).expand_dims(1); // [BN, 1]
         let k_tile = load(k + kv + rn.expand_dims(1) * D + rd.expand_dims(0), key_ok, 0.0);
         let mut s = dot(q_tile, trans(k_tile)) * qk_scale; // [BM, BN], log2 units
-        // Only the block holding the diagonal (causal) and the one past `n` need a mask: a uniform
-        // branch, so the blocks below the diagonal do no per-element test.
+                                                           // Only the block holding the diagonal (causal) and the one past `n` need a mask: a uniform
+                                                           // branch, so the blocks below the diagonal do no per-element test.
         if n0 + BN > n || (causal != 0 && n0 + BN > program_id(0) * BM) {
-            let visible = (rn < n).expand_dims(0) & ((causal == 0) | (rm.expand_dims(1) >= rn.expand_dims(0)));
+            let visible =
+                (rn < n).expand_dims(0) & ((causal == 0) | (rm.expand_dims(1) >= rn.expand_dims(0)));
             s = where_(visible, s, f32::NEG_INFINITY);
         }
         let m_new = maximum(m_i, s.max(1));

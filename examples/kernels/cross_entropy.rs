@@ -38,9 +38,10 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
         // The first block.
         let cols = arange(0, BLOCK);
         let v = load(xa + cols, (cols >= lead) & (cols < end), f32::NEG_INFINITY);
-        let mut m = max(v); // running max of the row so far (finite: the block holds a column)
-        // per lane: sum of exp(x - m) over its columns so far; exp(a) as exp2(a log2 e), as in
+        // `m`: the running max of the row so far (finite: the block holds a column). `s`: per
+        // lane, the sum of exp(x - m) over its columns so far; exp(a) as exp2(a log2 e), as in
         // `softmax`, and exp2(-inf) = 0 for masked lanes.
+        let mut m = max(v);
         let mut s = exp2((v - m) * 1.4426950408889634);
         for start in (BLOCK..body_end).step_by(BLOCK) {
             let v = load(xa + start + arange(0, BLOCK));

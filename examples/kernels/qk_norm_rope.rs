@@ -93,7 +93,8 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
         // another lane's read of its partner on any back end or schedule (the language has no
         // barrier statement; this data dependency is the ordering).
         let rstd = rsqrt((x * x + xp * xp).sum(1) * (0.5 * inv_dim) + eps).expand_dims(1);
-        let w = where_(is_q, load(q_w + cols, col_ok).expand_dims(0), load(k_w + cols, col_ok).expand_dims(0));
+        let w =
+            where_(is_q, load(q_w + cols, col_ok).expand_dims(0), load(k_w + cols, col_ok).expand_dims(0));
         let wp = where_(
             is_q,
             load(q_w + partner, col_ok).expand_dims(0),

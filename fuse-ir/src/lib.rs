@@ -1181,9 +1181,25 @@ pub mod philox {
         #[test]
         fn rand16_bound_matches_the_float_test() {
             let ps = [
-                -1.0f32, -0.0, 0.0, 1e-30, 2f32.powi(-18), 2f32.powi(-17), 2f32.powi(-16), 0.1, 0.25,
-                0.5 - 2f32.powi(-25), 0.5, 0.5 + 2f32.powi(-17), 0.9, 1.0 - 2f32.powi(-17), 1.0, 1.5,
-                f32::INFINITY, f32::NEG_INFINITY, f32::NAN,
+                -1.0f32,
+                -0.0,
+                0.0,
+                1e-30,
+                2f32.powi(-18),
+                2f32.powi(-17),
+                2f32.powi(-16),
+                0.1,
+                0.25,
+                0.5 - 2f32.powi(-25),
+                0.5,
+                0.5 + 2f32.powi(-17),
+                0.9,
+                1.0 - 2f32.powi(-17),
+                1.0,
+                1.5,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::NAN,
             ];
             let mut rng = 0x1234_5678_9abc_def0u64;
             let mut more = Vec::new();

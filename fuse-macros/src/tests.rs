@@ -446,7 +446,9 @@ fn bias_gelu_dropout_checks() {
     let k = ok(BIAS_GELU_DROPOUT);
     let r = var(&k, "r");
     assert_eq!(r.ty, Ty::tile(DType::F32, block()));
-    let Expr::Rand { seed, offset, width: fuse_ir::RandWidth::W32 } = expr_of(&k, "r") else { panic!("r is rand") };
+    let Expr::Rand { seed, offset, width: fuse_ir::RandWidth::W32 } = expr_of(&k, "r") else {
+        panic!("r is rand")
+    };
     assert_eq!(k.ty(seed), &Ty::scalar(DType::U64));
     assert_eq!(offset, var_id(&k, "offs"));
     // `offs % h` is an i32 tile offset into `bias`.

@@ -170,7 +170,14 @@ pub fn write_svg(path: &Path, c: &Ceilings, points: &[Point]) -> Result<(), Stri
         let (col, row) = ((n % 2) as i32, (n / 2) as i32);
         legend
             .draw(&Text::new(
-                format!("{i}: {} — {:.0} GB/s, {:.3} TFLOP/s, {:.0} % of {} roof", p.label, p.gbs, p.tflops, 100.0 * sh.share, sh.bound),
+                format!(
+                    "{i}: {} — {:.0} GB/s, {:.3} TFLOP/s, {:.0} % of {} roof",
+                    p.label,
+                    p.gbs,
+                    p.tflops,
+                    100.0 * sh.share,
+                    sh.bound
+                ),
                 (10 + 495 * col, 4 + 18 * row),
                 ("sans-serif", 12),
             ))
@@ -217,7 +224,6 @@ mod tests_support {
             Point { label: "copy".into(), gbs: 2400.0, tflops: 0.0, tensor: false },
         ]
     }
-
 }
 
 #[cfg(test)]
@@ -246,8 +252,14 @@ mod tests {
     fn table_lists_every_kernel_with_its_share() {
         let t = table(&ceilings(), &points());
         assert!(t.contains("copy 3000 GB/s, FP32 FMA 50.0 TFLOP/s, mma.sync f16 600.0 TFLOP/s"), "{t}");
-        assert!(t.contains("| add_mul 1048576 float32 fuse | 2700 | 1.350 | 0.500 | memory | 1.500 | 90 % |"), "{t}");
-        assert!(t.contains("| matmul 4096 float16 fuse | 1500 | 300.000 | 200.000 | tensor | 600.000 | 50 % |"), "{t}");
+        assert!(
+            t.contains("| add_mul 1048576 float32 fuse | 2700 | 1.350 | 0.500 | memory | 1.500 | 90 % |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| matmul 4096 float16 fuse | 1500 | 300.000 | 200.000 | tensor | 600.000 | 50 % |"),
+            "{t}"
+        );
         assert!(t.contains("| copy | 2400 | 0.000 | 0.000 | memory | 0.000 | 80 % |"), "{t}");
         assert_eq!(t.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| kernel")).count(), 4);
     }
@@ -281,6 +293,11 @@ mod sample {
     fn sample() {
         let Ok(dir) = std::env::var("FUSE_ROOFLINE_SAMPLE") else { return };
         let c = super::tests_support::ceilings();
-        super::write_beside(&std::path::Path::new(&dir).join("sample.json"), &c, &super::tests_support::points()).unwrap();
+        super::write_beside(
+            &std::path::Path::new(&dir).join("sample.json"),
+            &c,
+            &super::tests_support::points(),
+        )
+        .unwrap();
     }
 }

@@ -128,7 +128,11 @@ enum Op {
     Expr(Expr),
     /// `step` where the plan follows it: then the counter's last value is the last multiple of
     /// the step from `start` below `end` (`k0 <= k - BK` for `(0..k).step_by(BK)`, `BK | k`).
-    Counter { start: VarId, end: VarId, step: Option<VarId> },
+    Counter {
+        start: VarId,
+        end: VarId,
+        step: Option<VarId>,
+    },
 }
 
 /// A narrowing that a true mask lane implies: `var <= bound - slack` (`upper`) or
@@ -248,8 +252,12 @@ impl BoundsPlan {
             .into_iter()
             .map(|(at, start, end, step)| {
                 let mut b = Builder { defs: &defs, steps: Vec::new(), seen: vec![false; k.vars.len()] };
-                (b.follow(start, &at) && b.follow(end, &at) && b.follow(step, &at))
-                    .then_some(LoopPlan { steps: b.steps, start, end, step })
+                (b.follow(start, &at) && b.follow(end, &at) && b.follow(step, &at)).then_some(LoopPlan {
+                    steps: b.steps,
+                    start,
+                    end,
+                    step,
+                })
             })
             .collect();
         let ifs = if_pos
@@ -595,7 +603,12 @@ fn collect(stmts: &[Stmt], block: &mut Vec<(u32, u8)>, defs: &mut [Def], accesse
 /// Where each `for` statement is, in program (pre-)order, with its start, end and step; and
 /// each `if` statement with its condition.
 type LoopAt = (Pos, VarId, VarId, VarId);
-fn collect_control(stmts: &[Stmt], block: &mut Vec<(u32, u8)>, loops: &mut Vec<LoopAt>, ifs: &mut Vec<(Pos, VarId)>) {
+fn collect_control(
+    stmts: &[Stmt],
+    block: &mut Vec<(u32, u8)>,
+    loops: &mut Vec<LoopAt>,
+    ifs: &mut Vec<(Pos, VarId)>,
+) {
     for (i, s) in stmts.iter().enumerate() {
         match s {
             Stmt::If { cond, then_body, else_body } => {
@@ -633,7 +646,11 @@ impl Builder<'_> {
             Def::Once(p, e) if p.dominates(at) => (p, Op::Expr(e.clone()), e.operands()),
             Def::Counter(p, start, end, step) if p.encloses(at) => {
                 // The step is optional: where it cannot be followed the bound is `end - 1`.
-                let step = if self.seen[step.0 as usize] || self.follow(*step, &p.clone()) { Some(*step) } else { None };
+                let step = if self.seen[step.0 as usize] || self.follow(*step, &p.clone()) {
+                    Some(*step)
+                } else {
+                    None
+                };
                 (p, Op::Counter { start: *start, end: *end, step }, vec![*start, *end])
             }
             _ => return false,

@@ -35,9 +35,9 @@
 //! Lanes are a tile's lanes, masked-off ones included (the GPU computes them too): add_mul over
 //! `n = 1000` with a 1024-lane tile counts 2 x 1024 FLOPs and 16 x 1000 bytes.
 use crate::bounds::{BoundsPlan, LaunchFacts};
-use std::cell::RefCell;
 use crate::{Buffer, Element, Error, Grid, Result};
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, ParamKind, Shape, Stmt, UnaryOp};
+use std::cell::RefCell;
 
 /// One launch argument as [`crate::KernelSpec::cost`] needs it: a buffer's length, or a scalar's
 /// value.
@@ -184,17 +184,29 @@ impl Counter<'_> {
     fn lanes(&self, shape: &Shape) -> Result<u128> {
         match shape.len() {
             None => Ok(1),
-            Some(l) => l
-                .eval(self.consts)
-                .map(u128::from)
-                .ok_or_else(|| Error::InvalidArgument(format!("a tile length of `{}` needs a const generic value", self.k.name))),
+            Some(l) => l.eval(self.consts).map(u128::from).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "a tile length of `{}` needs a const generic value",
+                    self.k.name
+                ))
+            }),
         }
     }
 
     fn dims(&self, v: fuse_ir::VarId) -> Result<Vec<u128>> {
-        self.k.ty(v).shape.dims().iter().map(|l| l.eval(self.consts).map(u128::from)).collect::<Option<Vec<_>>>().ok_or_else(
-            || Error::InvalidArgument(format!("a tile length of `{}` needs a const generic value", self.k.name)),
-        )
+        self.k
+            .ty(v)
+            .shape
+            .dims()
+            .iter()
+            .map(|l| l.eval(self.consts).map(u128::from))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "a tile length of `{}` needs a const generic value",
+                    self.k.name
+                ))
+            })
     }
 
     /// The work of `body` per execution; `live` false for a branch the launch never takes
@@ -224,7 +236,8 @@ impl Counter<'_> {
                         None => {
                             if live && a != b {
                                 self.exact = false;
-                                self.notes.push("an `if` not decided at launch counts its costlier branch".into());
+                                self.notes
+                                    .push("an `if` not decided at launch counts its costlier branch".into());
                             }
                             w.add(a.max(b), 1)
                         }
@@ -310,7 +323,13 @@ impl Counter<'_> {
     }
 }
 
-pub(crate) fn cost(k: &Kernel, bounds: &BoundsPlan, consts: &[u64], grid: Grid, args: &[CostArg]) -> Result<Cost> {
+pub(crate) fn cost(
+    k: &Kernel,
+    bounds: &BoundsPlan,
+    consts: &[u64],
+    grid: Grid,
+    args: &[CostArg],
+) -> Result<Cost> {
     if consts.len() != k.consts.len() {
         return Err(Error::InvalidArgument(format!(
             "`{}` has {} const generics, {} given",
@@ -403,11 +422,22 @@ pub(crate) fn cost(k: &Kernel, bounds: &BoundsPlan, consts: &[u64], grid: Grid, 
         }
         if !proven {
             exact = false;
-            notes.push(format!("`{}`: an access's offsets cannot be bounded at launch: the whole buffer counted", p.name));
+            notes.push(format!(
+                "`{}`: an access's offsets cannot be bounded at launch: the whole buffer counted",
+                p.name
+            ));
         }
         let range = hull.map_or((0, 0), |(lo, hi)| (lo as u64, hi as u64 + 1));
         let bytes = (range.1 - range.0) * elem.size_bytes() as u64 * (u64::from(read) + u64::from(written));
-        buffers.push(BufferTraffic { name: p.name.clone(), dtype: elem, range, read, written, proven, bytes });
+        buffers.push(BufferTraffic {
+            name: p.name.clone(),
+            dtype: elem,
+            range,
+            read,
+            written,
+            proven,
+            bytes,
+        });
     }
     let total = |x: u128| u64::try_from(x * u128::from(programs)).unwrap_or(u64::MAX);
     Ok(Cost {

@@ -33,6 +33,7 @@ mod launch;
 mod memory;
 mod spec;
 
+pub use cost::{BufferTraffic, Cost, CostArg};
 /// cudarc, the CUDA binding fuse runs on (the version whose memory and streams fuse accepts).
 pub use cuda::{dot_path, DotPath};
 pub use cudarc;
@@ -45,7 +46,6 @@ pub use launch::{
     MAX_TILE_LEN,
 };
 pub use memory::{BufferView, BufferViewMut, DeviceRead, DeviceWrite};
-pub use cost::{BufferTraffic, Cost, CostArg};
 pub use spec::{default_num_warps, KernelSpec};
 
 /// NVRTC's version `(major, minor)`, loading it if needed: also the check that kernels can be

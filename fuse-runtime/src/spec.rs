@@ -2,8 +2,8 @@
 //! launch-time specializations its source reads), and the compile-time entry points on it.
 
 use crate::bounds::{BoundsPlan, Proof};
-use crate::error::{Error, Result};
 use crate::cost::{Cost, CostArg};
+use crate::error::{Error, Result};
 use fuse_ir::{DType, Expr, Kernel, Len, ParamKind, Specialization, Stmt, UnaryOp};
 use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock};

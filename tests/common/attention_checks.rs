@@ -32,14 +32,29 @@ pub fn check_attention<T: Elem + fuse::Half>(
     };
     let dropout: Option<(&dyn Fn(usize, usize, usize) -> bool, f64)> =
         if p_drop > 0.0 { Some((&keep, 1.0 / (1.0 - f64::from(p_drop)))) } else { None };
-    let (want, want_lse, o_abs) =
-        attention::reference(&T::to_f64s(&q), &T::to_f64s(&k), &T::to_f64s(&v), s, f64::from(opt.scale), causal, dropout);
+    let (want, want_lse, o_abs) = attention::reference(
+        &T::to_f64s(&q),
+        &T::to_f64s(&k),
+        &T::to_f64s(&v),
+        s,
+        f64::from(opt.scale),
+        causal,
+        dropout,
+    );
     let u = if T::NAME == "f16" { 2f64.powi(-11) } else { 2f64.powi(-8) };
-    let what = format!("attention {} {s:?} causal {causal} dropout {p_drop} {cfg:?} on {}", T::NAME, d.description());
+    let what = format!(
+        "attention {} {s:?} causal {causal} dropout {p_drop} {cfg:?} on {}",
+        T::NAME,
+        d.description()
+    );
     let got = T::to_f64s(&o.to_vec().unwrap());
     for (i, ((&g, &w), &a)) in got.iter().zip(&want).zip(&o_abs).enumerate() {
         let bound = attention::error_bound(a, u);
-        assert!((g - w).abs() <= bound, "{what}: o element {i} (row {}): got {g}, want {w} (bound {bound:e})", i / s.d);
+        assert!(
+            (g - w).abs() <= bound,
+            "{what}: o element {i} (row {}): got {g}, want {w} (bound {bound:e})",
+            i / s.d
+        );
     }
     let got = lse.to_vec().unwrap();
     for (i, (&g, &w)) in got.iter().zip(&want_lse).enumerate() {

@@ -179,7 +179,8 @@ pub fn check_nt<T: DotElem>(
         }
     }
     let (want, bound) = reference(&av, &bt, None, m, n, k);
-    let what = format!("{} a @ w^T {m}x{n}x{k} [{bm}x{bn}x32 {warps}w {stages}s] on {}", T::NAME, d.description());
+    let what =
+        format!("{} a @ w^T {m}x{n}x{k} [{bm}x{bn}x32 {warps}w {stages}s] on {}", T::NAME, d.description());
     assert_within(&what, &got, &want, &bound);
 }
 
@@ -217,7 +218,10 @@ pub fn dot_reductions<T: Float, const M: usize, const N: usize, const K: usize>(
     let rm = arange(0, M);
     let rn = arange(0, N);
     let rk = arange(0, K);
-    let c = dot(load(a + rm.expand_dims(1) * K + rk.expand_dims(0)), load(b + rk.expand_dims(1) * N + rn.expand_dims(0)));
+    let c = dot(
+        load(a + rm.expand_dims(1) * K + rk.expand_dims(0)),
+        load(b + rk.expand_dims(1) * N + rn.expand_dims(0)),
+    );
     store(row_sums + rm, sum(c, 1));
     store(col_maxes + rn, max(c, 0));
 }
@@ -361,7 +365,11 @@ fn tf32_ties(rng: &mut Rng, len: usize) -> Vec<f32> {
             let j = 1024 + (r % 1024) as i32;
             let f = [0.5, 0.5, 0.25, 0.75][(r >> 10) as usize % 4];
             let v = j as f32 + f;
-            if (r >> 12) & 1 == 1 { -v } else { v }
+            if (r >> 12) & 1 == 1 {
+                -v
+            } else {
+                v
+            }
         })
         .collect()
 }
@@ -391,16 +399,20 @@ pub fn check_tf32_rounding<const BM: usize, const BN: usize, const BK: usize>(
         } else {
             (small_ints(rng, m * k), tf32_ties(rng, k * n))
         };
-        let config = LaunchConfig::new((m.div_ceil(BM) as u32, n.div_ceil(BN) as u32)).num_warps(warps).num_stages(stages);
+        let config = LaunchConfig::new((m.div_ceil(BM) as u32, n.div_ceil(BN) as u32))
+            .num_warps(warps)
+            .num_stages(stages);
         let run = |dev: &Device, config: LaunchConfig| {
             let (ab, bb) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
             let mut c = dev.upload(&vec![f32::NAN; m * n]).unwrap();
-            matmul::launch::<f32, BM, BN, BK>(dev, config, &ab, &bb, &mut c, m as i32, n as i32, k as i32).unwrap();
+            matmul::launch::<f32, BM, BN, BK>(dev, config, &ab, &bb, &mut c, m as i32, n as i32, k as i32)
+                .unwrap();
             c.to_vec().unwrap()
         };
         let got = run(d, config);
         let exact = |round: &dyn Fn(f32) -> f64| -> Vec<f64> {
-            let (av, bv): (Vec<f64>, Vec<f64>) = (a.iter().map(|&x| round(x)).collect(), b.iter().map(|&x| round(x)).collect());
+            let (av, bv): (Vec<f64>, Vec<f64>) =
+                (a.iter().map(|&x| round(x)).collect(), b.iter().map(|&x| round(x)).collect());
             reference(&av, &bv, None, m, n, k).0
         };
         let want = exact(&tf32_reference);
@@ -435,7 +447,13 @@ pub fn check_tf32_rounding<const BM: usize, const BN: usize, const BK: usize>(
 /// pipeline stages: the K loop's loads go through `cp.async` into a ring of `stages` buffers, so
 /// long K (the ring wraps many times), K not a multiple of the block (a zero-filled last stage)
 /// and K not a multiple of 8 (the per-lane path into the stages) are the cases to cover.
-pub fn check_pipelined<T: DotElem>(d: &Device, rng: &mut Rng, size: (usize, usize, usize), warps: u32, stages: u32) {
+pub fn check_pipelined<T: DotElem>(
+    d: &Device,
+    rng: &mut Rng,
+    size: (usize, usize, usize),
+    warps: u32,
+    stages: u32,
+) {
     check_pipelined_block::<T, 64, 64, 32>(d, rng, size, warps, stages);
 }
 
@@ -540,18 +558,27 @@ pub fn check_reductions<T: DotElem>(d: &Device, rng: &mut Rng, warps: u32) {
     let (ab, bb) = (d.upload(&a).unwrap(), d.upload(&b).unwrap());
     let mut sums = d.upload(&vec![f32::NAN; FM]).unwrap();
     let mut maxes = d.upload(&vec![f32::NAN; FN]).unwrap();
-    dot_reductions::launch::<T, FM, FN, FK>(d, LaunchConfig::new(1).num_warps(warps), &ab, &bb, &mut sums, &mut maxes)
-        .unwrap();
+    dot_reductions::launch::<T, FM, FN, FK>(
+        d,
+        LaunchConfig::new(1).num_warps(warps),
+        &ab,
+        &bb,
+        &mut sums,
+        &mut maxes,
+    )
+    .unwrap();
     let (av, bv): (Vec<f64>, Vec<f64>) =
         (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
     let (want, bound) = reference(&av, &bv, None, FM, FN, FK);
-    let what = |r: &str| format!("{} dot then {r} ({FM}x{FN}x{FK}, {warps} warps) on {}", T::NAME, d.description());
+    let what =
+        |r: &str| format!("{} dot then {r} ({FM}x{FN}x{FK}, {warps} warps) on {}", T::NAME, d.description());
     let (mut ws, mut bs) = (vec![0.0; FM], vec![0.0; FM]);
     for m in 0..FM {
         let row = &want[m * FN..(m + 1) * FN];
         ws[m] = row.iter().sum();
         let mag: f64 = row.iter().map(|v| v.abs()).sum();
-        bs[m] = bound[m * FN..(m + 1) * FN].iter().sum::<f64>() + 2.0 * (FN as f64 + 2.0) * 2f64.powi(-24) * mag;
+        bs[m] =
+            bound[m * FN..(m + 1) * FN].iter().sum::<f64>() + 2.0 * (FN as f64 + 2.0) * 2f64.powi(-24) * mag;
     }
     assert_within(&what("row sums"), &sums.to_vec().unwrap(), &ws, &bs);
     let (mut wm, mut bm) = (vec![f64::NEG_INFINITY; FN], vec![0.0f64; FN]);

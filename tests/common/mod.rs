@@ -85,7 +85,14 @@ pub mod paths {
     /// tests of the half-word) next to `r >= p` (on the floats). `base % 8 != 0` takes the GPU's
     /// per-element path, a multiple of 8 the one-Philox-per-eight-lanes path.
     #[fused_kernel]
-    pub fn rand16_threshold<const BLOCK: usize>(out: *mut f32, vals: *mut f32, seed: u64, p: f32, base: i32, n: i32) {
+    pub fn rand16_threshold<const BLOCK: usize>(
+        out: *mut f32,
+        vals: *mut f32,
+        seed: u64,
+        p: f32,
+        base: i32,
+        n: i32,
+    ) {
         let offs = program_id(0) * BLOCK + arange(0, BLOCK);
         let m = offs < n;
         let r = rand16(seed, offs + base);

@@ -70,7 +70,9 @@ impl Term {
             f.push(format!("{}", 1u64 << self.log2));
         }
         f.extend(self.consts.iter().map(|&c| const_names[c as usize].clone()));
-        f.extend(self.div16.iter().map(|&(p, l)| format!("({} ? {} : 1)", div16_macros[p as usize], 1u32 << l)));
+        f.extend(
+            self.div16.iter().map(|&(p, l)| format!("({} ? {} : 1)", div16_macros[p as usize], 1u32 << l)),
+        );
         if f.len() == 1 {
             f.pop().unwrap()
         } else {
@@ -322,7 +324,8 @@ pub struct Facts {
 
 impl Facts {
     pub fn analyse(k: &Kernel) -> Facts {
-        let mut f = Facts { vars: vec![Fact::Top; k.vars.len()], constants: constants(k), naturals: naturals(k) };
+        let mut f =
+            Facts { vars: vec![Fact::Top; k.vars.len()], constants: constants(k), naturals: naturals(k) };
         for _ in 0..64 {
             let before = f.vars.clone();
             f.pass(k, &k.body);
@@ -424,8 +427,12 @@ impl Facts {
                 (Kind::Columns(c), Fact::BlockUniform(d, b)) => {
                     Fact::BlockUniform(d.clone(), b.min(&Div::of_len(&c)))
                 }
-                (Kind::Columns(c), Fact::ChunkXor(s, b, x)) => Fact::ChunkXor(s.clone(), b.min(&Div::of_len(&c)), *x),
-                (Kind::Columns(c), Fact::ChunkHalf(s, b)) => Fact::ChunkHalf(s.clone(), b.min(&Div::of_len(&c))),
+                (Kind::Columns(c), Fact::ChunkXor(s, b, x)) => {
+                    Fact::ChunkXor(s.clone(), b.min(&Div::of_len(&c)), *x)
+                }
+                (Kind::Columns(c), Fact::ChunkHalf(s, b)) => {
+                    Fact::ChunkHalf(s.clone(), b.min(&Div::of_len(&c)))
+                }
                 (Kind::Columns(_), f @ (Fact::ContigRem(_) | Fact::Mult(_))) => f.clone(),
                 _ => Fact::Unknown,
             },
@@ -781,7 +788,11 @@ mod tests {
                 store(y + arange(0, 16), load(x + shifted));
             }",
         );
-        assert!(matches!(f.get(var_id(&k, "angle")), Fact::ChunkHalf(..)), "{:?}", f.get(var_id(&k, "angle")));
+        assert!(
+            matches!(f.get(var_id(&k, "angle")), Fact::ChunkHalf(..)),
+            "{:?}",
+            f.get(var_id(&k, "angle"))
+        );
         assert!(matches!(f.get(var_id(&k, "at")), Fact::ChunkHalf(..)), "{:?}", f.get(var_id(&k, "at")));
         // A start that may be negative (truncating division pairs lanes differently there), a
         // quotient by 4 and a sum that is not an `arange` itself: nothing.
@@ -807,8 +818,16 @@ mod tests {
                 store(y + rows + cols.expand_dims(0), load(x + offs) + load(x + wide).expand_dims(0) + load(x + odd).expand_dims(0));
             }",
         );
-        assert!(matches!(f.get(var_id(&k, "partner")), Fact::ChunkXor(_, _, 1)), "{:?}", f.get(var_id(&k, "partner")));
-        assert!(matches!(f.get(var_id(&k, "offs")), Fact::ChunkXor(_, _, 1)), "{:?}", f.get(var_id(&k, "offs")));
+        assert!(
+            matches!(f.get(var_id(&k, "partner")), Fact::ChunkXor(_, _, 1)),
+            "{:?}",
+            f.get(var_id(&k, "partner"))
+        );
+        assert!(
+            matches!(f.get(var_id(&k, "offs")), Fact::ChunkXor(_, _, 1)),
+            "{:?}",
+            f.get(var_id(&k, "offs"))
+        );
         // Beyond any VEC, or of offsets that are not consecutive: nothing.
         assert_eq!(f.get(var_id(&k, "wide")), &Fact::Unknown);
         assert_eq!(f.get(var_id(&k, "odd")), &Fact::Unknown);
@@ -831,7 +850,15 @@ mod tests {
             }",
         );
         let cond = |v: &str| match f.get(var_id(&k, v)) {
-            Fact::Int(d) => d.multiple_of("8", 6, &["B".into()], &["D16h".into(), "D16h".into(), "D16h".into(), "D16p".into()]).0,
+            Fact::Int(d) => {
+                d.multiple_of(
+                    "8",
+                    6,
+                    &["B".into()],
+                    &["D16h".into(), "D16h".into(), "D16h".into(), "D16p".into()],
+                )
+                .0
+            }
             other => panic!("{v}: {other:?}"),
         };
         // h / 2 is a multiple of 8 when h is one of 16.

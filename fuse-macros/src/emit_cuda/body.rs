@@ -93,7 +93,10 @@ impl Ctx<'_> {
         let mut views: Vec<(VarId, String, Option<usize>, Option<String>)> = Vec::new();
         for &v in vars {
             let i = v.0 as usize;
-            if self.tile(v).is_none_or(|kv| kv == k) || !self.transparent[i] || views.iter().any(|(x, ..)| *x == v) {
+            if self.tile(v).is_none_or(|kv| kv == k)
+                || !self.transparent[i]
+                || views.iter().any(|(x, ..)| *x == v)
+            {
                 continue;
             }
             let mut budget = super::remat::BUDGET;
@@ -140,7 +143,11 @@ impl Ctx<'_> {
             Expr::Reshape(src) => self.reshape(dst, *src),
             Expr::Trans(src) if self.kmajor_b.contains_key(&dst) => {
                 // Its dot reads `src` as B's K-major form (mma.rs).
-                self.w.line(format!("// {} = trans({}): read by its dot as K-major B", self.name(dst), self.name(*src)));
+                self.w.line(format!(
+                    "// {} = trans({}): read by its dot as K-major B",
+                    self.name(dst),
+                    self.name(*src)
+                ));
             }
             Expr::Trans(src) => self.trans(dst, *src),
             Expr::ReduceAxis { op, axis, src } => self.reduce_axis(dst, *op, *axis, *src),

@@ -114,7 +114,12 @@ impl Layout {
     /// The index of the MMA layout of `[rows, cols]` dot results, made on first use.
     pub fn mma_index(&mut self, rows: &Len, cols: &Len) -> usize {
         let (rows_first, warpgroups) = (self.rows_first, self.warpgroups);
-        self.derived_index(Derived::Mma(MmaLayout { rows: rows.clone(), cols: cols.clone(), rows_first, warpgroups }))
+        self.derived_index(Derived::Mma(MmaLayout {
+            rows: rows.clone(),
+            cols: cols.clone(),
+            rows_first,
+            warpgroups,
+        }))
     }
 
     /// The index of the row layout of MMA layout `mma`, made on first use. With a rows-first

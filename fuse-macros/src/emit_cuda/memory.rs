@@ -94,7 +94,13 @@ impl Ctx<'_> {
     /// The vector condition of [`Fact::ChunkHalf`] offsets: each chunk's run of VEC / 2 elements
     /// starts at a multiple of VEC / 2 (so at a (VEC / 2 * size)-byte boundary of an aligned
     /// buffer) and spans whole 32-bit words.
-    fn half_run_cond(&mut self, a: &Access, k: usize, start: &super::affine::Div, block: &super::affine::Div) -> String {
+    fn half_run_cond(
+        &mut self,
+        a: &Access,
+        k: usize,
+        start: &super::affine::Div,
+        block: &super::affine::Div,
+    ) -> String {
         self.spec(Specialization::Align16(a.param));
         let aligned = Specialization::Align16(a.param).macro_name(&self.k.params);
         let max_log2 = (self.layout.veck.trailing_zeros() as u8).saturating_sub(1);
@@ -250,7 +256,11 @@ impl Ctx<'_> {
             self.w.line(format!("unsigned int fuse_h[FUSE_VEC{k} * {sz} / 8];"));
             self.w.line(format!("{f}<FUSE_VEC{k} * {sz} / 8>(fuse_h, {} + (long long){first});", a.ptr));
             let x = unpack(a.elem, "fuse_h", "(fuse_v / 2)");
-            self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), pack(a.elem, "fuse_wd", &format!("(fuse_j * FUSE_VEC{k} + fuse_v)"), &x));
+            self.w.unrolled(
+                "fuse_v",
+                &format!("FUSE_VEC{k}"),
+                pack(a.elem, "fuse_wd", &format!("(fuse_j * FUSE_VEC{k} + fuse_v)"), &x),
+            );
         } else {
             self.w.line(format!("{f}<{nw}>(fuse_wd + fuse_j * ({nw}), {} + (long long){first});", a.ptr));
         }

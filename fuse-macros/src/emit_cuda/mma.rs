@@ -62,7 +62,9 @@ impl MmaLayout {
         let wg = if self.warpgroups {
             let gn = format!("FUSE_WGN{k}");
             // A B of [K, N] is read in panels of up to 64 columns: a warpgroup's columns start on one.
-            let width = format!("({n}) / {gn} >= 16 && ({n}) / {gn} <= 256 && ({n}) / {gn} >= (({n}) > 64 ? 64 : ({n}))");
+            let width = format!(
+                "({n}) / {gn} >= 16 && ({n}) / {gn} <= 256 && ({n}) / {gn} >= (({n}) > 64 ? 64 : ({n}))"
+            );
             let fits_n = if self.rows_first { format!("{gn} == 1 && {width}") } else { width };
             format!(
                 "defined(__CUDA_ARCH_FEAT_SM90_ALL) && FUSE_NUM_WARPS % 4 == 0 && ({m}) % 64 == 0 && FUSE_WGM{k} >= 1 && {fits_n}"
@@ -74,7 +76,10 @@ impl MmaLayout {
         out.push(format!("#define FUSE_WG{k} 1"));
         out.push(format!("#define FUSE_WM{k} (4 * FUSE_WGM{k})"));
         out.push(format!("#define FUSE_WN{k} FUSE_WGN{k}"));
-        out.push("// warp w: warpgroup w / 4 of the grid, rows 16 (w % 4) of each of its 64-row blocks".to_string());
+        out.push(
+            "// warp w: warpgroup w / 4 of the grid, rows 16 (w % 4) of each of its 64-row blocks"
+                .to_string(),
+        );
         out.push(format!("#define FUSE_WNI{k} (((fuse_tid >> 5) >> 2) % FUSE_WN{k})"));
         out.push(format!(
             "#define FUSE_WROW{k}(mi) (((((fuse_tid >> 5) >> 2) / FUSE_WN{k}) * FUSE_MI{k} + (mi)) * 64 + ((fuse_tid >> 5) & 3) * 16)"
@@ -98,16 +103,16 @@ impl MmaLayout {
             };
             let grow = format!("FUSE_NUM_WARPS >= {}", 1 << s);
             out.push(format!("#define FUSE_SPLITM{k}_{s} {split_m}"));
-            out.push(format!(
-                "#define FUSE_WM{k}_{s} (({grow}) && FUSE_SPLITM{k}_{s} ? 2 * {wm} : {wm})"
-            ));
+            out.push(format!("#define FUSE_WM{k}_{s} (({grow}) && FUSE_SPLITM{k}_{s} ? 2 * {wm} : {wm})"));
             out.push(format!("#define FUSE_WN{k}_{s} (({grow}) && {split_n} ? 2 * {wn} : {wn})"));
         }
         out.push(format!("#define FUSE_WM{k} FUSE_WM{k}_5"));
         out.push(format!("#define FUSE_WN{k} FUSE_WN{k}_5"));
         out.push("// warp w: (w / WN, w % WN) of the grid, MI consecutive 16-row tiles".to_string());
         out.push(format!("#define FUSE_WNI{k} ((fuse_tid >> 5) % FUSE_WN{k})"));
-        out.push(format!("#define FUSE_WROW{k}(mi) ((((fuse_tid >> 5) / FUSE_WN{k}) * FUSE_MI{k} + (mi)) * 16)"));
+        out.push(format!(
+            "#define FUSE_WROW{k}(mi) ((((fuse_tid >> 5) / FUSE_WN{k}) * FUSE_MI{k} + (mi)) * 16)"
+        ));
         out.push("#endif".to_string());
         out.push(format!("#define FUSE_MI{k} (({m}) / (16 * FUSE_WM{k}))"));
         out.push(format!("#define FUSE_NI{k} (({n}) / (8 * FUSE_WN{k}))"));
@@ -119,7 +124,10 @@ impl MmaLayout {
         out.push(format!("#define FUSE_EPT{k} (FUSE_MI{k} * FUSE_NI{k} * 4)"));
         out.push(format!("#define FUSE_FULL{k} (FUSE_WM{k} * FUSE_WN{k} == FUSE_NUM_WARPS)"));
         out.push(format!("#define FUSE_OK{k}(j) (FUSE_FULL{k} || FUSE_MMA_ON{k})"));
-        out.push("// slot i: tile (i / 4) of the warp's MI x NI, row g + 8 ((i / 2) % 2), column 2t + i % 2".into());
+        out.push(
+            "// slot i: tile (i / 4) of the warp's MI x NI, row g + 8 ((i / 2) % 2), column 2t + i % 2"
+                .into(),
+        );
         out.push(format!(
             "#define FUSE_IDX{k}(i) ((FUSE_WROW{k}(((i) / 4) / FUSE_NI{k}) + ((fuse_tid & 31) >> 2) + 8 * (((i) >> 1) & 1)) * ({n}) + (FUSE_WNI{k} * FUSE_NI{k} + ((i) / 4) % FUSE_NI{k}) * 8 + 2 * (fuse_tid & 3) + ((i) & 1))"
         ));
@@ -138,7 +146,9 @@ impl MmaLayout {
             format!("#define FUSE_EPT{k} (FUSE_MI{p} * 2)"),
             format!("#define FUSE_FULL{k} FUSE_FULL{p}"),
             format!("#define FUSE_OK{k}(j) FUSE_OK{p}(j)"),
-            format!("#define FUSE_IDX{k}(i) (FUSE_WROW{p}((i) / 2) + ((fuse_tid & 31) >> 2) + 8 * ((i) & 1))"),
+            format!(
+                "#define FUSE_IDX{k}(i) (FUSE_WROW{p}((i) / 2) + ((fuse_tid & 31) >> 2) + 8 * ((i) & 1))"
+            ),
         ]
     }
 }
@@ -270,17 +280,23 @@ impl Ctx<'_> {
         let kmajor = self.kmajor_b.get(&b).copied();
         let b_src = kmajor.unwrap_or(b);
         let (ka, kb) = (self.tile(a).expect("dot reads tiles"), self.tile(b_src).expect("dot reads tiles"));
-        let (sa, sb, d) = (self.name(a).to_string(), self.name(b_src).to_string(), self.name(dst).to_string());
+        let (sa, sb, d) =
+            (self.name(a).to_string(), self.name(b_src).to_string(), self.name(dst).to_string());
         let in_place = self.tile(dst) == Some(mma);
         let sb_shown = if kmajor.is_some() { format!("trans({sb})") } else { sb.clone() };
-        self.w.line(format!("// {d} = dot({sa}, {sb_shown}{}) on tensor cores", acc.map(|c| format!(", {}", self.name(c))).unwrap_or_default()));
+        self.w.line(format!(
+            "// {d} = dot({sa}, {sb_shown}{}) on tensor cores",
+            acc.map(|c| format!(", {}", self.name(c))).unwrap_or_default()
+        ));
         // Operands a pipelined loop loaded ahead, or staged once before it, are in shared memory
         // already (pipeline.rs); the others are staged here.
         let (in_a, in_b) = (self.staged.get(&a).cloned(), self.staged.get(&b_src).cloned());
         let esz = input.size_bytes();
         if in_a.is_none() || in_b.is_none() {
             // B from a 1024-byte boundary (wgmma's swizzle atoms); fuse_xs is aligned so.
-            self.scratch_bytes_for(format!("((({m}) * ({kk}) * {esz} + 1023) / 1024 * 1024 + ({kk}) * ({n}) * {esz})"));
+            self.scratch_bytes_for(format!(
+                "((({m}) * ({kk}) * {esz} + 1023) / 1024 * 1024 + ({kk}) * ({n}) * {esz})"
+            ));
         }
         if !in_place || acc.is_some_and(|c| self.tile(c) != Some(mma)) {
             // A conversion between the MMA registers and another layout (f32 lanes).
@@ -299,7 +315,11 @@ impl Ctx<'_> {
             Some(acc) if self.tile(acc) == Some(mma) => {
                 let s = self.name(acc).to_string();
                 if s != c {
-                    self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = {s}[fuse_i];"));
+                    self.w.unrolled(
+                        "fuse_i",
+                        &format!("FUSE_EPT{mma}"),
+                        format!("{c}[fuse_i] = {s}[fuse_i];"),
+                    );
                 }
             }
             Some(acc) => {
@@ -316,7 +336,9 @@ impl Ctx<'_> {
                 self.w.unrolled(
                     "fuse_i",
                     &format!("FUSE_EPT{mma}"),
-                    format!("{c}[fuse_i] = FUSE_OK{mma}(0) ? (({at}*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] : {zero};"),
+                    format!(
+                        "{c}[fuse_i] = FUSE_OK{mma}(0) ? (({at}*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] : {zero};"
+                    ),
                 );
             }
             None => self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = {zero};")),
@@ -346,7 +368,8 @@ impl Ctx<'_> {
         let regs = self.tile(a).filter(|&kp| self.layout.is_mma(kp) && in_a.is_none() && half);
         let wgmma = if may_take_wgmma(input) { format!("FUSE_WG{mma} ? 2u : 1u") } else { "1u".to_string() };
         if let Some(kp) = regs {
-            let from_regs = format!("FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma} && FUSE_WG{kp} == FUSE_WG{mma}");
+            let from_regs =
+                format!("FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma} && FUSE_WG{kp} == FUSE_WG{mma}");
             self.dot_paths.push(wgmma.clone());
             self.w.pp(format!("#if {from_regs}"));
             pointers(self, Some(&"(const unsigned short*)0".to_string()));
@@ -364,7 +387,11 @@ impl Ctx<'_> {
             self.dot_paths.push(wgmma);
         }
         pointers(self, in_a.as_ref());
-        let to_stage: Vec<_> = [(in_a.is_none(), a_op), (in_b.is_none(), b_op)].into_iter().filter(|x| x.0).map(|x| x.1).collect();
+        let to_stage: Vec<_> = [(in_a.is_none(), a_op), (in_b.is_none(), b_op)]
+            .into_iter()
+            .filter(|x| x.0)
+            .map(|x| x.1)
+            .collect();
         if !to_stage.is_empty() {
             self.stage_operands(&to_stage, esz);
         }
@@ -440,7 +467,11 @@ impl Ctx<'_> {
                 })
                 .collect::<Vec<_>>()
                 .join(" | ");
-            self.w.unrolled("fuse_v", &format!("FUSE_VEC{k} / {per_word}"), format!("fuse_w[fuse_v] = {word};"));
+            self.w.unrolled(
+                "fuse_v",
+                &format!("FUSE_VEC{k} / {per_word}"),
+                format!("fuse_w[fuse_v] = {word};"),
+            );
             self.w.line(format!("fuse_st_words<FUSE_VEC{k} / {per_word}>({}, fuse_w);", at("fuse_f")));
             self.w.close();
             self.w.close();
@@ -516,7 +547,8 @@ impl Ctx<'_> {
     pub(super) fn pack_a_fragment(&mut self, (kp, p): (usize, &str), ks: &str, to: &str) {
         self.w.line(format!("const int fuse_t0 = (fuse_mi * FUSE_NI{kp} + 2 * ({ks})) * 4;"));
         self.w.line("const int fuse_t1 = fuse_t0 + 4;");
-        for (r, (t, e)) in [("fuse_t0", 0), ("fuse_t0", 2), ("fuse_t1", 0), ("fuse_t1", 2)].iter().enumerate() {
+        for (r, (t, e)) in [("fuse_t0", 0), ("fuse_t0", 2), ("fuse_t1", 0), ("fuse_t1", 2)].iter().enumerate()
+        {
             self.w.line(format!(
                 "{to}[{r}] = (unsigned int){p}[{t} + {e}] | ((unsigned int){p}[{t} + {e} + 1] << 16);"
             ));
@@ -527,7 +559,14 @@ impl Ctx<'_> {
     /// in a block (f32's are [`Ctx::tf32_frag_loads`]). A
     /// K-major B (`[n, kk]` row-major) is read without `.trans`: its 8 x 8 matrices are (n-tile,
     /// k half) pairs, the lane's row `n` and its two halves `k`, `k + 1`, as `mma`'s B fragment.
-    fn frag_loads(&mut self, mma: usize, k: &str, (kk, n, m): (&str, &str, &str), kmajor: bool, a_regs: Option<(usize, &str)>) {
+    fn frag_loads(
+        &mut self,
+        mma: usize,
+        k: &str,
+        (kk, n, m): (&str, &str, &str),
+        kmajor: bool,
+        a_regs: Option<(usize, &str)>,
+    ) {
         self.w.open("");
         self.w.line(format!("const int fuse_ks = {k};"));
         self.w.line("unsigned int (*fuse_ra)[4] = fuse_fa[fuse_ks & 1];");
@@ -547,7 +586,9 @@ impl Ctx<'_> {
         if kmajor {
             // Matrices (ni, k lo), (ni, k hi), (ni + 1, k lo), (ni + 1, k hi): lanes 8q..8q+7
             // address matrix q's rows.
-            self.w.line(format!("const int fuse_n0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"));
+            self.w.line(format!(
+                "const int fuse_n0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"
+            ));
             self.w.line("const int fuse_kc = fuse_ks * 16 + ((fuse_lane >> 3) & 1) * 8;");
             self.w.open(format!("if (fuse_ni + 1 < FUSE_NI{mma})"));
             self.w.line("unsigned int fuse_q[4];");
@@ -586,7 +627,11 @@ impl Ctx<'_> {
 
 /// The `b` operands of tensor-core `dot`s that are `trans(w)` of a 2-D `w` and read by that `dot`
 /// alone, with their `w`: the lowering stages `w` as B's K-major form and `trans` is not emitted.
-pub(super) fn kmajor_operands(k: &fuse_ir::Kernel, assignments: &[u32], uses: &[u32]) -> std::collections::HashMap<VarId, VarId> {
+pub(super) fn kmajor_operands(
+    k: &fuse_ir::Kernel,
+    assignments: &[u32],
+    uses: &[u32],
+) -> std::collections::HashMap<VarId, VarId> {
     let mut trans = std::collections::HashMap::new();
     k.visit_stmts(&mut |s| {
         if let fuse_ir::Stmt::Assign { dst, expr: fuse_ir::Expr::Trans(w) } = s {

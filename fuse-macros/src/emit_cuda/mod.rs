@@ -111,11 +111,7 @@ const NO_DYNAMIC_SMEM: &str = "extern \"C\" __device__ const unsigned int fuse_d
 /// term exponentially often).
 fn running_max(out: &mut Writer, name: &str, terms: &[String]) {
     for (i, t) in terms.iter().enumerate() {
-        let v = if i == 0 {
-            t.clone()
-        } else {
-            format!("{name}_{} > {t} ? {name}_{} : {t}", i - 1, i - 1)
-        };
+        let v = if i == 0 { t.clone() } else { format!("{name}_{} > {t} ? {name}_{} : {t}", i - 1, i - 1) };
         out.line(format!("constexpr long long {name}_{i} = {v};"));
     }
     out.line(format!("constexpr long long {name} = {name}_{};", terms.len() - 1));
@@ -309,7 +305,8 @@ impl Ctx<'_> {
             for l in pipeline::STAGES.lines() {
                 out.pp(l);
             }
-            let inside = if self.loop_scratch.is_empty() { vec!["0".to_string()] } else { self.loop_scratch.clone() };
+            let inside =
+                if self.loop_scratch.is_empty() { vec!["0".to_string()] } else { self.loop_scratch.clone() };
             running_max(&mut out, "fuse_ring_in", &inside);
             out.line("constexpr long long fuse_ring_at = (fuse_ring_in + 1023) / 1024 * 1024;");
             running_max(&mut out, "fuse_ring_bytes", &self.ring_bytes);

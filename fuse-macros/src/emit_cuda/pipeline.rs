@@ -150,7 +150,9 @@ fn plan_loop(
         for (x, is_b) in [(*a, false), (*b, true)] {
             if !assigned_here[x.0 as usize] {
                 kept.push(x);
-            } else if let Some(load) = staged_operand(k, counter, body, (x, is_b, d), uses, &assigned_here, &def, &mut mine) {
+            } else if let Some(load) =
+                staged_operand(k, counter, body, (x, is_b, d), uses, &assigned_here, &def, &mut mine)
+            {
                 staged.push(StagedLoad { access: access_at[load.1], dst: load.0, stmt: load.1 });
             } else if is_b {
                 // A computed A (attention's `p`) is read from registers or staged by the `dot`
@@ -189,7 +191,9 @@ fn inflight_accumulators(k: &Kernel, body: &[Stmt]) -> Vec<VarId> {
             }
         }
     });
-    let top_level = |v: VarId| body.iter().any(|s| matches!(s, Stmt::Assign { dst, expr: Expr::Dot { .. } } if *dst == v));
+    let top_level = |v: VarId| {
+        body.iter().any(|s| matches!(s, Stmt::Assign { dst, expr: Expr::Dot { .. } } if *dst == v))
+    };
     let read_elsewhere = |v: VarId| {
         let mut n = 0;
         visit_stmts(body, &mut |s| n += stmt_reads(s).iter().filter(|&&r| r == v).count());
@@ -246,7 +250,8 @@ fn operand_load(
         return None;
     };
     let fuse_ir::ParamKind::Ptr { elem, .. } = k.params[*param as usize].kind else { return None };
-    let mma_input = matches!(elem, fuse_ir::DType::F16 | fuse_ir::DType::BF16 | fuse_ir::DType::F32 | fuse_ir::DType::I8);
+    let mma_input =
+        matches!(elem, fuse_ir::DType::F16 | fuse_ir::DType::BF16 | fuse_ir::DType::F32 | fuse_ir::DType::I8);
     if uses[x.0 as usize] != 1 || elem != k.ty(x).dtype || !mma_input || k.ty(*offset).shape.is_scalar() {
         return None;
     }
@@ -345,7 +350,13 @@ impl Ctx<'_> {
     /// waits for stage `i`, issues iteration `i + FUSE_PIPE - 1` into the stage iteration `i - 1`
     /// read (every thread is past it: the barrier), then runs the body, whose `dot` reads stage
     /// `i`. Only iterations that run are issued, so the accesses are the loop's own.
-    pub(super) fn pipelined_for(&mut self, n: usize, (var, start): (VarId, &str), body: &[Stmt], plan: &LoopPlan) {
+    pub(super) fn pipelined_for(
+        &mut self,
+        n: usize,
+        (var, start): (VarId, &str),
+        body: &[Stmt],
+        plan: &LoopPlan,
+    ) {
         let outer = std::mem::replace(&mut self.in_pipeline, true);
         // FUSE_INFLIGHT<n>: the loop's MMAs stay in flight across iterations (wgmma path, 3+ stages).
         let inflight: Vec<String> = plan
@@ -353,7 +364,11 @@ impl Ctx<'_> {
             .iter()
             .map(|&v| format!("FUSE_WG{}", self.tile(v).expect("dot accumulators are tiles")))
             .collect();
-        let inflight = if inflight.is_empty() { "0".to_string() } else { format!("(FUSE_PIPE >= 3 && {})", inflight.join(" && ")) };
+        let inflight = if inflight.is_empty() {
+            "0".to_string()
+        } else {
+            format!("(FUSE_PIPE >= 3 && {})", inflight.join(" && "))
+        };
         self.w.pp(format!("#define FUSE_INFLIGHT{n} {inflight}"));
         let outer_inflight = self.inflight.replace((n, plan.inflight.clone()));
         let t = c_type(self.dtype(var));
@@ -366,7 +381,10 @@ impl Ctx<'_> {
             let dims = self.k.ty(l.dst).shape.dims();
             let (r, c) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
             at.push((stage.clone(), (c.clone(), r.clone())));
-            stage = format!("({stage} + (({r}) * ({c}) * {} + 1023) / 1024 * 1024)", self.dtype(l.dst).size_bytes());
+            stage = format!(
+                "({stage} + (({r}) * ({c}) * {} + 1023) / 1024 * 1024)",
+                self.dtype(l.dst).size_bytes()
+            );
         }
         // The resident operands after the FUSE_PIPE stages, each 1024-byte aligned.
         let mut resident = Vec::new();
@@ -380,7 +398,8 @@ impl Ctx<'_> {
             end = format!("{end} + (({rows}) * ({cols}) * {esz} + 1023) / 1024 * 1024");
         }
         self.ring_bytes_for(format!("({end})"));
-        let buf = |slot: &str, off: &str| format!("(unsigned short*)(fuse_ring + {slot} * {stage} + ({off}))");
+        let buf =
+            |slot: &str, off: &str| format!("(unsigned short*)(fuse_ring + {slot} * {stage} + ({off}))");
         let names: Vec<&str> = plan.loads.iter().map(|l| self.name(l.dst)).collect();
         self.w.line(format!(
             "// pipelined: {} loaded FUSE_PIPE - 1 iterations ahead (cp.async into a ring of FUSE_PIPE stages)",
@@ -406,7 +425,9 @@ impl Ctx<'_> {
         self.w.open(format!("for (int fuse_p = 0; fuse_p < FUSE_PIPE - 1 - FUSE_INFLIGHT{n}; ++fuse_p)"));
         self.issue_ahead(n, &v, t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
         self.w.close();
-        self.w.open(format!("for ({v} = {start}; {v} < fuse_end{n}; {v} = fuse_next({v}, fuse_end{n}, fuse_step{n}))"));
+        self.w.open(format!(
+            "for ({v} = {start}; {v} < fuse_end{n}; {v} = fuse_next({v}, fuse_end{n}, fuse_step{n}))"
+        ));
         self.w.line(format!("fuse_cp_async_wait<FUSE_PIPE - 2 - FUSE_INFLIGHT{n}>();"));
         self.w.line("fuse_fence_async();  // the stage's copies before the tensor cores read them");
         self.w.line("__syncthreads();");

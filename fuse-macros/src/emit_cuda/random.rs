@@ -198,8 +198,9 @@ impl Ctx<'_> {
                 continue;
             }
             for width in [RandWidth::W32, RandWidth::W16] {
-                let compared =
-                    thresholds.iter().any(|(r, q)| q == p && rands.iter().any(|&(v, w)| v == *r && w == width));
+                let compared = thresholds
+                    .iter()
+                    .any(|(r, q)| q == p && rands.iter().any(|&(v, w)| v == *r && w == width));
                 if compared && !self.top_rand_bounds.iter().any(|(q, w, _)| q == p && *w == width) {
                     self.needs.philox = true;
                     self.needs.philox16 |= width == RandWidth::W16;

@@ -189,7 +189,8 @@ pub(super) fn index_computable(k: &fuse_ir::Kernel, assignments: &[u32]) -> Vec<
     (0..k.vars.len())
         .map(|i| {
             let v = VarId(i as u32);
-            !k.ty(v).shape.is_scalar() && cost(k, v, &def, assignments, &mut memo).is_some_and(|c| c <= BUDGET)
+            !k.ty(v).shape.is_scalar()
+                && cost(k, v, &def, assignments, &mut memo).is_some_and(|c| c <= BUDGET)
         })
         .collect()
 }

@@ -41,7 +41,13 @@ impl Lay {
             (Lay::Free, x) | (x, Lay::Free) => x,
             (Lay::Derived(a), Lay::Derived(b)) if a == b => Lay::Derived(a),
             (Lay::Clash, _) | (_, Lay::Clash) => Lay::Clash,
-            (Lay::Mma(a), Lay::Mma(b)) => if a == b { Lay::Mma(a) } else { Lay::Clash },
+            (Lay::Mma(a), Lay::Mma(b)) => {
+                if a == b {
+                    Lay::Mma(a)
+                } else {
+                    Lay::Clash
+                }
+            }
             (Lay::Mma(a), _) | (_, Lay::Mma(a)) => Lay::Mma(a),
             _ => Lay::Len,
         }
@@ -126,7 +132,11 @@ fn visit(k: &Kernel, layout: &mut Layout, transparent: &[bool], settle: bool, la
                 Expr::ReduceAxis { src, .. } if !settle && lay[src.0 as usize] == Lay::Free => {}
                 Expr::ReduceAxis { src, axis, .. } => {
                     demote(lay, &[*src]);
-                    let made = match (k.ty(*src).shape.dims().as_slice(), k.ty(*src).shape.len(), lay[src.0 as usize]) {
+                    let made = match (
+                        k.ty(*src).shape.dims().as_slice(),
+                        k.ty(*src).shape.len(),
+                        lay[src.0 as usize],
+                    ) {
                         // Rows of an accumulator fold in its threads into its row layout.
                         ([_, cols], _, Lay::Mma(p)) if *axis == 1 && *cols != unit() => {
                             Lay::Derived(layout.mma_row_index(p))
@@ -184,10 +194,7 @@ fn visit(k: &Kernel, layout: &mut Layout, transparent: &[bool], settle: bool, la
                     demote(lay, &vars);
                     unify(layout, lay, &vars);
                 }
-                Expr::Reduce(..)
-                | Expr::ArgReduce { .. }
-                | Expr::Trans(_)
-                | Expr::Dot { .. } => {
+                Expr::Reduce(..) | Expr::ArgReduce { .. } | Expr::Trans(_) | Expr::Dot { .. } => {
                     demote(lay, &expr.operands());
                     lay[d] = lay[d].meet(Lay::Len);
                 }

@@ -95,8 +95,20 @@ template <int fuse_n> __device__ __forceinline__ void fuse_wg_wait() { asm volat
         let (shape, types, acc, cty, tail) = match input {
             WgInput::I8 => ("k32", "s32.s8.s8", "+r", "int", String::new()),
             // The register-A form has no A transpose bit.
-            _ if rs => ("k16", if input == WgInput::Bf16 { "f32.bf16.bf16" } else { "f32.f16.f16" }, "+f", "float", format!(", 1, 1, {t}")),
-            _ => ("k16", if input == WgInput::Bf16 { "f32.bf16.bf16" } else { "f32.f16.f16" }, "+f", "float", format!(", 1, 1, 0, {t}")),
+            _ if rs => (
+                "k16",
+                if input == WgInput::Bf16 { "f32.bf16.bf16" } else { "f32.f16.f16" },
+                "+f",
+                "float",
+                format!(", 1, 1, {t}"),
+            ),
+            _ => (
+                "k16",
+                if input == WgInput::Bf16 { "f32.bf16.bf16" } else { "f32.f16.f16" },
+                "+f",
+                "float",
+                format!(", 1, 1, 0, {t}"),
+            ),
         };
         // Template and parameter names in the fuse_ namespace: a kernel's consts are macros.
         let _ = writeln!(out, "template <int fuse_n> struct fuse_wgmma_{form}{ty}_{t};");

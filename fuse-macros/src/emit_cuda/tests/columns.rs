@@ -136,7 +136,10 @@ fn the_serial_forms_scratch_is_conditional() {
     // The scratch's size: the running maximum of its users' sizes and the dynamic-memory test.
     let decl: String = src
         .lines()
-        .filter(|l| l.starts_with("constexpr long long fuse_xs_bytes") || l.starts_with("#define FUSE_SCRATCH_DYNAMIC"))
+        .filter(|l| {
+            l.starts_with("constexpr long long fuse_xs_bytes")
+                || l.starts_with("#define FUSE_SCRATCH_DYNAMIC")
+        })
         .collect::<Vec<_>>()
         .join("\n");
     assert!(!decl.is_empty(), "a scratch");

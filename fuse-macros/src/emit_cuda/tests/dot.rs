@@ -49,10 +49,16 @@ fn dot_fallback_goes_through_shared_memory_with_unfused_steps() {
     for (t, src) in kernels().into_iter().filter(|(t, _)| *t == "i8") {
         let out = emit_cuda(&ok(&src)).source;
         assert!(out.contains("the general fallback, the operands through shared memory"), "{t}\n{out}");
-        assert!(out.contains("__shared__ __align__(1024) unsigned char fuse_xs[fuse_xs_bytes]"), "{t}\n{out}");
+        assert!(
+            out.contains("__shared__ __align__(1024) unsigned char fuse_xs[fuse_xs_bytes]"),
+            "{t}\n{out}"
+        );
         assert!(out.contains("((FUSE_L"), "{t}: the scratch holds both operands\n{out}");
         assert!(out.contains("for (int fuse_k = 0; fuse_k < BK; ++fuse_k)"), "{t}\n{out}");
-        assert!(out.contains("fuse_r = (int)((unsigned int)fuse_r + (unsigned int)("), "{t}: wrapping i32 steps\n{out}");
+        assert!(
+            out.contains("fuse_r = (int)((unsigned int)fuse_r + (unsigned int)("),
+            "{t}: wrapping i32 steps\n{out}"
+        );
         assert!(!out.contains("__fadd_rn(fuse_r, __fmul_rn("), "{t}\n{out}");
         assert!(!out.contains("cvt.rna.tf32.f32"), "{t}\n{out}");
         // The accumulator's own slot starts the sum (`acc = dot(x, y, acc)` in place).
@@ -76,16 +82,28 @@ fn dot_of_f32_inputs_takes_tf32_tensor_cores() {
     assert!(out.contains("cvt.rna.tf32.f32"), "{out}");
     assert!(out.contains("fuse_tf32_frag<4>(fuse_ra[fuse_mi]);"), "A fragments are rounded\n{out}");
     assert!(out.contains("fuse_tf32_frag<2>(fuse_rb[fuse_ni]);"), "B fragments are rounded\n{out}");
-    assert!(out.contains("fuse_ldmatrix_x4(fuse_ra[fuse_mi], fuse_smem_addr(fuse_sa + fuse_swz_f32("), "{out}");
-    assert!(out.contains("*(const unsigned int*)(fuse_sb + fuse_swz_f32(fuse_r + 4, fuse_c, BN, BK))"), "{out}");
+    assert!(
+        out.contains("fuse_ldmatrix_x4(fuse_ra[fuse_mi], fuse_smem_addr(fuse_sa + fuse_swz_f32("),
+        "{out}"
+    );
+    assert!(
+        out.contains("*(const unsigned int*)(fuse_sb + fuse_swz_f32(fuse_r + 4, fuse_c, BN, BK))"),
+        "{out}"
+    );
     assert!(out.contains("for (int fuse_k = 0; fuse_k < (BK) / 8; ++fuse_k)"), "K steps of 8\n{out}");
     assert!(!out.contains("fuse_mma_f16(acc") && !out.contains("ldmatrix_x4_trans(fuse_q"), "{out}");
     // The K loop is pipelined: cp.async of whole 16-byte chunks (4 floats) into f32 stages.
     assert!(out.contains("// pipelined: x, y loaded FUSE_PIPE - 1 iterations ahead"), "{out}");
     assert!(out.contains("fuse_cp_async<FUSE_VEC"), "{out}");
     assert!(out.contains(" * 4 <= 16"), "whole chunks of at most 4 floats\n{out}");
-    assert!(out.contains("fuse_smem_addr((float*)((unsigned short*)(fuse_ring"), "stage addresses of f32 elements\n{out}");
-    assert!(out.contains("((BM) * (BK) * 4 + 1023) / 1024 * 1024"), "f32 stages are 4 bytes an element\n{out}");
+    assert!(
+        out.contains("fuse_smem_addr((float*)((unsigned short*)(fuse_ring"),
+        "stage addresses of f32 elements\n{out}"
+    );
+    assert!(
+        out.contains("((BM) * (BK) * 4 + 1023) / 1024 * 1024"),
+        "f32 stages are 4 bytes an element\n{out}"
+    );
     // No warpgroups: wgmma's TF32 wants K-major operands.
     assert!(!out.contains("fuse_wgmma") && !out.contains("wgmma.") && !out.contains("? 2u"), "{out}");
     assert!(out.contains("#if 0\n#define FUSE_WG"), "{out}");
@@ -138,9 +156,13 @@ fn f32_dot_compiles_to_tf32_mma_sync_on_every_arch() {
     for (what, src) in [("matmul", mm.as_str()), ("k-major", nt)] {
         let k = ok(src);
         let out = emit_cuda(&k);
-        for (bm, bn, bk, warps, stages) in
-            [(128, 128, 32, 4, 3), (128, 256, 32, 8, 2), (64, 64, 64, 4, 4), (32, 64, 16, 1, 2), (16, 16, 16, 2, 3)]
-        {
+        for (bm, bn, bk, warps, stages) in [
+            (128, 128, 32, 4, 3),
+            (128, 256, 32, 8, 2),
+            (64, 64, 64, 4, 4),
+            (32, 64, 16, 1, 2),
+            (16, 16, 16, 2, 3),
+        ] {
             for arch in ["sm_80", "sm_90", "sm_90a"] {
                 let mut defs = format!(
                     "#define BM {bm}\n#define BN {bn}\n#define BK {bk}\n#define FUSE_NUM_WARPS {warps}\n#define FUSE_NUM_STAGES {stages}\n"
@@ -148,7 +170,8 @@ fn f32_dot_compiles_to_tf32_mma_sync_on_every_arch() {
                 for s in &out.specializations {
                     defs.push_str(&format!("#define {} 1\n", s.macro_name(&k.params)));
                 }
-                let label = format!("{what} f32 BM={bm} BN={bn} BK={bk} warps={warps} stages={stages} {arch}");
+                let label =
+                    format!("{what} f32 BM={bm} BN={bn} BK={bk} warps={warps} stages={stages} {arch}");
                 let full = defs + &out.source;
                 match compile(&full, arch) {
                     Err(log) => failures.push(format!("== {label}\n{log}\n{}", numbered(&full))),
@@ -156,7 +179,9 @@ fn f32_dot_compiles_to_tf32_mma_sync_on_every_arch() {
                         let tf32 = ptx.contains("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
                         let (wg, cvt) = (ptx.contains("wgmma"), ptx.contains("cvt.rna.tf32.f32"));
                         if !tf32 || wg || !cvt {
-                            failures.push(format!("== {label}: m16n8k8 tf32 {tf32}, wgmma {wg}, cvt.rna.tf32 {cvt}"));
+                            failures.push(format!(
+                                "== {label}: m16n8k8 tf32 {tf32}, wgmma {wg}, cvt.rna.tf32 {cvt}"
+                            ));
                         }
                     }
                 }
@@ -179,7 +204,10 @@ fn dot_of_half_inputs_takes_the_tensor_cores() {
         let acc = crate::tests::var_id(&k, "acc");
         assert!(out.contains(&format!("float acc[FUSE_EPT")), "{t}\n{out}");
         assert!(out.contains("// MMA layout"), "{t}\n{out}");
-        assert!(!out.contains("float fuse_c[FUSE_EPT"), "{t}: acc {acc:?} converts instead of updating in place\n{out}");
+        assert!(
+            !out.contains("float fuse_c[FUSE_EPT"),
+            "{t}: acc {acc:?} converts instead of updating in place\n{out}"
+        );
     }
 }
 
@@ -257,7 +285,9 @@ fn dot_on_sm90a_takes_wgmma_where_warpgroups_fit() {
             (128, 128, 32, 2, "sm_90a", false),
             (32, 64, 32, 4, "sm_90a", false),
         ] {
-            let mut defs = format!("#define BM {bm}\n#define BN {bn}\n#define BK {bk}\n#define FUSE_NUM_WARPS {warps}\n");
+            let mut defs = format!(
+                "#define BM {bm}\n#define BN {bn}\n#define BK {bk}\n#define FUSE_NUM_WARPS {warps}\n"
+            );
             for s in &out.specializations {
                 defs.push_str(&format!("#define {} 1\n", s.macro_name(&k.params)));
             }
@@ -268,7 +298,9 @@ fn dot_on_sm90a_takes_wgmma_where_warpgroups_fit() {
                 Ok(ptx) => {
                     let (has_wg, has_mma) = (ptx.contains("wgmma.mma_async"), ptx.contains("mma.sync"));
                     if has_wg != wg || has_mma == wg {
-                        failures.push(format!("== {what}: wgmma {has_wg}, mma.sync {has_mma}, expected wgmma {wg}"));
+                        failures.push(format!(
+                            "== {what}: wgmma {has_wg}, mma.sync {has_mma}, expected wgmma {wg}"
+                        ));
                     }
                 }
             }
@@ -290,7 +322,8 @@ fn dot_dump() {
 #[test]
 #[ignore]
 fn dump_kernel_file() {
-    let path = std::env::var("FUSE_DUMP_KERNEL").expect("FUSE_DUMP_KERNEL=path of a file holding one kernel fn");
+    let path =
+        std::env::var("FUSE_DUMP_KERNEL").expect("FUSE_DUMP_KERNEL=path of a file holding one kernel fn");
     let src = std::fs::read_to_string(path).expect("readable kernel file");
     println!("{}", emit_cuda(&ok(&src)).source);
 }
@@ -356,12 +389,12 @@ fn loads_that_are_not_pure_dot_operands_are_not_pipelined() {
         // masked-off lanes read 1, which cp.async cannot fill
         (k_loop(&X_LOAD.replace("0.0)", "1.0)"), ""), "other is not zero"),
         // the operand is also read outside the dot
-        (k_loop(X_LOAD, "store(c + rm.expand_dims(1) * 64 + ks.expand_dims(0), x.to(f32));"), "x has another use"),
-        // an offset from a value loaded in the loop
         (
-            k_loop(&X_LOAD.replace("* k +", "* load(a + k0) .to(i32) +"), ""),
-            "the offset depends on a load",
+            k_loop(X_LOAD, "store(c + rm.expand_dims(1) * 64 + ks.expand_dims(0), x.to(f32));"),
+            "x has another use",
         ),
+        // an offset from a value loaded in the loop
+        (k_loop(&X_LOAD.replace("* k +", "* load(a + k0) .to(i32) +"), ""), "the offset depends on a load"),
     ];
     for (src, why) in cases {
         let out = emit_cuda(&ok(&src)).source;
@@ -410,7 +443,10 @@ fn a_transposed_b_operand_is_read_k_major_without_moving_it() {
         let out = emit_cuda(&ok(src)).source;
         assert!(out.contains("read by its dot as K-major B"), "{what}\n{out}");
         assert!(out.contains("on tensor cores"), "{what}\n{out}");
-        assert!(out.contains("fuse_ldmatrix_x4(fuse_q,") || out.contains("fuse_ldmatrix_x2(fuse_rb"), "{what}\n{out}");
+        assert!(
+            out.contains("fuse_ldmatrix_x4(fuse_q,") || out.contains("fuse_ldmatrix_x2(fuse_rb"),
+            "{what}\n{out}"
+        );
         assert_eq!(
             out.matches("= trans(").count(),
             out.matches("read by its dot as K-major B").count(),
@@ -467,7 +503,8 @@ fn i8_takes_the_tensor_cores_with_a_k_major_b_only() {
 fn f32_swizzle_is_a_bijection_without_bank_conflicts() {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".to_string());
     let prelude = super::super::tf32::PRELUDE;
-    let start = prelude.find("__device__ __forceinline__ int fuse_swz_f32").expect("fuse_swz_f32 in the prelude");
+    let start =
+        prelude.find("__device__ __forceinline__ int fuse_swz_f32").expect("fuse_swz_f32 in the prelude");
     let end = start + prelude[start..].find("\n}\n").expect("the function's end") + 3;
     let program = format!(
         r#"#include <cstdio>

@@ -483,8 +483,17 @@ pub fn everything() -> Kernel {
                 b.store(8, so, sl, Some(t));
                 // rand with tile and scalar offsets of this dtype.
                 let seed = b.param(&format!("seed_{}", d.name()), sidx(d));
-                let _ = b.like(&format!("rt_{}", d.name()), x, DType::F32, Expr::Rand { seed, offset: x, width: fuse_ir::RandWidth::W32 });
-                let _ = b.scalar(&format!("rs_{}", d.name()), DType::F32, Expr::Rand { seed, offset: so, width: fuse_ir::RandWidth::W32 });
+                let _ = b.like(
+                    &format!("rt_{}", d.name()),
+                    x,
+                    DType::F32,
+                    Expr::Rand { seed, offset: x, width: fuse_ir::RandWidth::W32 },
+                );
+                let _ = b.scalar(
+                    &format!("rs_{}", d.name()),
+                    DType::F32,
+                    Expr::Rand { seed, offset: so, width: fuse_ir::RandWidth::W32 },
+                );
             }
             for op in [UnaryOp::Not] {
                 let _ = b.un("not_mask", op, mask);

@@ -239,13 +239,19 @@ pub fn k<const BLOCK: usize>(x: *const f32, pp: *const f32, out: *mut f32, out2:
 #[test]
 fn emit_scratch_past_48k_is_dynamic_shared_memory() {
     // trans of a [R, BLOCK] f32 tile goes through the scratch: 64 KiB at 128 x 128, 4 KiB at 32 x 32.
-    let k = crate::tests::ok("fn k<const BLOCK: usize, const R: usize>(x: *const f32, y: *mut f32) {
+    let k = crate::tests::ok(
+        "fn k<const BLOCK: usize, const R: usize>(x: *const f32, y: *mut f32) {
         let offs = arange(0, R).expand_dims(1) * BLOCK + arange(0, BLOCK).expand_dims(0);
         let t_offs = arange(0, BLOCK).expand_dims(1) * R + arange(0, R).expand_dims(0);
         store(y + t_offs, trans(load(x + offs)));
-    }");
+    }",
+    );
     let out = emit_cuda(&k);
-    assert!(out.source.contains("extern \"C\" __device__ const unsigned int fuse_dynamic_smem_bytes"), "{}", out.source);
+    assert!(
+        out.source.contains("extern \"C\" __device__ const unsigned int fuse_dynamic_smem_bytes"),
+        "{}",
+        out.source
+    );
     if !nvrtc_present() {
         return;
     }
