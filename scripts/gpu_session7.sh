@@ -70,6 +70,12 @@ for mode in "$@"; do
             bench ln_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=layernorm/65536x128,layernorm/16384x256 FUSE_BENCH_WARPS=$w
             grep -E "fuse" $L/ln_w$w.log | sed "s/^/w$w  /"
         done ;;
+    check2) # the f32 forms that now run on TF32 tensor cores, and the examples after the formatting
+        run gpu_dot_forms timeout 250 .gpu/test-gpu_dot matmul_f16_bf16_f32
+        run gpu_dot_acc timeout 150 .gpu/test-gpu_dot accumulator_method_form
+        run gpu_dot_tf32b timeout 150 .gpu/test-gpu_dot tf32_blocks
+        run gpu_dot_red timeout 150 .gpu/test-gpu_dot reductions_of_a_dot_result
+        run gpu_examples timeout 200 .gpu/test-gpu_examples --test-threads=4 ;;
     tune_int8) # int8 and f16 at 4096^3, the candidate configurations
         T=400 bench int8_4096 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8/4096x4096x4096 FUSE_BENCH_CONFIGS=${INT8_CONFIGS:-5,6,7,8,9}
         grep -E "fuse" $L/int8_4096.log
