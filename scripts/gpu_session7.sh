@@ -76,6 +76,9 @@ for mode in "$@"; do
         run gpu_dot_tf32b timeout 150 .gpu/test-gpu_dot tf32_blocks
         run gpu_dot_red timeout 150 .gpu/test-gpu_dot reductions_of_a_dot_result
         run gpu_examples timeout 200 .gpu/test-gpu_examples --test-threads=4 ;;
+    sanitize2) # racecheck of the FFN example, synccheck of the wgmma blocks
+        run racecheck_ffn timeout 280 compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/test-gpu_dot ffn_sublayer_example --test-threads=1
+        run synccheck_wg timeout 250 compute-sanitizer --tool synccheck --error-exitcode 9 .gpu/test-gpu_dot warpgroup_blocks --test-threads=1 ;;
     tune_int8) # int8 and f16 at 4096^3, the candidate configurations
         T=400 bench int8_4096 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8/4096x4096x4096 FUSE_BENCH_CONFIGS=${INT8_CONFIGS:-5,6,7,8,9}
         grep -E "fuse" $L/int8_4096.log
