@@ -79,6 +79,9 @@ for mode in "$@"; do
     sanitize2) # racecheck of the FFN example, synccheck of the wgmma blocks
         run racecheck_ffn timeout 280 compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/test-gpu_dot ffn_sublayer_example --test-threads=1
         run synccheck_wg timeout 250 compute-sanitizer --tool synccheck --error-exitcode 9 .gpu/test-gpu_dot warpgroup_blocks --test-threads=1 ;;
+    ce) # cross-entropy with the next block's load ahead of the fold, beside the copies
+        bench ce .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy FUSE_BENCH_WITH_COPY=1
+        grep -E "fuse" $L/ce.log ;;
     tune_int8) # int8 and f16 at 4096^3, the candidate configurations
         T=400 bench int8_4096 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8/4096x4096x4096 FUSE_BENCH_CONFIGS=${INT8_CONFIGS:-5,6,7,8,9}
         grep -E "fuse" $L/int8_4096.log
