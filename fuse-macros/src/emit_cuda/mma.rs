@@ -555,6 +555,32 @@ impl Ctx<'_> {
         }
     }
 
+    /// The body of the loop over pairs of n-tiles (`fuse_ni += 2`) that reads a K-major B
+    /// (`[n, kk]` staged by `swz`) with `ldmatrix` without `.trans`: matrices (ni, k lo), (ni, k
+    /// hi), (ni + 1, k lo), (ni + 1, k hi), lanes 8q..8q+7 addressing matrix q's rows; `half_k`
+    /// elements of K per matrix (8 halves for m16n8k16, 4 floats for TF32's m16n8k8).
+    pub(super) fn kmajor_b_fragments(&mut self, mma: usize, (kk, n): (&str, &str), swz: &str, half_k: u32) {
+        self.w.line(format!(
+            "const int fuse_n0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"
+        ));
+        self.w.line(format!(
+            "const int fuse_kc = fuse_ks * {} + ((fuse_lane >> 3) & 1) * {half_k};",
+            2 * half_k
+        ));
+        self.w.open(format!("if (fuse_ni + 1 < FUSE_NI{mma})"));
+        self.w.line("unsigned int fuse_q[4];");
+        self.w.line(format!(
+            "fuse_ldmatrix_x4(fuse_q, fuse_smem_addr(fuse_sb + {swz}(fuse_n0 + (fuse_lane >> 4) * 8, fuse_kc, {kk}, {n})));"
+        ));
+        self.w.line("fuse_rb[fuse_ni][0] = fuse_q[0]; fuse_rb[fuse_ni][1] = fuse_q[1];");
+        self.w.line("fuse_rb[fuse_ni + 1][0] = fuse_q[2]; fuse_rb[fuse_ni + 1][1] = fuse_q[3];");
+        self.w.reopen("} else {");
+        self.w.line(format!(
+            "fuse_ldmatrix_x2(fuse_rb[fuse_ni], fuse_smem_addr(fuse_sb + {swz}(fuse_n0, fuse_kc, {kk}, {n})));"
+        ));
+        self.w.close();
+    }
+
     /// The 16-bit (and i8) A and B fragments of K step `k` (a C expression) into buffer `k & 1`,
     /// in a block (f32's are [`Ctx::tf32_frag_loads`]). A
     /// K-major B (`[n, kk]` row-major) is read without `.trans`: its 8 x 8 matrices are (n-tile,
@@ -584,24 +610,7 @@ impl Ctx<'_> {
         self.w.pp("#pragma unroll");
         self.w.open(format!("for (int fuse_ni = 0; fuse_ni < FUSE_NI{mma}; fuse_ni += 2)"));
         if kmajor {
-            // Matrices (ni, k lo), (ni, k hi), (ni + 1, k lo), (ni + 1, k hi): lanes 8q..8q+7
-            // address matrix q's rows.
-            self.w.line(format!(
-                "const int fuse_n0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"
-            ));
-            self.w.line("const int fuse_kc = fuse_ks * 16 + ((fuse_lane >> 3) & 1) * 8;");
-            self.w.open(format!("if (fuse_ni + 1 < FUSE_NI{mma})"));
-            self.w.line("unsigned int fuse_q[4];");
-            self.w.line(format!(
-                "fuse_ldmatrix_x4(fuse_q, fuse_smem_addr(fuse_sb + fuse_swz(fuse_n0 + (fuse_lane >> 4) * 8, fuse_kc, {kk}, {n})));"
-            ));
-            self.w.line("fuse_rb[fuse_ni][0] = fuse_q[0]; fuse_rb[fuse_ni][1] = fuse_q[1];");
-            self.w.line("fuse_rb[fuse_ni + 1][0] = fuse_q[2]; fuse_rb[fuse_ni + 1][1] = fuse_q[3];");
-            self.w.reopen("} else {");
-            self.w.line(format!(
-                "fuse_ldmatrix_x2(fuse_rb[fuse_ni], fuse_smem_addr(fuse_sb + fuse_swz(fuse_n0, fuse_kc, {kk}, {n})));"
-            ));
-            self.w.close();
+            self.kmajor_b_fragments(mma, (kk, n), "fuse_swz", 8);
             self.w.close();
             self.w.close();
             return;

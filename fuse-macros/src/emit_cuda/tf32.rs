@@ -95,22 +95,7 @@ impl Ctx<'_> {
             // `[n, kk]`: matrices (ni, k 0-3), (ni, k 4-7), (ni + 1, ..): b0, b1 of two n-tiles.
             self.w.pp("#pragma unroll");
             self.w.open(format!("for (int fuse_ni = 0; fuse_ni < FUSE_NI{mma}; fuse_ni += 2)"));
-            self.w.line(format!(
-                "const int fuse_n0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"
-            ));
-            self.w.line("const int fuse_kc = fuse_ks * 8 + ((fuse_lane >> 3) & 1) * 4;");
-            self.w.open(format!("if (fuse_ni + 1 < FUSE_NI{mma})"));
-            self.w.line("unsigned int fuse_q[4];");
-            self.w.line(format!(
-                "fuse_ldmatrix_x4(fuse_q, fuse_smem_addr(fuse_sb + fuse_swz_f32(fuse_n0 + (fuse_lane >> 4) * 8, fuse_kc, {kk}, {n})));"
-            ));
-            self.w.line("fuse_rb[fuse_ni][0] = fuse_q[0]; fuse_rb[fuse_ni][1] = fuse_q[1];");
-            self.w.line("fuse_rb[fuse_ni + 1][0] = fuse_q[2]; fuse_rb[fuse_ni + 1][1] = fuse_q[3];");
-            self.w.reopen("} else {");
-            self.w.line(format!(
-                "fuse_ldmatrix_x2(fuse_rb[fuse_ni], fuse_smem_addr(fuse_sb + fuse_swz_f32(fuse_n0, fuse_kc, {kk}, {n})));"
-            ));
-            self.w.close();
+            self.kmajor_b_fragments(mma, (kk, n), "fuse_swz_f32", 4);
             self.w.close();
         } else {
             // `[kk, n]`: b0 = (k t, n g), b1 = (k t + 4, n g), one 32-bit load each.
