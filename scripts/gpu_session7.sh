@@ -82,6 +82,14 @@ for mode in "$@"; do
     ce) # cross-entropy with the next block's load ahead of the fold, beside the copies
         bench ce .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy FUSE_BENCH_WITH_COPY=1
         grep -E "fuse" $L/ce.log ;;
+    sanitize3) # the example kernels (ChunkHalf loads, aligned cross-entropy rows) under memcheck and racecheck
+        run memcheck_examples timeout 280 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples --test-threads=1
+        run racecheck_examples timeout 280 compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/test-gpu_examples --test-threads=1 ;;
+    sanitize4) # the TF32 K-major B and reductions tests under memcheck and racecheck
+        for tool in memcheck racecheck; do
+            run ${tool}_tf32_more timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_dot tf32_k_major --test-threads=1
+            run ${tool}_tf32_red timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_dot tf32_reductions --test-threads=1
+        done ;;
     tune_int8) # int8 and f16 at 4096^3, the candidate configurations
         T=400 bench int8_4096 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8/4096x4096x4096 FUSE_BENCH_CONFIGS=${INT8_CONFIGS:-5,6,7,8,9}
         grep -E "fuse" $L/int8_4096.log
