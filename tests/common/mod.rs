@@ -325,8 +325,10 @@ pub fn layernorm_rows_on<T: Elem>(
 }
 
 /// Cross-entropy inputs: `rows` x `cols` logits in [-8, 8) with a +30 spike in a random column of
-/// every other row (the running max jumps mid-row), and labels with every `ignore_every`-th row
-/// (from `ignore_at`) set to the ignore index.
+/// every other row (the running max jumps mid-row); of every three rows one has about an eighth of
+/// its logits at -inf (a masked vocabulary; never the label) and one is scaled to +-3000 (exp
+/// overflows f32 unless taken relative to the max). Labels with every `ignore_every`-th row (from
+/// `ignore_at`) set to the ignore index.
 pub fn cross_entropy_inputs<T: Elem>(
     rng: &mut Rng,
     rows: usize,
@@ -338,7 +340,7 @@ pub fn cross_entropy_inputs<T: Elem>(
     for r in (0..rows).step_by(2) {
         x[r * cols + (rng.next_u64() % cols as u64) as usize] += 30.0;
     }
-    let labels = (0..rows)
+    let labels: Vec<i64> = (0..rows)
         .map(|r| {
             if r % ignore_every == ignore_at {
                 cross_entropy::IGNORE_INDEX
@@ -347,6 +349,22 @@ pub fn cross_entropy_inputs<T: Elem>(
             }
         })
         .collect();
+    for (r, &label) in labels.iter().enumerate() {
+        let row = &mut x[r * cols..(r + 1) * cols];
+        match r % 3 {
+            // A masked vocabulary: about one logit in 8 is -inf (never the label's).
+            1 => {
+                for (c, v) in row.iter_mut().enumerate() {
+                    if c as i64 != label && rng.next_u64() % 8 == 0 {
+                        *v = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            // Logits spread over +-3000: exp overflows f32 unless taken relative to the max.
+            2 => row.iter_mut().for_each(|v| *v *= 375.0),
+            _ => {}
+        }
+    }
     (T::from_f32s(&x), labels)
 }
 
