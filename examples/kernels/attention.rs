@@ -7,7 +7,7 @@
 //! grid `(cdiv(n, BM), batch * heads)`. The loop walks `[BN]` blocks of keys with an **online
 //! softmax** in the exp2 form (FlashAttention-2): a running row max `m_i` and row sum `l_i`, the
 //! accumulator rescaled by `exp2(m_old - m_new)` when the max grows, and one division at the end.
-//! `qk_scale` is the softmax scale times log2(e), so `exp2(qk_scale * s)` is `exp(scale * s)`.
+//! `qk_scale` is the softmax scale (positive) times log2(e), so `exp2(qk_scale * s)` is `exp(scale * s)`.
 //!
 //! - **Causal** (`causal != 0`): query `i` sees keys `j <= i`; the loop stops at the block holding
 //!   the diagonal (the key blocks above it are skipped, not masked), and only the blocks that cross
@@ -55,16 +55,19 @@ pub fn attention<T: Half, const BM: usize, const BN: usize, const D: usize>(
         let rn = n0 + arange(0, BN);
         let key_ok = (rn < n).expand_dims(1); // [BN, 1]
         let k_tile = load(k + kv + rn.expand_dims(1) * D + rd.expand_dims(0), key_ok, 0.0);
-        let mut s = dot(q_tile, trans(k_tile)) * qk_scale; // [BM, BN], log2 units
-                                                           // Only the block holding the diagonal (causal) and the one past `n` need a mask: a uniform
-                                                           // branch, so the blocks below the diagonal do no per-element test.
+        // The raw scores: the scale is applied inside the exp2's argument (one fused multiply-add
+        // per score, FlashAttention's form), and to the row max, which commutes with it for a
+        // positive scale (the launcher refuses any other).
+        let mut s = dot(q_tile, trans(k_tile)); // [BM, BN]
+        // Only the block holding the diagonal (causal) and the one past `n` need a mask: a
+        // uniform branch, so the blocks below the diagonal do no per-element test.
         if n0 + BN > n || (causal != 0 && n0 + BN > program_id(0) * BM) {
             let visible =
                 (rn < n).expand_dims(0) & ((causal == 0) | (rm.expand_dims(1) >= rn.expand_dims(0)));
             s = where_(visible, s, f32::NEG_INFINITY);
         }
-        let m_new = maximum(m_i, s.max(1));
-        let mut p = exp2(s - m_new.expand_dims(1));
+        let m_new = maximum(m_i, s.max(1) * qk_scale); // log2 units
+        let mut p = exp2(s * qk_scale - m_new.expand_dims(1));
         let alpha = exp2(m_i - m_new);
         l_i = l_i * alpha + p.sum(1);
         if p_drop > 0.0 {
@@ -180,7 +183,7 @@ pub const CONFIGS: &[Config] = &[
 /// The launch arguments besides the tensors.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
-    /// The softmax scale (usually `1 / sqrt(d)`).
+    /// The softmax scale (usually `1 / sqrt(d)`): positive and finite, or the launch is refused.
     pub scale: f32,
     pub causal: bool,
     pub p_drop: f32,
@@ -204,6 +207,9 @@ pub fn launch<T: fuse::Half>(
     let dim = |v: usize| i32::try_from(v).map_err(|_| bad(format!("{v} does not fit an i32")));
     if s.kv_heads == 0 || s.heads % s.kv_heads != 0 {
         return Err(bad(format!("{} heads is not a multiple of {} kv heads", s.heads, s.kv_heads)));
+    }
+    if !(opt.scale > 0.0 && opt.scale.is_finite()) {
+        return Err(bad(format!("softmax scale {} is not positive and finite", opt.scale)));
     }
     if !(0.0..1.0).contains(&opt.p_drop) {
         return Err(bad(format!("dropout probability {} is not in [0, 1)", opt.p_drop)));

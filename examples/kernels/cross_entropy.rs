@@ -1,9 +1,9 @@
 //! Softmax cross-entropy per row with a label gather (torch's `F.cross_entropy(x, labels,
 //! reduction="none")`): `loss[r] = logsumexp(x[r, :]) - x[r, label[r]]`, over a vocabulary wider
 //! than a tile. One program per row loops over column blocks of `BLOCK` with an online
-//! logsumexp kept per lane (a running max and a sum of `exp(x - max)` in each lane, one exp2 per
-//! logit, no cross-thread step inside the loop), the lanes combined once at the end, so each
-//! logit is read once and exponentiated once. Each row is read from the aligned element at or before its
+//! logsumexp: a running max `m` (a scalar: one block reduction per block) and per-lane running
+//! sums of `exp(x - m)`, rescaled by `exp(m_old - m_new)` when the max grows, so each logit is
+//! read once and exponentiated once. Each row is read from the aligned element at or before its
 //! start, so every block but the row's first and last is read in whole 16-byte vectors whatever
 //! the row length (vocabularies like GPT-2's 50257 leave most rows unaligned). A row whose label is `ignore_index` (torch's -100) gets loss
 //! 0 without reading its logits; a label outside `[0, n_cols)` otherwise gives NaN (torch raises).
@@ -35,37 +35,27 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
         let end = lead + n_cols;
         let xa = logits + first;
         let body_end = maximum(BLOCK, (end / BLOCK) * BLOCK);
-        // An online logsumexp per lane, so the loop has no cross-thread step (no block max, no
-        // barrier): `m` holds each lane's running max (starting at f32::MIN, finite, so that
-        // `v - m` is never `-inf - -inf`) and `s` its sum of exp(x - m). A logit `v` is folded in
-        // with one exp2: with `d` = (v - m) in log2 units, `e = exp2(-|d|)` is exp(v - m) when
-        // `v` is not above the max and exp(m - v) (the old sum's rescale) when it is. A masked
-        // lane reads -inf: `e` = 0, nothing changes.
+        // The first block.
         let cols = arange(0, BLOCK);
         let v = load(xa + cols, (cols >= lead) & (cols < end), f32::NEG_INFINITY);
-        let mut m = full([BLOCK], f32::MIN);
-        let mut s = zeros([BLOCK]);
-        let d = (v - m) * 1.4426950408889634;
-        let e = exp2(-abs(d));
-        s = where_(d > 0.0, s * e + 1.0, s + e);
-        m = maximum(m, v);
+        // `m`: the running max of the row so far (finite: the block holds a column). `s`: per
+        // lane, the sum of exp(x - m) over its columns so far; exp(a) as exp2(a log2 e), as in
+        // `softmax`, and exp2(-inf) = 0 for masked lanes.
+        let mut m = max(v);
+        let mut s = exp2((v - m) * 1.4426950408889634);
         for start in (BLOCK..body_end).step_by(BLOCK) {
             let v = load(xa + start + arange(0, BLOCK));
-            let d = (v - m) * 1.4426950408889634;
-            let e = exp2(-abs(d));
-            s = where_(d > 0.0, s * e + 1.0, s + e);
-            m = maximum(m, v);
+            let m_new = maximum(m, max(v));
+            s = s * exp2((m - m_new) * 1.4426950408889634) + exp2((v - m_new) * 1.4426950408889634);
+            m = m_new;
         }
         // The last block (no column if the row ended in the first block or at a block's end).
         let cols = body_end + arange(0, BLOCK);
         let v = load(xa + cols, cols < end, f32::NEG_INFINITY);
-        let d = (v - m) * 1.4426950408889634;
-        let e = exp2(-abs(d));
-        s = where_(d > 0.0, s * e + 1.0, s + e);
-        m = maximum(m, v);
-        // The lanes combined once: the row max, and each lane's sum rescaled to it.
-        let row_max = max(m);
-        let lse = row_max + log(sum(s * exp2((m - row_max) * 1.4426950408889634)));
+        let m_new = maximum(m, max(v));
+        s = s * exp2((m - m_new) * 1.4426950408889634) + exp2((v - m_new) * 1.4426950408889634);
+        m = m_new;
+        let lse = m + log(sum(s));
         let valid = (label >= 0) & (label < n_cols.to(i64));
         let nan = f32::INFINITY - f32::INFINITY; // the language has no `f32::NAN`
         let target = load(x + label.to(i32), valid, nan);

@@ -658,6 +658,9 @@ pub enum Literal {
     Float(#[serde(with = "f64_bits")] f64),
 }
 
+mod uniform;
+pub use uniform::HostScalar;
+
 mod f64_bits {
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -1010,6 +1013,12 @@ pub enum Specialization {
     /// before the launch, that the mask is true on every lane of every program, so the source
     /// may treat it as the constant `true`.
     AllTrue(u32),
+    /// Index in [`Kernel::uniform_branches`]: `FUSE_IFT_<k>` is 1 when the runtime computed that
+    /// branch's condition true for this launch, so the source may take the branch unevaluated.
+    BranchTaken(u32),
+    /// Index in [`Kernel::uniform_branches`]: `FUSE_IFF_<k>` is 1 when the runtime computed that
+    /// branch's condition false for this launch, so the source may drop the branch.
+    BranchSkipped(u32),
 }
 
 impl Specialization {
@@ -1031,6 +1040,8 @@ impl Specialization {
             Specialization::Div16(p) => format!("FUSE_DIV16_{}", kernel_params[p as usize].name),
             Specialization::InBounds(k) => format!("FUSE_INB_{k}"),
             Specialization::AllTrue(k) => format!("FUSE_TRUE_{k}"),
+            Specialization::BranchTaken(k) => format!("FUSE_IFT_{k}"),
+            Specialization::BranchSkipped(k) => format!("FUSE_IFF_{k}"),
         }
     }
 }

@@ -185,6 +185,8 @@ fn spec_list(specs: &[Specialization]) -> TokenStream2 {
         Specialization::Div16(i) => quote! { ::fuse::fuse_ir::Specialization::Div16(#i) },
         Specialization::InBounds(i) => quote! { ::fuse::fuse_ir::Specialization::InBounds(#i) },
         Specialization::AllTrue(i) => quote! { ::fuse::fuse_ir::Specialization::AllTrue(#i) },
+        Specialization::BranchTaken(i) => quote! { ::fuse::fuse_ir::Specialization::BranchTaken(#i) },
+        Specialization::BranchSkipped(i) => quote! { ::fuse::fuse_ir::Specialization::BranchSkipped(#i) },
     });
     quote! { &[#(#specs),*] }
 }

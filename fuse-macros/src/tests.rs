@@ -1085,6 +1085,12 @@ fn expands_to_module_with_launcher() {
                 format!(":: fuse :: fuse_ir :: Specialization :: InBounds ({i}u32)")
             }
             Specialization::AllTrue(i) => format!(":: fuse :: fuse_ir :: Specialization :: AllTrue ({i}u32)"),
+            Specialization::BranchTaken(i) => {
+                format!(":: fuse :: fuse_ir :: Specialization :: BranchTaken ({i}u32)")
+            }
+            Specialization::BranchSkipped(i) => {
+                format!(":: fuse :: fuse_ir :: Specialization :: BranchSkipped ({i}u32)")
+            }
         };
         assert!(text.contains(&spelled), "missing {spelled}");
     }

@@ -796,10 +796,26 @@ fn specialization_bits(
                 let proof = *proof.get_or_insert_with(|| memo_proof(info, consts, grid, args));
                 m < 64 && proof.all_true & (1 << m) != 0
             }
+            Specialization::BranchTaken(b) => branch_value(info, b, consts, args) == Some(true),
+            Specialization::BranchSkipped(b) => branch_value(info, b, consts, args) == Some(false),
         };
         bits |= u64::from(on) << i;
     }
     bits
+}
+
+/// The condition of [`fuse_ir::Kernel::uniform_branches`]' branch `b` for these arguments, if the
+/// host can compute it.
+fn branch_value(info: &KernelInfo, b: u32, consts: &[u64], args: &[KernelArg<'_>]) -> Option<bool> {
+    let cond = *info.branches.get(b as usize)?;
+    let param = |p: u32| match args.get(p as usize)? {
+        KernelArg::F32(x) => Some(fuse_ir::HostScalar::Float(f64::from(*x))),
+        a => scalar_value(Some(a)).map(fuse_ir::HostScalar::Int),
+    };
+    match info.kernel.eval_on_host(cond, &param, consts)? {
+        fuse_ir::HostScalar::Bool(v) => Some(v),
+        _ => None,
+    }
 }
 
 fn scalar_value(a: Option<&KernelArg<'_>>) -> Option<i128> {

@@ -32,6 +32,8 @@ pub(crate) struct KernelInfo {
     pub(crate) shape: WarpShape,
     /// The launch-time in-bounds proof (`FUSE_INB_<k>`).
     pub(crate) bounds: BoundsPlan,
+    /// `kernel.uniform_branches()`, computed once (`FUSE_IFT_<k>` / `FUSE_IFF_<k>`).
+    pub(crate) branches: Vec<fuse_ir::VarId>,
     /// The last launch's proof: its inputs (const generics, grid, scalar bits and buffer lengths)
     /// and result bits. Launches repeat
     /// their shapes, so the proof usually runs once per shape.
@@ -161,6 +163,8 @@ impl KernelSpec {
         let nparams = kernel.params.len();
         let naccesses = kernel.accesses().len();
         let nmasks = kernel.masks().len();
+        let branches = kernel.uniform_branches();
+        let nbranches = branches.len();
         for s in self.specializations {
             let ok = match *s {
                 Specialization::Align16(p) => {
@@ -171,6 +175,7 @@ impl KernelSpec {
                 }
                 Specialization::InBounds(a) => (a as usize) < naccesses,
                 Specialization::AllTrue(m) => (m as usize) < nmasks,
+                Specialization::BranchTaken(b) | Specialization::BranchSkipped(b) => (b as usize) < nbranches,
             };
             if !ok {
                 return Err(format!(
@@ -235,6 +240,7 @@ impl KernelSpec {
             tile_lens,
             shape,
             bounds,
+            branches,
             last_proof: Mutex::new((Vec::new(), Proof::default())),
         })
     }
@@ -419,7 +425,10 @@ pub(crate) fn full_source_for(
     for (i, sp) in specs.iter().enumerate() {
         let named = match *sp {
             Specialization::Align16(p) | Specialization::Div16(p) => (p as usize) < k.params.len(),
-            Specialization::InBounds(_) | Specialization::AllTrue(_) => true,
+            Specialization::InBounds(_)
+            | Specialization::AllTrue(_)
+            | Specialization::BranchTaken(_)
+            | Specialization::BranchSkipped(_) => true,
         };
         if named {
             let _ = writeln!(

@@ -75,6 +75,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         rand16_words: Vec::new(),
         top_rand_bounds: Vec::new(),
         masks: kernel.masks(),
+        branches: kernel.uniform_branches(),
         masks_named: 0,
         assignments: kernel.assignment_counts(),
         pipelines: Default::default(),
@@ -156,6 +157,10 @@ struct Ctx<'k> {
     top_rand_bounds: Vec<(VarId, RandWidth, usize)>,
     /// [`Kernel::masks`]: mask `k` is assigned as `FUSE_TRUE_<k> || (test)`.
     masks: Vec<VarId>,
+    /// [`Kernel::uniform_branches`]: an `if` on branch `k`'s condition is emitted as
+    /// `FUSE_IFT_<k> || (!FUSE_IFF_<k> && cond)`, decided at compile time where the runtime
+    /// computed the condition for the launch.
+    branches: Vec<VarId>,
     /// How many of them were emitted so far.
     masks_named: usize,
     /// Per var: how many statements assign it (`for` counters included).
@@ -254,6 +259,8 @@ impl Ctx<'_> {
             Specialization::Div16(p) => (1, p),
             Specialization::InBounds(a) => (2, a),
             Specialization::AllTrue(m) => (3, m),
+            Specialization::BranchTaken(b) => (4, b),
+            Specialization::BranchSkipped(b) => (5, b),
         });
         let mut out = Writer::new(0);
         out.line(format!(
@@ -280,6 +287,12 @@ impl Ctx<'_> {
                 }
                 Specialization::AllTrue(m) => {
                     format!("1 if mask {m} is proven true on every lane for this launch, else 0")
+                }
+                Specialization::BranchTaken(b) => {
+                    format!("1 if branch condition {b} is true for this launch, else 0")
+                }
+                Specialization::BranchSkipped(b) => {
+                    format!("1 if branch condition {b} is false for this launch, else 0")
                 }
             };
             required.push((s.macro_name(&k.params), what));

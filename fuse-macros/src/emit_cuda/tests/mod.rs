@@ -3,6 +3,7 @@
 use super::*;
 use fuse_ir::*;
 
+mod branches;
 mod columns;
 mod dot;
 pub(super) mod kernels;

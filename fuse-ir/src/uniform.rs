@@ -1,0 +1,224 @@
+//! Branches the host can decide before a launch: an `if` whose condition is computed from scalar
+//! parameters, literals and const generics only (attention's `if p_drop > 0.0`). The runtime
+//! evaluates such a condition with the launch's arguments and compiles the variant in which the
+//! branch is known taken or known skipped ([`crate::Specialization::BranchTaken`] /
+//! [`crate::Specialization::BranchSkipped`]), so the C compiler drops the dead side: a branch
+//! that is never run no longer costs registers (a rarely used dropout path can double a
+//! kernel's register count and make it spill).
+//!
+//! The evaluator follows the IR's semantics exactly for what it accepts (integer wrap-around,
+//! f32 rounding, IEEE comparisons) and refuses the rest (division, transcendental functions,
+//! 16-bit floats, anything assigned more than once or read from memory), so a refused condition
+//! is simply not specialised.
+use crate::{BinaryOp, DType, Expr, Kernel, Literal, Stmt, UnaryOp, VarId};
+
+/// A scalar value computed on the host, in its IR dtype (ints held wrapped to their width).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum HostScalar {
+    /// A `bool`.
+    Bool(bool),
+    /// An integer of any compute width.
+    Int(i128),
+    /// An `f32`, exactly.
+    Float(f64),
+}
+
+impl HostScalar {
+    /// A representative value of `d` (zero), for asking whether a condition is host-computable.
+    fn zero(d: DType) -> Option<HostScalar> {
+        fit(
+            d,
+            match d {
+                DType::Bool => HostScalar::Bool(false),
+                DType::F32 => HostScalar::Float(0.0),
+                _ => HostScalar::Int(0),
+            },
+        )
+    }
+}
+
+/// `v` as a value of dtype `d`: ints wrapped to the width, floats rounded to f32; `None` where
+/// the kinds differ or `d` is a storage-only type (i8, u8, f16, bf16).
+fn fit(d: DType, v: HostScalar) -> Option<HostScalar> {
+    use HostScalar::*;
+    Some(match (d, v) {
+        (DType::Bool, Bool(b)) => Bool(b),
+        (DType::I32, Int(i)) => Int(i128::from(i as i32)),
+        (DType::U32, Int(i)) => Int(i128::from(i as u32)),
+        (DType::I64, Int(i)) => Int(i128::from(i as i64)),
+        (DType::U64, Int(i)) => Int(i128::from(i as u64)),
+        (DType::F32, Float(x)) => Float(f64::from(x as f32)),
+        _ => return None,
+    })
+}
+
+impl Kernel {
+    /// The conditions of the `if` statements that [`Kernel::eval_on_host`] can compute, each once,
+    /// in program order; the index in this list names the branch in
+    /// [`crate::Specialization::BranchTaken`] and [`crate::Specialization::BranchSkipped`].
+    pub fn uniform_branches(&self) -> Vec<VarId> {
+        let mut out = Vec::new();
+        self.visit_stmts(&mut |s| {
+            if let Stmt::If { cond, .. } = s {
+                let dtype = |p: u32| match self.params.get(p as usize).map(|p| p.kind) {
+                    Some(crate::ParamKind::Scalar(d)) => HostScalar::zero(d),
+                    _ => None,
+                };
+                let consts = vec![1; self.consts.len()];
+                if !out.contains(cond) && self.eval_on_host(*cond, &dtype, &consts).is_some() {
+                    out.push(*cond);
+                }
+            }
+        });
+        out
+    }
+
+    /// The value of the scalar `var` given the scalar parameters (`param(i)` for
+    /// `Kernel::params[i]`, `None` if not known) and the const generics, or `None` where `var` is
+    /// not computed from those alone by operations this evaluator takes (see the module doc).
+    pub fn eval_on_host(
+        &self,
+        var: VarId,
+        param: &dyn Fn(u32) -> Option<HostScalar>,
+        consts: &[u64],
+    ) -> Option<HostScalar> {
+        let counts = self.assignment_counts();
+        let mut def: Vec<Option<&Expr>> = vec![None; self.vars.len()];
+        self.visit_stmts(&mut |s| {
+            if let Stmt::Assign { dst, expr } = s {
+                if counts[dst.0 as usize] == 1 {
+                    def[dst.0 as usize] = Some(expr);
+                }
+            }
+        });
+        self.eval_var(var, &def, param, consts, 0)
+    }
+
+    fn eval_var(
+        &self,
+        var: VarId,
+        def: &[Option<&Expr>],
+        param: &dyn Fn(u32) -> Option<HostScalar>,
+        consts: &[u64],
+        depth: u32,
+    ) -> Option<HostScalar> {
+        use HostScalar::*;
+        let ty = self.ty(var);
+        if !ty.shape.is_scalar() || depth > 64 {
+            return None;
+        }
+        let d = ty.dtype;
+        let eval = |v: VarId| self.eval_var(v, def, param, consts, depth + 1);
+        match def.get(var.0 as usize).copied().flatten()? {
+            Expr::Copy(v) => eval(*v),
+            Expr::Lit(l) => fit(
+                d,
+                match (*l, d.is_float()) {
+                    (Literal::Bool(b), _) => Bool(b),
+                    (Literal::Int(i), false) => Int(i.into()),
+                    (Literal::UInt(u), false) => Int(u.into()),
+                    (Literal::Int(i), true) => Float(i as f64),
+                    (Literal::UInt(u), true) => Float(u as f64),
+                    (Literal::Float(x), true) => Float(x),
+                    (Literal::Float(_), false) => return None,
+                },
+            ),
+            Expr::Param(p) => fit(d, param(*p)?),
+            Expr::ConstGeneric(c) => fit(d, Int((*consts.get(*c as usize)?).into())),
+            Expr::Cast(v) => fit(
+                d,
+                match (eval(*v)?, d) {
+                    (Bool(b), DType::Bool) => Bool(b),
+                    (Int(i), DType::Bool) => Bool(i != 0),
+                    (Float(x), DType::Bool) => Bool(x != 0.0),
+                    (Bool(b), _) if d.is_float() => Float(f64::from(u8::from(b))),
+                    (Bool(b), _) => Int(i128::from(b)),
+                    (Int(i), _) if d.is_float() => Float(i as f64),
+                    (Int(i), _) => Int(i),
+                    (Float(x), _) if d.is_float() => Float(x),
+                    // Float to int truncates and saturates, NaN gives 0: only f32/f64 sources.
+                    (Float(x), _) => {
+                        let (lo, hi) = int_range(d)?;
+                        Int(if x.is_nan() { 0 } else { (x.trunc().clamp(lo as f64, hi as f64)) as i128 })
+                    }
+                },
+            ),
+            Expr::Unary(op, v) => fit(
+                d,
+                match (op, eval(*v)?) {
+                    (UnaryOp::Not, Bool(b)) => Bool(!b),
+                    (UnaryOp::Not, Int(i)) => Int(!i),
+                    (UnaryOp::Neg, Int(i)) => Int(i.wrapping_neg()),
+                    (UnaryOp::Neg, Float(x)) => Float(-x),
+                    _ => return None,
+                },
+            ),
+            Expr::Binary(op, a, b) => {
+                let (a, b) = (eval(*a)?, eval(*b)?);
+                if op.is_comparison() {
+                    return Some(Bool(compare(*op, a, b)?));
+                }
+                fit(
+                    d,
+                    match (op, a, b) {
+                        (BinaryOp::And, Bool(x), Bool(y)) => Bool(x & y),
+                        (BinaryOp::Or, Bool(x), Bool(y)) => Bool(x | y),
+                        (BinaryOp::Xor, Bool(x), Bool(y)) => Bool(x ^ y),
+                        (BinaryOp::And, Int(x), Int(y)) => Int(x & y),
+                        (BinaryOp::Or, Int(x), Int(y)) => Int(x | y),
+                        (BinaryOp::Xor, Int(x), Int(y)) => Int(x ^ y),
+                        // Exact in i128, then wrapped by `fit`; f32 sums and products taken in
+                        // f64 and rounded once are the correctly rounded f32 results.
+                        (BinaryOp::Add, Int(x), Int(y)) => Int(x.wrapping_add(y)),
+                        (BinaryOp::Sub, Int(x), Int(y)) => Int(x.wrapping_sub(y)),
+                        (BinaryOp::Mul, Int(x), Int(y)) => Int(x.wrapping_mul(y)),
+                        (BinaryOp::Add, Float(x), Float(y)) => Float(x + y),
+                        (BinaryOp::Sub, Float(x), Float(y)) => Float(x - y),
+                        (BinaryOp::Mul, Float(x), Float(y)) => Float(x * y),
+                        (BinaryOp::Max, Int(x), Int(y)) => Int(x.max(y)),
+                        (BinaryOp::Min, Int(x), Int(y)) => Int(x.min(y)),
+                        // IEEE maxNum / minNum: a NaN operand is ignored (f64::max and min do so).
+                        (BinaryOp::Max, Float(x), Float(y)) => Float(x.max(y)),
+                        (BinaryOp::Min, Float(x), Float(y)) => Float(x.min(y)),
+                        _ => return None,
+                    },
+                )
+            }
+            _ => None,
+        }
+    }
+}
+
+/// An IEEE comparison (false on NaN but for `!=`), or an integer one; `None` for mixed kinds.
+fn compare(op: BinaryOp, a: HostScalar, b: HostScalar) -> Option<bool> {
+    use std::cmp::Ordering::*;
+    use HostScalar::*;
+    let ord = match (a, b) {
+        (Int(x), Int(y)) => Some(x.cmp(&y)),
+        (Float(x), Float(y)) => x.partial_cmp(&y),
+        (Bool(x), Bool(y)) => Some(x.cmp(&y)),
+        _ => return None,
+    };
+    Some(match (op, ord) {
+        (BinaryOp::Ne, None) => true,
+        (_, None) => false,
+        (BinaryOp::Lt, Some(o)) => o == Less,
+        (BinaryOp::Le, Some(o)) => o != Greater,
+        (BinaryOp::Gt, Some(o)) => o == Greater,
+        (BinaryOp::Ge, Some(o)) => o != Less,
+        (BinaryOp::Eq, Some(o)) => o == Equal,
+        (BinaryOp::Ne, Some(o)) => o != Equal,
+        _ => return None,
+    })
+}
+
+/// The range of an integer compute dtype.
+fn int_range(d: DType) -> Option<(i128, i128)> {
+    Some(match d {
+        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        DType::U32 => (0, u32::MAX.into()),
+        DType::I64 => (i64::MIN.into(), i64::MAX.into()),
+        DType::U64 => (0, u64::MAX.into()),
+        _ => return None,
+    })
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Session 8 on the device (binaries staged by scripts/stage.sh into .gpu/): the per-lane
+# cross-entropy, the narrow rows against torch.compile (with Inductor's kernels dumped), and
+# ncu profiles of the tensor-core kernels still short of their targets.
+# Usage: bash scripts/gpu_session8.sh MODE ...   (modes below; logs and JSON under $OUT)
+source scripts/gpu_common.sh
+export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
+O=${OUT:-/tmp}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
+bench() { # name, binary, env...: one bench run, its table kept in $L/name.log, JSON in $L/name.json
+    local name=$1 bin=$2; shift 2
+    env "$@" FUSE_BENCH_JSON=$L/$name.json timeout ${T:-240} $bin >$L/$name.log 2>&1; echo "$name rc $?"
+}
+profile() { # name, kernel regex, binary, env...: one ncu profile of the 4th matching launch
+    local name=$1 kern=$2 bin=$3; shift 3
+    env "$@" timeout ${T:-200} ncu --clock-control none --kernel-name "regex:$kern" --launch-skip 3 --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+        --section LaunchStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis $bin >$L/$name.log 2>&1
+    echo "$name rc $?"; grep -E "Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|No Eligible|Stall|Warp Cycles Per Issued|Theoretical Occupancy|Compute \(SM\) Throughput|Memory Throughput" $L/$name.log | head -24
+}
+for mode in "$@"; do
+    case $mode in
+    check_ce) # the per-lane cross-entropy (and the other example kernels) against float64 on the GPU
+        run gpu_examples timeout 240 .gpu/test-gpu_examples --test-threads=4 ;;
+    rows) # issue 14's narrow rows and cross-entropy, each beside the copy of its bytes
+        T=300 bench rows .gpu/bench-anchors FUSE_BENCH_ONLY=65536x128,16384x256,cross_entropy FUSE_BENCH_WITH_COPY=1
+        grep -E "fuse" $L/rows.log ;;
+    peers) # Triton, torch eager and torch.compile for the same rows, Inductor's generated code logged
+        (cd $O && PYTHONUNBUFFERED=1 TORCH_LOGS=output_code timeout ${T:-400} python $OLDPWD/scripts/peers_v2.py ${PEERS:-softmax ln ce}) >$L/peers_v2.log 2>&1; echo "peers_v2 rc $?"
+        cp -f $O/*.json $L/ 2>/dev/null; grep -E "^(ok|best|FAILED)|torch.compile" $L/peers_v2.log | tail -60 ;;
+    ncu) # where the tensor-core kernels spend their cycles: int8 and f16 at 4096^3, attention d64
+        profile ncu_int8_4096 matmul_int8 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8/4096x4096x4096 FUSE_BENCH_CONFIGS=5
+        profile ncu_f16_4096 matmul .gpu/bench-matmul FUSE_BENCH_ONLY=matmul/4096x4096x4096/float16 FUSE_BENCH_CONFIGS=13
+        profile ncu_att_d64_64 attention .gpu/bench-matmul FUSE_BENCH_ONLY=attention_fwd/b4h32n4096d64/float16 FUSE_BENCH_CONFIGS=3
+        profile ncu_att_d64_128 attention .gpu/bench-matmul FUSE_BENCH_ONLY=attention_fwd/b4h32n4096d64/float16 FUSE_BENCH_CONFIGS=2
+        profile ncu_att_d128 attention .gpu/bench-matmul FUSE_BENCH_ONLY=attention_fwd/b4h32n4096d128/float16 FUSE_BENCH_CONFIGS=6 ;;
+    att) # attention after the uniform-branch specialisation: tests (dropout and not), bench, peers
+        run gpu_attention timeout 300 .gpu/test-gpu_attention --test-threads=2
+        T=300 bench att .gpu/bench-matmul FUSE_BENCH_ONLY=attention_fwd FUSE_BENCH_CONFIGS=${ATT_CONFIGS:-0,3,6}
+        grep -E "fuse  " $L/att.log
+        # Registers and spills of every cubin this call compiled (the bench's have FUSE_IFF_0 = 1).
+        for f in $(find $FUSE_CACHE_DIR -type f -size +1k); do echo "$f $(cuobjdump --dump-resource-usage $f | grep -o 'Function [a-z_0-9]*\|REG:[0-9]* STACK:[0-9]*' | tr '\n' ' ')"; done >$L/cubins.log 2>&1
+        grep -c STACK $L/cubins.log; grep -v "STACK:0 " $L/cubins.log | head ;;
+    peers_att) # triton_dot.py (Triton's FlashAttention forward, matmul, cuBLAS) and torch_peers.py (SDPA)
+        (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/triton_dot.py) >$L/triton_dot.log 2>&1; echo "triton_dot rc $?"
+        (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/torch_peers.py) >$L/torch_peers.log 2>&1; echo "torch_peers rc $?"
+        cp -f $O/*.json $L/ 2>/dev/null; grep -iE "attention|sdpa|flash|cudnn" $L/triton_dot.log $L/torch_peers.log | head -40 ;;
+    esac
+    tar czf $O/logs.tgz -C $O logs # after each mode, so a call cut by its time limit keeps what ran
+done
