@@ -45,6 +45,19 @@ for mode in "$@"; do
         (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/triton_dot.py) >$L/triton_dot.log 2>&1; echo "triton_dot rc $?"
         (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/torch_peers.py) >$L/torch_peers.log 2>&1; echo "torch_peers rc $?"
         cp -f $O/*.json $L/ 2>/dev/null; grep -iE "attention|sdpa|flash|cudnn" $L/triton_dot.log $L/torch_peers.log | head -40 ;;
+    ptxas) # registers and spills of the attention kernels as ptxas (CUDA 13.0, sm_90a) reports them:
+        # .gpu/att_64x64_d128_4w_2s.cu is `attention::f16::SPEC.full_source_staged(..)` for that launch
+        # (a copy is in docs/runs/2026-11-25-h100-session8/call3); other configurations change the
+        # first five defines only.
+        for v in "64 64 128 4 2" "128 64 128 8 3" "128 64 128 8 2" "64 64 64 4 2"; do
+            set -- $v
+            for drop in 0 1; do
+                sed -e "1,5d" -e "s/^#define FUSE_IFT_0 .*/#define FUSE_IFT_0 $drop/" -e "s/^#define FUSE_IFF_0 .*/#define FUSE_IFF_0 $((1 - drop))/" .gpu/att_64x64_d128_4w_2s.cu >/tmp/body.cu
+                printf "#define BM $1\n#define BN $2\n#define D $3\n#define FUSE_NUM_WARPS $4\n#define FUSE_NUM_STAGES $5\n" | cat - /tmp/body.cu >/tmp/att.cu
+                echo "== ${1}x$2 d$3 $4 warps $5 stages, dropout block compiled in: $drop"
+                nvcc -cubin -gencode arch=compute_90a,code=sm_90a -Xptxas -v -o /tmp/att.cubin /tmp/att.cu 2>&1 | grep -E "registers|spill|error"
+            done
+        done 2>&1 | tee $L/ptxas.log ;;
     esac
     tar czf $O/logs.tgz -C $O logs # after each mode, so a call cut by its time limit keeps what ran
 done
