@@ -659,7 +659,7 @@ pub enum Literal {
 }
 
 mod uniform;
-pub use uniform::HostScalar;
+pub use uniform::{HostProgram, HostScalar};
 
 mod f64_bits {
     use serde::{Deserialize, Deserializer, Serializer};

@@ -52,140 +52,176 @@ fn fit(d: DType, v: HostScalar) -> Option<HostScalar> {
     })
 }
 
-impl Kernel {
-    /// The conditions of the `if` statements that [`Kernel::eval_on_host`] can compute, each once,
-    /// in program order; the index in this list names the branch in
-    /// [`crate::Specialization::BranchTaken`] and [`crate::Specialization::BranchSkipped`].
-    pub fn uniform_branches(&self) -> Vec<VarId> {
-        let mut out = Vec::new();
-        self.visit_stmts(&mut |s| {
-            if let Stmt::If { cond, .. } = s {
-                let dtype = |p: u32| match self.params.get(p as usize).map(|p| p.kind) {
-                    Some(crate::ParamKind::Scalar(d)) => HostScalar::zero(d),
-                    _ => None,
-                };
-                let consts = vec![1; self.consts.len()];
-                if !out.contains(cond) && self.eval_on_host(*cond, &dtype, &consts).is_some() {
-                    out.push(*cond);
-                }
-            }
-        });
-        out
+/// How the host computes one branch condition: the definitions it depends on, in an order where
+/// each step's operands come before it (built once per kernel by [`Kernel::uniform_branches`];
+/// [`HostProgram::eval`] runs it per launch without walking the kernel).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostProgram {
+    /// `(var, its dtype, its one assignment)`; the last step assigns the condition.
+    steps: Vec<(VarId, DType, Expr)>,
+}
+
+impl HostProgram {
+    /// The condition var (what the `if` tests).
+    pub fn cond(&self) -> VarId {
+        self.steps.last().map(|s| s.0).expect("a program has at least its condition's step")
     }
 
-    /// The value of the scalar `var` given the scalar parameters (`param(i)` for
-    /// `Kernel::params[i]`, `None` if not known) and the const generics, or `None` where `var` is
-    /// not computed from those alone by operations this evaluator takes (see the module doc).
-    pub fn eval_on_host(
-        &self,
-        var: VarId,
-        param: &dyn Fn(u32) -> Option<HostScalar>,
-        consts: &[u64],
-    ) -> Option<HostScalar> {
+    /// The condition's value given the scalar parameters (`param(i)` for `Kernel::params[i]`,
+    /// `None` if unknown) and the const generics; `None` if a parameter is unknown or an
+    /// operation leaves the evaluator's domain (see the module doc).
+    pub fn eval(&self, param: &dyn Fn(u32) -> Option<HostScalar>, consts: &[u64]) -> Option<HostScalar> {
+        let mut vals: Vec<(VarId, HostScalar)> = Vec::with_capacity(self.steps.len());
+        for (var, dtype, expr) in &self.steps {
+            let get = |v: VarId| vals.iter().rev().find(|(w, _)| *w == v).map(|&(_, x)| x);
+            let x = eval_expr(*dtype, expr, &get, param, consts)?;
+            vals.push((*var, x));
+        }
+        vals.last().map(|&(_, x)| x)
+    }
+}
+
+impl Kernel {
+    /// The `if` conditions the host can compute, each once, in program order, with how to compute
+    /// them; the index in this list names the branch in
+    /// [`crate::Specialization::BranchTaken`] and [`crate::Specialization::BranchSkipped`].
+    pub fn uniform_branches(&self) -> Vec<HostProgram> {
         let counts = self.assignment_counts();
         let mut def: Vec<Option<&Expr>> = vec![None; self.vars.len()];
-        self.visit_stmts(&mut |s| {
-            if let Stmt::Assign { dst, expr } = s {
-                if counts[dst.0 as usize] == 1 {
-                    def[dst.0 as usize] = Some(expr);
-                }
-            }
+        let mut conds = Vec::new();
+        self.visit_stmts(&mut |s| match s {
+            Stmt::Assign { dst, expr } if counts[dst.0 as usize] == 1 => def[dst.0 as usize] = Some(expr),
+            Stmt::If { cond, .. } if !conds.contains(cond) => conds.push(*cond),
+            _ => {}
         });
-        self.eval_var(var, &def, param, consts, 0)
+        // Every scalar parameter at a representative value of its dtype: a program that computes
+        // with those computes with any (the evaluator refuses by operation, not by value).
+        let zero = |p: u32| match self.params.get(p as usize).map(|p| p.kind) {
+            Some(crate::ParamKind::Scalar(d)) => HostScalar::zero(d),
+            _ => None,
+        };
+        let ones = vec![1; self.consts.len()];
+        conds
+            .into_iter()
+            .filter_map(|c| {
+                let mut steps = Vec::new();
+                self.collect_steps(c, &def, &mut steps, 0)?;
+                let program = HostProgram { steps };
+                program.eval(&zero, &ones).map(|_| program)
+            })
+            .collect()
     }
 
-    fn eval_var(
+    /// Appends the steps `var` depends on, then its own (each var once), or `None` if `var` is not
+    /// a scalar assigned once from scalars.
+    fn collect_steps(
         &self,
         var: VarId,
         def: &[Option<&Expr>],
-        param: &dyn Fn(u32) -> Option<HostScalar>,
-        consts: &[u64],
+        steps: &mut Vec<(VarId, DType, Expr)>,
         depth: u32,
-    ) -> Option<HostScalar> {
-        use HostScalar::*;
+    ) -> Option<()> {
         let ty = self.ty(var);
         if !ty.shape.is_scalar() || depth > 64 {
             return None;
         }
-        let d = ty.dtype;
-        let eval = |v: VarId| self.eval_var(v, def, param, consts, depth + 1);
-        match def.get(var.0 as usize).copied().flatten()? {
-            Expr::Copy(v) => eval(*v),
-            Expr::Lit(l) => fit(
+        if steps.iter().any(|s| s.0 == var) {
+            return Some(());
+        }
+        let expr = def.get(var.0 as usize).copied().flatten()?;
+        for v in expr.operands() {
+            self.collect_steps(v, def, steps, depth + 1)?;
+        }
+        steps.push((var, ty.dtype, expr.clone()));
+        Some(())
+    }
+}
+
+/// One step: the value of `expr` assigned to a scalar of dtype `d`, its operands read by `get`.
+fn eval_expr(
+    d: DType,
+    expr: &Expr,
+    get: &dyn Fn(VarId) -> Option<HostScalar>,
+    param: &dyn Fn(u32) -> Option<HostScalar>,
+    consts: &[u64],
+) -> Option<HostScalar> {
+    use HostScalar::*;
+    match expr {
+        Expr::Copy(v) => get(*v),
+        Expr::Lit(l) => fit(
+            d,
+            match (*l, d.is_float()) {
+                (Literal::Bool(b), _) => Bool(b),
+                (Literal::Int(i), false) => Int(i.into()),
+                (Literal::UInt(u), false) => Int(u.into()),
+                (Literal::Int(i), true) => Float(i as f64),
+                (Literal::UInt(u), true) => Float(u as f64),
+                (Literal::Float(x), true) => Float(x),
+                (Literal::Float(_), false) => return None,
+            },
+        ),
+        Expr::Param(p) => fit(d, param(*p)?),
+        Expr::ConstGeneric(c) => fit(d, Int((*consts.get(*c as usize)?).into())),
+        Expr::Cast(v) => fit(
+            d,
+            match (get(*v)?, d) {
+                (Bool(b), DType::Bool) => Bool(b),
+                (Int(i), DType::Bool) => Bool(i != 0),
+                (Float(x), DType::Bool) => Bool(x != 0.0),
+                (Bool(b), _) if d.is_float() => Float(f64::from(u8::from(b))),
+                (Bool(b), _) => Int(i128::from(b)),
+                (Int(i), _) if d.is_float() => Float(i as f64),
+                (Int(i), _) => Int(i),
+                (Float(x), _) if d.is_float() => Float(x),
+                // Float to int truncates and saturates, NaN gives 0.
+                (Float(x), _) => {
+                    let (lo, hi) = int_range(d)?;
+                    Int(if x.is_nan() { 0 } else { (x.trunc().clamp(lo as f64, hi as f64)) as i128 })
+                }
+            },
+        ),
+        Expr::Unary(op, v) => fit(
+            d,
+            match (op, get(*v)?) {
+                (UnaryOp::Not, Bool(b)) => Bool(!b),
+                (UnaryOp::Not, Int(i)) => Int(!i),
+                (UnaryOp::Neg, Int(i)) => Int(i.wrapping_neg()),
+                (UnaryOp::Neg, Float(x)) => Float(-x),
+                _ => return None,
+            },
+        ),
+        Expr::Binary(op, a, b) => {
+            let (a, b) = (get(*a)?, get(*b)?);
+            if op.is_comparison() {
+                return Some(Bool(compare(*op, a, b)?));
+            }
+            fit(
                 d,
-                match (*l, d.is_float()) {
-                    (Literal::Bool(b), _) => Bool(b),
-                    (Literal::Int(i), false) => Int(i.into()),
-                    (Literal::UInt(u), false) => Int(u.into()),
-                    (Literal::Int(i), true) => Float(i as f64),
-                    (Literal::UInt(u), true) => Float(u as f64),
-                    (Literal::Float(x), true) => Float(x),
-                    (Literal::Float(_), false) => return None,
-                },
-            ),
-            Expr::Param(p) => fit(d, param(*p)?),
-            Expr::ConstGeneric(c) => fit(d, Int((*consts.get(*c as usize)?).into())),
-            Expr::Cast(v) => fit(
-                d,
-                match (eval(*v)?, d) {
-                    (Bool(b), DType::Bool) => Bool(b),
-                    (Int(i), DType::Bool) => Bool(i != 0),
-                    (Float(x), DType::Bool) => Bool(x != 0.0),
-                    (Bool(b), _) if d.is_float() => Float(f64::from(u8::from(b))),
-                    (Bool(b), _) => Int(i128::from(b)),
-                    (Int(i), _) if d.is_float() => Float(i as f64),
-                    (Int(i), _) => Int(i),
-                    (Float(x), _) if d.is_float() => Float(x),
-                    // Float to int truncates and saturates, NaN gives 0: only f32/f64 sources.
-                    (Float(x), _) => {
-                        let (lo, hi) = int_range(d)?;
-                        Int(if x.is_nan() { 0 } else { (x.trunc().clamp(lo as f64, hi as f64)) as i128 })
-                    }
-                },
-            ),
-            Expr::Unary(op, v) => fit(
-                d,
-                match (op, eval(*v)?) {
-                    (UnaryOp::Not, Bool(b)) => Bool(!b),
-                    (UnaryOp::Not, Int(i)) => Int(!i),
-                    (UnaryOp::Neg, Int(i)) => Int(i.wrapping_neg()),
-                    (UnaryOp::Neg, Float(x)) => Float(-x),
+                match (op, a, b) {
+                    (BinaryOp::And, Bool(x), Bool(y)) => Bool(x & y),
+                    (BinaryOp::Or, Bool(x), Bool(y)) => Bool(x | y),
+                    (BinaryOp::Xor, Bool(x), Bool(y)) => Bool(x ^ y),
+                    (BinaryOp::And, Int(x), Int(y)) => Int(x & y),
+                    (BinaryOp::Or, Int(x), Int(y)) => Int(x | y),
+                    (BinaryOp::Xor, Int(x), Int(y)) => Int(x ^ y),
+                    // Exact in i128, then wrapped by `fit`; f32 sums and products taken in f64 and
+                    // rounded once are the correctly rounded f32 results.
+                    (BinaryOp::Add, Int(x), Int(y)) => Int(x.wrapping_add(y)),
+                    (BinaryOp::Sub, Int(x), Int(y)) => Int(x.wrapping_sub(y)),
+                    (BinaryOp::Mul, Int(x), Int(y)) => Int(x.wrapping_mul(y)),
+                    (BinaryOp::Add, Float(x), Float(y)) => Float(x + y),
+                    (BinaryOp::Sub, Float(x), Float(y)) => Float(x - y),
+                    (BinaryOp::Mul, Float(x), Float(y)) => Float(x * y),
+                    (BinaryOp::Max, Int(x), Int(y)) => Int(x.max(y)),
+                    (BinaryOp::Min, Int(x), Int(y)) => Int(x.min(y)),
+                    // IEEE maxNum / minNum: a NaN operand is ignored (f64::max and min do so).
+                    (BinaryOp::Max, Float(x), Float(y)) => Float(x.max(y)),
+                    (BinaryOp::Min, Float(x), Float(y)) => Float(x.min(y)),
                     _ => return None,
                 },
-            ),
-            Expr::Binary(op, a, b) => {
-                let (a, b) = (eval(*a)?, eval(*b)?);
-                if op.is_comparison() {
-                    return Some(Bool(compare(*op, a, b)?));
-                }
-                fit(
-                    d,
-                    match (op, a, b) {
-                        (BinaryOp::And, Bool(x), Bool(y)) => Bool(x & y),
-                        (BinaryOp::Or, Bool(x), Bool(y)) => Bool(x | y),
-                        (BinaryOp::Xor, Bool(x), Bool(y)) => Bool(x ^ y),
-                        (BinaryOp::And, Int(x), Int(y)) => Int(x & y),
-                        (BinaryOp::Or, Int(x), Int(y)) => Int(x | y),
-                        (BinaryOp::Xor, Int(x), Int(y)) => Int(x ^ y),
-                        // Exact in i128, then wrapped by `fit`; f32 sums and products taken in
-                        // f64 and rounded once are the correctly rounded f32 results.
-                        (BinaryOp::Add, Int(x), Int(y)) => Int(x.wrapping_add(y)),
-                        (BinaryOp::Sub, Int(x), Int(y)) => Int(x.wrapping_sub(y)),
-                        (BinaryOp::Mul, Int(x), Int(y)) => Int(x.wrapping_mul(y)),
-                        (BinaryOp::Add, Float(x), Float(y)) => Float(x + y),
-                        (BinaryOp::Sub, Float(x), Float(y)) => Float(x - y),
-                        (BinaryOp::Mul, Float(x), Float(y)) => Float(x * y),
-                        (BinaryOp::Max, Int(x), Int(y)) => Int(x.max(y)),
-                        (BinaryOp::Min, Int(x), Int(y)) => Int(x.min(y)),
-                        // IEEE maxNum / minNum: a NaN operand is ignored (f64::max and min do so).
-                        (BinaryOp::Max, Float(x), Float(y)) => Float(x.max(y)),
-                        (BinaryOp::Min, Float(x), Float(y)) => Float(x.min(y)),
-                        _ => return None,
-                    },
-                )
-            }
-            _ => None,
+            )
         }
+        _ => None,
     }
 }
 

@@ -777,6 +777,7 @@ fn specialization_bits(
     args: &[KernelArg<'_>],
 ) -> u64 {
     let mut proof: Option<Proof> = None;
+    let mut branches: Option<Vec<Option<bool>>> = None;
     let mut bits = 0u64;
     for (i, s) in specs.iter().enumerate().take(64) {
         let on = match *s {
@@ -796,26 +797,29 @@ fn specialization_bits(
                 let proof = *proof.get_or_insert_with(|| memo_proof(info, consts, grid, args));
                 m < 64 && proof.all_true & (1 << m) != 0
             }
-            Specialization::BranchTaken(b) => branch_value(info, b, consts, args) == Some(true),
-            Specialization::BranchSkipped(b) => branch_value(info, b, consts, args) == Some(false),
+            Specialization::BranchTaken(b) | Specialization::BranchSkipped(b) => {
+                let values = branches.get_or_insert_with(|| branch_values(info, consts, args));
+                values.get(b as usize).copied().flatten()
+                    == Some(matches!(*s, Specialization::BranchTaken(_)))
+            }
         };
         bits |= u64::from(on) << i;
     }
     bits
 }
 
-/// The condition of [`fuse_ir::Kernel::uniform_branches`]' branch `b` for these arguments, if the
-/// host can compute it.
-fn branch_value(info: &KernelInfo, b: u32, consts: &[u64], args: &[KernelArg<'_>]) -> Option<bool> {
-    let cond = *info.branches.get(b as usize)?;
+/// Each of [`fuse_ir::Kernel::uniform_branches`]' conditions for these arguments, where the host
+/// can compute it.
+fn branch_values(info: &KernelInfo, consts: &[u64], args: &[KernelArg<'_>]) -> Vec<Option<bool>> {
     let param = |p: u32| match args.get(p as usize)? {
         KernelArg::F32(x) => Some(fuse_ir::HostScalar::Float(f64::from(*x))),
         a => scalar_value(Some(a)).map(fuse_ir::HostScalar::Int),
     };
-    match info.kernel.eval_on_host(cond, &param, consts)? {
+    let as_bool = |v| match v {
         fuse_ir::HostScalar::Bool(v) => Some(v),
         _ => None,
-    }
+    };
+    info.branches.iter().map(|p| p.eval(&param, consts).and_then(as_bool)).collect()
 }
 
 fn scalar_value(a: Option<&KernelArg<'_>>) -> Option<i128> {

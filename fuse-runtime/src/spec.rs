@@ -33,7 +33,7 @@ pub(crate) struct KernelInfo {
     /// The launch-time in-bounds proof (`FUSE_INB_<k>`).
     pub(crate) bounds: BoundsPlan,
     /// `kernel.uniform_branches()`, computed once (`FUSE_IFT_<k>` / `FUSE_IFF_<k>`).
-    pub(crate) branches: Vec<fuse_ir::VarId>,
+    pub(crate) branches: Vec<fuse_ir::HostProgram>,
     /// The last launch's proof: its inputs (const generics, grid, scalar bits and buffer lengths)
     /// and result bits. Launches repeat
     /// their shapes, so the proof usually runs once per shape.

@@ -27,10 +27,15 @@ impl Ctx<'_> {
             Stmt::If { cond, then_body, else_body } => {
                 let mut c = self.name(*cond).to_string();
                 if let Some(b) = self.branches.iter().position(|v| v == cond) {
-                    let (taken, skipped) = (Specialization::BranchTaken(b as u32), Specialization::BranchSkipped(b as u32));
+                    let (taken, skipped) =
+                        (Specialization::BranchTaken(b as u32), Specialization::BranchSkipped(b as u32));
                     self.spec(taken);
                     self.spec(skipped);
-                    c = format!("{} || (!{} && {c})", taken.macro_name(&self.k.params), skipped.macro_name(&self.k.params));
+                    c = format!(
+                        "{} || (!{} && {c})",
+                        taken.macro_name(&self.k.params),
+                        skipped.macro_name(&self.k.params)
+                    );
                 }
                 self.w.open(format!("if ({c})"));
                 self.body(then_body);

@@ -75,7 +75,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         rand16_words: Vec::new(),
         top_rand_bounds: Vec::new(),
         masks: kernel.masks(),
-        branches: kernel.uniform_branches(),
+        branches: kernel.uniform_branches().iter().map(fuse_ir::HostProgram::cond).collect(),
         masks_named: 0,
         assignments: kernel.assignment_counts(),
         pipelines: Default::default(),
