@@ -1,6 +1,6 @@
 # Sourced by the device scripts (gpu_interop.sh, gpu_tiles2d.sh): CUDA on the paths, a log folder
-# under $OUT, and `run NAME CMD..` which logs CMD to $L/NAME.log, prints its summary lines and
-# sets status=1 when it fails.
+# under $OUT, `run NAME CMD..` which logs CMD to $L/NAME.log, prints its summary lines and
+# sets status=1 when it fails, and `bench NAME BINARY ENV..` for one bench run.
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda/bin:$PATH
 L=${OUT:-/tmp}/logs
@@ -11,4 +11,8 @@ run() { # name, command...
     echo "=== $name: $*"
     if "$@" >"$L/$name.log" 2>&1; then echo "    ok"; else echo "    FAILED (rc $?)"; status=1; fi
     grep -E "^test result|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|PASS|FAIL" "$L/$name.log" | head -20
+}
+bench() { # name, binary, env...: one bench run (limit $T s, default 240), its table kept in $L/name.log, JSON in $L/name.json
+    local name=$1 bin=$2; shift 2
+    env "$@" FUSE_BENCH_JSON=$L/$name.json timeout ${T:-240} $bin >$L/$name.log 2>&1; echo "$name rc $?"
 }

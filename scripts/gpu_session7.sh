@@ -6,10 +6,6 @@ source scripts/gpu_common.sh
 export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
 O=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
-bench() { # name, binary, env...: one bench run, its table kept in $L/name.log, JSON in $L/name.json
-    local name=$1 bin=$2; shift 2
-    env "$@" FUSE_BENCH_JSON=$L/$name.json timeout ${T:-240} $bin >$L/$name.log 2>&1; echo "$name rc $?"
-}
 for mode in "$@"; do
     case $mode in
     tune_ew) # element-wise f16 rows: block x warps (copy once, at the runtime's default warps)

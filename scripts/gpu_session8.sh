@@ -7,10 +7,6 @@ source scripts/gpu_common.sh
 export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
 O=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
-bench() { # name, binary, env...: one bench run, its table kept in $L/name.log, JSON in $L/name.json
-    local name=$1 bin=$2; shift 2
-    env "$@" FUSE_BENCH_JSON=$L/$name.json timeout ${T:-240} $bin >$L/$name.log 2>&1; echo "$name rc $?"
-}
 profile() { # name, kernel regex, binary, env...: one ncu profile of the 4th matching launch
     local name=$1 kern=$2 bin=$3; shift 3
     env "$@" timeout ${T:-200} ncu --clock-control none --kernel-name "regex:$kern" --launch-skip 3 --launch-count 1 \
@@ -46,13 +42,13 @@ for mode in "$@"; do
         (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/torch_peers.py) >$L/torch_peers.log 2>&1; echo "torch_peers rc $?"
         cp -f $O/*.json $L/ 2>/dev/null; grep -iE "attention|sdpa|flash|cudnn" $L/triton_dot.log $L/torch_peers.log | head -40 ;;
     ptxas) # registers and spills of the attention kernels as ptxas (CUDA 13.0, sm_90a) reports them:
-        # .gpu/att_64x64_d128_4w_2s.cu is `attention::f16::SPEC.full_source_staged(..)` for that launch
-        # (a copy is in docs/runs/2026-11-25-h100-session8/call3); other configurations change the
-        # first five defines only.
+        # SRC is `attention::f16::SPEC.full_source_staged(..)` for the 64x64 / d128 / 4 warps / 2 stages
+        # launch; other configurations change the first five defines only.
+        SRC=docs/runs/2026-11-25-h100-session8/call3/att_64x64_d128_4w_2s.cu.gz
         for v in "64 64 128 4 2" "128 64 128 8 3" "128 64 128 8 2" "64 64 64 4 2"; do
             set -- $v
             for drop in 0 1; do
-                sed -e "1,5d" -e "s/^#define FUSE_IFT_0 .*/#define FUSE_IFT_0 $drop/" -e "s/^#define FUSE_IFF_0 .*/#define FUSE_IFF_0 $((1 - drop))/" .gpu/att_64x64_d128_4w_2s.cu >/tmp/body.cu
+                zcat $SRC | sed -e "1,5d" -e "s/^#define FUSE_IFT_0 .*/#define FUSE_IFT_0 $drop/" -e "s/^#define FUSE_IFF_0 .*/#define FUSE_IFF_0 $((1 - drop))/" >/tmp/body.cu
                 printf "#define BM $1\n#define BN $2\n#define D $3\n#define FUSE_NUM_WARPS $4\n#define FUSE_NUM_STAGES $5\n" | cat - /tmp/body.cu >/tmp/att.cu
                 echo "== ${1}x$2 d$3 $4 warps $5 stages, dropout block compiled in: $drop"
                 nvcc -cubin -gencode arch=compute_90a,code=sm_90a -Xptxas -v -o /tmp/att.cubin /tmp/att.cu 2>&1 | grep -E "registers|spill|error"
