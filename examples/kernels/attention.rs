@@ -57,8 +57,8 @@ pub fn attention<T: Half, const BM: usize, const BN: usize, const D: usize>(
         let k_tile = load(k + kv + rn.expand_dims(1) * D + rd.expand_dims(0), key_ok, 0.0);
         // The raw scores: the scale is applied inside the exp2's argument (one fused multiply-add
         // per score, FlashAttention's form), and to the row max, which commutes with it for a
-        // positive scale (the launcher refuses any other).
-        let mut s = dot(q_tile, trans(k_tile)); // [BM, BN]
+        // positive scale (the launcher refuses any other). `s`: [BM, BN].
+        let mut s = dot(q_tile, trans(k_tile));
         // Only the block holding the diagonal (causal) and the one past `n` need a mask: a
         // uniform branch, so the blocks below the diagonal do no per-element test.
         if n0 + BN > n || (causal != 0 && n0 + BN > program_id(0) * BM) {
