@@ -54,6 +54,10 @@ for mode in "$@"; do
                 nvcc -cubin -gencode arch=compute_90a,code=sm_90a -Xptxas -v -o /tmp/att.cubin /tmp/att.cu 2>&1 | grep -E "registers|spill|error"
             done
         done 2>&1 | tee $L/ptxas.log ;;
+    sanitize) # the p_drop = 0 and dropout variants (the new branch facts) under memcheck and racecheck
+        for tool in memcheck racecheck; do
+            run ${tool}_attention timeout 280 compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_attention attention_default_config --test-threads=1
+        done ;;
     esac
     tar czf $O/logs.tgz -C $O logs # after each mode, so a call cut by its time limit keeps what ran
 done
