@@ -333,6 +333,19 @@ impl KernelSpec {
         num_stages: u32,
         spec_values: &[bool],
     ) -> Result<Vec<u8>> {
+        let source = self.checked_source(arch, consts, num_warps, num_stages, spec_values)?;
+        crate::cuda::cubin(self.name, &source, arch).map(|c| c.to_vec())
+    }
+
+    /// The source of one variant, after checking every argument that picks it.
+    fn checked_source(
+        &self,
+        arch: &str,
+        consts: &[u64],
+        num_warps: u32,
+        num_stages: u32,
+        spec_values: &[bool],
+    ) -> Result<String> {
         crate::cuda::nvrtc::validate_arch(arch)?;
         let info = self.info()?;
         crate::launch::validate_consts(&info.kernel, consts)?;
@@ -346,8 +359,28 @@ impl KernelSpec {
                 spec_values.len()
             )));
         }
-        let source = self.full_source_staged(consts, num_warps, num_stages, spec_values);
-        crate::cuda::cubin(self.name, &source, arch).map(|c| c.to_vec())
+        Ok(self.full_source_staged(consts, num_warps, num_stages, spec_values))
+    }
+
+    /// What ptxas reports for the variant [`KernelSpec::compile_for_arch_staged`] compiles:
+    /// registers, spills, stack, and whether it serialised the wgmma instructions. Compiles afresh
+    /// with `--ptxas-options=-v` (no caches; NVRTC only, no GPU needed), for tests and reports
+    /// such as "no spills in this kernel".
+    ///
+    /// # Errors
+    /// As [`KernelSpec::compile_for_arch_staged`].
+    pub fn ptxas_report(
+        &self,
+        arch: &str,
+        consts: &[u64],
+        num_warps: u32,
+        num_stages: u32,
+        spec_values: &[bool],
+    ) -> Result<crate::PtxasReport> {
+        let source = self.checked_source(arch, consts, num_warps, num_stages, spec_values)?;
+        let (_, log) =
+            crate::cuda::nvrtc::compile_with_log(self.name, &source, arch, &["--ptxas-options=-v"])?;
+        Ok(crate::PtxasReport::parse(&log))
     }
 
     /// Compiles (or fetches from the caches) and loads this kernel on `device` without launching,

@@ -111,7 +111,10 @@ impl Ctx<'_> {
                 continue;
             }
             let mut budget = super::remat::BUDGET;
-            let Some(e) = self.value_at(v, "(fuse_f)", &mut budget) else { continue };
+            let outer = self.lane_layout.replace(k);
+            let e = self.value_at(v, "(fuse_f)", &mut budget);
+            self.lane_layout = outer;
+            let Some(e) = e else { continue };
             if views.is_empty() {
                 self.w.open("");
             }

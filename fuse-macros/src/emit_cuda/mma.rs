@@ -128,9 +128,16 @@ impl MmaLayout {
             "// slot i: tile (i / 4) of the warp's MI x NI, row g + 8 ((i / 2) % 2), column 2t + i % 2"
                 .into(),
         );
+        // Its row and column apart: a per-thread base plus a constant of i, so a broadcast row or
+        // column and the offsets of the epilogue's stores are a register and an immediate each
+        // (`FUSE_IDX / n` and `% n` are signed divisions the compiler keeps, and spills, per slot).
         out.push(format!(
-            "#define FUSE_IDX{k}(i) ((FUSE_WROW{k}(((i) / 4) / FUSE_NI{k}) + ((fuse_tid & 31) >> 2) + 8 * (((i) >> 1) & 1)) * ({n}) + (FUSE_WNI{k} * FUSE_NI{k} + ((i) / 4) % FUSE_NI{k}) * 8 + 2 * (fuse_tid & 3) + ((i) & 1))"
+            "#define FUSE_ROW{k}(i) (FUSE_WROW{k}(((i) / 4) / FUSE_NI{k}) + ((fuse_tid & 31) >> 2) + 8 * (((i) >> 1) & 1))"
         ));
+        out.push(format!(
+            "#define FUSE_COL{k}(i) ((FUSE_WNI{k} * FUSE_NI{k} + ((i) / 4) % FUSE_NI{k}) * 8 + 2 * (fuse_tid & 3) + ((i) & 1))"
+        ));
+        out.push(format!("#define FUSE_IDX{k}(i) (FUSE_ROW{k}(i) * ({n}) + FUSE_COL{k}(i))"));
         out
     }
 

@@ -86,6 +86,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         in_pipeline: false,
         inflight: None,
         loop_scratch: Vec::new(),
+        lane_layout: None,
         w: Writer::new(1),
     };
     let uses = pipeline::use_counts(kernel);
@@ -182,6 +183,10 @@ struct Ctx<'k> {
     /// ([`pipeline::LoopPlan::inflight`]).
     inflight: Option<(usize, Vec<VarId>)>,
     loop_scratch: Vec<String>,
+    /// The layout whose slot `fuse_i` is the lane `fuse_f` of the code being emitted, while a
+    /// broadcast or a view computes values at lanes: an MMA layout's row and column of a slot then
+    /// come from `FUSE_ROW`/`FUSE_COL` instead of dividing `fuse_f` ([`Ctx::source_lane`]).
+    lane_layout: Option<usize>,
     /// The kernel body; the rest of the file is assembled around it in [`Ctx::finish`].
     w: Writer,
 }

@@ -425,13 +425,25 @@ impl Ctx<'_> {
         self.w.open(format!("for (int fuse_p = 0; fuse_p < FUSE_PIPE - 1 - FUSE_INFLIGHT{n}; ++fuse_p)"));
         self.issue_ahead(n, &v, t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
         self.w.close();
+        // The loop and its last wait sit under their own guard so that the path that skips the
+        // loop joins only after the wait: where the accumulators' zeros (that path) meet MMAs
+        // still in flight (the loop's exit) before the wait, ptxas serialises every wgmma of the
+        // kernel (its C7514/C7515 "Potential Performance Loss"; each MMA then waits for the last).
+        self.w.open(format!("if ({start} < fuse_end{n})"));
         self.w.open(format!(
             "for ({v} = {start}; {v} < fuse_end{n}; {v} = fuse_next({v}, fuse_end{n}, fuse_step{n}))"
         ));
         self.w.line(format!("fuse_cp_async_wait<FUSE_PIPE - 2 - FUSE_INFLIGHT{n}>();"));
         self.w.line("fuse_fence_async();  // the stage's copies before the tensor cores read them");
         self.w.line("__syncthreads();");
+        // With MMAs in flight the next stage's copies are issued after this iteration's MMAs
+        // (Triton's order: the tensor cores get their work first). The stage they fill was read
+        // by the MMAs of two iterations back, which every warpgroup waited for before the barrier.
+        self.w.pp(format!("#if !FUSE_INFLIGHT{n}"));
+        let ahead = self.w.mark();
         self.issue_ahead(n, &v, t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
+        let ahead = self.w.since(ahead);
+        self.w.pp("#endif");
         for (i, l) in plan.loads.iter().enumerate() {
             self.staged.insert(l.dst, buf(&format!("fuse_rd{n}"), &at[i].0));
         }
@@ -439,15 +451,20 @@ impl Ctx<'_> {
         for l in &plan.loads {
             self.staged.remove(&l.dst);
         }
+        self.w.pp(format!("#if FUSE_INFLIGHT{n}"));
+        self.w.repeat(&ahead);
+        self.w.pp("#endif");
         for (src, ..) in &resident {
             self.staged.remove(src);
         }
         self.w.line(format!("fuse_rd{n} = fuse_rd{n} + 1 == FUSE_PIPE ? 0 : fuse_rd{n} + 1;"));
         self.w.close();
-        self.w.line("fuse_cp_async_wait<0>();");
+        // The wgmma wait first: a cp.async wait between the loop and it also serialises them.
         self.w.pp(format!("#if FUSE_INFLIGHT{n}"));
         self.w.line("fuse_wg_wait<0>();  // the last iteration's MMAs, before the accumulators are read");
         self.w.pp("#endif");
+        self.w.close();
+        self.w.line("fuse_cp_async_wait<0>();");
         self.in_pipeline = outer;
         self.inflight = outer_inflight;
     }

@@ -117,13 +117,18 @@ impl Ctx<'_> {
             [c] => (unit.clone(), c.clone()),
             _ => (unit.clone(), unit.clone()),
         };
+        // Lane `fuse_f` of an MMA layout: its row and column in closed form.
+        let mma =
+            self.lane_layout.filter(|&k| self.layout.is_mma(k) && matches!(lane, "fuse_f" | "(fuse_f)"));
         match dst {
-            [_, dst_cols] if rows == unit && cols != unit => {
-                format!("{lane} % {}", dst_cols.c_expr(&self.k.consts))
-            }
-            [_, dst_cols] if cols == unit && rows != unit => {
-                format!("{lane} / {}", dst_cols.c_expr(&self.k.consts))
-            }
+            [_, dst_cols] if rows == unit && cols != unit => match mma {
+                Some(k) => format!("FUSE_COL{k}(fuse_i)"),
+                None => format!("{lane} % {}", dst_cols.c_expr(&self.k.consts)),
+            },
+            [_, dst_cols] if cols == unit && rows != unit => match mma {
+                Some(k) => format!("FUSE_ROW{k}(fuse_i)"),
+                None => format!("{lane} / {}", dst_cols.c_expr(&self.k.consts)),
+            },
             // A single lane repeated.
             _ => "0".into(),
         }

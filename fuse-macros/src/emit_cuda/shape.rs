@@ -73,12 +73,13 @@ impl Ctx<'_> {
             return;
         }
         let (sd, dd) = (self.k.ty(src).shape.dims(), self.k.ty(dst).shape.dims());
+        let outer = self.lane_layout.replace(kd);
         let lane = self.source_lane(&sd, &dd, "fuse_f");
-        if self.broadcast_by_remat(dst, src, &lane) {
-            return;
+        if !self.broadcast_by_remat(dst, src, &lane) {
+            let what = format!("{} = broadcast({})", self.name(dst), self.name(src));
+            self.gather(dst, src, &lane, &what);
         }
-        let what = format!("{} = broadcast({})", self.name(dst), self.name(src));
-        self.gather(dst, src, &lane, &what);
+        self.lane_layout = outer;
     }
 
     /// `dst = trans(src)`: `[R, C]` -> `[C, R]`.

@@ -81,6 +81,9 @@ __device__ __forceinline__ unsigned long long fuse_wg_mnmajor(unsigned int base,
   const int p = w > 64 ? 64 : w;
   return fuse_wg_desc(base + 2u * (unsigned int)((n0 / p) * (h * p) + k0 * p), 2u * h * p, 16u * p, p);
 }
+// The thread's warpgroup, broadcast from lane 0: the compiler then knows it is warp-uniform and
+// builds the matrix descriptors from it in uniform registers, not per thread.
+__device__ __forceinline__ int fuse_warpgroup() { return __shfl_sync(0xffffffffu, (int)threadIdx.x >> 7, 0); }
 __device__ __forceinline__ void fuse_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void fuse_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 // Waits until at most N of the warpgroup's commit groups are pending.
@@ -158,7 +161,10 @@ impl Ctx<'_> {
         let ty = wg.name();
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
         self.w.line("const unsigned int fuse_bb = fuse_smem_addr(fuse_sb);");
-        self.w.line(format!("const int fuse_n0 = FUSE_WNI{mma} * FUSE_NI{mma} * 8;  // and columns"));
+        self.w.line("const int fuse_wgi = fuse_warpgroup();");
+        self.w.line(format!(
+            "const int fuse_n0 = (fuse_wgi % FUSE_WN{mma}) * FUSE_NI{mma} * 8;  // the warpgroup's columns"
+        ));
         let a = match a_regs {
             Some(regs) => {
                 self.w.line(format!("unsigned int fuse_ra[({kk}) / 16][FUSE_MI{mma}][4];"));
@@ -171,7 +177,9 @@ impl Ctx<'_> {
             }
             None => {
                 self.w.line("const unsigned int fuse_ab = fuse_smem_addr(fuse_sa);");
-                self.w.line(format!("const int fuse_r0 = FUSE_WROW{mma}(0) - ((fuse_tid >> 5) & 3) * 16;  // the warpgroup's rows"));
+                self.w.line(format!(
+                    "const int fuse_r0 = (fuse_wgi / FUSE_WN{mma}) * FUSE_MI{mma} * 64;  // and rows"
+                ));
                 format!("fuse_wg_kmajor(fuse_ab, fuse_r0 + fuse_mi * 64, fuse_k * 16, {kk}, {m})")
             }
         };

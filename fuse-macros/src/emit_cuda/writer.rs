@@ -72,6 +72,21 @@ impl Writer {
         self.open(format!("for (int {var} = 0; {var} < {count}; ++{var})"));
     }
 
+    /// Where the text ends now (for [`Writer::since`]).
+    pub fn mark(&self) -> usize {
+        self.out.len()
+    }
+
+    /// The text written since `mark`, to be written again with [`Writer::repeat`].
+    pub fn since(&self, mark: usize) -> String {
+        self.out[mark..].to_string()
+    }
+
+    /// Text taken by [`Writer::since`] at the same indentation, written again as it was.
+    pub fn repeat(&mut self, text: &str) {
+        self.out.push_str(text);
+    }
+
     pub fn finish(self) -> String {
         self.out
     }

@@ -70,14 +70,87 @@ fn c_chars_to_string(v: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// ptxas's note when it serialises a kernel's wgmma instructions (each then waits for the one
+/// before): C7514/C7515 and their kin, "Potential Performance Loss: wgmma.mma_async instructions
+/// are serialized due to ...".
+const WGMMA_SERIALIZED: &str = "wgmma.mma_async instructions are serialized";
+
 /// Compiles `source` (defining `extern "C" __global__ void <kernel>`) to a cubin for `arch`.
+/// A ptxas note that the kernel's wgmma instructions were serialised is logged as a warning
+/// (the kernel is correct, and several times slower on its tensor cores).
 pub(crate) fn compile_cubin(kernel: &str, source: &str, arch: &str) -> Result<Vec<u8>> {
+    let (cubin, log) = compile_with_log(kernel, source, arch, &[])?;
+    if log.contains(WGMMA_SERIALIZED) {
+        log::warn!("fuse: ptxas serialised the wgmma instructions of `{kernel}` for {arch}:\n{log}");
+    }
+    Ok(cubin)
+}
+
+/// What ptxas reported for one kernel compiled with `--ptxas-options=-v` (see
+/// [`KernelSpec::ptxas_report`](crate::KernelSpec::ptxas_report)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PtxasReport {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Bytes of registers spilled to local memory (stores; loads are at least as many).
+    pub spill_store_bytes: u32,
+    /// Bytes of spilled registers read back.
+    pub spill_load_bytes: u32,
+    /// The stack frame, in bytes.
+    pub stack_bytes: u32,
+    /// Whether ptxas serialised the kernel's wgmma instructions (its "Potential Performance
+    /// Loss" note): every MMA then waits for the one before it.
+    pub wgmma_serialized: bool,
+    /// NVRTC's whole log.
+    pub log: String,
+}
+
+impl PtxasReport {
+    /// Reads ptxas's `-v` lines out of an NVRTC log.
+    pub(crate) fn parse(log: &str) -> PtxasReport {
+        // The number just before `suffix` on the line that holds it ("Used 255 registers",
+        // "8 bytes spill stores", "8 bytes stack frame").
+        let number_before = |suffix: &str| -> u32 {
+            log.lines()
+                .find_map(|line| {
+                    let head = &line[..line.find(suffix)?];
+                    head.split(|c: char| !c.is_ascii_digit()).rfind(|w| !w.is_empty())?.parse().ok()
+                })
+                .unwrap_or(0)
+        };
+        PtxasReport {
+            // Not " registers" alone: the serialisation note speaks of "accumulator registers".
+            registers: log
+                .lines()
+                .find_map(|line| {
+                    let rest = &line[line.find("Used ")? + 5..];
+                    rest.split(' ').next()?.parse().ok()
+                })
+                .unwrap_or(0),
+            spill_store_bytes: number_before(" bytes spill stores"),
+            spill_load_bytes: number_before(" bytes spill loads"),
+            stack_bytes: number_before(" bytes stack frame"),
+            wgmma_serialized: log.contains(WGMMA_SERIALIZED),
+            log: log.to_string(),
+        }
+    }
+}
+
+/// Compiles `source` to a cubin for `arch` with `extra` options after the usual ones; returns the
+/// cubin and NVRTC's log (ptxas's notes included).
+pub(crate) fn compile_with_log(
+    kernel: &str,
+    source: &str,
+    arch: &str,
+    extra: &[&str],
+) -> Result<(Vec<u8>, String)> {
     validate_arch(arch)?;
     libs::ensure(Lib::Nvrtc)?;
     let src = CString::new(source)
         .map_err(|_| Error::InvalidKernel(format!("the CUDA source of `{kernel}` contains a NUL byte")))?;
     let name = CString::new(format!("{kernel}.cu")).unwrap_or_else(|_| CString::from(c"kernel.cu"));
-    let opts = options(arch);
+    let mut opts = options(arch);
+    opts.extend(extra.iter().map(|o| o.to_string()));
     guard("NVRTC", || {
         let prog = result::create_program(&src, Some(&name))
             .map_err(|e| Error::Cuda(format!("nvrtcCreateProgram failed for `{kernel}`: {e}")))?;
@@ -112,7 +185,7 @@ pub(crate) fn compile_cubin(kernel: &str, source: &str, arch: &str) -> Result<Ve
                             "NVRTC produced no cubin for `{kernel}` (arch {arch}): is {arch} a real architecture?"
                         )));
                     }
-                    Ok(cubin)
+                    Ok((cubin, log))
                 }
             }
         };
@@ -125,6 +198,24 @@ pub(crate) fn compile_cubin(kernel: &str, source: &str, arch: &str) -> Result<Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ptxas_reports() {
+        let log = "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline stage in the function 'matmul_f16' in line 0
+ptxas info    : 73 bytes gmem
+ptxas info    : Compiling entry function 'matmul_f16' for 'sm_90a'
+ptxas info    : Function properties for matmul_f16
+ptxas         .     8 bytes stack frame, 16 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 8 bytes cumulative stack size
+";
+        let r = PtxasReport::parse(log);
+        assert_eq!(
+            (r.registers, r.spill_store_bytes, r.spill_load_bytes, r.stack_bytes, r.wgmma_serialized),
+            (255, 16, 12, 8, true)
+        );
+        let clean = PtxasReport::parse("ptxas info    : Used 90 registers, used 1 barriers\n");
+        assert_eq!((clean.registers, clean.spill_store_bytes, clean.wgmma_serialized), (90, 0, false));
+    }
 
     #[test]
     fn arch_strings() {

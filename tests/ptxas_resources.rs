@@ -1,0 +1,94 @@
+//! What ptxas makes of the tensor-core kernels on Hopper (`sm_90a`), from NVRTC alone (no GPU):
+//! the K loops keep their wgmma instructions in flight (ptxas did not serialise them, its
+//! "Potential Performance Loss" note), the matmul epilogues do not spill by the hundred bytes, and
+//! the attention kernels the bench runs (dropout compiled out) do not spill at all. Each report is
+//! printed. harness = false (fuse-runtime/tests/common/harness.rs): without NVRTC the tests are
+//! ignored, with the reason (under CI=true they fail).
+#[path = "../examples/kernels/attention.rs"]
+#[allow(dead_code)]
+mod attention;
+#[path = "../fuse-runtime/tests/common/harness.rs"]
+mod harness;
+#[path = "../examples/kernels/matmul.rs"]
+#[allow(dead_code)]
+mod matmul;
+#[path = "../examples/kernels/matmul_int8.rs"]
+#[allow(dead_code)]
+mod matmul_int8;
+
+use fuse::fuse_ir::Specialization;
+use fuse::{KernelSpec, PtxasReport};
+
+/// The launch-time facts of a bench launch: every proof on, each uniform branch (the epilogue's
+/// `gelu`, attention's dropout) decided as `taken` says.
+fn facts(spec: &KernelSpec, taken: bool) -> Vec<bool> {
+    spec.specializations()
+        .iter()
+        .map(|s| match s {
+            Specialization::BranchTaken(_) => taken,
+            Specialization::BranchSkipped(_) => !taken,
+            _ => true,
+        })
+        .collect()
+}
+
+/// ptxas's report for one variant, printed and checked to keep its MMAs in flight.
+fn report(spec: &KernelSpec, consts: &[u64], warps: u32, stages: u32, taken: bool) -> PtxasReport {
+    let what = format!("{} {consts:?} {warps} warps {stages} stages (branch taken: {taken})", spec.name());
+    let r = spec
+        .ptxas_report("sm_90a", consts, warps, stages, &facts(spec, taken))
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    println!(
+        "{what}: {} registers, {} bytes spilled, {} bytes of stack, wgmma serialised: {}",
+        r.registers, r.spill_store_bytes, r.stack_bytes, r.wgmma_serialized
+    );
+    assert!(!r.wgmma_serialized, "{what}: ptxas serialised the wgmma instructions:\n{}", r.log);
+    r
+}
+
+/// The matmul's Hopper configurations, plain and with the bias + GELU epilogue, f16 and bf16;
+/// the int8 matmul's. Before the K loop's last wait was moved under the loop's own guard ptxas
+/// serialised every one of them; before the epilogue read an accumulator slot's column in closed
+/// form, the bias + GELU variant of 128x256x64 spilled 908 bytes.
+fn matmul_k_loops_stay_in_flight() {
+    for spec in [&matmul::matmul::f16::SPEC, &matmul::matmul::bf16::SPEC] {
+        for c in matmul::CONFIGS.iter().filter(|c| c.bk == 64 && c.warps == 8) {
+            for gelu in [false, true] {
+                let r = report(spec, &[c.bm as u64, c.bn as u64, c.bk as u64], c.warps, c.stages, gelu);
+                assert!(
+                    r.spill_store_bytes <= 256,
+                    "{c:?} gelu {gelu}: {} bytes spilled",
+                    r.spill_store_bytes
+                );
+            }
+        }
+    }
+    for c in matmul_int8::CONFIGS.iter().filter(|c| c.warps == 8) {
+        report(
+            &matmul_int8::matmul_int8::SPEC,
+            &[c.bm as u64, c.bn as u64, c.bk as u64],
+            c.warps,
+            c.stages,
+            true,
+        );
+    }
+}
+
+/// Issue 16: no spills in the head-dim-128 attention kernels the bench runs (`p_drop = 0`, so the
+/// dropout block is compiled out), f16 and bf16.
+fn attention_d128_does_not_spill() {
+    for spec in [&attention::attention::f16::SPEC, &attention::attention::bf16::SPEC] {
+        for i in [3, 6] {
+            let c = attention::CONFIGS[i];
+            let r = report(spec, &[c.bm as u64, c.bn as u64, 128], c.warps, c.stages, false);
+            assert_eq!(r.spill_store_bytes, 0, "{c:?}: {} bytes spilled", r.spill_store_bytes);
+        }
+    }
+}
+
+fn main() {
+    harness::run(harness::nvrtc_trials(vec![
+        ("matmul_k_loops_stay_in_flight", matmul_k_loops_stay_in_flight),
+        ("attention_d128_does_not_spill", attention_d128_does_not_spill),
+    ]))
+}
