@@ -45,9 +45,9 @@ for mode in "$@"; do
         done ;;
     triton_fixed) # Triton's matmul at fuse's best configuration, f16 plain and + bias + GELU
         for g in "" gelu; do python3 scripts/experiments/triton_mm_fixed.py 4096 4096 4096 128 256 64 3 8 $g; python3 scripts/experiments/triton_mm_fixed.py 4096 4096 4096 128 256 64 4 8 $g; done 2>&1 | tee $L/triton_fixed.log ;;
-    sanitize) # the in-flight K loops under memcheck, racecheck and synccheck
+    sanitize) # the in-flight K loops (copies now issued after the MMAs) under memcheck, racecheck and synccheck
         for tool in memcheck racecheck synccheck; do
-            run ${tool}_dot timeout 250 compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_dot warpgroup_blocks --test-threads=1
+            run ${tool}_dot timeout ${T:-150} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_dot warpgroup_blocks --test-threads=1
         done ;;
     esac
     tar czf $O/logs.tgz -C $O logs # after each mode, so a call cut by its time limit keeps what ran
