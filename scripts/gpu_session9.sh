@@ -29,22 +29,6 @@ for mode in "$@"; do
         (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/triton_dot.py) >$L/triton_dot.log 2>&1; echo "triton_dot rc $?"
         [ -n "${TORCH_PEERS:-}" ] && { (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/torch_peers.py) >$L/torch_peers.log 2>&1; echo "torch_peers rc $?"; }
         cp -f $O/*.json $L/ 2>/dev/null; grep -E "matmul|attention" $L/triton_dot.log | head -40 ;;
-    sass) # what ptxas (CUDA 13.0) made of the K loops: wgmma count, waits, serialisation notes
-        for f in $(find $FUSE_CACHE_DIR -type f -size +1k); do
-            echo "== $f"; cuobjdump -sass $f 2>/dev/null | grep -cE "HGMMA|IMMA" ; cuobjdump -sass $f 2>/dev/null | grep -E "WARPGROUP.DEPBAR" | sort | uniq -c
-        done >$L/sass.log 2>&1; head -40 $L/sass.log ;;
-    ncu) # fuse's and Triton's matmul at 4096^3 f16 (128x256x64, 8 warps), stall reasons side by side
-        for who in fuse triton; do
-            if [ $who = fuse ]; then cmd=".gpu/bench-matmul"; kern=matmul; envs="FUSE_BENCH_ONLY=matmul/4096x4096x4096/float16 FUSE_BENCH_CONFIGS=13"
-            else cmd="python3 scripts/experiments/triton_mm_fixed.py 4096 4096 4096 128 256 64 3 8"; kern=mm; envs=""; fi
-            env $envs timeout 200 ncu --clock-control none --kernel-name "regex:^$kern" --launch-skip 3 --launch-count 1 \
-                --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
-                --metrics smsp__pcsamp_warps_issue_stalled_barrier,smsp__pcsamp_warps_issue_stalled_long_scoreboard,smsp__pcsamp_warps_issue_stalled_wait,smsp__pcsamp_warps_issue_stalled_math_pipe_throttle,smsp__pcsamp_warps_issue_stalled_short_scoreboard,smsp__pcsamp_warps_issue_stalled_dispatch_stall,smsp__pcsamp_warps_issue_stalled_lg_throttle,smsp__pcsamp_warps_issue_stalled_mio_throttle,smsp__pcsamp_warps_issue_stalled_selected,smsp__pcsamp_warps_issue_stalled_not_selected,smsp__pcsamp_warps_issue_stalled_membar,smsp__pcsamp_warps_issue_stalled_sleeping,smsp__pcsamp_warps_issue_stalled_misc,smsp__pcsamp_warps_issue_stalled_no_instructions,smsp__pcsamp_warps_issue_stalled_branch_resolving,smsp__pcsamp_warps_issue_stalled_drain,smsp__pcsamp_warps_issue_stalled_imc_miss,smsp__pcsamp_sample_count,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
-                $cmd >$L/ncu_$who.log 2>&1; echo "ncu $who rc $?"
-            grep -E "Duration|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|stalled|gmma|sample_count" $L/ncu_$who.log | head -30
-        done ;;
-    triton_fixed) # Triton's matmul at fuse's best configuration, f16 plain and + bias + GELU
-        for g in "" gelu; do python3 scripts/experiments/triton_mm_fixed.py 4096 4096 4096 128 256 64 3 8 $g; python3 scripts/experiments/triton_mm_fixed.py 4096 4096 4096 128 256 64 4 8 $g; done 2>&1 | tee $L/triton_fixed.log ;;
     sanitize) # the in-flight K loops (copies now issued after the MMAs) under memcheck, racecheck and synccheck
         for tool in memcheck racecheck synccheck; do
             run ${tool}_dot timeout ${T:-150} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_dot warpgroup_blocks --test-threads=1

@@ -4,7 +4,7 @@
 import json, sys, os
 
 d = sys.argv[1]
-load = lambda *p: json.load(open(os.path.join(d, *p)))
+load = lambda *p: json.load(open(os.path.join(d, *p))) if os.path.exists(os.path.join(d, *p)) else []
 fuse = load("logs", "mm.json") + load("logs", "att.json")
 td, tp = load("triton_dot.json"), load("torch_peers.json")
 
@@ -18,7 +18,7 @@ f = lambda x: "—" if x is None else f"{x:.1f}"
 r = lambda a, b: "—" if a is None or b is None else f"{a / b:.2f}"
 print("| pattern | shape | dtype | fuse | Triton | cuBLAS | fuse/Triton | fuse/cuBLAS |")
 print("|---|---|---|---|---|---|---|---|")
-for dt in ("float16", "bfloat16"):
+for dt in ("float16", "bfloat16") if any(x["pattern"] == "matmul" for x in fuse) else ():
     for shape in ("4096x4096x4096", "8192x8192x8192", "8192x4096x11008"):
         for pat in ("matmul", "matmul_bias_gelu"):
             a = best(fuse, pat, shape, dt, lambda i: i == "fuse")
