@@ -83,7 +83,11 @@ fn attention_d128_does_not_spill() {
             let c = attention::CONFIGS[i];
             for taken in if dropout { vec![false, true] } else { vec![false] } {
                 let r = report(spec, &[c.bm as u64, c.bn as u64, 128], c.warps, c.stages, taken);
-                assert_eq!(r.spill_store_bytes, 0, "{c:?} dropout {taken}: {} bytes spilled", r.spill_store_bytes);
+                assert_eq!(
+                    r.spill_store_bytes, 0,
+                    "{c:?} dropout {taken}: {} bytes spilled",
+                    r.spill_store_bytes
+                );
             }
         }
     }
