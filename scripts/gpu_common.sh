@@ -16,3 +16,8 @@ bench() { # name, binary, env...: one bench run (limit $T s, default 240), its t
     local name=$1 bin=$2; shift 2
     env "$@" FUSE_BENCH_JSON=$L/$name.json timeout ${T:-240} $bin >$L/$name.log 2>&1; echo "$name rc $?"
 }
+session_start() { # the session scripts' preamble: the cubin cache, $O, and which GPU and when
+    export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
+    O=${OUT:-/tmp}
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
+}

@@ -3,9 +3,7 @@
 # rows still short of issues 14, 15 and 17, then the checks and peers of the final runs.
 # Usage: bash scripts/gpu_session7.sh MODE ...   (modes below; logs and JSON under $OUT)
 source scripts/gpu_common.sh
-export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
-O=${OUT:-/tmp}
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
+session_start
 for mode in "$@"; do
     case $mode in
     tune_ew) # element-wise f16 rows: block x warps (copy once, at the runtime's default warps)

@@ -4,9 +4,7 @@
 # ncu profiles of the tensor-core kernels still short of their targets.
 # Usage: bash scripts/gpu_session8.sh MODE ...   (modes below; logs and JSON under $OUT)
 source scripts/gpu_common.sh
-export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
-O=${OUT:-/tmp}
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
+session_start
 profile() { # name, kernel regex, binary, env...: one ncu profile of the 4th matching launch
     local name=$1 kern=$2 bin=$3; shift 3
     env "$@" timeout ${T:-200} ncu --clock-control none --kernel-name "regex:$kern" --launch-skip 3 --launch-count 1 \

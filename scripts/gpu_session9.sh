@@ -4,9 +4,7 @@
 # and timed beside Triton and cuBLAS in the same call.
 # Usage: bash scripts/gpu_session9.sh MODE ...   (modes below; logs and JSON under $OUT)
 source scripts/gpu_common.sh
-export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
-O=${OUT:-/tmp}
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
+session_start
 for mode in "$@"; do
     case $mode in
     dot) # every tensor-core test (ragged sizes, 2-4 stages, wgmma and the forced mma.sync path)

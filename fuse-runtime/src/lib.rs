@@ -34,9 +34,9 @@ mod memory;
 mod spec;
 
 pub use cost::{BufferTraffic, Cost, CostArg};
-/// cudarc, the CUDA binding fuse runs on (the version whose memory and streams fuse accepts).
 pub use cuda::nvrtc::PtxasReport;
 pub use cuda::{dot_path, DotPath};
+/// cudarc, the CUDA binding fuse runs on (the version whose memory and streams fuse accepts).
 pub use cudarc;
 pub use device::{Buffer, Device};
 pub use element::{Element, Float, Half};
