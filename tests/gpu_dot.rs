@@ -153,6 +153,13 @@ fn warpgroup_blocks(gpu: &Device) {
         assert_eq!(got, Some(want), "{name}'s tensor-core path on {}", gpu.description());
         println!("{name} on {}: {got:?}", gpu.description());
     }
+    // Rows of 16-byte multiples and aligned buffers: on the wgmma path both operands are copied
+    // with TMA (unless FUSE_TMA=0); the ragged sizes above mix TMA and cp.async (n = 260, 129).
+    check_pipelined_block::<f16, 128, 256, 64>(gpu, &mut rng, (300, 264, 200), 8, 4);
+    let tma = want == fuse::DotPath::Wgmma && std::env::var("FUSE_TMA").as_deref() != Ok("0");
+    let got = fuse::tma_loads("matmul_f16");
+    assert_eq!(got, Some(if tma { 2 } else { 0 }), "matmul_f16's loads through TMA on {}", gpu.description());
+    println!("matmul_f16 on {}: {got:?} loads through TMA", gpu.description());
 }
 
 /// `a @ w^T` with `w` K-major (`dot(x, trans(y))`, read by ldmatrix without `.trans`), pipelined

@@ -658,6 +658,8 @@ pub enum Literal {
     Float(#[serde(with = "f64_bits")] f64),
 }
 
+mod tensor_box;
+pub use tensor_box::{BoxStart, TensorBox};
 mod uniform;
 pub use uniform::{HostProgram, HostScalar};
 
@@ -1019,6 +1021,12 @@ pub enum Specialization {
     /// Index in [`Kernel::uniform_branches`]: `FUSE_IFF_<k>` is 1 when the runtime computed that
     /// branch's condition false for this launch, so the source may drop the branch.
     BranchSkipped(u32),
+    /// Index of a load in [`Kernel::accesses`] order that reads a [`TensorBox`] into a pipelined
+    /// `dot`'s shared-memory stage: `FUSE_TMA_<k>` is 1 when the runtime encoded a tensor map for
+    /// it (an sm_90 device, the box's stride, bounds and buffer checked for this launch) and
+    /// passes it as the kernel's extra parameter `fuse_tmap<k>`, so the source may copy the box
+    /// with TMA instead of `cp.async`.
+    TensorBox(u32),
 }
 
 impl Specialization {
@@ -1042,6 +1050,7 @@ impl Specialization {
             Specialization::AllTrue(k) => format!("FUSE_TRUE_{k}"),
             Specialization::BranchTaken(k) => format!("FUSE_IFT_{k}"),
             Specialization::BranchSkipped(k) => format!("FUSE_IFF_{k}"),
+            Specialization::TensorBox(k) => format!("FUSE_TMA_{k}"),
         }
     }
 }

@@ -62,12 +62,12 @@ pub struct HostProgram {
 }
 
 impl HostProgram {
-    /// The condition var (what the `if` tests).
+    /// The condition var (what the `if` tests), or the var a [`Kernel::host_program`] computes.
     pub fn cond(&self) -> VarId {
         self.steps.last().map(|s| s.0).expect("a program has at least its condition's step")
     }
 
-    /// The condition's value given the scalar parameters (`param(i)` for `Kernel::params[i]`,
+    /// The condition's (var's) value given the scalar parameters (`param(i)` for `Kernel::params[i]`,
     /// `None` if unknown) and the const generics; `None` if a parameter is unknown or an
     /// operation leaves the evaluator's domain (see the module doc).
     pub fn eval(&self, param: &dyn Fn(u32) -> Option<HostScalar>, consts: &[u64]) -> Option<HostScalar> {
@@ -110,6 +110,23 @@ impl Kernel {
                 program.eval(&zero, &ones).map(|_| program)
             })
             .collect()
+    }
+
+    /// How the host computes the scalar `var` from scalar parameters, literals and const
+    /// generics (see [`HostProgram::eval`]), if it can: every var it depends on is assigned once.
+    pub fn host_program(&self, var: VarId) -> Option<HostProgram> {
+        let counts = self.assignment_counts();
+        let mut def: Vec<Option<&Expr>> = vec![None; self.vars.len()];
+        self.visit_stmts(&mut |s| {
+            if let Stmt::Assign { dst, expr } = s {
+                if counts[dst.0 as usize] == 1 {
+                    def[dst.0 as usize] = Some(expr);
+                }
+            }
+        });
+        let mut steps = Vec::new();
+        self.collect_steps(var, &def, &mut steps, 0)?;
+        Some(HostProgram { steps })
     }
 
     /// Appends the steps `var` depends on, then its own (each var once), or `None` if `var` is not

@@ -187,6 +187,7 @@ fn spec_list(specs: &[Specialization]) -> TokenStream2 {
         Specialization::AllTrue(i) => quote! { ::fuse::fuse_ir::Specialization::AllTrue(#i) },
         Specialization::BranchTaken(i) => quote! { ::fuse::fuse_ir::Specialization::BranchTaken(#i) },
         Specialization::BranchSkipped(i) => quote! { ::fuse::fuse_ir::Specialization::BranchSkipped(#i) },
+        Specialization::TensorBox(i) => quote! { ::fuse::fuse_ir::Specialization::TensorBox(#i) },
     });
     quote! { &[#(#specs),*] }
 }

@@ -1091,6 +1091,9 @@ fn expands_to_module_with_launcher() {
             Specialization::BranchSkipped(i) => {
                 format!(":: fuse :: fuse_ir :: Specialization :: BranchSkipped ({i}u32)")
             }
+            Specialization::TensorBox(i) => {
+                format!(":: fuse :: fuse_ir :: Specialization :: TensorBox ({i}u32)")
+            }
         };
         assert!(text.contains(&spelled), "missing {spelled}");
     }

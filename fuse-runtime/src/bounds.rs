@@ -333,6 +333,22 @@ impl BoundsPlan {
             .collect()
     }
 
+    /// For a TMA copy of access `access` ([`fuse_ir::TensorBox`]): the least value of each of
+    /// `tiles` (vars its offset reads) over every lane of every program of the launch.
+    pub(crate) fn least_values(
+        &self,
+        access: usize,
+        tiles: &[VarId],
+        f: &LaunchFacts<'_>,
+    ) -> Option<Vec<i128>> {
+        let plan = self.accesses.get(access)?.as_ref()?;
+        let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
+        for s in &plan.steps {
+            vals[s.var.0 as usize] = self.eval(s, f, &vals);
+        }
+        tiles.iter().map(|v| vals[v.0 as usize].filter(|iv| !iv.is_empty()).map(|iv| iv.lo)).collect()
+    }
+
     /// What holds for this launch (see [`Proof`]).
     pub(crate) fn prove(&self, f: &LaunchFacts<'_>) -> Proof {
         let mut proof = Proof::default();

@@ -607,7 +607,8 @@ fn launch_cuda(
         }
     }
     let specs = spec.specializations();
-    let bits = specialization_bits(specs, info, consts, grid, args);
+    let (mut maps, tma_on) = tensor_maps(info, cuda.tma, consts, grid, args);
+    let bits = specialization_bits(specs, info, consts, grid, args) | tma_bits(specs, &tma_on);
     let key = (consts.len() <= 16 && specs.len() <= 64).then(|| {
         let mut consts_log2 = [0u8; 16];
         for (slot, c) in consts_log2.iter_mut().zip(consts) {
@@ -683,7 +684,7 @@ fn launch_cuda(
     let smem = loaded.smem.map_err(|t| {
         t.error(&k.name, &describe_config(k, consts, num_warps, num_stages), &cuda.description())
     })?;
-    let queued = cuda.launch(&loaded, grid, num_warps, smem.dynamic, words, capture_stream);
+    let queued = cuda.launch(&loaded, grid, num_warps, smem.dynamic, words, &mut maps, capture_stream);
     drop(guards);
     queued
 }
@@ -802,10 +803,81 @@ fn specialization_bits(
                 values.get(b as usize).copied().flatten()
                     == Some(matches!(*s, Specialization::BranchTaken(_)))
             }
+            // Set by `tma_bits`, where this launch has the tensor map.
+            Specialization::TensorBox(_) => false,
         };
         bits |= u64::from(on) << i;
     }
     bits
+}
+
+/// One tensor map per [`Specialization::TensorBox`] of the kernel (zeros where unused), and the
+/// accesses whose map this launch encoded (`enabled`: the device compiles for `sm_90a` and
+/// `FUSE_TMA` is not 0); see [`crate::cuda::tma`].
+fn tensor_maps(
+    info: &KernelInfo,
+    enabled: bool,
+    consts: &[u64],
+    grid: [u32; 3],
+    args: &[KernelArg<'_>],
+) -> (Vec<cudarc::driver::sys::CUtensorMap>, Vec<u32>) {
+    let mut maps = vec![cudarc::driver::sys::CUtensorMap { opaque: [0; 16] }; info.tensor_boxes.len()];
+    let mut on = Vec::new();
+    if !enabled || info.tensor_boxes.is_empty() {
+        return (maps, on);
+    }
+    let scalars: Vec<Option<i128>> = args.iter().map(|a| scalar_value(Some(a))).collect();
+    let lens: Vec<Option<u64>> = args.iter().map(buffer_len).collect();
+    let facts = LaunchFacts { consts, grid, scalars: &scalars, lens: &lens };
+    let param = |p: u32| scalar_value(args.get(p as usize)).map(fuse_ir::HostScalar::Int);
+    for (slot, (access, b, programs)) in maps.iter_mut().zip(&info.tensor_boxes) {
+        let (ptr, len, elem) = match args.get(b.param as usize) {
+            Some(KernelArg::Buffer(BufferArg { data: Data::Cuda { ptr, .. }, len, dtype, .. }))
+            | Some(KernelArg::BufferMut(BufferArgMut {
+                data: DataMut::Cuda { ptr, .. }, len, dtype, ..
+            })) => (*ptr, *len as u64, *dtype),
+            _ => continue,
+        };
+        let Some(programs) = programs else { continue };
+        let value = |p: &fuse_ir::HostProgram| match p.eval(&param, consts)? {
+            fuse_ir::HostScalar::Int(v) => Some(v),
+            _ => None,
+        };
+        let (Some(stride), Some(row_end), Some(col_end)) =
+            (value(&programs[0]), value(&programs[1]), value(&programs[2]))
+        else {
+            continue;
+        };
+        let Some(least) = info.bounds.least_values(*access as usize, &[b.rows, b.cols], &facts) else {
+            continue;
+        };
+        let (Some(height), Some(width)) = (b.height.eval(consts), b.width.eval(consts)) else { continue };
+        let values = crate::cuda::tma::BoxValues {
+            ptr,
+            len,
+            elem,
+            stride,
+            row_end,
+            col_end,
+            height,
+            width,
+            least_row: least[0],
+            least_col: least[1],
+        };
+        if let Some(map) = crate::cuda::tma::encode(&values) {
+            *slot = map;
+            on.push(*access);
+        }
+    }
+    (maps, on)
+}
+
+/// The bits of the [`Specialization::TensorBox`] entries whose map [`tensor_maps`] encoded.
+fn tma_bits(specs: &[Specialization], on: &[u32]) -> u64 {
+    specs.iter().enumerate().take(64).fold(0, |bits, (i, s)| match s {
+        Specialization::TensorBox(a) if on.contains(a) => bits | 1 << i,
+        _ => bits,
+    })
 }
 
 /// Each of [`fuse_ir::Kernel::uniform_branches`]' conditions for these arguments, where the host

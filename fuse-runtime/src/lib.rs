@@ -35,7 +35,7 @@ mod spec;
 
 pub use cost::{BufferTraffic, Cost, CostArg};
 pub use cuda::nvrtc::PtxasReport;
-pub use cuda::{dot_path, DotPath};
+pub use cuda::{dot_path, tma_loads, DotPath};
 /// cudarc, the CUDA binding fuse runs on (the version whose memory and streams fuse accepts).
 pub use cudarc;
 pub use device::{Buffer, Device};

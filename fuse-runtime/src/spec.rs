@@ -34,6 +34,10 @@ pub(crate) struct KernelInfo {
     pub(crate) bounds: BoundsPlan,
     /// `kernel.uniform_branches()`, computed once (`FUSE_IFT_<k>` / `FUSE_IFF_<k>`).
     pub(crate) branches: Vec<fuse_ir::HostProgram>,
+    /// Per [`Specialization::TensorBox`] of the spec, in order (`FUSE_TMA_<k>`, the kernel's
+    /// extra tensor-map parameters): the access, its box, and how the host computes the box's
+    /// stride, row bound and column bound (`None` where it cannot: no tensor map then).
+    pub(crate) tensor_boxes: Vec<(u32, fuse_ir::TensorBox, Option<[fuse_ir::HostProgram; 3]>)>,
     /// The last launch's proof: its inputs (const generics, grid, scalar bits and buffer lengths)
     /// and result bits. Launches repeat
     /// their shapes, so the proof usually runs once per shape.
@@ -176,6 +180,9 @@ impl KernelSpec {
                 Specialization::InBounds(a) => (a as usize) < naccesses,
                 Specialization::AllTrue(m) => (m as usize) < nmasks,
                 Specialization::BranchTaken(b) | Specialization::BranchSkipped(b) => (b as usize) < nbranches,
+                Specialization::TensorBox(a) => {
+                    kernel.accesses().get(a as usize).and_then(|x| kernel.tensor_box(x)).is_some()
+                }
             };
             if !ok {
                 return Err(format!(
@@ -234,6 +241,20 @@ impl KernelSpec {
         let tile_lens = kernel.tile_lens();
         let shape = WarpShape::of(&kernel);
         let bounds = BoundsPlan::new(&kernel);
+        let accesses = kernel.accesses();
+        let tensor_boxes = self
+            .specializations
+            .iter()
+            .filter_map(|s| match *s {
+                Specialization::TensorBox(a) => {
+                    let b = kernel.tensor_box(&accesses[a as usize])?;
+                    let host = |v| kernel.host_program(v);
+                    let programs = (|| Some([host(b.stride)?, host(b.row_end)?, host(b.col_end)?]))();
+                    Some((a, b, programs))
+                }
+                _ => None,
+            })
+            .collect();
         Ok(KernelInfo {
             kernel,
             narrow_index,
@@ -241,6 +262,7 @@ impl KernelSpec {
             shape,
             bounds,
             branches,
+            tensor_boxes,
             last_proof: Mutex::new((Vec::new(), Proof::default())),
         })
     }
@@ -461,7 +483,8 @@ pub(crate) fn full_source_for(
             Specialization::InBounds(_)
             | Specialization::AllTrue(_)
             | Specialization::BranchTaken(_)
-            | Specialization::BranchSkipped(_) => true,
+            | Specialization::BranchSkipped(_)
+            | Specialization::TensorBox(_) => true,
         };
         if named {
             let _ = writeln!(

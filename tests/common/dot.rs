@@ -476,10 +476,11 @@ pub fn check_pipelined_block<T: DotElem, const BM: usize, const BN: usize, const
         (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
     let (want, bound) = reference(&av, &bv, None, m, n, k);
     let what = format!(
-        "{} matmul {m}x{n}x{k}, {BM}x{BN}x{BK} blocks, {warps} warps, {stages} stages on {} ({:?})",
+        "{} matmul {m}x{n}x{k}, {BM}x{BN}x{BK} blocks, {warps} warps, {stages} stages on {} ({:?}, {:?} loads through TMA)",
         T::NAME,
         d.description(),
-        fuse::dot_path(&format!("matmul_{}", T::NAME))
+        fuse::dot_path(&format!("matmul_{}", T::NAME)),
+        fuse::tma_loads(&format!("matmul_{}", T::NAME))
     );
     assert_within(&what, &got, &want, &bound);
 }

@@ -35,6 +35,7 @@ mod slices;
 #[cfg(test)]
 mod tests;
 mod tf32;
+mod tma;
 mod wgmma;
 mod writer;
 
@@ -86,6 +87,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         in_pipeline: false,
         inflight: None,
         loop_scratch: Vec::new(),
+        tma_loops: Vec::new(),
         lane_layout: None,
         w: Writer::new(1),
     };
@@ -183,6 +185,9 @@ struct Ctx<'k> {
     /// ([`pipeline::LoopPlan::inflight`]).
     inflight: Option<(usize, Vec<VarId>)>,
     loop_scratch: Vec<String>,
+    /// The pipelined loops with loads that may go through TMA ([`tma`]): the loop's number and
+    /// those loads' access indices.
+    tma_loops: Vec<(usize, Vec<u32>)>,
     /// The layout whose slot `fuse_i` is the lane `fuse_f` of the code being emitted, while a
     /// broadcast or a view computes values at lanes: an MMA layout's row and column of a slot then
     /// come from `FUSE_ROW`/`FUSE_COL` instead of dividing `fuse_f` ([`Ctx::source_lane`]).
@@ -266,6 +271,7 @@ impl Ctx<'_> {
             Specialization::AllTrue(m) => (3, m),
             Specialization::BranchTaken(b) => (4, b),
             Specialization::BranchSkipped(b) => (5, b),
+            Specialization::TensorBox(a) => (6, a),
         });
         let mut out = Writer::new(0);
         out.line(format!(
@@ -298,6 +304,9 @@ impl Ctx<'_> {
                 }
                 Specialization::BranchSkipped(b) => {
                     format!("1 if branch condition {b} is false for this launch, else 0")
+                }
+                Specialization::TensorBox(a) => {
+                    format!("1 if the runtime passes a tensor map for load {a} (fuse_tmap{a}), else 0")
                 }
             };
             required.push((s.macro_name(&k.params), what));
@@ -349,6 +358,9 @@ impl Ctx<'_> {
             out.line(NO_DYNAMIC_SMEM);
             out.line("");
         }
+        for l in tma::switches(&self.tma_loops) {
+            out.pp(l);
+        }
         // Which tensor-core instructions the dots took (the runtime reports it); 0 without one.
         // Every module defines it, so the runtime's lookup never fails (compute-sanitizer
         // reports a failed `cuModuleGetGlobal` as an error).
@@ -357,6 +369,10 @@ impl Ctx<'_> {
         } else {
             self.dot_paths.iter().map(|p| format!("({p})")).collect::<Vec<_>>().join(" | ")
         };
+        // Bits 8 and up: how many loads this compile copies with TMA ([`tma`]).
+        let tma: Vec<String> =
+            self.tma_loops.iter().flat_map(|(_, a)| a.iter().map(|a| format!("FUSE_TMA_ON_{a}"))).collect();
+        let any = if tma.is_empty() { any } else { format!("{any} | (({}) << 8)", tma.join(" + ")) };
         out.line(format!("extern \"C\" __device__ const unsigned int fuse_dot_path = {any};"));
         let helpers = self.needs.text();
         if !helpers.is_empty() {
@@ -382,6 +398,12 @@ impl Ctx<'_> {
             params.push(format!("long long {l}"));
         }
         params.push("unsigned long long* fuse_err".into());
+        // Then one tensor map per TMA load, in the order of the specialisations.
+        for s in &specs {
+            if let Specialization::TensorBox(a) = s {
+                params.push(format!("const __grid_constant__ fuse_tmap_t fuse_tmap{a}"));
+            }
+        }
         out.line(format!("extern \"C\" __global__ void __launch_bounds__(FUSE_THREADS) {}(", k.name));
         for (i, p) in params.iter().enumerate() {
             out.line(format!("    {p}{}", if i + 1 == params.len() { ") {" } else { "," }));
@@ -426,6 +448,13 @@ impl Ctx<'_> {
         for v in &self.rand_words {
             let k = self.tile(*v).expect("rand words are kept for tiles only");
             out.line(format!("  unsigned int fuse_bits_{}[FUSE_EPT{k}];", self.name(*v)));
+        }
+        for l in tma::declarations(&self.tma_loops) {
+            if l.starts_with('#') {
+                out.pp(l);
+            } else {
+                out.line(l);
+            }
         }
         let mut source = out.finish();
         source.push_str(&self.w.finish());

@@ -370,6 +370,17 @@ impl Ctx<'_> {
             format!("(FUSE_PIPE >= 3 && {})", inflight.join(" && "))
         };
         self.w.pp(format!("#define FUSE_INFLIGHT{n} {inflight}"));
+        // The loads that may go through TMA (a tensor box, on sm_90a, where the runtime passes a map).
+        let boxes: Vec<Option<fuse_ir::TensorBox>> =
+            plan.loads.iter().map(|l| super::tma::tensor_box(self.k, &body[l.stmt])).collect();
+        let tma: Vec<u32> =
+            plan.loads.iter().zip(&boxes).filter(|(_, b)| b.is_some()).map(|(l, _)| l.access).collect();
+        for &a in &tma {
+            self.spec(fuse_ir::Specialization::TensorBox(a));
+        }
+        if !tma.is_empty() {
+            self.tma_loops.push((n, tma.clone()));
+        }
         let outer_inflight = self.inflight.replace((n, plan.inflight.clone()));
         let t = c_type(self.dtype(var));
         let v = self.name(var).to_string();
@@ -423,7 +434,14 @@ impl Ctx<'_> {
         self.w.line(format!("int fuse_wr{n} = 0, fuse_rd{n} = 0;"));
         self.w.pp("#pragma unroll 1");
         self.w.open(format!("for (int fuse_p = 0; fuse_p < FUSE_PIPE - 1 - FUSE_INFLIGHT{n}; ++fuse_p)"));
-        self.issue_ahead(n, &v, t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
+        self.issue_ahead(
+            n,
+            &v,
+            t,
+            (body, plan, &boxes),
+            &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0),
+            &at,
+        );
         self.w.close();
         // The loop and its last wait sit under their own guard so that the path that skips the
         // loop joins only after the wait: where the accumulators' zeros (that path) meet MMAs
@@ -434,6 +452,9 @@ impl Ctx<'_> {
             "for ({v} = {start}; {v} < fuse_end{n}; {v} = fuse_next({v}, fuse_end{n}, fuse_step{n}))"
         ));
         self.w.line(format!("fuse_cp_async_wait<FUSE_PIPE - 2 - FUSE_INFLIGHT{n}>();"));
+        if !tma.is_empty() {
+            self.tma_wait(n);
+        }
         self.w.line("fuse_fence_async();  // the stage's copies before the tensor cores read them");
         self.w.line("__syncthreads();");
         // With MMAs in flight the next stage's copies are issued after this iteration's MMAs
@@ -441,7 +462,14 @@ impl Ctx<'_> {
         // by the MMAs of two iterations back, which every warpgroup waited for before the barrier.
         self.w.pp(format!("#if !FUSE_INFLIGHT{n}"));
         let ahead = self.w.mark();
-        self.issue_ahead(n, &v, t, body, plan, &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0), &at);
+        self.issue_ahead(
+            n,
+            &v,
+            t,
+            (body, plan, &boxes),
+            &|i: usize| buf(&format!("fuse_wr{n}"), &at[i].0),
+            &at,
+        );
         let ahead = self.w.since(ahead);
         self.w.pp("#endif");
         for (i, l) in plan.loads.iter().enumerate() {
@@ -471,15 +499,14 @@ impl Ctx<'_> {
 
     /// Issues the loads of iteration `fuse_ahead{n}` (if it runs) into stage `fuse_wr{n}`: the
     /// slice replayed with the counter `v` shadowed, then one async load each; commits a group
-    /// (an empty one past the end, so that the count of groups stays one per iteration).
-    #[allow(clippy::too_many_arguments)]
+    /// (an empty one past the end, so that the count of groups stays one per iteration). A load
+    /// with a tensor box (`boxes`) goes through TMA where `FUSE_TMA_ON_<k>` says so.
     fn issue_ahead(
         &mut self,
         n: usize,
         v: &str,
         t: &str,
-        body: &[Stmt],
-        plan: &LoopPlan,
+        (body, plan, boxes): (&[Stmt], &LoopPlan, &[Option<fuse_ir::TensorBox>]),
         buf: &dyn Fn(usize) -> String,
         at: &[(String, (String, String))],
     ) {
@@ -495,7 +522,15 @@ impl Ctx<'_> {
                 unreachable!("staged loads are load statements")
             };
             let (w, h) = &at[i].1;
+            if let Some(b) = &boxes[i] {
+                self.w.pp(format!("#if FUSE_TMA_ON_{}", l.access));
+                self.tma_copy(n, l.access, b, &buf(i), self.dtype(l.dst).size_bytes());
+                self.w.pp("#else");
+            }
             self.async_load(l.access, (*param, *offset, *mask), &buf(i), (w, h));
+            if boxes[i].is_some() {
+                self.w.pp("#endif");
+            }
         }
         (self.accesses, self.masks_named) = (accesses, masks_named);
         self.w.line(format!("fuse_ahead{n} = fuse_next(fuse_ahead{n}, fuse_end{n}, fuse_step{n});"));

@@ -26,6 +26,8 @@ pub struct Needs {
     pub tf32_mma: bool,
     /// `cp.async` and its groups (the pipelined loops of `dot`).
     pub pipeline: bool,
+    /// TMA copies and `mbarrier`s (pipelined loads of tensor boxes, sm_90a).
+    pub tma: bool,
     /// `wgmma` (sm_90a), per (input type, MN-major B) used.
     pub wgmma: std::collections::BTreeSet<super::wgmma::WgForm>,
 }
@@ -290,7 +292,7 @@ __device__ __forceinline__ unsigned long long fuse_next(unsigned long long k, un
 impl Needs {
     /// The helper definitions, in a fixed order.
     pub fn text(&self) -> String {
-        let parts: [(bool, &str); 14] = [
+        let parts: [(bool, &str); 15] = [
             (self.f16, F16),
             (self.bf16, BF16),
             (self.f2i, F2I),
@@ -305,6 +307,7 @@ impl Needs {
             (self.tf32_mma, super::tf32::PRELUDE),
             (self.tf32, TF32),
             (self.pipeline, super::pipeline::PRELUDE),
+            (self.tma, super::tma::PRELUDE),
         ];
         let mut out = String::new();
         for (used, text) in parts {

@@ -8,6 +8,7 @@ pub(crate) mod capture;
 pub(crate) mod libs;
 pub(crate) mod nvrtc;
 pub(crate) mod smem;
+pub(crate) mod tma;
 
 use crate::disk_cache::DiskCache;
 use crate::error::{Error, Result};
@@ -129,6 +130,9 @@ pub(crate) struct CudaDevice {
     pub(crate) arch: String,
     /// What NVRTC compiles for ([`compile_target`]): `sm_90a` on Hopper (wgmma), else `arch`.
     pub(crate) target: String,
+    /// Whether pipelined `dot` operands may be copied with TMA (`FUSE_TMA_<k>`): an `sm_90a`
+    /// target, unless `FUSE_TMA=0` (then every copy is `cp.async`).
+    pub(crate) tma: bool,
     pub(crate) max_grid: [u32; 3],
     /// Streaming multiprocessors (for the default `num_warps` of small grids).
     pub(crate) sm_count: u32,
@@ -249,12 +253,14 @@ impl CudaDevice {
         let (err_base, _guard) = err_words.device_ptr(&stream);
         drop(_guard);
         stream.synchronize().map_err(|e| Error::Cuda(drv(e)))?;
+        let target = compile_target(major, minor, std::env::var("FUSE_MMA_SYNC").ok().as_deref());
         Ok(CudaDevice {
             ordinal,
             borrowed,
             name,
             arch: format!("sm_{major}{minor}"),
-            target: compile_target(major, minor, std::env::var("FUSE_MMA_SYNC").ok().as_deref()),
+            tma: target == "sm_90a" && std::env::var("FUSE_TMA").ok().as_deref() != Some("0"),
+            target,
             max_grid,
             sm_count,
             smem_limits,
@@ -325,10 +331,16 @@ impl CudaDevice {
             let path = nvrtc::guard("reading the dot path", || {
                 smem::global_u32(&module, &self.stream, name, DOT_PATH_SYMBOL)
             })?;
-            let path = DotPath::from_symbol(path);
+            // Bits 8 and up: the loads this module copies with TMA.
+            let tma = path.map_or(0, |p| p >> 8);
+            let path = DotPath::from_symbol(path.map(|p| p & 0xff));
             if path != DotPath::None {
-                log::debug!("fuse: `{name}` ({}): dot on {}", self.target, path.describe());
-                record_dot_path(name, path);
+                log::debug!(
+                    "fuse: `{name}` ({}): dot on {}, {tma} operand load(s) through TMA",
+                    self.target,
+                    path.describe()
+                );
+                record_dot_path(name, (path, tma));
             }
             let slot = self.slot_for(kernel);
             Ok(Arc::new(Loaded { func, err_ptr: self.err_base + 16 * slot as u64, smem }))
@@ -372,8 +384,10 @@ impl CudaDevice {
     }
 
     /// Launches with `words`: each C parameter as a little-endian word (user parameters, then the
-    /// lengths, then the error pointer), already checked against the kernel's parameters, and
-    /// `smem_bytes` of dynamic shared memory (`loaded.smem`'s, which the caller checked).
+    /// lengths, then the error pointer), already checked against the kernel's parameters, then
+    /// `maps` (the kernel's tensor-map parameters, [`tma`]), and `smem_bytes` of dynamic shared
+    /// memory (`loaded.smem`'s, which the caller checked).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch(
         &self,
         loaded: &Loaded,
@@ -381,25 +395,31 @@ impl CudaDevice {
         num_warps: u32,
         smem_bytes: u32,
         words: &mut [u64],
+        maps: &mut [cudarc::driver::sys::CUtensorMap],
         capture_stream: Option<cudarc::driver::sys::CUstream>,
     ) -> Result<()> {
         const STACK: usize = 48;
+        let n = words.len() + maps.len();
         let mut stack = [std::ptr::null_mut::<c_void>(); STACK];
         let mut heap = Vec::new();
-        let params: &mut [*mut c_void] = if words.len() <= STACK {
-            &mut stack[..words.len()]
+        let params: &mut [*mut c_void] = if n <= STACK {
+            &mut stack[..n]
         } else {
-            heap.resize(words.len(), std::ptr::null_mut());
+            heap.resize(n, std::ptr::null_mut());
             &mut heap
         };
         for (p, w) in params.iter_mut().zip(words.iter_mut()) {
             *p = (w as *mut u64).cast();
         }
+        for (p, m) in params[words.len()..].iter_mut().zip(maps.iter_mut()) {
+            *p = (m as *mut cudarc::driver::sys::CUtensorMap).cast();
+        }
         self.ctx.bind_to_thread().map_err(|e| Error::Cuda(format!("binding the context: {}", drv(e))))?;
         let stream = capture_stream.unwrap_or_else(|| self.stream.cu_stream());
         // SAFETY: `launch::launch` checked the arguments against the kernel's parameters (the C
-        // signature the emitter writes from them), `words` outlives the call, the buffers are live
-        // and device-side bounds checks guard every access.
+        // signature the emitter writes from them), `words` and `maps` outlive the call, the
+        // buffers are live, device-side bounds checks guard every access, and each tensor map in
+        // use reaches only elements inside its buffer (`tma::encode` checks it).
         unsafe {
             cudarc::driver::result::launch_kernel(
                 loaded.func.cu_function(),
@@ -564,9 +584,9 @@ impl DotPath {
     }
 }
 
-static DOT_PATHS: Mutex<Vec<(String, DotPath)>> = Mutex::new(Vec::new());
+static DOT_PATHS: Mutex<Vec<(String, (DotPath, u32))>> = Mutex::new(Vec::new());
 
-fn record_dot_path(kernel: &str, path: DotPath) {
+fn record_dot_path(kernel: &str, path: (DotPath, u32)) {
     let mut paths = DOT_PATHS.lock().unwrap_or_else(|p| p.into_inner());
     match paths.iter_mut().find(|(k, _)| k == kernel) {
         Some(entry) => entry.1 = path,
@@ -578,7 +598,15 @@ fn record_dot_path(kernel: &str, path: DotPath) {
 /// tensor-core `dot` (what `FUSE_MMA_SYNC` and the block shape decided).
 pub fn dot_path(name: &str) -> Option<DotPath> {
     let paths = DOT_PATHS.lock().unwrap_or_else(|p| p.into_inner());
-    paths.iter().find(|(k, _)| k == name).map(|&(_, p)| p)
+    paths.iter().find(|(k, _)| k == name).map(|&(_, (p, _))| p)
+}
+
+/// How many of the `dot` operand loads of the last module of kernel `name` this process loaded
+/// are copied with TMA (Hopper's bulk tensor copies; the rest use `cp.async`), if it has a
+/// tensor-core `dot`: what the launch's buffers, strides and bounds allowed, and `FUSE_TMA`.
+pub fn tma_loads(name: &str) -> Option<u32> {
+    let paths = DOT_PATHS.lock().unwrap_or_else(|p| p.into_inner());
+    paths.iter().find(|(k, _)| k == name).map(|&(_, (_, n))| n)
 }
 
 /// The process-wide in-memory cubin cache, keyed by (full source, arch); the options are fixed.

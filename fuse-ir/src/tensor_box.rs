@@ -1,0 +1,271 @@
+//! Loads that read a 2-D box of a strided matrix (what Hopper's TMA copies): the shape analysis
+//! both back ends share. The emitter compiles such a load (when it feeds a pipelined `dot`) with a
+//! TMA path as well as its `cp.async` one; the runtime encodes the tensor map at launch and turns
+//! the path on where the launch's values allow ([`crate::Specialization::TensorBox`]).
+//!
+//! A load qualifies when, for its `[H, W]` tile,
+//! * its offset is `rows[:, None] * stride + cols[None, :]` (either order of the sum, the product
+//!   either way round, each part broadcast or reshaped in any of the ways the language spells
+//!   `expand_dims`), with `stride` an integer scalar;
+//! * `rows` (`[H]`) and `cols` (`[W]`) are `start + arange(a, a + len)` or a plain `arange`, with
+//!   `start` an integer scalar;
+//! * its mask is `rows[:, None] < row_end & cols[None, :] < col_end` over the same `rows` and
+//!   `cols` vars (either order, each part reshaped or broadcast), with `row_end` and `col_end`
+//!   integer scalars; masked-off lanes read zero (which TMA's out-of-bounds fill gives).
+//!
+//! The element `(r, c)` then sits at `r * stride + c`, and a lane reads it exactly when
+//! `r < row_end` and `c < col_end`: a tensor map of `col_end` columns and `row_end` rows at
+//! `stride` elements per row reads the same elements (and zeros elsewhere) as long as `r` and `c`
+//! are not negative, which the runtime proves at launch along with the values of `stride`,
+//! `row_end` and `col_end`.
+use crate::{Access, BinaryOp, Expr, Kernel, Len, Shape, Stmt, VarId};
+
+/// Where a box starts along one axis: `var + offset` (`var` an integer scalar) or `offset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BoxStart {
+    /// The scalar part, if any.
+    pub var: Option<VarId>,
+    /// The `arange`'s first value.
+    pub offset: i64,
+}
+
+/// A load of a 2-D box (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorBox {
+    /// The pointer parameter read.
+    pub param: u32,
+    /// The `[H]` tile of row indices.
+    pub rows: VarId,
+    /// The `[W]` tile of column indices.
+    pub cols: VarId,
+    /// Where the box starts along the rows: `rows[0]`.
+    pub row_start: BoxStart,
+    /// Where it starts along the columns: `cols[0]`.
+    pub col_start: BoxStart,
+    /// Elements per row (an integer scalar).
+    pub stride: VarId,
+    /// The mask's bound on the rows (an integer scalar).
+    pub row_end: VarId,
+    /// The mask's bound on the columns (an integer scalar).
+    pub col_end: VarId,
+    /// The box's rows, `H` (the load's tile is `[H, W]`).
+    pub height: Len,
+    /// The box's columns, `W`.
+    pub width: Len,
+}
+
+impl Kernel {
+    /// `access` (one of [`Kernel::accesses`]) as a [`TensorBox`], if it is a load that qualifies.
+    pub fn tensor_box(&self, access: &Access) -> Option<TensorBox> {
+        let defs = Defs::of(self);
+        let (param, other) = defs.load_of(access)?;
+        let Shape::Tile2(height, width) = self.ty(access.offset).shape.clone() else { return None };
+        if let Some(o) = other {
+            defs.positive_zero(o, 8)?;
+        }
+        let (rows, cols, stride) = defs.offset_terms(access.offset)?;
+        let (rows_m, row_end, cols_m, col_end) = defs.mask_terms(access.mask?)?;
+        if rows_m != rows || cols_m != cols {
+            return None;
+        }
+        let (row_start, col_start) = (defs.start(rows)?, defs.start(cols)?);
+        (self.ty(rows).shape == Shape::Tile(height.clone())
+            && self.ty(cols).shape == Shape::Tile(width.clone()))
+        .then_some(TensorBox {
+            param,
+            rows,
+            cols,
+            row_start,
+            col_start,
+            stride,
+            row_end,
+            col_end,
+            height,
+            width,
+        })
+    }
+}
+
+/// The one assignment of each var assigned once (`for` counters count as assignments).
+struct Defs<'k> {
+    k: &'k Kernel,
+    def: Vec<Option<&'k Expr>>,
+}
+
+impl<'k> Defs<'k> {
+    fn of(k: &'k Kernel) -> Defs<'k> {
+        let counts = k.assignment_counts();
+        let mut def = vec![None; k.vars.len()];
+        k.visit_stmts(&mut |s| {
+            if let Stmt::Assign { dst, expr } = s {
+                if counts[dst.0 as usize] == 1 {
+                    def[dst.0 as usize] = Some(expr);
+                }
+            }
+        });
+        Defs { k, def }
+    }
+
+    fn get(&self, v: VarId) -> Option<&'k Expr> {
+        self.def.get(v.0 as usize).copied().flatten()
+    }
+
+    fn is_int_scalar(&self, v: VarId) -> bool {
+        let t = self.k.ty(v);
+        t.shape.is_scalar() && t.dtype.is_int()
+    }
+
+    /// The load statement of `access` (its offset and mask must match): its param and `other`.
+    fn load_of(&self, access: &Access) -> Option<(u32, Option<VarId>)> {
+        let mut found = None;
+        self.k.visit_stmts(&mut |s| {
+            if let Stmt::Assign { expr: Expr::Load { param, offset, mask, other }, .. } = s {
+                if *param == access.param && *offset == access.offset && *mask == access.mask {
+                    found = Some((*param, *other));
+                }
+            }
+        });
+        found
+    }
+
+    /// `Some` if `v` is (a copy, splat or cast of) the literal +0.
+    fn positive_zero(&self, v: VarId, depth: u32) -> Option<()> {
+        match self.get(v)? {
+            Expr::Lit(crate::Literal::Int(0) | crate::Literal::UInt(0)) => Some(()),
+            Expr::Lit(crate::Literal::Float(f)) if *f == 0.0 && f.is_sign_positive() => Some(()),
+            Expr::Copy(s) | Expr::Splat(s) | Expr::Cast(s) if depth > 0 => self.positive_zero(*s, depth - 1),
+            _ => None,
+        }
+    }
+
+    /// The axis (0: rows, 1: columns) of a 2-D tile that the 1-D tile under `v`'s copies,
+    /// reshapes and broadcasts indexes, and that 1-D tile; `v` itself may be 1-D (a row vector).
+    fn along(&self, v: VarId, depth: u32) -> Option<(u8, VarId)> {
+        if depth == 0 {
+            return None;
+        }
+        match (&self.k.ty(v).shape, self.get(v)) {
+            (Shape::Tile(_), _) => Some((1, v)),
+            (Shape::Tile2(..), Some(Expr::Copy(x))) => self.along(*x, depth - 1),
+            (Shape::Tile2(r, c), Some(Expr::Reshape(x) | Expr::Broadcast(x))) => match &self.k.ty(*x).shape {
+                // [L] -> [L, 1] (rows) or [1, L] / [H, L] (columns).
+                Shape::Tile(l) if c.log2 == 0 && c.consts.is_empty() && l == r => Some((0, *x)),
+                Shape::Tile(l) if l == c => Some((1, *x)),
+                Shape::Tile2(..) => self.along(*x, depth - 1),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// `rows[:, None] * stride + cols[None, :]`: `(rows, cols, stride)`.
+    fn offset_terms(&self, offset: VarId) -> Option<(VarId, VarId, VarId)> {
+        let Expr::Binary(BinaryOp::Add, x, y) = self.peel(offset)? else { return None };
+        [(*x, *y), (*y, *x)].into_iter().find_map(|(row, col)| {
+            let (stride, rows) = self.scaled_rows(row)?;
+            let (1, cols) = self.along(col, 8)? else { return None };
+            Some((rows, self.plain_1d(cols)?, stride))
+        })
+    }
+
+    /// `v` through its copies, then its defining expression.
+    fn peel(&self, mut v: VarId) -> Option<&'k Expr> {
+        for _ in 0..8 {
+            match self.get(v)? {
+                Expr::Copy(x) => v = *x,
+                e => return Some(e),
+            }
+        }
+        None
+    }
+
+    /// `rows[:, None] * stride` (the product before or after the reshape): `(stride, rows)`.
+    fn scaled_rows(&self, v: VarId) -> Option<(VarId, VarId)> {
+        let scaled = |m: &Expr| -> Option<(VarId, VarId)> {
+            let Expr::Binary(BinaryOp::Mul, a, b) = m else { return None };
+            let (s, t) = if self.is_int_scalar(*b) { (*b, *a) } else { (*a, *b) };
+            self.is_int_scalar(s).then_some((s, t))
+        };
+        let mut v = v;
+        for _ in 0..8 {
+            // `(rows * stride)[:, None]`: the product of the 1-D tile, then the reshape.
+            if let Some((0, x)) = self.along(v, 8).filter(|(_, x)| *x != v) {
+                let (s, t) = scaled(self.peel(x)?)?;
+                return Some((s, self.plain_1d(t)?)).filter(|_| self.k.ty(t).shape.rank() == 1);
+            }
+            match self.get(v)? {
+                Expr::Copy(x) | Expr::Broadcast(x) if self.k.ty(*x).shape.rank() == 2 => v = *x,
+                m => {
+                    // `rows[:, None] * stride`.
+                    let (s, t) = scaled(m)?;
+                    let (0, rows) = self.along(t, 8)? else { return None };
+                    return Some((s, self.plain_1d(rows)?));
+                }
+            }
+        }
+        None
+    }
+
+    /// A 1-D tile through its copies.
+    fn plain_1d(&self, mut v: VarId) -> Option<VarId> {
+        for _ in 0..8 {
+            match self.get(v) {
+                Some(Expr::Copy(x)) => v = *x,
+                _ => return Some(v),
+            }
+        }
+        None
+    }
+
+    /// `rows[:, None] < row_end & cols[None, :] < col_end`: `(rows, row_end, cols, col_end)`.
+    fn mask_terms(&self, mask: VarId) -> Option<(VarId, VarId, VarId, VarId)> {
+        let mut parts = Vec::new();
+        self.conjuncts(mask, &mut parts, 8)?;
+        let row = parts.iter().find(|p| p.0 == 0)?;
+        let col = parts.iter().find(|p| p.0 == 1)?;
+        (parts.len() == 2).then_some((row.1, row.2, col.1, col.2))
+    }
+
+    /// The comparisons `tile < end` joined by `&` under `v`: `(axis, tile, end)` each.
+    fn conjuncts(&self, v: VarId, out: &mut Vec<(u8, VarId, VarId)>, depth: u32) -> Option<()> {
+        if depth == 0 {
+            return None;
+        }
+        match self.get(v)? {
+            Expr::Copy(x) => self.conjuncts(*x, out, depth - 1),
+            Expr::Binary(BinaryOp::And, a, b) if !self.k.ty(v).shape.is_scalar() => {
+                self.conjuncts(*a, out, depth - 1)?;
+                self.conjuncts(*b, out, depth - 1)
+            }
+            _ => {
+                let (axis, test) = self.along(v, 8)?;
+                let (tile, end) = match self.get(test)? {
+                    Expr::Binary(BinaryOp::Lt, t, e) => (*t, *e),
+                    Expr::Binary(BinaryOp::Gt, e, t) => (*t, *e),
+                    _ => return None,
+                };
+                if !self.is_int_scalar(end) || self.k.ty(tile).shape.rank() != 1 {
+                    return None;
+                }
+                out.push((axis, self.plain_1d(tile)?, end));
+                Some(())
+            }
+        }
+    }
+
+    /// `start + arange(a, ..)`, `arange(a, ..) + start` or `arange(a, ..)`.
+    fn start(&self, tile: VarId) -> Option<BoxStart> {
+        let arange = |v: VarId| match self.peel(v)? {
+            Expr::Arange { start } => Some(*start),
+            _ => None,
+        };
+        if let Some(offset) = arange(tile) {
+            return Some(BoxStart { var: None, offset });
+        }
+        let Expr::Binary(BinaryOp::Add, x, y) = self.peel(tile)? else { return None };
+        [(*x, *y), (*y, *x)].into_iter().find_map(|(s, t)| {
+            (self.is_int_scalar(s)).then_some(())?;
+            Some(BoxStart { var: Some(s), offset: arange(t)? })
+        })
+    }
+}
