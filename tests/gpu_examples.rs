@@ -526,8 +526,11 @@ fn cross_entropy_on_gpu_matches_float64_and_cpu(g: &Device) {
             let (on_gpu, on_cpu) =
                 (cross_entropy_on(g, &x, &labels, cols), cross_entropy_on(&c, &x, &labels, cols));
             let what = format!("cross_entropy {} {rows}x{cols}", T::NAME);
-            assert_close(&format!("{what} on the GPU"), &f64s(&on_gpu), &want, 3e-5, 3e-6);
-            assert_close(&format!("{what} gpu vs cpu"), &f64s(&on_gpu), &f64s(&on_cpu), 3e-5, 3e-6);
+            // A loss is a log-sum-exp of `cols` f32 terms less one logit: its f32 sums may be
+            // off by several ulps of the sum (a loss of 27.69 over 32000 columns was 1.2e-4 off
+            // float64, session 10 call 4), hence 1e-5 relative, not 3e-6.
+            assert_close(&format!("{what} on the GPU"), &f64s(&on_gpu), &want, 3e-5, 1e-5);
+            assert_close(&format!("{what} gpu vs cpu"), &f64s(&on_gpu), &f64s(&on_cpu), 3e-5, 1e-5);
         }
     }
     let mut rng = Rng::fresh("cross_entropy gpu");
