@@ -26,6 +26,14 @@ for mode in "$@"; do
         T=300 bench mm .gpu/bench-matmul FUSE_BENCH_ONLY=${MM_ONLY:-matmul} FUSE_BENCH_CONFIGS=${MM_CONFIGS:-11,13,14}
         grep -E "fuse  " $L/mm.log
         [ -n "${NOTMA:-}" ] && { T=300 bench mm_notma .gpu/bench-matmul FUSE_TMA=0 FUSE_BENCH_ONLY=${MM_ONLY:-matmul} FUSE_BENCH_CONFIGS=${MM_CONFIGS:-11,13,14}; grep -E "fuse  " $L/mm_notma.log; } ;;
+    att) # attention with TMA (keys and values: rank-3 maps, the head as third coordinate), then with cp.async
+        T=300 bench att .gpu/bench-matmul FUSE_BENCH_ONLY=attention_fwd FUSE_BENCH_CONFIGS=${ATT_CONFIGS:-0,2,3,6}
+        grep -E "fuse  " $L/att.log
+        [ -n "${NOTMA:-}" ] && { T=300 bench att_notma .gpu/bench-matmul FUSE_TMA=0 FUSE_BENCH_ONLY=attention_fwd FUSE_BENCH_CONFIGS=${ATT_CONFIGS:-0,2,3,6}; grep -E "fuse  " $L/att_notma.log; } ;;
+    att_sanitize) # the attention example's kernel with TMA under memcheck and racecheck
+        for tool in memcheck racecheck; do
+            run ${tool}_att timeout ${T:-200} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_attention attention_default_config --test-threads=1
+        done ;;
     i8bench)
         T=300 bench i8 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8 FUSE_BENCH_CONFIGS=${I8_CONFIGS:-4}
         grep -E "fuse  " $L/i8.log ;;

@@ -38,6 +38,20 @@ fn attention_default_config(gpu: &Device) {
     let mut rng = Rng::fresh("gpu attention default");
     run_config(gpu, &mut rng, CONFIGS[0], 64);
     run_config(gpu, &mut rng, CONFIGS[0], 128);
+    // Keys and values are boxes of a [heads, n, d] tensor: on sm_90a (unless FUSE_TMA=0 or
+    // FUSE_MMA_SYNC=1) both are copied with TMA, the kv head as the map's third coordinate.
+    let env = |k: &str| std::env::var(k).ok();
+    let tma = gpu.description().contains("sm_90")
+        && env("FUSE_MMA_SYNC").as_deref() != Some("1")
+        && env("FUSE_TMA").as_deref() != Some("0");
+    let got = fuse::tma_loads("attention_bf16");
+    assert_eq!(
+        got,
+        Some(if tma { 2 } else { 0 }),
+        "attention_bf16's loads through TMA on {}",
+        gpu.description()
+    );
+    println!("attention_bf16 on {}: {got:?} loads through TMA", gpu.description());
 }
 
 /// Every other GPU configuration (8 warps, 128 x 128, 64-row blocks, 32-column key blocks).

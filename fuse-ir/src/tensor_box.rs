@@ -4,14 +4,19 @@
 //! the path on where the launch's values allow ([`crate::Specialization::TensorBox`]).
 //!
 //! A load qualifies when, for its `[H, W]` tile,
-//! * its offset is `rows[:, None] * stride + cols[None, :]` (either order of the sum, the product
-//!   either way round, each part broadcast or reshaped in any of the ways the language spells
-//!   `expand_dims`), with `stride` an integer scalar;
+//! * its offset is `base + rows[:, None] * stride + cols[None, :]` (the terms in any order, the
+//!   product either way round, each part broadcast or reshaped in any of the ways the language
+//!   spells `expand_dims`), with `stride` an integer scalar and `base`, if any, an integer scalar
+//!   that is a product of factors the host can compute (the [`TensorBox::base_pitch`]) and at
+//!   most one it cannot (the [`TensorBox::base_index`], attention's head: a third dimension of
+//!   the tensor map);
 //! * `rows` (`[H]`) and `cols` (`[W]`) are `start + arange(a, a + len)` or a plain `arange`, with
 //!   `start` an integer scalar;
 //! * its mask is `rows[:, None] < row_end & cols[None, :] < col_end` over the same `rows` and
-//!   `cols` vars (either order, each part reshaped or broadcast), with `row_end` and `col_end`
-//!   integer scalars; masked-off lanes read zero (which TMA's out-of-bounds fill gives).
+//!   `cols` vars (either order, each part reshaped or broadcast, either part or the whole mask
+//!   absent), with `row_end` and `col_end` integer scalars; masked-off lanes read zero (which
+//!   TMA's out-of-bounds fill gives). An absent bound is the tile's largest value plus one, which
+//!   the runtime computes at launch.
 //!
 //! The element `(r, c)` then sits at `r * stride + c`, and a lane reads it exactly when
 //! `r < row_end` and `c < col_end`: a tensor map of `col_end` columns and `row_end` rows at
@@ -44,10 +49,16 @@ pub struct TensorBox {
     pub col_start: BoxStart,
     /// Elements per row (an integer scalar).
     pub stride: VarId,
-    /// The mask's bound on the rows (an integer scalar).
-    pub row_end: VarId,
-    /// The mask's bound on the columns (an integer scalar).
-    pub col_end: VarId,
+    /// The mask's bound on the rows (an integer scalar), if it has one.
+    pub row_end: Option<VarId>,
+    /// The mask's bound on the columns (an integer scalar), if it has one.
+    pub col_end: Option<VarId>,
+    /// The offset's scalar term's factor the host cannot compute (an integer scalar): the box's
+    /// index along a third dimension whose pitch is [`TensorBox::base_pitch`].
+    pub base_index: Option<VarId>,
+    /// The offset's scalar term's factors the host computes (integer scalars): the pitch of the
+    /// third dimension, or (without a [`TensorBox::base_index`]) the term itself. Empty: no term.
+    pub base_pitch: Vec<VarId>,
     /// The box's rows, `H` (the load's tile is `[H, W]`).
     pub height: Len,
     /// The box's columns, `W`.
@@ -63,11 +74,22 @@ impl Kernel {
         if let Some(o) = other {
             defs.positive_zero(o, 8)?;
         }
-        let (rows, cols, stride) = defs.offset_terms(access.offset)?;
-        let (rows_m, row_end, cols_m, col_end) = defs.mask_terms(access.mask?)?;
-        if rows_m != rows || cols_m != cols {
-            return None;
+        let (rows, cols, stride, base) = defs.offset_terms(access.offset)?;
+        let (mut row_end, mut col_end) = (None, None);
+        if let Some(m) = access.mask {
+            let mut parts = Vec::new();
+            defs.conjuncts(m, &mut parts, 8)?;
+            for (axis, tile, end) in parts {
+                let (want, slot) = if axis == 0 { (rows, &mut row_end) } else { (cols, &mut col_end) };
+                if tile != want || slot.replace(end).is_some() {
+                    return None;
+                }
+            }
         }
+        let (base_index, base_pitch) = match base {
+            Some(b) => defs.base_factors(b)?,
+            None => (None, Vec::new()),
+        };
         let (row_start, col_start) = (defs.start(rows)?, defs.start(cols)?);
         (self.ty(rows).shape == Shape::Tile(height.clone())
             && self.ty(cols).shape == Shape::Tile(width.clone()))
@@ -80,6 +102,8 @@ impl Kernel {
             stride,
             row_end,
             col_end,
+            base_index,
+            base_pitch,
             height,
             width,
         })
@@ -158,14 +182,69 @@ impl<'k> Defs<'k> {
         }
     }
 
-    /// `rows[:, None] * stride + cols[None, :]`: `(rows, cols, stride)`.
-    fn offset_terms(&self, offset: VarId) -> Option<(VarId, VarId, VarId)> {
-        let Expr::Binary(BinaryOp::Add, x, y) = self.peel(offset)? else { return None };
-        [(*x, *y), (*y, *x)].into_iter().find_map(|(row, col)| {
-            let (stride, rows) = self.scaled_rows(row)?;
-            let (1, cols) = self.along(col, 8)? else { return None };
-            Some((rows, self.plain_1d(cols)?, stride))
-        })
+    /// `base + rows[:, None] * stride + cols[None, :]`: `(rows, cols, stride, base)`.
+    fn offset_terms(&self, offset: VarId) -> Option<(VarId, VarId, VarId, Option<VarId>)> {
+        let mut terms = Vec::new();
+        self.sum_terms(offset, &mut terms, 6)?;
+        let (mut row, mut col, mut base) = (None, None, None);
+        for t in terms {
+            let taken = if self.is_int_scalar(t) {
+                base.replace(t).is_some()
+            } else if let Some(r) = self.scaled_rows(t) {
+                row.replace(r).is_some()
+            } else {
+                let (1, cols) = self.along(t, 8)? else { return None };
+                col.replace(self.plain_1d(cols)?).is_some()
+            };
+            if taken {
+                return None;
+            }
+        }
+        let ((stride, rows), cols) = (row?, col?);
+        Some((rows, cols, stride, base))
+    }
+
+    /// The terms of the sum under `v` (through copies and broadcasts of 2-D tiles, which
+    /// distribute over the sum; a scalar term is not split).
+    fn sum_terms(&self, v: VarId, out: &mut Vec<VarId>, depth: u32) -> Option<()> {
+        match self.get(v) {
+            Some(Expr::Copy(x)) if depth > 0 => self.sum_terms(*x, out, depth - 1),
+            Some(Expr::Broadcast(x)) if depth > 0 && self.k.ty(*x).shape.rank() == 2 => {
+                self.sum_terms(*x, out, depth - 1)
+            }
+            Some(Expr::Binary(BinaryOp::Add, a, b)) if depth > 0 && !self.is_int_scalar(v) => {
+                self.sum_terms(*a, out, depth - 1)?;
+                self.sum_terms(*b, out, depth - 1)
+            }
+            _ => {
+                out.push(v);
+                Some(())
+            }
+        }
+    }
+
+    /// A scalar term as `index * pitch factors`: the factors of its product (through copies) that
+    /// the host can compute, and at most one other.
+    fn base_factors(&self, base: VarId) -> Option<(Option<VarId>, Vec<VarId>)> {
+        let mut factors = Vec::new();
+        let mut todo = vec![(base, 8u32)];
+        while let Some((v, depth)) = todo.pop() {
+            match self.get(v) {
+                Some(Expr::Copy(x)) if depth > 0 => todo.push((*x, depth - 1)),
+                Some(Expr::Binary(BinaryOp::Mul, a, b)) if depth > 0 && self.k.host_program(v).is_none() => {
+                    todo.push((*a, depth - 1));
+                    todo.push((*b, depth - 1));
+                }
+                _ => factors.push(v),
+            }
+        }
+        let (host, index): (Vec<VarId>, Vec<VarId>) =
+            factors.into_iter().partition(|&f| self.k.host_program(f).is_some());
+        match index.as_slice() {
+            [] => Some((None, host)),
+            [i] => Some((Some(*i), host)),
+            _ => None,
+        }
     }
 
     /// `v` through its copies, then its defining expression.
@@ -215,15 +294,6 @@ impl<'k> Defs<'k> {
             }
         }
         None
-    }
-
-    /// `rows[:, None] < row_end & cols[None, :] < col_end`: `(rows, row_end, cols, col_end)`.
-    fn mask_terms(&self, mask: VarId) -> Option<(VarId, VarId, VarId, VarId)> {
-        let mut parts = Vec::new();
-        self.conjuncts(mask, &mut parts, 8)?;
-        let row = parts.iter().find(|p| p.0 == 0)?;
-        let col = parts.iter().find(|p| p.0 == 1)?;
-        (parts.len() == 2).then_some((row.1, row.2, col.1, col.2))
     }
 
     /// The comparisons `tile < end` joined by `&` under `v`: `(axis, tile, end)` each.

@@ -94,12 +94,7 @@ impl Kernel {
             Stmt::If { cond, .. } if !conds.contains(cond) => conds.push(*cond),
             _ => {}
         });
-        // Every scalar parameter at a representative value of its dtype: a program that computes
-        // with those computes with any (the evaluator refuses by operation, not by value).
-        let zero = |p: u32| match self.params.get(p as usize).map(|p| p.kind) {
-            Some(crate::ParamKind::Scalar(d)) => HostScalar::zero(d),
-            _ => None,
-        };
+        let zero = |p: u32| self.representative(p);
         let ones = vec![1; self.consts.len()];
         conds
             .into_iter()
@@ -126,7 +121,17 @@ impl Kernel {
         });
         let mut steps = Vec::new();
         self.collect_steps(var, &def, &mut steps, 0)?;
-        Some(HostProgram { steps })
+        let program = HostProgram { steps };
+        program.eval(&|p| self.representative(p), &vec![1; self.consts.len()]).map(|_| program)
+    }
+
+    /// Scalar parameter `p` at a representative value of its dtype: a program that computes with
+    /// those computes with any (the evaluator refuses by operation, not by value).
+    fn representative(&self, p: u32) -> Option<HostScalar> {
+        match self.params.get(p as usize).map(|p| p.kind) {
+            Some(crate::ParamKind::Scalar(d)) => HostScalar::zero(d),
+            _ => None,
+        }
     }
 
     /// Appends the steps `var` depends on, then its own (each var once), or `None` if `var` is not

@@ -333,20 +333,21 @@ impl BoundsPlan {
             .collect()
     }
 
-    /// For a TMA copy of access `access` ([`fuse_ir::TensorBox`]): the least value of each of
-    /// `tiles` (vars its offset reads) over every lane of every program of the launch.
-    pub(crate) fn least_values(
+    /// For a TMA copy of access `access` ([`fuse_ir::TensorBox`]): the least and the greatest
+    /// value of each of `vars` (vars its offset reads) over every lane of every program of the
+    /// launch, where the analysis bounds them.
+    pub(crate) fn launch_ranges(
         &self,
         access: usize,
-        tiles: &[VarId],
+        vars: &[VarId],
         f: &LaunchFacts<'_>,
-    ) -> Option<Vec<i128>> {
+    ) -> Option<Vec<(i128, i128)>> {
         let plan = self.accesses.get(access)?.as_ref()?;
         let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
         for s in &plan.steps {
             vals[s.var.0 as usize] = self.eval(s, f, &vals);
         }
-        tiles.iter().map(|v| vals[v.0 as usize].filter(|iv| !iv.is_empty()).map(|iv| iv.lo)).collect()
+        vars.iter().map(|v| vals[v.0 as usize].filter(|iv| !iv.is_empty()).map(|iv| (iv.lo, iv.hi))).collect()
     }
 
     /// What holds for this launch (see [`Proof`]).

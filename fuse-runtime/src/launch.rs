@@ -839,30 +839,8 @@ fn tensor_maps(
             _ => continue,
         };
         let Some(programs) = programs else { continue };
-        let value = |p: &fuse_ir::HostProgram| match p.eval(&param, consts)? {
-            fuse_ir::HostScalar::Int(v) => Some(v),
-            _ => None,
-        };
-        let (Some(stride), Some(row_end), Some(col_end)) =
-            (value(&programs[0]), value(&programs[1]), value(&programs[2]))
-        else {
+        let Some(values) = box_values(info, (*access, b, programs), (ptr, len, elem), &param, &facts) else {
             continue;
-        };
-        let Some(least) = info.bounds.least_values(*access as usize, &[b.rows, b.cols], &facts) else {
-            continue;
-        };
-        let (Some(height), Some(width)) = (b.height.eval(consts), b.width.eval(consts)) else { continue };
-        let values = crate::cuda::tma::BoxValues {
-            ptr,
-            len,
-            elem,
-            stride,
-            row_end,
-            col_end,
-            height,
-            width,
-            least_row: least[0],
-            least_col: least[1],
         };
         if let Some(map) = crate::cuda::tma::encode(&values) {
             *slot = map;
@@ -870,6 +848,50 @@ fn tensor_maps(
         }
     }
     (maps, on)
+}
+
+/// A box load's values for this launch ([`crate::cuda::tma::BoxValues`]): its scalars from
+/// the host programs, its tiles' (and the base index's) ranges from the bounds analysis.
+fn box_values(
+    info: &KernelInfo,
+    (access, b, programs): (u32, &fuse_ir::TensorBox, &crate::spec::BoxPrograms),
+    (ptr, len, elem): (u64, u64, DType),
+    param: &dyn Fn(u32) -> Option<fuse_ir::HostScalar>,
+    facts: &LaunchFacts<'_>,
+) -> Option<crate::cuda::tma::BoxValues> {
+    use crate::cuda::tma::Base;
+    let value = |p: &fuse_ir::HostProgram| match p.eval(param, facts.consts)? {
+        fuse_ir::HostScalar::Int(v) => Some(v),
+        _ => None,
+    };
+    // The offset itself among the ranges: an offset that may wrap around has none.
+    let mut vars = vec![b.rows, b.cols, info.kernel.accesses().get(access as usize)?.offset];
+    vars.extend(b.base_index);
+    let ranges = info.bounds.launch_ranges(access as usize, &vars, facts)?;
+    let (rows, cols) = (ranges[0], ranges[1]);
+    let end = |p: &Option<fuse_ir::HostProgram>, (_, most): (i128, i128)| match p {
+        Some(p) => value(p),
+        None => Some(most + 1),
+    };
+    let pitch = programs.base_pitch.iter().try_fold(1i128, |acc, p| acc.checked_mul(value(p)?))?;
+    let base = match (b.base_index, programs.base_pitch.is_empty()) {
+        (None, true) => Base::Zero,
+        (None, false) => Base::Fixed(pitch),
+        (Some(_), _) => Base::Index { pitch, least: ranges[3].0, most: ranges[3].1 },
+    };
+    Some(crate::cuda::tma::BoxValues {
+        ptr,
+        len,
+        elem,
+        stride: value(&programs.stride)?,
+        row_end: end(&programs.row_end, rows)?,
+        col_end: end(&programs.col_end, cols)?,
+        height: b.height.eval(facts.consts)?,
+        width: b.width.eval(facts.consts)?,
+        least_row: rows.0,
+        least_col: cols.0,
+        base,
+    })
 }
 
 /// The bits of the [`Specialization::TensorBox`] entries whose map [`tensor_maps`] encoded.

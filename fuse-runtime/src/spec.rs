@@ -20,6 +20,14 @@ pub struct KernelSpec {
     info: OnceLock<std::result::Result<KernelInfo, String>>,
 }
 
+/// How the host computes a [`fuse_ir::TensorBox`]'s scalars.
+pub(crate) struct BoxPrograms {
+    pub(crate) stride: fuse_ir::HostProgram,
+    pub(crate) row_end: Option<fuse_ir::HostProgram>,
+    pub(crate) col_end: Option<fuse_ir::HostProgram>,
+    pub(crate) base_pitch: Vec<fuse_ir::HostProgram>,
+}
+
 /// What the runtime derives from the IR once.
 pub(crate) struct KernelInfo {
     pub(crate) kernel: Kernel,
@@ -36,8 +44,9 @@ pub(crate) struct KernelInfo {
     pub(crate) branches: Vec<fuse_ir::HostProgram>,
     /// Per [`Specialization::TensorBox`] of the spec, in order (`FUSE_TMA_<k>`, the kernel's
     /// extra tensor-map parameters): the access, its box, and how the host computes the box's
-    /// stride, row bound and column bound (`None` where it cannot: no tensor map then).
-    pub(crate) tensor_boxes: Vec<(u32, fuse_ir::TensorBox, Option<[fuse_ir::HostProgram; 3]>)>,
+    /// stride, its mask's bounds and the factors of its offset's pitch (`None` where it cannot:
+    /// no tensor map then).
+    pub(crate) tensor_boxes: Vec<(u32, fuse_ir::TensorBox, Option<BoxPrograms>)>,
     /// The last launch's proof: its inputs (const generics, grid, scalar bits and buffer lengths)
     /// and result bits. Launches repeat
     /// their shapes, so the proof usually runs once per shape.
@@ -249,7 +258,20 @@ impl KernelSpec {
                 Specialization::TensorBox(a) => {
                     let b = kernel.tensor_box(&accesses[a as usize])?;
                     let host = |v| kernel.host_program(v);
-                    let programs = (|| Some([host(b.stride)?, host(b.row_end)?, host(b.col_end)?]))();
+                    let programs = (|| {
+                        Some(BoxPrograms {
+                            stride: host(b.stride)?,
+                            row_end: match b.row_end {
+                                Some(v) => Some(host(v)?),
+                                None => None,
+                            },
+                            col_end: match b.col_end {
+                                Some(v) => Some(host(v)?),
+                                None => None,
+                            },
+                            base_pitch: b.base_pitch.iter().map(|&v| host(v)).collect::<Option<_>>()?,
+                        })
+                    })();
                     Some((a, b, programs))
                 }
                 _ => None,

@@ -42,6 +42,13 @@ __device__ __forceinline__ void fuse_tma_2d(unsigned int dst, const fuse_tmap_t*
                :: "r"(dst), "l"(map), "r"(c), "r"(r), "r"(bar) : "memory");
 #endif
 }
+// The same in plane z of a rank-3 map (a box whose offset has a per-program base).
+__device__ __forceinline__ void fuse_tma_3d(unsigned int dst, const fuse_tmap_t* map, int c, int r, int z, unsigned int bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+               :: "r"(dst), "l"(map), "r"(c), "r"(r), "r"(z), "r"(bar) : "memory");
+#endif
+}
 "#;
 
 /// The bytes of a TMA panel's row: the stage's rows are split into panels of at most 128 bytes
@@ -86,8 +93,13 @@ impl Ctx<'_> {
         self.w.line(format!("fuse_mbar_expect(fuse_bar, ({h}) * ({w}) * {esz});"));
         self.w.pp("#pragma unroll");
         self.w.open(format!("for (int fuse_q = 0; fuse_q < ({w}) / fuse_pc; ++fuse_q)"));
+        // A per-program base is the map's third coordinate; a fixed one is in the map's address.
+        let (rank, z) = match b.base_index {
+            Some(z) => ("3d", format!(", (int)({})", self.name(z))),
+            None => ("2d", String::new()),
+        };
         self.w.line(format!(
-            "fuse_tma_2d(fuse_dst + fuse_q * ({h}) * fuse_pc * {esz}, &fuse_tmap{access}, {c0} + fuse_q * fuse_pc, {r0}, fuse_bar);"
+            "fuse_tma_{rank}(fuse_dst + fuse_q * ({h}) * fuse_pc * {esz}, &fuse_tmap{access}, {c0} + fuse_q * fuse_pc, {r0}{z}, fuse_bar);"
         ));
         self.w.close();
         self.w.close();

@@ -14,6 +14,17 @@ use fuse_ir::DType;
 /// The bytes of a panel's row in the emitted copy (`PANEL_BYTES` of the emitter's `tma.rs`).
 const PANEL_BYTES: u64 = 128;
 
+/// The scalar term of a box load's offset, for one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Base {
+    /// None.
+    Zero,
+    /// The same number of elements in every program: moved into the map's address.
+    Fixed(i128),
+    /// `index * pitch` with `index` in `least..=most` over the launch: the map's third dimension.
+    Index { pitch: i128, least: i128, most: i128 },
+}
+
 /// A box load's values for one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct BoxValues {
@@ -30,11 +41,23 @@ pub(crate) struct BoxValues {
     /// The least row and column any program's box starts at.
     pub(crate) least_row: i128,
     pub(crate) least_col: i128,
+    pub(crate) base: Base,
 }
 
-/// The map's parameters: `(dims, row pitch in bytes, box, swizzle)`, or `None` where the launch
-/// does not allow one (see the module docs).
-fn geometry(v: &BoxValues) -> Option<([u64; 2], u64, [u32; 2], sys::CUtensorMapSwizzle)> {
+/// A map's parameters: rank 2 or 3 (`dims`, `pitches` in bytes past the first dimension), the
+/// global address, the box and the swizzle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Geometry {
+    rank: u32,
+    dims: [u64; 3],
+    pitches: [u64; 2],
+    address: u64,
+    boxes: [u32; 3],
+    swizzle: sys::CUtensorMapSwizzle,
+}
+
+/// The map for `v`, or `None` where the launch does not allow one (see the module docs).
+fn geometry(v: &BoxValues) -> Option<Geometry> {
     let esz = v.elem.size_bytes() as u64;
     if !matches!(v.elem, DType::F16 | DType::BF16 | DType::I8) || v.least_row < 0 || v.least_col < 0 {
         return None;
@@ -48,45 +71,72 @@ fn geometry(v: &BoxValues) -> Option<([u64; 2], u64, [u32; 2], sys::CUtensorMapS
         16 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
         _ => return None,
     };
-    let pitch = u64::try_from(v.stride).ok()?.checked_mul(esz)?;
+    let stride = u64::try_from(v.stride).ok()?;
+    let pitch = stride.checked_mul(esz)?;
     let (rows, cols) = (u64::try_from(v.row_end).ok()?, u64::try_from(v.col_end).ok()?);
-    let fits = v.ptr % 16 == 0
-        && pitch % 16 == 0
+    let fits = pitch % 16 == 0
         && pitch < (1 << 40)
         && (1..=1 << 32).contains(&rows)
         && (1..=1 << 32).contains(&cols)
         && (1..=256).contains(&v.height)
         && row_bytes % panel == 0;
-    // The farthest element the map reaches: (rows - 1, cols - 1).
-    let last = (rows - 1).checked_mul(u64::try_from(v.stride).ok()?)?.checked_add(cols - 1)?;
-    (fits && last < v.len).then_some(([cols, rows], pitch, [(panel / esz) as u32, v.height as u32], swizzle))
+    // The farthest element of one (row, column) plane: (rows - 1, cols - 1).
+    let plane = (rows - 1).checked_mul(stride)?.checked_add(cols - 1)?;
+    let boxes = [(panel / esz) as u32, v.height as u32, 1];
+    let (rank, dims, pitches, address, last) = match v.base {
+        Base::Zero => (2, [cols, rows, 1], [pitch, 0], v.ptr, plane),
+        Base::Fixed(b) => {
+            let b = u64::try_from(b).ok()?;
+            (2, [cols, rows, 1], [pitch, 0], v.ptr.checked_add(b.checked_mul(esz)?)?, b.checked_add(plane)?)
+        }
+        Base::Index { pitch: p, least, most } => {
+            let (p, most) = (u64::try_from(p).ok()?, u64::try_from(most).ok()?);
+            let planes = most.checked_add(1)?;
+            let ok = least >= 0
+                && p.checked_mul(esz)? % 16 == 0
+                && p.checked_mul(esz)? < (1 << 40)
+                && planes <= 1 << 32;
+            if !ok {
+                return None;
+            }
+            (3, [cols, rows, planes], [pitch, p * esz], v.ptr, most.checked_mul(p)?.checked_add(plane)?)
+        }
+    };
+    (fits && address % 16 == 0 && last < v.len).then_some(Geometry {
+        rank,
+        dims,
+        pitches,
+        address,
+        boxes,
+        swizzle,
+    })
 }
 
 /// The tensor map for `v`, or `None` where the launch does not allow one or the driver refuses it.
 pub(crate) fn encode(v: &BoxValues) -> Option<sys::CUtensorMap> {
-    let (dims, pitch, boxes, swizzle) = geometry(v)?;
+    let g = geometry(v)?;
     let data_type = match v.elem {
         DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
         DType::BF16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
         _ => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
     };
     let mut map = sys::CUtensorMap { opaque: [0; 16] };
-    let strides = [pitch];
-    let element_strides = [1u32, 1];
-    // SAFETY: every pointer is to a live local of the size the call reads (rank 2: two dims, one
-    // stride, two box sizes, two element strides); the driver only writes `map`.
+    let element_strides = [1u32; 3];
+    // SAFETY: every pointer is to a live local at least as long as the call reads for `rank`
+    // (rank dims, rank - 1 pitches, rank box sizes and element strides); the driver only writes
+    // `map`.
     let r = unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map,
             data_type,
-            2,
-            v.ptr as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
+            g.rank,
+            g.address as *mut std::ffi::c_void,
+            g.dims.as_ptr(),
+            g.pitches.as_ptr(),
+            g.boxes.as_ptr(),
             element_strides.as_ptr(),
             sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            swizzle,
+            g.swizzle,
             sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
@@ -96,7 +146,7 @@ pub(crate) fn encode(v: &BoxValues) -> Option<sys::CUtensorMap> {
 
 #[cfg(test)]
 mod tests {
-    use super::{geometry, BoxValues};
+    use super::{geometry, Base, BoxValues};
     use cudarc::driver::sys::CUtensorMapSwizzle as Swizzle;
     use fuse_ir::DType;
 
@@ -112,19 +162,41 @@ mod tests {
             width: 64,
             least_row: 0,
             least_col: 0,
+            base: Base::Zero,
         }
     }
 
     #[test]
     fn a_matmul_operand_gets_128_byte_panels() {
         let g = geometry(&matmul_a(1000, 4096)).expect("a map");
-        assert_eq!(g.0, [4096, 1000]);
-        assert_eq!(g.1, 8192);
-        assert_eq!(g.2, [64, 128]);
-        assert_eq!(g.3, Swizzle::CU_TENSOR_MAP_SWIZZLE_128B);
+        assert_eq!((g.rank, g.dims, g.pitches[0]), (2, [4096, 1000, 1], 8192));
+        assert_eq!(g.boxes, [64, 128, 1]);
+        assert_eq!(g.swizzle, Swizzle::CU_TENSOR_MAP_SWIZZLE_128B);
         // A [64, 32] f16 box: 64-byte rows.
         let narrow = BoxValues { width: 32, ..matmul_a(1000, 4096) };
-        assert_eq!(geometry(&narrow).unwrap().3, Swizzle::CU_TENSOR_MAP_SWIZZLE_64B);
+        assert_eq!(geometry(&narrow).unwrap().swizzle, Swizzle::CU_TENSOR_MAP_SWIZZLE_64B);
+        // A fixed base moves the address; an index by program is the third dimension (attention's
+        // kv head: 8 heads of 1000 x 128).
+        let fixed = BoxValues { base: Base::Fixed(4096 * 8), len: 1001 * 4096, ..matmul_a(1000, 4096) };
+        assert_eq!(geometry(&fixed).unwrap().address, (1 << 20) + 2 * 4096 * 8);
+        let heads = BoxValues {
+            len: 8 * 1000 * 128,
+            stride: 128,
+            row_end: 1000,
+            col_end: 128,
+            width: 128,
+            base: Base::Index { pitch: 1000 * 128, least: 0, most: 7 },
+            ..matmul_a(1000, 4096)
+        };
+        let g = geometry(&heads).expect("a map");
+        assert_eq!((g.rank, g.dims, g.pitches), (3, [128, 1000, 8], [256, 256_000]));
+        assert!(geometry(&BoxValues { base: Base::Index { pitch: 1000 * 128, least: 0, most: 8 }, ..heads })
+            .is_none());
+        assert!(geometry(&BoxValues {
+            base: Base::Index { pitch: 1000 * 128, least: -1, most: 7 },
+            ..heads
+        })
+        .is_none());
     }
 
     #[test]
