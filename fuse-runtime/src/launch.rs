@@ -865,7 +865,7 @@ fn box_values(
         _ => None,
     };
     // The offset itself among the ranges: an offset that may wrap around has none.
-    let mut vars = vec![b.rows, b.cols, info.kernel.accesses().get(access as usize)?.offset];
+    let mut vars = vec![b.rows, b.cols, programs.offset];
     vars.extend(b.base_index);
     let ranges = info.bounds.launch_ranges(access as usize, &vars, facts)?;
     let (rows, cols) = (ranges[0], ranges[1]);

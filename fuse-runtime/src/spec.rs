@@ -22,6 +22,8 @@ pub struct KernelSpec {
 
 /// How the host computes a [`fuse_ir::TensorBox`]'s scalars.
 pub(crate) struct BoxPrograms {
+    /// The load's offset var (whose range must be known: no wrap-around).
+    pub(crate) offset: fuse_ir::VarId,
     pub(crate) stride: fuse_ir::HostProgram,
     pub(crate) row_end: Option<fuse_ir::HostProgram>,
     pub(crate) col_end: Option<fuse_ir::HostProgram>,
@@ -260,6 +262,7 @@ impl KernelSpec {
                     let host = |v| kernel.host_program(v);
                     let programs = (|| {
                         Some(BoxPrograms {
+                            offset: accesses[a as usize].offset,
                             stride: host(b.stride)?,
                             row_end: match b.row_end {
                                 Some(v) => Some(host(v)?),

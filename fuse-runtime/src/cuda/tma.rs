@@ -14,6 +14,9 @@ use fuse_ir::DType;
 /// The bytes of a panel's row in the emitted copy (`PANEL_BYTES` of the emitter's `tma.rs`).
 const PANEL_BYTES: u64 = 128;
 
+/// The largest extent of a map's dimension here: the kernel passes coordinates as `int`.
+const COORD_MAX: u64 = i32::MAX as u64;
+
 /// The scalar term of a box load's offset, for one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Base {
@@ -76,8 +79,8 @@ fn geometry(v: &BoxValues) -> Option<Geometry> {
     let (rows, cols) = (u64::try_from(v.row_end).ok()?, u64::try_from(v.col_end).ok()?);
     let fits = pitch % 16 == 0
         && pitch < (1 << 40)
-        && (1..=1 << 32).contains(&rows)
-        && (1..=1 << 32).contains(&cols)
+        && (1..=COORD_MAX).contains(&rows)
+        && (1..=COORD_MAX).contains(&cols)
         && (1..=256).contains(&v.height)
         && row_bytes % panel == 0;
     // The farthest element of one (row, column) plane: (rows - 1, cols - 1).
@@ -177,7 +180,11 @@ mod tests {
         assert_eq!(geometry(&narrow).unwrap().swizzle, Swizzle::CU_TENSOR_MAP_SWIZZLE_64B);
         // A fixed base moves the address; an index by program is the third dimension (attention's
         // kv head: 8 heads of 1000 x 128).
-        let fixed = BoxValues { base: Base::Fixed(4096 * 8), len: 1001 * 4096, ..matmul_a(1000, 4096) };
+        let fixed = BoxValues { base: Base::Fixed(4096 * 8), len: 1008 * 4096, ..matmul_a(1000, 4096) };
+        assert!(
+            geometry(&BoxValues { len: 1008 * 4096 - 1, ..fixed }).is_none(),
+            "the last row past the buffer"
+        );
         assert_eq!(geometry(&fixed).unwrap().address, (1 << 20) + 2 * 4096 * 8);
         let heads = BoxValues {
             len: 8 * 1000 * 128,
@@ -212,7 +219,10 @@ mod tests {
         assert!(geometry(&BoxValues { ptr: (1 << 20) + 8, ..matmul_a(64, 4096) }).is_none());
         assert!(geometry(&BoxValues { height: 512, ..matmul_a(1024, 4096) }).is_none());
         assert!(geometry(&BoxValues { elem: DType::F32, ..matmul_a(64, 4096) }).is_none());
-        // Empty bounds.
+        // Empty bounds, and rows past what an `int` coordinate reaches.
         assert!(geometry(&BoxValues { row_end: 0, ..matmul_a(64, 4096) }).is_none());
+        let tall = BoxValues { stride: 8, col_end: 8, width: 8, len: 1 << 40, ..matmul_a(1 << 31, 8) };
+        assert!(geometry(&tall).is_none());
+        assert!(geometry(&BoxValues { row_end: (1 << 31) - 1, ..tall }).is_some());
     }
 }
