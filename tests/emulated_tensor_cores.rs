@@ -93,7 +93,7 @@ fn program(
     );
     let dir = env!("CARGO_MANIFEST_DIR");
     let mut p = format!(
-        "#include \"{dir}/tests/emulator/fuse_emu_mma.h\"\n#define asm(...) fuse_emu_fail(\"inline PTX is not emulated\", __LINE__)\n{src}\nint main(int argc, char** argv) {{\n  if (argc != 4) return 2;\n  FILE* in = fopen(argv[1], \"rb\");\n  if (!in) return 2;\n"
+        "#include \"{dir}/tests/emulator/fuse_emu_mma.h\"\n#define asm(...) fuse_emu_fail(\"inline PTX is not emulated\", __LINE__)\n#define __grid_constant__\n{src}\nint main(int argc, char** argv) {{\n  if (argc != 4) return 2;\n  FILE* in = fopen(argv[1], \"rb\");\n  if (!in) return 2;\n"
     );
     let (mut call, mut lens) = (Vec::new(), Vec::new());
     for (i, prm) in k.params.iter().enumerate() {
@@ -119,6 +119,12 @@ fn program(
     }
     call.extend(lens);
     call.push("fuse_err".into());
+    // The tensor maps (TMA is an sm_90a path; the emulation takes the cp.async one): zeros.
+    for s in spec.specializations() {
+        if let Specialization::TensorBox(_) = s {
+            call.push("fuse_tmap_t{}".into());
+        }
+    }
     p.push_str(&format!(
         "  fclose(in);\n  static unsigned long long fuse_err[2] = {{0, 0}};\n  fuse_emu_launch({}, {}, 1, FUSE_THREADS, strtoull(argv[3], nullptr, 10), [&] {{ {}({}); }});\n  fuse_emu_check_copies_retired();\n",
         grid.0,

@@ -5,8 +5,7 @@
 //!
 //! A load qualifies when, for its `[H, W]` tile,
 //! * its offset is `base + rows[:, None] * stride + cols[None, :]` (the terms in any order, the
-//!   product either way round, each part broadcast or reshaped in any of the ways the language
-//!   spells `expand_dims`), with `stride` an integer scalar and `base`, if any, an integer scalar
+//!   product either way round, each part broadcast, or reshaped from 1-D as `expand_dims` does), with `stride` an integer scalar and `base`, if any, an integer scalar
 //!   that is a product of factors the host can compute (the [`TensorBox::base_pitch`]) and at
 //!   most one it cannot (the [`TensorBox::base_index`], attention's head: a third dimension of
 //!   the tensor map);
@@ -114,6 +113,7 @@ impl Kernel {
 struct Defs<'k> {
     k: &'k Kernel,
     def: Vec<Option<&'k Expr>>,
+    counts: Vec<u32>,
 }
 
 impl<'k> Defs<'k> {
@@ -127,7 +127,13 @@ impl<'k> Defs<'k> {
                 }
             }
         });
-        Defs { k, def }
+        Defs { k, def, counts }
+    }
+
+    /// Assigned by one statement (or a `for` counter): the emitted copy reads the var where it
+    /// is issued, which is then the value the box was computed from.
+    fn once(&self, v: VarId) -> bool {
+        self.counts.get(v.0 as usize) == Some(&1)
     }
 
     fn get(&self, v: VarId) -> Option<&'k Expr> {
@@ -140,16 +146,22 @@ impl<'k> Defs<'k> {
     }
 
     /// The load statement of `access` (its offset and mask must match): its param and `other`.
+    /// (Loads of one param, offset and mask with different `other`s are not told apart: none is
+    /// a box then.)
     fn load_of(&self, access: &Access) -> Option<(u32, Option<VarId>)> {
-        let mut found = None;
+        let mut found = Vec::new();
         self.k.visit_stmts(&mut |s| {
             if let Stmt::Assign { expr: Expr::Load { param, offset, mask, other }, .. } = s {
                 if *param == access.param && *offset == access.offset && *mask == access.mask {
-                    found = Some((*param, *other));
+                    found.push((*param, *other));
                 }
             }
         });
-        found
+        found.dedup();
+        match found.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
     }
 
     /// `Some` if `v` is (a copy, splat or cast of) the literal +0.
@@ -171,13 +183,19 @@ impl<'k> Defs<'k> {
         match (&self.k.ty(v).shape, self.get(v)) {
             (Shape::Tile(_), _) => Some((1, v)),
             (Shape::Tile2(..), Some(Expr::Copy(x))) => self.along(*x, depth - 1),
-            (Shape::Tile2(r, c), Some(Expr::Reshape(x) | Expr::Broadcast(x))) => match &self.k.ty(*x).shape {
-                // [L] -> [L, 1] (rows) or [1, L] / [H, L] (columns).
-                Shape::Tile(l) if c.log2 == 0 && c.consts.is_empty() && l == r => Some((0, *x)),
-                Shape::Tile(l) if l == c => Some((1, *x)),
-                Shape::Tile2(..) => self.along(*x, depth - 1),
-                _ => None,
-            },
+            (Shape::Tile2(r, c), Some(e @ (Expr::Reshape(x) | Expr::Broadcast(x)))) => {
+                match &self.k.ty(*x).shape {
+                    // [L] -> [L, 1] (rows) or [1, L] / [H, L] (columns).
+                    Shape::Tile(l) if c.log2 == 0 && c.consts.is_empty() && l == r => Some((0, *x)),
+                    Shape::Tile(l) if l == c => Some((1, *x)),
+                    // A broadcast keeps each axis; a reshape between 2-D shapes may move lanes to the
+                    // other axis (`[1, L]` -> `[L, 1]`) unless it keeps the shape.
+                    s @ Shape::Tile2(..) if matches!(e, Expr::Broadcast(_)) || *s == self.k.ty(v).shape => {
+                        self.along(*x, depth - 1)
+                    }
+                    _ => None,
+                }
+            }
             _ => None,
         }
     }
@@ -242,7 +260,7 @@ impl<'k> Defs<'k> {
             factors.into_iter().partition(|&f| self.k.host_program(f).is_some());
         match index.as_slice() {
             [] => Some((None, host)),
-            [i] => Some((Some(*i), host)),
+            [i] if self.once(*i) => Some((Some(*i), host)),
             _ => None,
         }
     }
@@ -334,7 +352,7 @@ impl<'k> Defs<'k> {
         }
         let Expr::Binary(BinaryOp::Add, x, y) = self.peel(tile)? else { return None };
         [(*x, *y), (*y, *x)].into_iter().find_map(|(s, t)| {
-            (self.is_int_scalar(s)).then_some(())?;
+            (self.is_int_scalar(s) && self.once(s)).then_some(())?;
             Some(BoxStart { var: Some(s), offset: arange(t)? })
         })
     }

@@ -873,11 +873,12 @@ fn box_values(
         Some(p) => value(p),
         None => Some(most + 1),
     };
-    let pitch = programs.base_pitch.iter().try_fold(1i128, |acc, p| acc.checked_mul(value(p)?))?;
+    // The product of the base's host factors: the base itself, or the pitch of its index.
+    let product = programs.base_pitch.iter().try_fold(1i128, |acc, p| acc.checked_mul(value(p)?))?;
     let base = match (b.base_index, programs.base_pitch.is_empty()) {
         (None, true) => Base::Zero,
-        (None, false) => Base::Fixed(pitch),
-        (Some(_), _) => Base::Index { pitch, least: ranges[3].0, most: ranges[3].1 },
+        (None, false) => Base::Fixed(product),
+        (Some(_), _) => Base::Index { pitch: product, least: ranges[3].0, most: ranges[3].1 },
     };
     Some(crate::cuda::tma::BoxValues {
         ptr,

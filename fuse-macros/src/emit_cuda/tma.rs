@@ -141,6 +141,7 @@ pub(super) fn declarations(loops: &[(usize, Vec<u32>)]) -> Vec<String> {
     let mut out = Vec::new();
     for (n, _) in loops {
         out.push(format!("#if FUSE_TMA_LOOP{n}"));
+        out.push("  static_assert(FUSE_PIPE <= 32, \"one phase bit per stage\");".into());
         out.push(format!("  __shared__ __align__(8) unsigned long long fuse_bar{n}[FUSE_PIPE];"));
         out.push(format!("  unsigned int fuse_ph{n} = 0u;  // per stage: the parity of its next phase"));
         out.push("  if (fuse_tid == 0) {".into());

@@ -83,6 +83,9 @@ fn geometry(v: &BoxValues) -> Option<Geometry> {
         && (1..=COORD_MAX).contains(&cols)
         && (1..=256).contains(&v.height)
         && row_bytes % panel == 0;
+    if !fits {
+        return None;
+    }
     // The farthest element of one (row, column) plane: (rows - 1, cols - 1).
     let plane = (rows - 1).checked_mul(stride)?.checked_add(cols - 1)?;
     let boxes = [(panel / esz) as u32, v.height as u32, 1];
@@ -98,21 +101,14 @@ fn geometry(v: &BoxValues) -> Option<Geometry> {
             let ok = least >= 0
                 && p.checked_mul(esz)? % 16 == 0
                 && p.checked_mul(esz)? < (1 << 40)
-                && planes <= 1 << 32;
+                && planes <= COORD_MAX;
             if !ok {
                 return None;
             }
             (3, [cols, rows, planes], [pitch, p * esz], v.ptr, most.checked_mul(p)?.checked_add(plane)?)
         }
     };
-    (fits && address % 16 == 0 && last < v.len).then_some(Geometry {
-        rank,
-        dims,
-        pitches,
-        address,
-        boxes,
-        swizzle,
-    })
+    (address % 16 == 0 && last < v.len).then_some(Geometry { rank, dims, pitches, address, boxes, swizzle })
 }
 
 /// The tensor map for `v`, or `None` where the launch does not allow one or the driver refuses it.

@@ -71,10 +71,12 @@ fn matmul_operands_are_tensor_boxes_with_host_computable_maps() {
 fn loads_that_are_not_a_box_of_their_mask_keep_cp_async_only() {
     // Each load differs from a box in one way: a mask on another tile than the offset's rows, a
     // mask by `<=`, a base with two factors the host cannot compute, a mask of both bounds on one
-    // axis.
+    // axis, columns reshaped onto the rows.
     for (x, y) in [
         ("a + rm.expand_dims(1) * k + ks.expand_dims(0), (ks < k).expand_dims(0) & (rk < m).expand_dims(1)", "b + ks.expand_dims(1) * n + rn.expand_dims(0), (ks < k).expand_dims(1) & (rn <= n).expand_dims(0)"),
         ("a + program_id(0) * program_id(1) * 64 + rm.expand_dims(1) * k + ks.expand_dims(0), (rm < m).expand_dims(1)", "b + ks.expand_dims(1) * n + rn.expand_dims(0), (ks < k).expand_dims(1) & (ks < n).expand_dims(1)"),
+        // `ks` reshaped from a row to a column: lane (i, j) reads `ks[i]`, not `ks[j]`.
+        ("a + rm.expand_dims(1) * k + broadcast_to(reshape(ks.expand_dims(0), [64, 1]), [64, 64]), (rm < m).expand_dims(1)", "b + ks.expand_dims(1) * n + rn.expand_dims(0), (ks < k).expand_dims(1) & (rn <= n).expand_dims(0)"),
     ] {
         let src = format!(
             "fn mm(a: *const f16, b: *const f16, c: *mut f32, m: i32, n: i32, k: i32) {{
