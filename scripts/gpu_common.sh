@@ -21,3 +21,13 @@ session_start() { # the session scripts' preamble: the cubin cache, $O, and whic
     O=${OUT:-/tmp}
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
 }
+peers() { # triton_dot.py (Triton's matmul + epilogue and FlashAttention forward, cuBLAS), and torch_peers.py when TORCH_PEERS is set; JSON into $L
+    (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/triton_dot.py) >$L/triton_dot.log 2>&1; echo "triton_dot rc $?"
+    [ -n "${TORCH_PEERS:-}" ] && { (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/torch_peers.py) >$L/torch_peers.log 2>&1; echo "torch_peers rc $?"; }
+    cp -f $O/*.json $L/ 2>/dev/null
+}
+sanitize_dot() { # gpu_dot's test $1 under memcheck, racecheck and synccheck
+    for tool in memcheck racecheck synccheck; do
+        run ${tool}_dot timeout ${T:-150} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_dot $1 --test-threads=1
+    done
+}

@@ -38,13 +38,9 @@ for mode in "$@"; do
         T=300 bench i8 .gpu/bench-matmul FUSE_BENCH_ONLY=matmul_int8 FUSE_BENCH_CONFIGS=${I8_CONFIGS:-4}
         grep -E "fuse  " $L/i8.log ;;
     peers) # triton_dot.py (Triton's matmul + epilogue and FlashAttention forward, cuBLAS) and torch_peers.py
-        (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/triton_dot.py) >$L/triton_dot.log 2>&1; echo "triton_dot rc $?"
-        [ -n "${TORCH_PEERS:-}" ] && { (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/torch_peers.py) >$L/torch_peers.log 2>&1; echo "torch_peers rc $?"; }
-        cp -f $O/*.json $L/ 2>/dev/null; grep -E "matmul" $L/triton_dot.log | head -40 ;;
+        peers; grep -E "matmul" $L/triton_dot.log | head -40 ;;
     sanitize) # the TMA loops under memcheck, racecheck and synccheck
-        for tool in memcheck racecheck synccheck; do
-            run ${tool}_dot timeout ${T:-150} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_dot warpgroup_blocks --test-threads=1
-        done ;;
+        sanitize_dot warpgroup_blocks ;;
     esac
     tar czf $O/logs.tgz -C $O logs # after each mode, so a call cut by its time limit keeps what ran
 done

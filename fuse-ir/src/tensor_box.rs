@@ -65,6 +65,12 @@ pub struct TensorBox {
 }
 
 impl Kernel {
+    /// `Some` if `v`'s one assignment is (a copy, splat or cast of) the literal +0: a masked
+    /// load's `other` that zero-filling copies (`cp.async`, TMA) give.
+    pub fn is_positive_zero(&self, v: VarId) -> Option<()> {
+        Defs::of(self).positive_zero(v, 8)
+    }
+
     /// `access` (one of [`Kernel::accesses`]) as a [`TensorBox`], if it is a load that qualifies.
     pub fn tensor_box(&self, access: &Access) -> Option<TensorBox> {
         let defs = Defs::of(self);

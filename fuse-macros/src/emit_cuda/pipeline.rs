@@ -23,7 +23,7 @@
 use super::ctype::c_type;
 use super::mma::takes_mma;
 use super::Ctx;
-use fuse_ir::{visit_stmts, Expr, Kernel, Literal, Stmt, VarId};
+use fuse_ir::{visit_stmts, Expr, Kernel, Stmt, VarId};
 use std::collections::HashMap;
 
 /// One load the pipeline issues ahead into the ring.
@@ -256,7 +256,7 @@ fn operand_load(
         return None;
     }
     if let Some(o) = other {
-        is_positive_zero(k, *o, 8)?;
+        k.is_positive_zero(*o)?;
     }
     let mut todo: Vec<VarId> = std::iter::once(*offset).chain(*mask).collect();
     while let Some(v) = todo.pop() {
@@ -288,24 +288,6 @@ fn replayable(e: &Expr) -> bool {
             | Expr::ArgReduce { .. }
             | Expr::Dot { .. }
     )
-}
-
-/// `Some` if `v`'s one assignment is (a copy, splat or cast of) the literal +0.
-fn is_positive_zero(k: &Kernel, v: VarId, depth: u32) -> Option<()> {
-    let mut found = None;
-    k.visit_stmts(&mut |s| {
-        if let Stmt::Assign { dst, expr } = s {
-            if *dst == v {
-                found = Some(if found.is_some() { None } else { Some(expr.clone()) });
-            }
-        }
-    });
-    match found.flatten()? {
-        Expr::Lit(Literal::Int(0) | Literal::UInt(0)) => Some(()),
-        Expr::Lit(Literal::Float(f)) if f == 0.0 && f.is_sign_positive() => Some(()),
-        Expr::Copy(s) | Expr::Splat(s) | Expr::Cast(s) if depth > 0 => is_positive_zero(k, s, depth - 1),
-        _ => None,
-    }
 }
 
 /// The vars a statement reads (not those of nested statements).
