@@ -19,18 +19,32 @@ pub fn grid(n_rows: usize, rows: usize, warps: Option<u32>) -> fuse::LaunchConfi
     }
 }
 
+/// The elements of a rows tile: 2048, or `FUSE_ROWS_TILE` (1024, 4096 or 8192, for 128- and
+/// 256-column rows; a tuning sweep's knob).
+pub fn tile_elems() -> usize {
+    static E: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *E.get_or_init(|| std::env::var("FUSE_ROWS_TILE").ok().and_then(|v| v.parse().ok()).unwrap_or(2048))
+}
+
 /// Calls `$go!(ROWS, BLOCK)` with the tile for `$n_cols` columns; past 1024 an error naming
 /// `$kernel` and the one-row kernel to use instead.
 macro_rules! with_rows_tile {
     ($n_cols:expr, $kernel:literal, $instead:literal, $go:ident) => {
-        match ($n_cols).next_power_of_two().max(16) {
-            16 => $go!(64, 16),
-            32 => $go!(64, 32),
-            64 => $go!(32, 64),
-            128 => $go!(16, 128),
-            256 => $go!(8, 256),
-            512 => $go!(4, 512),
-            1024 => $go!(2, 1024),
+        match (($n_cols).next_power_of_two().max(16), rows_tile::tile_elems()) {
+            // Tuning sweeps of the anchor widths (FUSE_ROWS_TILE elements a tile).
+            (128, 1024) => $go!(8, 128),
+            (128, 4096) => $go!(32, 128),
+            (128, 8192) => $go!(64, 128),
+            (256, 1024) => $go!(4, 256),
+            (256, 4096) => $go!(16, 256),
+            (256, 8192) => $go!(32, 256),
+            (16, _) => $go!(64, 16),
+            (32, _) => $go!(64, 32),
+            (64, _) => $go!(32, 64),
+            (128, _) => $go!(16, 128),
+            (256, _) => $go!(8, 256),
+            (512, _) => $go!(4, 512),
+            (1024, _) => $go!(2, 1024),
             _ => Err(fuse::Error::InvalidLaunch(format!(
                 "{}: {} columns: use `{}` past 1024",
                 $kernel, $n_cols, $instead

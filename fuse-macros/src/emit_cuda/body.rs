@@ -361,7 +361,10 @@ impl Ctx<'_> {
             UnaryOp::Abs if d.is_signed_int() => format!("({x} < 0 ? {} : {x})", wrap_neg(d, x)),
             UnaryOp::Abs => x.to_string(),
             UnaryOp::Exp => format!("expf({x})"),
-            UnaryOp::Exp2 => format!("exp2f({x})"),
+            UnaryOp::Exp2 => {
+                self.needs.exp2 = true;
+                format!("fuse_exp2({x})")
+            }
             UnaryOp::Log => format!("logf({x})"),
             UnaryOp::Log2 => format!("log2f({x})"),
             UnaryOp::Sqrt => format!("sqrtf({x})"),

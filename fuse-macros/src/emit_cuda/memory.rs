@@ -264,6 +264,10 @@ impl Ctx<'_> {
         } else {
             self.w.line(format!("{f}<{nw}>(fuse_wd + fuse_j * ({nw}), {} + (long long){first});", a.ptr));
         }
+        if !unchecked {
+            self.w.reopen("} else if (fuse_some[fuse_j]) {");
+            self.per_lane_load(a, other, k, ok);
+        }
         self.w.reopen("} else {");
         let init = self.other_or_zero(a, other, "fuse_b + fuse_v");
         self.w.unrolled(
@@ -273,9 +277,6 @@ impl Ctx<'_> {
         );
         self.w.close();
         self.w.close();
-        if !unchecked {
-            self.per_lane_load(a, other, k, ok);
-        }
         let lane = match self.facts.get(a.offset) {
             Fact::ChunkXor(_, _, x) => format!("(fuse_i ^ {x})"),
             _ => "fuse_i".to_string(),
@@ -305,29 +306,29 @@ impl Ctx<'_> {
         }
     }
 
-    /// The per-lane path of a vector load's words (closes the fast path's `if (fuse_fast)`).
+    /// The per-lane path of one chunk's words (chunk `fuse_j`, its first slot `fuse_b`).
     fn per_lane_load(&mut self, a: &Access, other: Option<VarId>, k: usize, ok: &str) {
-        self.w.reopen("} else {");
-        self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
+        self.w.open_unrolled("fuse_v", &format!("FUSE_VEC{k}"));
+        self.w.line("const int fuse_i = fuse_b + fuse_v;");
         let init = self.other_or_zero(a, other, "fuse_i");
         self.w.line(format!("{} fuse_x = {init};", c_type(a.elem)));
         let read = self.read(a, "fuse_o");
         self.checked_lane(a, "fuse_i", Some(ok), &format!("fuse_x = {read};"));
         self.w.line(pack(a.elem, "fuse_wd", "fuse_i", "fuse_x"));
         self.w.close();
-        self.w.close();
     }
 
     /// Sorts the thread's chunks for a vector path: `fuse_vec[j]` (every lane on and the chunk in
-    /// bounds: one vector access) and `fuse_fast` (every chunk is vector or has no lane on).
-    /// Opens a block, declares `decl` in it, and leaves `if (fuse_fast) {` open.
+    /// bounds: one vector access) and `fuse_some[j]` (some lane on). A chunk that is neither has
+    /// no access; one with some lanes but not a vector takes the per-lane path alone, so a ragged
+    /// edge (a row starting mid-vector) costs per-lane accesses in its one chunk only.
+    /// Opens a block and declares `decl` in it.
     fn sort_chunks(&mut self, a: &Access, k: usize, decl: &str) {
         self.w.open("");
         if !decl.is_empty() {
             self.w.line(decl);
         }
-        self.w.line(format!("bool fuse_vec[FUSE_NCH{k}];"));
-        self.w.line("bool fuse_fast = true;");
+        self.w.line(format!("bool fuse_vec[FUSE_NCH{k}], fuse_some[FUSE_NCH{k}];"));
         self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
         self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
         self.w.line(format!(
@@ -371,9 +372,8 @@ impl Ctx<'_> {
             };
         }
         self.w.line(format!("fuse_vec[fuse_j] = fuse_all && {in_bounds};"));
-        self.w.line("fuse_fast = fuse_fast && (fuse_vec[fuse_j] || !fuse_any);");
+        self.w.line("fuse_some[fuse_j] = fuse_any;");
         self.w.close();
-        self.w.open("if (fuse_fast)");
     }
 
     /// A masked-off lane's value in slot `i`, in the pointee's dtype: `other`, else zero.
@@ -467,10 +467,15 @@ impl Ctx<'_> {
         self.sort_chunks(&a, k, "");
         self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
         self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
+        // A chunk with some lanes on that is not one vector: its lanes one by one.
+        self.w.open("if (fuse_vec[fuse_j] || !fuse_some[fuse_j])");
         self.w.line(copy(self, "fuse_vec[fuse_j]"));
-        self.w.close();
         self.w.reopen("} else {");
-        self.async_lanes(&a, k, &at("fuse_f"));
+        self.w.open_unrolled("fuse_v", &format!("FUSE_VEC{k}"));
+        self.w.line("const int fuse_i = fuse_b + fuse_v;");
+        self.async_lane(&a, k, &at("fuse_f"));
+        self.w.close();
+        self.w.close();
         self.w.close();
         self.w.close();
         self.w.pp("#else");
@@ -482,13 +487,18 @@ impl Ctx<'_> {
     /// address of `fuse_f`, the lane's index in the tile), 0 where its mask is off.
     fn async_lanes(&mut self, a: &Access, k: usize, at: &str) {
         self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
+        self.async_lane(a, k, at);
+        self.w.close();
+    }
+
+    /// Lane `fuse_i` of [`Ctx::async_lanes`].
+    fn async_lane(&mut self, a: &Access, k: usize, at: &str) {
         self.w.open(format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k}))"));
         self.w.line(format!("{} fuse_x = {};", c_type(a.elem), zero(a.elem)));
         let read = self.read(a, "fuse_o");
         self.checked_lane(a, "fuse_i", None, &format!("fuse_x = {read};"));
         self.w.line(format!("const int fuse_f = FUSE_IDX{k}(fuse_i);"));
         self.w.line(format!("*({at}) = fuse_x;"));
-        self.w.close();
         self.w.close();
     }
 
@@ -520,19 +530,14 @@ impl Ctx<'_> {
                     self.w.pp(format!("#if {unchecked}"));
                     self.w.open("");
                     let on = self.chunk_on(&a, k);
-                    self.vector_store(&a, value, k, &on);
+                    self.vector_store(&a, value, k, &on, None);
                     self.w.close();
                     self.w.pp(format!("#elif {cond}"));
                 } else {
                     self.w.pp(format!("#if {cond}"));
                 }
                 self.sort_chunks(&a, k, "");
-                self.vector_store(&a, value, k, "fuse_vec[fuse_j]");
-                self.w.reopen("} else {");
-                self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
-                self.store_lane(&a, value, "fuse_i", Some(&ok));
-                self.w.close();
-                self.w.close();
+                self.vector_store(&a, value, k, "fuse_vec[fuse_j]", Some(&ok));
                 self.w.close();
                 self.w.pp("#else");
                 self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
@@ -543,8 +548,9 @@ impl Ctx<'_> {
         }
     }
 
-    /// One vector store per chunk for which `chunk_on` holds.
-    fn vector_store(&mut self, a: &Access, value: VarId, k: usize, chunk_on: &str) {
+    /// One vector store per chunk for which `chunk_on` holds; with `per_lane` (the lane
+    /// condition), the other chunks with some lane on (`fuse_some`) store lane by lane.
+    fn vector_store(&mut self, a: &Access, value: VarId, k: usize, chunk_on: &str, per_lane: Option<&str>) {
         self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
         self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
         self.w.open(format!("if ({chunk_on})"));
@@ -560,6 +566,13 @@ impl Ctx<'_> {
         self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), packed);
         let first = self.at(a.offset, "fuse_b");
         self.w.line(format!("fuse_st_words<{nw}>({} + (long long){first}, fuse_w);", a.ptr));
+        if let Some(ok) = per_lane {
+            self.w.reopen("} else if (fuse_some[fuse_j]) {");
+            self.w.open_unrolled("fuse_v", &format!("FUSE_VEC{k}"));
+            self.w.line("const int fuse_i = fuse_b + fuse_v;");
+            self.store_lane(a, value, "fuse_i", Some(ok));
+            self.w.close();
+        }
         self.w.close();
         self.w.close();
     }

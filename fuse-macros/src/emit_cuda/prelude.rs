@@ -18,6 +18,8 @@ pub struct Needs {
     pub philox16: bool,
     pub step: bool,
     pub erf: bool,
+    /// `exp2` as one `ex2.approx.ftz` (subnormal results flush to zero).
+    pub exp2: bool,
     /// Tensor-core `dot` (ldmatrix, mma.sync, the swizzle).
     pub mma: bool,
     /// f32 → TF32 rounding (the general fallback `dot` of f32 tiles).
@@ -274,6 +276,22 @@ __device__ __forceinline__ float fuse_erff(float x) {
 }
 "#;
 
+const EXP2: &str = r#"// 2^x in one MUFU instruction: `ex2.approx` (2 ulp, as exp2f) with subnormal results flushed
+// to +0, where exp2f adds a range fix-up around it (3 more instructions an element, which
+// softmax-like loops of half-precision data are bound by). The host build (tests' emulator) flushes
+// the same way.
+__device__ __forceinline__ float fuse_exp2(float x) {
+#ifdef __CUDA_ARCH__
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  const float y = exp2f(x);
+  return y < 1.17549435e-38f ? 0.0f : y;
+#endif
+}
+"#;
+
 const STEP: &str = r#"// The next value of a `for` counter that runs while < hi, without overflowing past hi.
 __device__ __forceinline__ int fuse_next(int k, int hi, int step) {
   return (unsigned int)hi - (unsigned int)k > (unsigned int)step ? k + step : hi;
@@ -292,7 +310,7 @@ __device__ __forceinline__ unsigned long long fuse_next(unsigned long long k, un
 impl Needs {
     /// The helper definitions, in a fixed order.
     pub fn text(&self) -> String {
-        let parts: [(bool, &str); 15] = [
+        let parts: [(bool, &str); 16] = [
             (self.f16, F16),
             (self.bf16, BF16),
             (self.f2i, F2I),
@@ -303,6 +321,7 @@ impl Needs {
             (self.philox16, PHILOX16),
             (self.step, STEP),
             (self.erf, ERF),
+            (self.exp2, EXP2),
             (self.mma, super::mma::PRELUDE),
             (self.tf32_mma, super::tf32::PRELUDE),
             (self.tf32, TF32),

@@ -189,7 +189,7 @@ fn unary(op: UnaryOp, a: &Data, out: &mut Data, n: usize) -> Res {
             let o = vm::<f32>(out)?;
             match op {
                 UnaryOp::Exp => map1(a, n, o, libm::expf),
-                UnaryOp::Exp2 => map1(a, n, o, libm::exp2f),
+                UnaryOp::Exp2 => map1(a, n, o, exp2_ftz),
                 UnaryOp::Log => map1(a, n, o, libm::logf),
                 UnaryOp::Log2 => map1(a, n, o, libm::log2f),
                 UnaryOp::Sqrt => map1(a, n, o, f32::sqrt),
@@ -887,5 +887,15 @@ impl<'c, 'a> Prog<'c, 'a> {
         }
         std::mem::swap(&mut self.front[di], &mut self.back[di]);
         Ok(())
+    }
+}
+
+/// `exp2` as the GPU computes it (`ex2.approx.ftz`): subnormal results flush to +0.
+fn exp2_ftz(x: f32) -> f32 {
+    let y = libm::exp2f(x);
+    if y < f32::MIN_POSITIVE {
+        0.0
+    } else {
+        y
     }
 }

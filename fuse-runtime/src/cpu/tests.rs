@@ -1393,6 +1393,28 @@ fn math_functions_ulp_error() {
     assert!(worst_over.is_empty(), "{worst_over:?}");
 }
 
+/// `exp2` flushes subnormal results to +0 (the GPU's `ex2.approx.ftz`); normal results, 0, +inf,
+/// -inf and NaN are exp2f's.
+#[test]
+fn exp2_flushes_subnormal_results() {
+    let mut b = Kb::new("e", &[], vec![ptr("x", D::F32, false), ptr("out", D::F32, true)]);
+    let offs = b.arange(0, Len::literal_log2(3));
+    let x = b.load(0, offs, None, None);
+    let y = b.un(U::Exp2, x);
+    b.store(1, offs, y, None);
+    let k = b.finish();
+    let x: [f32; 8] = [-126.0, -126.5, -149.0, -1000.0, f32::NEG_INFINITY, f32::INFINITY, f32::NAN, 3.0];
+    let mut out = [f32::NAN; 8];
+    run(&k, &[], [1, 1, 1], &mut [CpuArg::Read(bytes(&x)), CpuArg::Write(bytes_mut(&mut out))]).unwrap();
+    assert_eq!(out[0], f32::MIN_POSITIVE);
+    for (i, v) in out[1..5].iter().enumerate() {
+        assert!(*v == 0.0 && v.is_sign_positive(), "exp2({}) = {v:e}, not +0", x[i + 1]);
+    }
+    assert_eq!(out[5], f32::INFINITY);
+    assert!(out[6].is_nan());
+    assert_eq!(out[7], 8.0);
+}
+
 // ------------------------------------------------------------------------------------------------
 // `dot`: the IR's order of accumulation, TF32 inputs, wrapping i8, and malformed IR refused.
 

@@ -96,9 +96,12 @@ fn emit_add_mul_signature_and_specializations() {
         src.contains("fuse_st_words<FUSE_VEC0 * 4 / 4>(out + (long long)offs[fuse_b], fuse_w);"),
         "{src}"
     );
-    // One fast path (every chunk vector or off) and one per-lane path per access; an
-    // out-of-bounds lane is noted, and reported once at the end without a call on the lane path.
-    assert!(src.contains("fuse_fast = fuse_fast && (fuse_vec[fuse_j] || !fuse_any);"), "{src}");
+    // Per chunk: one vector access, no access (every lane off), or its lanes one by one (a
+    // ragged edge); an out-of-bounds lane is noted, and reported once at the end without a call
+    // on the lane path.
+    assert!(src.contains("fuse_some[fuse_j] = fuse_any;"), "{src}");
+    assert!(src.contains("} else if (fuse_some[fuse_j]) {"), "{src}");
+    assert!(src.contains("const int fuse_i = fuse_b + fuse_v;"), "{src}");
     assert!(src.contains("else if (fuse_bad == 0u) { fuse_bad = 4u; fuse_bad_at = fuse_o; }"), "{src}");
     assert!(
         src.ends_with("  if (fuse_bad != 0u) fuse_oob(fuse_err, fuse_bad - 1u, fuse_bad_at);\n}\n"),
