@@ -16,6 +16,11 @@ for mode in "$@"; do
             bench ln_t${t}_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=layernorm/65536x128,layernorm/16384x256 FUSE_ROWS_TILE=$t FUSE_BENCH_WARPS=$w
             grep -E "layernorm.*fuse" $L/ln_t${t}_w$w.log | sed "s/^/t$t w$w /"
         done; done ;;
+    ce_sweep) # cross-entropy bf16 at 50257 columns: warps x column block
+        for cb in 2048 4096 8192; do for w in 4 8 16; do
+            bench ce_b${cb}_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy/4096x50257 FUSE_BENCH_CE_BLOCK=$cb FUSE_BENCH_WARPS=$w
+            grep -E "cross_entropy.*fuse" $L/ce_b${cb}_w$w.log | sed "s/^/b$cb w$w /"
+        done; done ;;
     peers_rows) # Triton, torch eager and torch.compile on the same rows (scripts/peers_v2.py)
         (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/scripts/peers_v2.py ${PEERS:-softmax ln ce}) >$L/peers_v2.log 2>&1; echo "peers_v2 rc $?"
         cp -f $O/*.json $L/ 2>/dev/null; grep -E "^(ok|best|FAILED)" $L/peers_v2.log | tail -60 ;;

@@ -584,7 +584,7 @@ fn newer_example_kernels_compile_with_nvrtc() {
         (&qk_norm_rope::qk_norm_rope::f16::SPEC, vec![8, 64]),
         (&qk_norm_rope::qk_norm_rope::bf16::SPEC, vec![4, 128]),
         (&cross_entropy::cross_entropy::f32::SPEC, vec![cross_entropy::BLOCK as u64]),
-        (&cross_entropy::cross_entropy::bf16::SPEC, vec![cross_entropy::BLOCK as u64]),
+        (&cross_entropy::cross_entropy::bf16::SPEC, vec![cross_entropy::BLOCK_16BIT as u64]),
         (&add_activation::add_gelu::f16::SPEC, vec![1024]),
         (&add_activation::add_gelu::bf16::SPEC, vec![1024]),
         (&add_activation::add_silu::f16::SPEC, vec![1024]),

@@ -40,7 +40,10 @@ pub fn attention<T: Half, const BM: usize, const BN: usize, const D: usize>(
 ) {
     let bh = program_id(1);
     let kvh = (bh / heads) * kv_heads + (bh % heads) / (heads / kv_heads);
-    let rm = program_id(0) * BM + arange(0, BM);
+    // A causal query block's work grows with its index: the grid runs the last block first, so
+    // the programs left at the end of the launch are the short ones.
+    let qb = num_programs(0) - 1 - program_id(0);
+    let rm = qb * BM + arange(0, BM);
     let rd = arange(0, D);
     let row_ok = (rm < n).expand_dims(1); // [BM, 1]
     let q_tile = load(q + bh * n * D + rm.expand_dims(1) * D + rd.expand_dims(0), row_ok, 0.0);
@@ -49,7 +52,7 @@ pub fn attention<T: Half, const BM: usize, const BN: usize, const D: usize>(
     let mut l_i = zeros([BM]);
     let mut acc = zeros([BM, D]);
     // Causal: the key blocks up to the one holding this block's last query.
-    let end = where_(causal != 0, minimum(n, (program_id(0) + 1) * BM), n);
+    let end = where_(causal != 0, minimum(n, (qb + 1) * BM), n);
     let keep_scale = 1.0 / (1.0 - p_drop);
     for n0 in (0..end).step_by(BN) {
         let rn = n0 + arange(0, BN);
@@ -61,7 +64,7 @@ pub fn attention<T: Half, const BM: usize, const BN: usize, const D: usize>(
         let mut s = dot(q_tile, trans(k_tile));
         // Only the block holding the diagonal (causal) and the one past `n` need a mask: a
         // uniform branch, so the blocks below the diagonal do no per-element test.
-        if n0 + BN > n || (causal != 0 && n0 + BN > program_id(0) * BM) {
+        if n0 + BN > n || (causal != 0 && n0 + BN > qb * BM) {
             let visible =
                 (rn < n).expand_dims(0) & ((causal == 0) | (rm.expand_dims(1) >= rn.expand_dims(0)));
             s = where_(visible, s, f32::NEG_INFINITY);
@@ -78,7 +81,12 @@ pub fn attention<T: Half, const BM: usize, const BN: usize, const D: usize>(
         acc = dot(p.to(T), v_tile, acc * alpha.expand_dims(1));
         m_i = m_new;
     }
-    store(o + bh * n * D + rm.expand_dims(1) * D + rd.expand_dims(0), acc / l_i.expand_dims(1), row_ok);
+    // One division a row (l_i >= 1: the row max's own term), a multiply an element.
+    store(
+        o + bh * n * D + rm.expand_dims(1) * D + rd.expand_dims(0),
+        acc * (1.0 / l_i).expand_dims(1),
+        row_ok,
+    );
     store(lse + bh * n + rm, (m_i + log2(l_i)) * 0.6931471805599453, rm < n);
 }
 
