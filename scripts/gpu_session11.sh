@@ -43,6 +43,15 @@ for mode in "$@"; do
     att) # attention at the bench's configurations
         T=300 bench att .gpu/bench-matmul FUSE_BENCH_ONLY=attention_fwd FUSE_BENCH_CONFIGS=${ATT_CONFIGS:-0,2,3,6}
         grep -E "fuse  " $L/att.log ;;
+    sanitize) # memcheck on what changed: the examples (per-chunk masked vectors, cross-entropy),
+        # attention (causal order, reciprocal) and the ragged cp.async stages of the pipelined loops
+        run memcheck_examples timeout ${T:-240} compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples --test-threads=4
+        run memcheck_att timeout ${T:-200} compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_attention attention_default_config --test-threads=1
+        run memcheck_pipe timeout ${T:-150} compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_dot pipelined_k_loops --test-threads=1 ;;
+    racecheck) # racecheck (and synccheck on attention) on the same
+        run racecheck_att timeout ${T:-250} compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/test-gpu_attention attention_default_config --test-threads=1
+        run synccheck_att timeout ${T:-150} compute-sanitizer --tool synccheck --error-exitcode 9 .gpu/test-gpu_attention attention_default_config --test-threads=1
+        run racecheck_pipe timeout ${T:-200} compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/test-gpu_dot pipelined_k_loops --test-threads=1 ;;
     peers) # triton_dot.py (and torch_peers.py with TORCH_PEERS=1)
         peers; grep -E "attention|matmul" $L/triton_dot.log | head -40 ;;
     esac
