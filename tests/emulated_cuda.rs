@@ -28,6 +28,19 @@ pub fn half_gather<const N: usize>(src: *const f32, limit: *const i32, out: *mut
     store(out + row + c, load(src + row + c / 2, c < lim, -1.0));
 }
 
+/// Lanes `[lo, hi)` of each program's row copied (plus 0.5) under a mask that is rarely whole on
+/// a vector chunk, and the masked load's result stored unmasked beside it: every chunk of the
+/// thread is a vector, off or partial, and only the partial ones go lane by lane.
+#[fused_kernel]
+pub fn ragged_copy<const N: usize>(src: *const f32, lim: *const i32, out: *mut f32, all: *mut f32) {
+    let c = arange(0, N);
+    let row = program_id(0) * N;
+    let m = (c >= load(lim)) & (c < load(lim + 1));
+    let v = load(src + row + c, m, -1.0);
+    store(out + row + c, v + 0.5, m);
+    store(all + row + c, v);
+}
+
 /// (R, C): rows within a warp, across warps, wider than the block, a tile smaller than the
 /// block, one row, one column (as const generics), square.
 const SHAPES: &[(usize, usize)] =
@@ -142,12 +155,67 @@ fn half_runs() {
     }
 }
 
+/// [`ragged_copy`] emulated against its definition and the CPU interpreter: ranges that start
+/// and end mid-chunk, on a chunk boundary, inside one chunk and empty; the lanes outside the range
+/// of `out` must keep their poison.
+fn ragged_runs() {
+    let cpu = Device::cpu();
+    const POISON: f32 = 7777.0;
+    for n in [64usize, 256, 1024] {
+        for w in [1u32, 2] {
+            for (lo, hi) in [(0, n as i32), (1, n as i32 - 1), (3, 13), (5, 6), (8, 16), (9, 9), (0, 5)] {
+                let grid = 2u32;
+                let src: Vec<f32> = (0..grid as usize * n).map(|i| i as f32 * 0.25 + 1.0).collect();
+                let mut e = Launch {
+                    spec: &ragged_copy::SPEC,
+                    consts: vec![n as u64],
+                    warps: w,
+                    grid,
+                    bufs: vec![
+                        Buf::F32(src.clone()),
+                        Buf::I32(vec![lo, hi]),
+                        Buf::F32(vec![POISON; grid as usize * n]),
+                        Buf::F32(vec![POISON; grid as usize * n]),
+                    ],
+                };
+                let mut cl = e.clone();
+                let case = format!("ragged_copy N={n} {w} warps lanes {lo}..{hi}");
+                run(Target::Emulated(n as u64 * 7 + u64::from(w) + lo as u64), &mut e)
+                    .unwrap_or_else(|m| panic!("{case}: {m}"));
+                run(Target::Device(&cpu), &mut cl).unwrap_or_else(|m| panic!("{case} on the CPU: {m}"));
+                let (Buf::F32(out), Buf::F32(all), Buf::F32(c_out), Buf::F32(c_all)) =
+                    (&e.bufs[2], &e.bufs[3], &cl.bufs[2], &cl.bufs[3])
+                else {
+                    unreachable!()
+                };
+                for p in 0..grid as usize {
+                    for c in 0..n {
+                        let on = (lo..hi).contains(&(c as i32));
+                        let x = src[p * n + c];
+                        let (want_out, want_all) = if on { (x + 0.5, x) } else { (POISON, -1.0) };
+                        let i = p * n + c;
+                        assert!(
+                            out[i] == want_out && all[i] == want_all && c_out[i] == want_out && c_all[i] == want_all,
+                            "{case}: program {p} lane {c}: emulated ({}, {}), CPU ({}, {}), want ({want_out}, {want_all})",
+                            out[i],
+                            all[i],
+                            c_out[i],
+                            c_all[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn main() {
     let tests: Vec<(&'static str, fn())> = vec![
         ("f32_kernel", f32_kernel),
         ("int_kernels", int_kernels),
         ("unit_axes", unit_axes),
         ("half_runs", half_runs),
+        ("ragged_runs", ragged_runs),
     ];
     let trials = match emu::compiler() {
         Some(_) => tests.into_iter().map(|(n, f)| harness::trial(n, f)).collect(),
