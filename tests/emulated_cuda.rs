@@ -114,32 +114,44 @@ fn unit_axes() {
     }
 }
 
+/// `spec` at `N = n` on `w` warps over `grid` programs, from the same `bufs`, on the host
+/// emulator (schedule `seed`) and on the CPU interpreter: the f32 buffers `outs` after each run,
+/// (emulated, interpreted).
+fn emulated_and_interpreted<const K: usize>(
+    spec: &'static fuse::KernelSpec,
+    (n, w, grid): (usize, u32, u32),
+    bufs: Vec<Buf>,
+    seed: u64,
+    outs: [usize; K],
+    case: &str,
+) -> [(Vec<f32>, Vec<f32>); K] {
+    let mut e = Launch { spec, consts: vec![n as u64], warps: w, grid, bufs };
+    let mut cl = e.clone();
+    run(Target::Emulated(seed), &mut e).unwrap_or_else(|m| panic!("{case}: {m}"));
+    run(Target::Device(&Device::cpu()), &mut cl).unwrap_or_else(|m| panic!("{case} on the CPU: {m}"));
+    outs.map(|i| match (&e.bufs[i], &cl.bufs[i]) {
+        (Buf::F32(a), Buf::F32(b)) => (a.clone(), b.clone()),
+        _ => panic!("{case}: buffer {i} is not f32"),
+    })
+}
+
 /// [`half_gather`] emulated against its definition and the CPU interpreter, over tile widths
 /// that give VEC 1 to 8, ragged and whole limits, at 1 and 2 warps.
 fn half_runs() {
-    let cpu = Device::cpu();
     for n in [16usize, 64, 128, 256, 512] {
         for w in [1u32, 2] {
             for lim in [0i32, 5, 13, n as i32 / 2, n as i32] {
                 let grid = 3u32;
                 let src: Vec<f32> = (0..grid as usize * n).map(|i| i as f32 * 0.5 + 1.0).collect();
-                let mut e = Launch {
-                    spec: &half_gather::SPEC,
-                    consts: vec![n as u64],
-                    warps: w,
-                    grid,
-                    bufs: vec![
-                        Buf::F32(src.clone()),
-                        Buf::I32(vec![lim]),
-                        Buf::F32(vec![f32::NAN; grid as usize * n]),
-                    ],
-                };
-                let mut cl = e.clone();
+                let bufs = vec![
+                    Buf::F32(src.clone()),
+                    Buf::I32(vec![lim]),
+                    Buf::F32(vec![f32::NAN; grid as usize * n]),
+                ];
                 let case = format!("half_gather N={n} {w} warps limit {lim}");
-                run(Target::Emulated(n as u64 + u64::from(w)), &mut e)
-                    .unwrap_or_else(|m| panic!("{case}: {m}"));
-                run(Target::Device(&cpu), &mut cl).unwrap_or_else(|m| panic!("{case} on the CPU: {m}"));
-                let (Buf::F32(got), Buf::F32(cpu_got)) = (&e.bufs[2], &cl.bufs[2]) else { unreachable!() };
+                let seed = n as u64 + u64::from(w);
+                let [(got, cpu_got)] =
+                    emulated_and_interpreted(&half_gather::SPEC, (n, w, grid), bufs, seed, [2], &case);
                 for p in 0..grid as usize {
                     for c in 0..n {
                         let want = if (c as i32) < lim { src[p * n + c / 2] } else { -1.0 };
@@ -159,35 +171,18 @@ fn half_runs() {
 /// and end mid-chunk, on a chunk boundary, inside one chunk and empty; the lanes outside the range
 /// of `out` must keep their poison.
 fn ragged_runs() {
-    let cpu = Device::cpu();
     const POISON: f32 = 7777.0;
     for n in [64usize, 256, 1024] {
         for w in [1u32, 2] {
             for (lo, hi) in [(0, n as i32), (1, n as i32 - 1), (3, 13), (5, 6), (8, 16), (9, 9), (0, 5)] {
                 let grid = 2u32;
                 let src: Vec<f32> = (0..grid as usize * n).map(|i| i as f32 * 0.25 + 1.0).collect();
-                let mut e = Launch {
-                    spec: &ragged_copy::SPEC,
-                    consts: vec![n as u64],
-                    warps: w,
-                    grid,
-                    bufs: vec![
-                        Buf::F32(src.clone()),
-                        Buf::I32(vec![lo, hi]),
-                        Buf::F32(vec![POISON; grid as usize * n]),
-                        Buf::F32(vec![POISON; grid as usize * n]),
-                    ],
-                };
-                let mut cl = e.clone();
+                let poisoned = || Buf::F32(vec![POISON; grid as usize * n]);
+                let bufs = vec![Buf::F32(src.clone()), Buf::I32(vec![lo, hi]), poisoned(), poisoned()];
                 let case = format!("ragged_copy N={n} {w} warps lanes {lo}..{hi}");
-                run(Target::Emulated(n as u64 * 7 + u64::from(w) + lo as u64), &mut e)
-                    .unwrap_or_else(|m| panic!("{case}: {m}"));
-                run(Target::Device(&cpu), &mut cl).unwrap_or_else(|m| panic!("{case} on the CPU: {m}"));
-                let (Buf::F32(out), Buf::F32(all), Buf::F32(c_out), Buf::F32(c_all)) =
-                    (&e.bufs[2], &e.bufs[3], &cl.bufs[2], &cl.bufs[3])
-                else {
-                    unreachable!()
-                };
+                let seed = n as u64 * 7 + u64::from(w) + lo as u64;
+                let [(out, c_out), (all, c_all)] =
+                    emulated_and_interpreted(&ragged_copy::SPEC, (n, w, grid), bufs, seed, [2, 3], &case);
                 for p in 0..grid as usize {
                     for c in 0..n {
                         let on = (lo..hi).contains(&(c as i32));

@@ -260,18 +260,14 @@ impl KernelSpec {
                 Specialization::TensorBox(a) => {
                     let b = kernel.tensor_box(&accesses[a as usize])?;
                     let host = |v| kernel.host_program(v);
+                    // An absent bound needs no program; a present one must have one.
+                    let bound = |v: Option<fuse_ir::VarId>| v.map_or(Some(None), |v| host(v).map(Some));
                     let programs = (|| {
                         Some(BoxPrograms {
                             offset: accesses[a as usize].offset,
                             stride: host(b.stride)?,
-                            row_end: match b.row_end {
-                                Some(v) => Some(host(v)?),
-                                None => None,
-                            },
-                            col_end: match b.col_end {
-                                Some(v) => Some(host(v)?),
-                                None => None,
-                            },
+                            row_end: bound(b.row_end)?,
+                            col_end: bound(b.col_end)?,
                             base_pitch: b.base_pitch.iter().map(|&v| host(v)).collect::<Option<_>>()?,
                         })
                     })();

@@ -308,14 +308,20 @@ impl Ctx<'_> {
 
     /// The per-lane path of one chunk's words (chunk `fuse_j`, its first slot `fuse_b`).
     fn per_lane_load(&mut self, a: &Access, other: Option<VarId>, k: usize, ok: &str) {
-        self.w.open_unrolled("fuse_v", &format!("FUSE_VEC{k}"));
-        self.w.line("const int fuse_i = fuse_b + fuse_v;");
+        self.open_chunk_lanes(k);
         let init = self.other_or_zero(a, other, "fuse_i");
         self.w.line(format!("{} fuse_x = {init};", c_type(a.elem)));
         let read = self.read(a, "fuse_o");
         self.checked_lane(a, "fuse_i", Some(ok), &format!("fuse_x = {read};"));
         self.w.line(pack(a.elem, "fuse_wd", "fuse_i", "fuse_x"));
         self.w.close();
+    }
+
+    /// Opens the loop over the lanes of chunk `fuse_j` (first slot `fuse_b`), each as slot
+    /// `fuse_i`: a partial chunk's per-lane path.
+    fn open_chunk_lanes(&mut self, k: usize) {
+        self.w.open_unrolled("fuse_v", &format!("FUSE_VEC{k}"));
+        self.w.line("const int fuse_i = fuse_b + fuse_v;");
     }
 
     /// Sorts the thread's chunks for a vector path: `fuse_vec[j]` (every lane on and the chunk in
@@ -471,8 +477,7 @@ impl Ctx<'_> {
         self.w.open("if (fuse_vec[fuse_j] || !fuse_some[fuse_j])");
         self.w.line(copy(self, "fuse_vec[fuse_j]"));
         self.w.reopen("} else {");
-        self.w.open_unrolled("fuse_v", &format!("FUSE_VEC{k}"));
-        self.w.line("const int fuse_i = fuse_b + fuse_v;");
+        self.open_chunk_lanes(k);
         self.async_lane(&a, k, &at("fuse_f"));
         self.w.close();
         self.w.close();
@@ -568,8 +573,7 @@ impl Ctx<'_> {
         self.w.line(format!("fuse_st_words<{nw}>({} + (long long){first}, fuse_w);", a.ptr));
         if let Some(ok) = per_lane {
             self.w.reopen("} else if (fuse_some[fuse_j]) {");
-            self.w.open_unrolled("fuse_v", &format!("FUSE_VEC{k}"));
-            self.w.line("const int fuse_i = fuse_b + fuse_v;");
+            self.open_chunk_lanes(k);
             self.store_lane(a, value, "fuse_i", Some(ok));
             self.w.close();
         }
