@@ -3,13 +3,20 @@
 //! m16n8k8), which sum in another order than the CPU interpreter: it is checked against float64
 //! within f32 summation error like the half types (the `tf32_*` tests), and its input rounding
 //! against the interpreter bit for bit on data whose sums are exact in any order.
-//! The `matmul_int8` and `ffn_sublayer` examples' checks (tests/common/quant_ffn.rs) at larger
+//! The `matmul` example (f16/bf16 results stored from the accumulator through shared memory), and
+//! the `matmul_int8` and `ffn_sublayer` examples' checks (tests/common/quant_ffn.rs) at larger
 //! sizes and every block configuration, and an NVRTC compile of their kernels (no GPU needed).
 //! harness = false (fuse-runtime/tests/common/harness.rs): without a GPU the tests are reported
 //! as ignored, with the reason; without NVRTC the compile test too (under CI=true it fails).
+#[path = "../examples/kernels/bias_gelu_dropout.rs"]
+#[allow(dead_code)] // for its float64 erf
+mod bias_gelu_dropout;
 mod common;
 #[path = "../fuse-runtime/tests/common/harness.rs"]
 mod harness;
+#[path = "../examples/kernels/matmul.rs"]
+#[allow(dead_code)]
+mod matmul_example;
 
 use common::dot::*;
 use common::Rng;
@@ -205,6 +212,46 @@ fn matmul_int8_example(gpu: &Device) {
     }
 }
 
+/// The `matmul` example at four block configurations (one warpgroup, two, the bench's 128x256x64,
+/// and one warp on `mma.sync`'s grid), f16 and bf16, plain and with bias + GELU:
+/// its half-precision result goes from the accumulator through shared memory to 16-byte row runs
+/// (`emit_cuda/coalesce.rs`); ragged sizes mask rows and columns of those runs, aligned ones take
+/// the unchecked vector stores. Against float64 within the f32 sum's error and one rounding.
+fn matmul_example(gpu: &Device) {
+    fn case<T: common::Elem + fuse::Half>(gpu: &Device, rng: &mut Rng, cfg: matmul_example::Config) {
+        for (m, n, k) in [(129, 257, 64), (16, 130, 7), (256, 512, 128)] {
+            for gelu in [false, true] {
+                let (a, b, bias) = (rng.vec(m * k, 1.0), rng.vec(k * n, 1.0), rng.vec(n, 1.0));
+                let (a, b, bias) = (T::from_f32s(&a), T::from_f32s(&b), T::from_f32s(&bias));
+                let up = |v: &[T]| gpu.upload(v).unwrap();
+                let mut c = gpu.upload(&T::from_f32s(&vec![f32::NAN; m * n])).unwrap();
+                matmul_example::launch(gpu, cfg, &up(&a), &up(&b), &up(&bias), &mut c, (m, n, k), gelu)
+                    .unwrap();
+                let want = matmul_example::reference(
+                    &T::to_f64s(&a),
+                    &T::to_f64s(&b),
+                    &T::to_f64s(&bias),
+                    m,
+                    n,
+                    k,
+                    gelu,
+                    bias_gelu_dropout::erf64,
+                );
+                let what = format!("matmul {} {m}x{n}x{k} gelu {gelu} {cfg:?}", T::NAME);
+                let got = T::to_f64s(&c.to_vec().unwrap());
+                let (atol, rtol) = if T::NAME == "f16" { (2e-3, 2e-3) } else { (1e-2, 1e-2) };
+                common::assert_close(&what, &got, &want, atol * (k as f64).sqrt(), rtol);
+            }
+        }
+    }
+    let mut rng = Rng::fresh("gpu matmul example");
+    for i in [0, 10, 13, matmul_example::CONFIGS.len() - 1] {
+        let cfg = matmul_example::CONFIGS[i];
+        case::<f16>(gpu, &mut rng, cfg);
+        case::<bf16>(gpu, &mut rng, cfg);
+    }
+}
+
 /// The `ffn_sublayer` example (one kernel: LayerNorm statistics, normalised operand, bias + GELU +
 /// residual) at every block configuration, f16 and bf16, against float64.
 fn ffn_sublayer_example(gpu: &Device) {
@@ -251,6 +298,7 @@ fn main() {
         ("pipelined_k_loops", pipelined_k_loops),
         ("k_major_b_operands", k_major_b_operands),
         ("warpgroup_blocks", warpgroup_blocks),
+        ("matmul_example", matmul_example),
         ("matmul_int8_example", matmul_int8_example),
         ("ffn_sublayer_example", ffn_sublayer_example),
     ]);

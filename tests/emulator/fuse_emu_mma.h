@@ -98,6 +98,10 @@ static inline unsigned short fuse_f32_to_f16(float f) {
 // B: b0 (k t, n g), b1 (k t + 4, n g). f16 A: register r holds rows g (r even), g + 8 (r odd),
 // columns 2t + 8 (r / 2) and one more; B: register r holds k 2t + 8r and one more, n g.
 // C and D: c0, c1 row g, c2, c3 row g + 8, columns 2t, 2t + 1.
+// The language's erf (its device version ends in an inline-PTX ex2): the host's, within the
+// tests' tolerance of it.
+static inline float fuse_erff(float x) { return erff(x); }
+
 static void fuse_emu_mma(void* const* lanes, bool k8) {
   double A[16][16], B[16][8], C[16][8];
   const int kk = k8 ? 8 : 16;

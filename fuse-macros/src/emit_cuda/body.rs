@@ -21,6 +21,9 @@ impl Ctx<'_> {
             }
             Stmt::Assign { dst, expr } => self.assign(*dst, expr),
             Stmt::Store { param, offset, value, mask } => {
+                if let Some(l) = self.coalesced_store_layout(*param, *offset, *value, *mask) {
+                    return self.store_through_scratch((*param, *offset, *value, *mask), l);
+                }
                 let vars: Vec<VarId> = [*offset].into_iter().chain(*mask).collect();
                 self.with_views(*value, &vars, &|cx: &mut Self| cx.store(*param, *offset, *value, *mask));
             }
@@ -99,7 +102,7 @@ impl Ctx<'_> {
     /// the tile recomputed at the lanes `like`'s layout holds ([`super::remat`]; the layout pass
     /// left such tiles out of the meet of a tensor-core layout). Tiles already in that layout,
     /// scalars and other tiles are read as they are.
-    fn with_views(&mut self, like: VarId, vars: &[VarId], f: &dyn Fn(&mut Self)) {
+    pub(super) fn with_views(&mut self, like: VarId, vars: &[VarId], f: &dyn Fn(&mut Self)) {
         let Some(k) = self.tile(like) else { return f(self) };
         let mut views: Vec<(VarId, String, Option<usize>, Option<String>)> = Vec::new();
         for &v in vars {

@@ -603,7 +603,7 @@ fn zero(d: DType) -> String {
 }
 
 /// Element `v` of a chunk held as 32-bit words (little-endian).
-fn unpack(d: DType, w: &str, v: &str) -> String {
+pub(super) fn unpack(d: DType, w: &str, v: &str) -> String {
     let t = c_type(d);
     match d.size_bytes() {
         1 => format!("({t})({w}[{v} / 4] >> (8 * ({v} % 4)))"),

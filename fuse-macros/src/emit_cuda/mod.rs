@@ -6,7 +6,8 @@
 //! * [`names`]: C identifiers; [`ctype`]: C types, literals, conversions;
 //! * [`affine`]: which offsets are contiguous/aligned (licenses vector access, Philox x4);
 //! * [`body`]: statements and element-wise expressions; [`memory`]: loads and stores with
-//!   bounds checks; [`reduce`]: block reductions; [`random`]: `rand`; [`shape`]: operations that
+//!   bounds checks; [`coalesce`]: stores of tensor-core results through the scratch;
+//!   [`reduce`]: block reductions; [`random`]: `rand`; [`shape`]: operations that
 //!   move lanes between threads; [`dot`]: `dot`'s lowering, on tensor cores ([`mma`], [`tf32`],
 //!   [`wgmma`]) or the general fallback; [`pipeline`]: software pipelining of `dot` K loops;
 //! * [`prelude`]: the device helpers the body used;
@@ -18,6 +19,7 @@ use fuse_ir::{DType, Kernel, ParamKind, RandWidth, Specialization, VarId};
 
 mod affine;
 mod body;
+mod coalesce;
 mod ctype;
 mod dot;
 mod layout;
