@@ -11,11 +11,17 @@
 //! `{pattern, shape, dtype, impl, ms, tflops}` keyed as `triton_dot.py` keys its own (`impl` is
 //! `fuse` for the best configuration of a row, `fuse [BMxBNxBK Ww]` for each one timed).
 //! Timing: the median of 20 CUDA-event-timed launches after one warm-up (do_bench's method).
+//! Every timed configuration is then checked: its output is poisoned, one more launch runs, and
+//! sampled entries (rows, for attention) are compared with float64 (int8: the requantisation
+//! rule); a configuration that fails prints `WRONG` and is neither recorded nor ranked.
 //! `FUSE_BENCH_ONLY=substring,..` keeps matching `pattern/shape/dtype` cases; `FUSE_BENCH_CONFIGS=0,3`
 //! times only those configurations (indices into the example's `CONFIGS`).
 #[path = "../examples/kernels/attention.rs"]
 #[allow(dead_code)]
 mod attention;
+#[path = "../examples/kernels/bias_gelu_dropout.rs"]
+#[allow(dead_code)] // for its float64 erf
+mod bias_gelu_dropout;
 #[path = "../examples/kernels/ffn_sublayer.rs"]
 #[allow(dead_code)]
 mod ffn;
@@ -30,6 +36,7 @@ mod roofline;
 
 use fuse::half::{bf16, f16};
 use fuse::{Device, Half, Result};
+use std::cell::RefCell;
 
 struct Row {
     pattern: &'static str,
@@ -61,8 +68,38 @@ fn picked(i: usize) -> bool {
     p.as_ref().is_none_or(|p| p.contains(&i))
 }
 
+/// An element type's conversions from and to f32.
+type Conv<T> = (fn(f32) -> T, fn(T) -> f32);
+
+/// `|got - want| <= bound`, false for NaN.
+fn within(got: f64, want: f64, bound: f64) -> bool {
+    (got - want).abs() <= bound
+}
+
+/// How a case checks a configuration after timing it: `poison` fills the output with values the
+/// check rejects, one launch runs, and `compare` reads the output back and names the first
+/// sampled entry that is wrong (`None`: all right).
+struct Check<'a> {
+    poison: Box<dyn FnMut() -> Result<()> + 'a>,
+    compare: Box<dyn FnMut() -> Result<Option<String>> + 'a>,
+}
+
+/// The positions a check samples in a `rows x cols` output: the four corners and 60 more spread
+/// by a fixed linear congruential sequence.
+fn samples(rows: usize, cols: usize) -> Vec<(usize, usize)> {
+    let mut at = vec![(0, 0), (0, cols - 1), (rows - 1, 0), (rows - 1, cols - 1)];
+    let mut x = 0x2545_f491_u64;
+    for _ in 0..60 {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        at.push(((x >> 33) as usize % rows, (x >> 13) as usize % cols));
+    }
+    at
+}
+
 /// Times `launch(i)` for each picked configuration `i` (tag `tags[i]`; the median of `iters`
-/// launches), prints and records a row per configuration and one `fuse` row for the best.
+/// launches), checks its output ([`Check`]), prints and records a row per right configuration and
+/// one `fuse` row for the best.
+#[allow(clippy::too_many_arguments)]
 fn time_configs(
     dev: &Device,
     (pattern, shape, dtype): (&'static str, &str, &'static str),
@@ -70,12 +107,20 @@ fn time_configs(
     iters: usize,
     tags: impl IntoIterator<Item = String>,
     mut launch: impl FnMut(usize) -> Result<()>,
+    mut check: Check<'_>,
     rows: &mut Vec<Row>,
 ) {
     let mut best: Option<(f64, String, usize)> = None;
     for (i, tag) in tags.into_iter().enumerate().filter(|(i, _)| picked(*i)) {
-        match dev.median_ms(iters, || Ok(()), || launch(i)) {
-            Ok(ms) => {
+        let timed = dev.median_ms(iters, || Ok(()), || launch(i));
+        let verdict = timed.and_then(|ms| {
+            (check.poison)()?;
+            launch(i)?;
+            Ok((ms, (check.compare)()?))
+        });
+        match verdict {
+            Ok((_, Some(bad))) => println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} WRONG {bad}"),
+            Ok((ms, None)) => {
                 let tflops = flops / ms / 1e9;
                 println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} {ms:8.3} ms {tflops:7.1} TFLOP/s");
                 rows.push(Row {
@@ -116,18 +161,44 @@ fn bench_int8(dev: &Device, rows: &mut Vec<Row>) -> Result<()> {
         let fill = |len: usize, seed: u32| -> Vec<i8> {
             (0..len).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 255) as i32 as i8).collect()
         };
-        let a = dev.upload(&fill(m * k, 1))?;
-        let w = dev.upload(&fill(n * k, 2))?;
-        let sa = dev.upload(&vec![1e-3f32; m])?;
-        let sw = dev.upload(&vec![1e-3f32; n])?;
-        let mut c = dev.zeros::<i8>(m * n)?;
+        let (ah, wh, scale, out_scale) = (fill(m * k, 1), fill(n * k, 2), 1e-3f32, 0.05f32);
+        let (a, w) = (dev.upload(&ah)?, dev.upload(&wh)?);
+        let sa = dev.upload(&vec![scale; m])?;
+        let sw = dev.upload(&vec![scale; n])?;
+        let c = RefCell::new(dev.zeros::<i8>(m * n)?);
+        // The sampled entries' float64 `t` and its bound; the poison is `requantize(t) + 64` there.
+        let at = samples(m, n);
+        let t: Vec<(f64, f64)> = at
+            .iter()
+            .map(|&(i, j)| {
+                let acc: i64 = (0..k).map(|kk| i64::from(ah[i * k + kk]) * i64::from(wh[j * k + kk])).sum();
+                let t = int8::reference_t(&[acc], &[scale], &[scale], None, out_scale)[0];
+                (t, int8::t_error_bound(acc, scale, scale, 0.0, out_scale))
+            })
+            .collect();
+        let mut poisoned = vec![0i8; m * n];
+        for (&(i, j), &(t, _)) in at.iter().zip(&t) {
+            poisoned[i * n + j] = int8::poison(&[t])[0];
+        }
+        let check = Check {
+            poison: Box::new(|| c.borrow_mut().copy_from_host(&poisoned)),
+            compare: Box::new(|| {
+                let got = c.borrow().to_vec()?;
+                let got: Vec<i8> = at.iter().map(|&(i, j)| got[i * n + j]).collect();
+                let (ts, bounds): (Vec<f64>, Vec<f64>) = t.iter().copied().unzip();
+                Ok(int8::verify(&got, &ts, &bounds)
+                    .first_bad
+                    .map(|(x, g, want, t)| format!("at {:?}: {g}, want {want} (t = {t})", at[x])))
+            }),
+        };
         let configs = &int8::CONFIGS[..int8::CONFIGS.len() - 1]; // not the CPU's
         let tags =
             configs.iter().map(|c| format!("fuse [{}x{}x{} {}w {}s]", c.bm, c.bn, c.bk, c.warps, c.stages));
-        let launch =
-            |i: usize| int8::launch(dev, configs[i], &a, &w, &sa, &sw, None, &mut c, (m, n, k), 0.05);
+        let launch = |i: usize| {
+            int8::launch(dev, configs[i], &a, &w, &sa, &sw, None, &mut c.borrow_mut(), (m, n, k), out_scale)
+        };
         let flops = 2.0 * (m * n * k) as f64;
-        time_configs(dev, ("matmul_int8", &shape, "int8"), flops, 5, tags, launch, rows);
+        time_configs(dev, ("matmul_int8", &shape, "int8"), flops, 5, tags, launch, check, rows);
     }
     Ok(())
 }
@@ -137,7 +208,7 @@ fn bench_int8(dev: &Device, rows: &mut Vec<Row>) -> Result<()> {
 fn bench_ffn<T: Half>(
     dev: &Device,
     dtype: &'static str,
-    conv: fn(f32) -> T,
+    (conv, back): Conv<T>,
     rows: &mut Vec<Row>,
 ) -> Result<()> {
     let (m, d) = (8192usize, 4096usize);
@@ -149,14 +220,46 @@ fn bench_ffn<T: Half>(
         let v = |i: usize| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 1000.0 - 0.5;
         (0..len).map(|i| conv(v(i))).collect()
     };
-    let x = dev.upload(&fill(m * d, 1))?;
-    let w = dev.upload(&fill(d * d, 2))?;
-    let (b, gamma, beta) = (dev.upload(&fill(d, 3))?, dev.upload(&fill(d, 4))?, dev.upload(&fill(d, 5))?);
-    let mut y = dev.zeros::<T>(m * d)?;
+    let host: Vec<Vec<T>> = [(m * d, 1), (d * d, 2), (d, 3), (d, 4), (d, 5)].map(|(l, s)| fill(l, s)).into();
+    let [x, w, b, gamma, beta] = [0, 1, 2, 3, 4].map(|i| dev.upload(&host[i]));
+    let (x, w, b, gamma, beta) = (x?, w?, b?, gamma?, beta?);
+    let y = RefCell::new(dev.zeros::<T>(m * d)?);
+    // Whole rows of the float64 reference (rows are independent): 8 sampled rows.
+    let f64s = |v: &[T]| v.iter().map(|&e| f64::from(back(e))).collect::<Vec<f64>>();
+    let (wf, bf, gf, betaf) = (f64s(&host[1]), f64s(&host[2]), f64s(&host[3]), f64s(&host[4]));
+    let u = if dtype == "float16" { 2f64.powi(-11) } else { 2f64.powi(-8) };
+    let mut picked_rows: Vec<usize> = samples(m, 1).into_iter().map(|(i, _)| i).take(12).collect();
+    picked_rows.sort_unstable();
+    picked_rows.dedup();
+    let want: Vec<(Vec<f64>, Vec<f64>)> = picked_rows
+        .iter()
+        .map(|&i| {
+            let row = f64s(&host[0][i * d..(i + 1) * d]);
+            ffn::reference(&row, &wf, &bf, &gf, &betaf, 1, d, 1e-5, u, bias_gelu_dropout::erf64)
+        })
+        .collect();
+    let nan = vec![conv(f32::NAN); m * d];
+    let check = Check {
+        poison: Box::new(|| y.borrow_mut().copy_from_host(&nan)),
+        compare: Box::new(|| {
+            let got = y.borrow().to_vec()?;
+            for (&i, (yw, bound)) in picked_rows.iter().zip(&want) {
+                for j in 0..d {
+                    let g = f64::from(back(got[i * d + j]));
+                    if !within(g, yw[j], bound[j]) {
+                        return Ok(Some(format!("at ({i}, {j}): {g}, want {} (bound {})", yw[j], bound[j])));
+                    }
+                }
+            }
+            Ok(None)
+        }),
+    };
     let configs = &ffn::CONFIGS[..ffn::CONFIGS.len() - 1]; // not the CPU's
     let tags = configs.iter().map(|c| format!("fuse [{}x{}x{} {}w]", c.bm, c.bn, c.bk, c.warps));
-    let launch = |i: usize| ffn::launch(dev, configs[i], &x, &w, &b, &gamma, &beta, &mut y, (m, d), 1e-5);
-    time_configs(dev, ("ffn_sublayer", &shape, dtype), 2.0 * (m * d * d) as f64, 20, tags, launch, rows);
+    let launch =
+        |i: usize| ffn::launch(dev, configs[i], &x, &w, &b, &gamma, &beta, &mut y.borrow_mut(), (m, d), 1e-5);
+    let flops = 2.0 * (m * d * d) as f64;
+    time_configs(dev, ("ffn_sublayer", &shape, dtype), flops, 20, tags, launch, check, rows);
     Ok(())
 }
 
@@ -166,7 +269,7 @@ fn bench_ffn<T: Half>(
 fn bench_attention<T: Half>(
     dev: &Device,
     dtype: &'static str,
-    conv: fn(f32) -> T,
+    (conv, back): Conv<T>,
     rows: &mut Vec<Row>,
 ) -> Result<()> {
     use attention::{Options, Shape};
@@ -178,9 +281,14 @@ fn bench_attention<T: Half>(
                 .map(|i| conv((((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 500.0 - 1.0))
                 .collect()
         };
-        let (q, k, v) = (dev.upload(&fill(1))?, dev.upload(&fill(2))?, dev.upload(&fill(3))?);
-        let mut o = dev.zeros::<T>(len)?;
+        let (qh, kh, vh) = (fill(1), fill(2), fill(3));
+        let (q, k, v) = (dev.upload(&qh)?, dev.upload(&kh)?, dev.upload(&vh)?);
+        let f64s = |v: &[T]| v.iter().map(|&e| f64::from(back(e))).collect::<Vec<f64>>();
+        let (qf, kf, vf) = (f64s(&qh), f64s(&kh), f64s(&vh));
+        let o = RefCell::new(dev.zeros::<T>(len)?);
         let mut lse = dev.zeros::<f32>(b * h * n)?;
+        let nan = vec![conv(f32::NAN); len];
+        let u = if dtype == "float16" { 2f64.powi(-11) } else { 2f64.powi(-8) };
         for causal in [false, true] {
             let shape = format!("b{b}h{h}n{n}d{d}{}", if causal { " causal" } else { "" });
             if !wanted(&format!("attention_fwd/{shape}/{dtype}")) {
@@ -189,15 +297,50 @@ fn bench_attention<T: Half>(
             let configs = &attention::CONFIGS[..attention::CONFIGS.len() - 1]; // not the CPU's
             let tags = configs.iter().map(|c| format!("fuse [{}x{} {}w {}s]", c.bm, c.bn, c.warps, c.stages));
             let opt = Options { scale: 1.0 / (d as f32).sqrt(), causal, p_drop: 0.0, seed: 0 };
-            let launch = |i: usize| attention::launch(dev, configs[i], s, &q, &k, &v, &mut o, &mut lse, opt);
+            // 16 sampled rows (head, query) of the float64 reference, within its error bound.
+            let picked_rows: Vec<(usize, usize)> = samples(b * h, n).into_iter().take(16).collect();
+            let want: Vec<(Vec<f64>, Vec<f64>)> = picked_rows
+                .iter()
+                .map(|&at| {
+                    let (mut row, mut row_abs) = (vec![0.0; d], vec![0.0; d]);
+                    let ins = (&qf[..], &kf[..], &vf[..]);
+                    let how = (f64::from(opt.scale), causal);
+                    attention::reference_row(ins, s, how, None, at, (&mut row, &mut row_abs));
+                    (row, row_abs)
+                })
+                .collect();
+            let check = Check {
+                poison: Box::new(|| o.borrow_mut().copy_from_host(&nan)),
+                compare: Box::new(|| {
+                    let got = o.borrow().to_vec()?;
+                    for (&(bh, i), (row, row_abs)) in picked_rows.iter().zip(&want) {
+                        for c in 0..d {
+                            let g = f64::from(back(got[(bh * n + i) * d + c]));
+                            let bound = attention::error_bound(row_abs[c], u);
+                            if !within(g, row[c], bound) {
+                                return Ok(Some(format!("at ({bh}, {i}, {c}): {g}, want {}", row[c])));
+                            }
+                        }
+                    }
+                    Ok(None)
+                }),
+            };
+            let launch = |i: usize| {
+                attention::launch(dev, configs[i], s, &q, &k, &v, &mut o.borrow_mut(), &mut lse, opt)
+            };
             let flops = 4.0 * (b * h) as f64 * (n * n * d) as f64 * if causal { 0.5 } else { 1.0 };
-            time_configs(dev, ("attention_fwd", &shape, dtype), flops, 10, tags, launch, rows);
+            time_configs(dev, ("attention_fwd", &shape, dtype), flops, 10, tags, launch, check, rows);
         }
     }
     Ok(())
 }
 
-fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &mut Vec<Row>) -> Result<()> {
+fn bench<T: Half>(
+    dev: &Device,
+    dtype: &'static str,
+    (conv, back): Conv<T>,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
     for (m, n, k) in [(4096usize, 4096usize, 4096usize), (8192, 8192, 8192), (8192, 4096, 11008)] {
         let shape = format!("{m}x{n}x{k}");
         let fill = |len: usize, seed: u32| -> Vec<T> {
@@ -205,20 +348,50 @@ fn bench<T: Half>(dev: &Device, dtype: &'static str, conv: fn(f32) -> T, rows: &
                 .map(|i| conv((((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 1000.0 - 0.5))
                 .collect()
         };
-        let a = dev.upload(&fill(m * k, 1))?;
-        let b = dev.upload(&fill(k * n, 2))?;
-        let bias = dev.upload(&fill(n, 3))?;
-        let mut c = dev.zeros::<T>(m * n)?;
+        let (ah, bh, biash) = (fill(m * k, 1), fill(k * n, 2), fill(n, 3));
+        let (a, b, bias) = (dev.upload(&ah)?, dev.upload(&bh)?, dev.upload(&biash)?);
+        let c = RefCell::new(dev.zeros::<T>(m * n)?);
+        let nan = vec![conv(f32::NAN); m * n];
+        // The f32 sum of k exact products, then one rounding to T (the example's tolerances).
+        let (atol, rtol) = if dtype == "float16" { (2e-3, 2e-3) } else { (1e-2, 1e-2) };
+        let atol = atol * (k as f64).sqrt();
         for (pattern, gelu) in [("matmul", false), ("matmul_bias_gelu", true)] {
             if !wanted(&format!("{pattern}/{shape}/{dtype}")) {
                 continue;
             }
+            let want: Vec<f64> = samples(m, n)
+                .into_iter()
+                .map(|(i, j)| {
+                    let at = |v: &[T], x: usize| f64::from(back(v[x]));
+                    let s: f64 = (0..k).map(|kk| at(&ah, i * k + kk) * at(&bh, kk * n + j)).sum();
+                    let v = s + at(&biash, j);
+                    if gelu {
+                        0.5 * v * (1.0 + bias_gelu_dropout::erf64(v * std::f64::consts::FRAC_1_SQRT_2))
+                    } else {
+                        s
+                    }
+                })
+                .collect();
+            let check = Check {
+                poison: Box::new(|| c.borrow_mut().copy_from_host(&nan)),
+                compare: Box::new(|| {
+                    let got = c.borrow().to_vec()?;
+                    Ok(samples(m, n).into_iter().zip(&want).find_map(|((i, j), &w)| {
+                        let g = f64::from(back(got[i * n + j]));
+                        (!within(g, w, atol + rtol * w.abs()))
+                            .then(|| format!("at ({i}, {j}): {g}, want {w}"))
+                    }))
+                }),
+            };
             let configs = &kernels::CONFIGS[..kernels::CONFIGS.len() - 1]; // not the CPU's
             let tags = configs
                 .iter()
                 .map(|c| format!("fuse [{}x{}x{} {}w {}s]", c.bm, c.bn, c.bk, c.warps, c.stages));
-            let launch = |i: usize| kernels::launch(dev, configs[i], &a, &b, &bias, &mut c, (m, n, k), gelu);
-            time_configs(dev, (pattern, &shape, dtype), 2.0 * (m * n * k) as f64, 20, tags, launch, rows);
+            let launch = |i: usize| {
+                kernels::launch(dev, configs[i], &a, &b, &bias, &mut c.borrow_mut(), (m, n, k), gelu)
+            };
+            let flops = 2.0 * (m * n * k) as f64;
+            time_configs(dev, (pattern, &shape, dtype), flops, 20, tags, launch, check, rows);
         }
     }
     Ok(())
@@ -229,13 +402,15 @@ fn main() -> Result<()> {
     let Ok(dev) = dev else { return Ok(()) };
     println!("device: {}", dev.description());
     let mut rows = Vec::new();
-    bench::<f16>(&dev, "float16", f16::from_f32, &mut rows)?;
-    bench::<bf16>(&dev, "bfloat16", bf16::from_f32, &mut rows)?;
+    let h16: Conv<f16> = (f16::from_f32, f16::to_f32);
+    let hb16: Conv<bf16> = (bf16::from_f32, bf16::to_f32);
+    bench::<f16>(&dev, "float16", h16, &mut rows)?;
+    bench::<bf16>(&dev, "bfloat16", hb16, &mut rows)?;
     bench_int8(&dev, &mut rows)?;
-    bench_ffn::<f16>(&dev, "float16", f16::from_f32, &mut rows)?;
-    bench_ffn::<bf16>(&dev, "bfloat16", bf16::from_f32, &mut rows)?;
-    bench_attention::<f16>(&dev, "float16", f16::from_f32, &mut rows)?;
-    bench_attention::<bf16>(&dev, "bfloat16", bf16::from_f32, &mut rows)?;
+    bench_ffn::<f16>(&dev, "float16", h16, &mut rows)?;
+    bench_ffn::<bf16>(&dev, "bfloat16", hb16, &mut rows)?;
+    bench_attention::<f16>(&dev, "float16", h16, &mut rows)?;
+    bench_attention::<bf16>(&dev, "bfloat16", hb16, &mut rows)?;
     let points: Vec<roofline::Point> = rows
         .iter()
         .filter_map(|r| {

@@ -100,6 +100,10 @@ pub struct Shape {
     pub d: usize,
 }
 
+/// The kernel's dropout decisions `keep(bh, i, j)` and scale, for [`reference`] (`None`: no
+/// dropout).
+pub type Keep<'a> = Option<(&'a dyn Fn(usize, usize, usize) -> bool, f64)>;
+
 /// Float64 reference of [`attention`] without dropout (`keep` `None`), or with the kernel's
 /// dropout decisions `keep(bh, i, j)` and scale: returns `(o, lse, o_abs)`, where `o_abs` is `o`
 /// computed with `|v|` (what an error bound scales with). `scale` is the softmax scale (not
@@ -111,48 +115,64 @@ pub fn reference(
     s: Shape,
     scale: f64,
     causal: bool,
-    keep: Option<(&dyn Fn(usize, usize, usize) -> bool, f64)>,
+    keep: Keep<'_>,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let (n, d) = (s.n, s.d);
     let mut o = vec![0.0; s.batch * s.heads * n * d];
     let mut o_abs = vec![0.0; o.len()];
     let mut lse = vec![0.0; s.batch * s.heads * n];
-    let mut w = vec![0.0; n];
     for bh in 0..s.batch * s.heads {
-        let kvh = (bh / s.heads) * s.kv_heads + (bh % s.heads) / (s.heads / s.kv_heads);
-        let (qb, kb) = (bh * n * d, kvh * n * d);
         for i in 0..n {
-            let seen = if causal { i + 1 } else { n };
-            let mut mx = f64::NEG_INFINITY;
-            for (j, wj) in w.iter_mut().enumerate().take(seen) {
-                *wj = scale * (0..d).map(|c| q[qb + i * d + c] * k[kb + j * d + c]).sum::<f64>();
-                mx = mx.max(*wj);
-            }
-            let mut total = 0.0;
-            for wj in w.iter_mut().take(seen) {
-                *wj = (*wj - mx).exp();
-                total += *wj;
-            }
-            lse[bh * n + i] = mx + total.ln();
-            for j in 0..seen {
-                let pj = match keep {
-                    None => w[j] / total,
-                    Some((kept, ks)) => {
-                        if kept(bh, i, j) {
-                            w[j] / total * ks
-                        } else {
-                            0.0
-                        }
-                    }
-                };
-                for c in 0..d {
-                    o[qb + i * d + c] += pj * v[kb + j * d + c];
-                    o_abs[qb + i * d + c] += pj * v[kb + j * d + c].abs();
-                }
-            }
+            let at = (bh * n + i) * d;
+            let row = (&mut o[at..at + d], &mut o_abs[at..at + d]);
+            lse[bh * n + i] = reference_row((q, k, v), s, (scale, causal), keep, (bh, i), row);
         }
     }
     (o, lse, o_abs)
+}
+
+/// Row `i` of head `bh` of [`reference`]: `o` and `o_abs` (each `d` long, zeroed) filled, the
+/// log-sum-exp returned. A bench checks sampled rows of a large launch with it.
+pub fn reference_row(
+    (q, k, v): (&[f64], &[f64], &[f64]),
+    s: Shape,
+    (scale, causal): (f64, bool),
+    keep: Keep<'_>,
+    (bh, i): (usize, usize),
+    (o, o_abs): (&mut [f64], &mut [f64]),
+) -> f64 {
+    let (n, d) = (s.n, s.d);
+    let kvh = (bh / s.heads) * s.kv_heads + (bh % s.heads) / (s.heads / s.kv_heads);
+    let (qb, kb) = (bh * n * d, kvh * n * d);
+    let seen = if causal { i + 1 } else { n };
+    let mut w = vec![0.0; seen];
+    let mut mx = f64::NEG_INFINITY;
+    for (j, wj) in w.iter_mut().enumerate() {
+        *wj = scale * (0..d).map(|c| q[qb + i * d + c] * k[kb + j * d + c]).sum::<f64>();
+        mx = mx.max(*wj);
+    }
+    let mut total = 0.0;
+    for wj in w.iter_mut() {
+        *wj = (*wj - mx).exp();
+        total += *wj;
+    }
+    for (j, &wj) in w.iter().enumerate() {
+        let pj = match keep {
+            None => wj / total,
+            Some((kept, ks)) => {
+                if kept(bh, i, j) {
+                    wj / total * ks
+                } else {
+                    0.0
+                }
+            }
+        };
+        for c in 0..d {
+            o[c] += pj * v[kb + j * d + c];
+            o_abs[c] += pj * v[kb + j * d + c].abs();
+        }
+    }
+    mx + total.ln()
 }
 
 /// The largest error the kernel may make in `o`, per element, from `o_abs` of [`reference`] and

@@ -28,8 +28,8 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
     // the row is `xa[lead..end)`, so the blocks of `xa` are whole vectors for any `stride`
     // (a 50257-wide bf16 row starts mid-vector). The first block and the last hold the row's
     // ends, masked; the blocks between are read without a mask.
-    let x = logits + row * stride;
     let base = row * stride;
+    let x = logits + base;
     let first = (base / 8) * 8;
     let lead = base - first;
     let end = lead + n_cols;
