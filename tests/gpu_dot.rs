@@ -23,6 +23,16 @@ use common::Rng;
 use fuse::half::{bf16, f16};
 use fuse::Device;
 
+/// The configurations of an example's `CONFIGS` that its test runs: all of them, or the indices
+/// listed in `FUSE_TEST_CONFIGS` (e.g. `4`: the benched int8 block, for a run under
+/// compute-sanitizer that cannot afford every NVRTC compile).
+fn picked_configs<C: Copy>(all: &[C]) -> Vec<C> {
+    match std::env::var("FUSE_TEST_CONFIGS") {
+        Ok(list) => list.split(',').filter_map(|i| all.get(i.trim().parse::<usize>().ok()?).copied()).collect(),
+        Err(_) => all.to_vec(),
+    }
+}
+
 const SIZES: &[(usize, usize, usize)] =
     &[(512, 384, 256), (77, 45, 100), (1000, 33, 70), (1, 1, 1), (16, 130, 7), (64, 64, 64)];
 
@@ -199,7 +209,7 @@ fn k_major_b_operands(gpu: &Device) {
 fn matmul_int8_example(gpu: &Device) {
     use common::quant_ffn::*;
     let mut rng = Rng::fresh("gpu matmul_int8 example");
-    for &cfg in common::matmul_int8::CONFIGS {
+    for cfg in picked_configs(common::matmul_int8::CONFIGS) {
         for size in [(300, 200, 100), (129, 257, 192), (1000, 33, 70), (1, 1, 1), (16, 130, 7)] {
             check_int8_accumulator(gpu, &mut rng, cfg, size);
             check_int8_requant(gpu, &mut rng, cfg, size, Scales::Random { bias: false });
@@ -257,7 +267,7 @@ fn matmul_example(gpu: &Device) {
 fn ffn_sublayer_example(gpu: &Device) {
     use common::quant_ffn::*;
     let mut rng = Rng::fresh("gpu ffn_sublayer example");
-    for &cfg in common::ffn_sublayer::CONFIGS {
+    for cfg in picked_configs(common::ffn_sublayer::CONFIGS) {
         for size in [(300, 200), (129, 264), (70, 1000), (1, 1), (5, 17)] {
             check_ffn::<f16>(gpu, &mut rng, cfg, size);
             check_ffn::<bf16>(gpu, &mut rng, cfg, size);
