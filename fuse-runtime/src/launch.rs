@@ -5,6 +5,7 @@ use crate::cuda::{CudaDevice, HotKey};
 use crate::device::{Buffer, Device};
 use crate::element::Element;
 use crate::error::{Error, Result};
+use crate::launch_memo::LaunchKey;
 use crate::memory::{CudarcHome, CudarcMemory, CudarcMemoryMut};
 use crate::spec::{full_source_for, KernelInfo, KernelSpec};
 use cudarc::driver::{CudaSlice, SyncOnDrop};
@@ -811,21 +812,40 @@ fn specialization_bits(
     bits
 }
 
+/// Per [`Specialization::TensorBox`] of a kernel, its tensor map (zeros where unused), and the
+/// accesses whose map a launch encoded.
+pub(crate) type TensorMaps = (Vec<cudarc::driver::sys::CUtensorMap>, Vec<u32>);
+
 /// One tensor map per [`Specialization::TensorBox`] of the kernel (zeros where unused), and the
 /// accesses whose map this launch encoded (`enabled`: the device compiles for `sm_90a` and
-/// `FUSE_TMA` is not 0); see [`crate::cuda::tma`].
+/// `FUSE_TMA` is not 0); see [`crate::cuda::tma`]. The last launch's maps are reused while
+/// its inputs, the buffers' addresses among them, repeat.
 fn tensor_maps(
     info: &KernelInfo,
     enabled: bool,
     consts: &[u64],
     grid: [u32; 3],
     args: &[KernelArg<'_>],
-) -> (Vec<cudarc::driver::sys::CUtensorMap>, Vec<u32>) {
+) -> TensorMaps {
+    if !enabled || info.tensor_boxes.is_empty() {
+        return (
+            vec![cudarc::driver::sys::CUtensorMap { opaque: [0; 16] }; info.tensor_boxes.len()],
+            Vec::new(),
+        );
+    }
+    let key = LaunchKey::new(consts, grid, args, true);
+    info.last_tensor_maps.get_or_compute(key, || encode_tensor_maps(info, consts, grid, args))
+}
+
+/// [`tensor_maps`] for this launch, computed.
+fn encode_tensor_maps(
+    info: &KernelInfo,
+    consts: &[u64],
+    grid: [u32; 3],
+    args: &[KernelArg<'_>],
+) -> TensorMaps {
     let mut maps = vec![cudarc::driver::sys::CUtensorMap { opaque: [0; 16] }; info.tensor_boxes.len()];
     let mut on = Vec::new();
-    if !enabled || info.tensor_boxes.is_empty() {
-        return (maps, on);
-    }
     let scalars: Vec<Option<i128>> = args.iter().map(|a| scalar_value(Some(a))).collect();
     let lens: Vec<Option<u64>> = args.iter().map(buffer_len).collect();
     let facts = LaunchFacts { consts, grid, scalars: &scalars, lens: &lens };
@@ -955,39 +975,8 @@ fn prove(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_
 /// [`prove`] for this launch, reusing the last launch's answer when its inputs (const
 /// generics, grid, integer scalars, buffer lengths) are the same.
 fn memo_proof(info: &KernelInfo, consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_>]) -> Proof {
-    // The inputs as 64-bit words (a scalar's bits, a buffer's length; kinds are fixed per kernel).
-    const MAX_KEY: usize = 32;
-    let mut key = [0u64; MAX_KEY];
-    let inputs =
-        consts.iter().copied().chain(grid.iter().map(|&g| u64::from(g))).chain(args.iter().map(|a| {
-            match (scalar_value(Some(a)), buffer_len(a)) {
-                (Some(v), _) => v as u64,
-                (None, Some(l)) => l,
-                (None, None) => 0,
-            }
-        }));
-    let mut n = 0;
-    for v in inputs {
-        if n == MAX_KEY {
-            n = usize::MAX;
-            break;
-        }
-        key[n] = v;
-        n += 1;
-    }
-    let memo = (n <= MAX_KEY).then(|| &key[..n]);
-    if let (Some(key), Ok(last)) = (memo, info.last_proof.lock()) {
-        if last.0 == key {
-            return last.1;
-        }
-    }
-    let proof = prove(info, consts, grid, args);
-    if let (Some(key), Ok(mut last)) = (memo, info.last_proof.lock()) {
-        last.0.clear();
-        last.0.extend_from_slice(key);
-        last.1 = proof;
-    }
-    proof
+    let key = LaunchKey::new(consts, grid, args, false);
+    info.last_proof.get_or_compute(key, || prove(info, consts, grid, args))
 }
 
 fn run_cpu(k: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [KernelArg<'_>]) -> Result<()> {

@@ -30,6 +30,7 @@ mod element;
 mod error;
 mod graph;
 mod launch;
+mod launch_memo;
 mod memory;
 mod spec;
 

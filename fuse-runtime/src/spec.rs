@@ -4,9 +4,11 @@
 use crate::bounds::{BoundsPlan, Proof};
 use crate::cost::{Cost, CostArg};
 use crate::error::{Error, Result};
+use crate::launch::TensorMaps;
+use crate::launch_memo::LastLaunch;
 use fuse_ir::{DType, Expr, Kernel, Len, ParamKind, Specialization, Stmt, UnaryOp};
 use std::fmt::Write as _;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 /// One kernel as the macro generated it. Constructible in a `static`.
 ///
@@ -49,10 +51,13 @@ pub(crate) struct KernelInfo {
     /// stride, its mask's bounds and the factors of its offset's pitch (`None` where it cannot:
     /// no tensor map then).
     pub(crate) tensor_boxes: Vec<(u32, fuse_ir::TensorBox, Option<BoxPrograms>)>,
-    /// The last launch's proof: its inputs (const generics, grid, scalar bits and buffer lengths)
-    /// and result bits. Launches repeat
-    /// their shapes, so the proof usually runs once per shape.
-    pub(crate) last_proof: Mutex<(Vec<u64>, Proof)>,
+    /// The last launch's proof, kept while its inputs (const generics, grid, scalars, buffer
+    /// lengths) repeat.
+    pub(crate) last_proof: LastLaunch<Proof>,
+    /// The last launch's tensor maps and the accesses they serve, kept while its inputs (the
+    /// proof's and the buffers' addresses) repeat: encoding them evaluates the host programs and
+    /// the bounds ranges and calls the driver.
+    pub(crate) last_tensor_maps: LastLaunch<TensorMaps>,
 }
 
 impl KernelInfo {
@@ -284,7 +289,8 @@ impl KernelSpec {
             bounds,
             branches,
             tensor_boxes,
-            last_proof: Mutex::new((Vec::new(), Proof::default())),
+            last_proof: LastLaunch::new(),
+            last_tensor_maps: LastLaunch::new(),
         })
     }
 
