@@ -661,7 +661,7 @@ pub enum Literal {
 mod tensor_box;
 pub use tensor_box::{BoxStart, TensorBox};
 mod uniform;
-pub use uniform::{HostProgram, HostScalar};
+pub use uniform::{HostDefs, HostProgram, HostScalar};
 
 mod f64_bits {
     use serde::{Deserialize, Deserializer, Serializer};

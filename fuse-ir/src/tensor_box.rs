@@ -115,35 +115,26 @@ impl Kernel {
     }
 }
 
-/// The one assignment of each var assigned once (`for` counters count as assignments).
+/// The one assignment of each var assigned once (`for` counters count as assignments), and the
+/// host programs made from them.
 struct Defs<'k> {
     k: &'k Kernel,
-    def: Vec<Option<&'k Expr>>,
-    counts: Vec<u32>,
+    host: crate::HostDefs<'k>,
 }
 
 impl<'k> Defs<'k> {
     fn of(k: &'k Kernel) -> Defs<'k> {
-        let counts = k.assignment_counts();
-        let mut def = vec![None; k.vars.len()];
-        k.visit_stmts(&mut |s| {
-            if let Stmt::Assign { dst, expr } = s {
-                if counts[dst.0 as usize] == 1 {
-                    def[dst.0 as usize] = Some(expr);
-                }
-            }
-        });
-        Defs { k, def, counts }
+        Defs { k, host: k.host_defs() }
     }
 
     /// Assigned by one statement (or a `for` counter): the emitted copy reads the var where it
     /// is issued, which is then the value the box was computed from.
     fn once(&self, v: VarId) -> bool {
-        self.counts.get(v.0 as usize) == Some(&1)
+        self.host.assigned_once(v)
     }
 
     fn get(&self, v: VarId) -> Option<&'k Expr> {
-        self.def.get(v.0 as usize).copied().flatten()
+        self.host.def(v)
     }
 
     fn is_int_scalar(&self, v: VarId) -> bool {
@@ -255,7 +246,7 @@ impl<'k> Defs<'k> {
         while let Some((v, depth)) = todo.pop() {
             match self.get(v) {
                 Some(Expr::Copy(x)) if depth > 0 => todo.push((*x, depth - 1)),
-                Some(Expr::Binary(BinaryOp::Mul, a, b)) if depth > 0 && self.k.host_program(v).is_none() => {
+                Some(Expr::Binary(BinaryOp::Mul, a, b)) if depth > 0 && self.host.program(v).is_none() => {
                     todo.push((*a, depth - 1));
                     todo.push((*b, depth - 1));
                 }
@@ -263,7 +254,7 @@ impl<'k> Defs<'k> {
             }
         }
         let (host, index): (Vec<VarId>, Vec<VarId>) =
-            factors.into_iter().partition(|&f| self.k.host_program(f).is_some());
+            factors.into_iter().partition(|&f| self.host.program(f).is_some());
         match index.as_slice() {
             [] => Some((None, host)),
             [i] if self.once(*i) => Some((Some(*i), host)),

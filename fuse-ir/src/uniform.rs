@@ -81,35 +81,53 @@ impl HostProgram {
     }
 }
 
+/// The one assignment of each scalar assigned once (`None` for the others): what host programs
+/// read. Built once per kernel and shared by every program made from it
+/// ([`Kernel::host_defs`]).
+pub struct HostDefs<'k> {
+    k: &'k Kernel,
+    def: Vec<Option<&'k Expr>>,
+    counts: Vec<u32>,
+}
+
+impl<'k> HostDefs<'k> {
+    /// `v`'s one assignment, if it has exactly one.
+    pub(crate) fn def(&self, v: VarId) -> Option<&'k Expr> {
+        self.def.get(v.0 as usize).copied().flatten()
+    }
+
+    /// Whether `v` is assigned by exactly one statement (a `for` counter counts as one).
+    pub(crate) fn assigned_once(&self, v: VarId) -> bool {
+        self.counts.get(v.0 as usize) == Some(&1)
+    }
+
+    /// How the host computes the scalar `var` from scalar parameters, literals and const
+    /// generics (see [`HostProgram::eval`]), if it can: every var it depends on is assigned once.
+    pub fn program(&self, var: VarId) -> Option<HostProgram> {
+        let mut steps = Vec::new();
+        self.k.collect_steps(var, &self.def, &mut steps, 0)?;
+        let program = HostProgram { steps };
+        program.eval(&|p| self.k.representative(p), &vec![1; self.k.consts.len()]).map(|_| program)
+    }
+}
+
 impl Kernel {
     /// The `if` conditions the host can compute, each once, in program order, with how to compute
     /// them; the index in this list names the branch in
     /// [`crate::Specialization::BranchTaken`] and [`crate::Specialization::BranchSkipped`].
     pub fn uniform_branches(&self) -> Vec<HostProgram> {
-        let counts = self.assignment_counts();
-        let mut def: Vec<Option<&Expr>> = vec![None; self.vars.len()];
         let mut conds = Vec::new();
         self.visit_stmts(&mut |s| match s {
-            Stmt::Assign { dst, expr } if counts[dst.0 as usize] == 1 => def[dst.0 as usize] = Some(expr),
             Stmt::If { cond, .. } if !conds.contains(cond) => conds.push(*cond),
             _ => {}
         });
-        let zero = |p: u32| self.representative(p);
-        let ones = vec![1; self.consts.len()];
-        conds
-            .into_iter()
-            .filter_map(|c| {
-                let mut steps = Vec::new();
-                self.collect_steps(c, &def, &mut steps, 0)?;
-                let program = HostProgram { steps };
-                program.eval(&zero, &ones).map(|_| program)
-            })
-            .collect()
+        let defs = self.host_defs();
+        conds.into_iter().filter_map(|c| defs.program(c)).collect()
     }
 
-    /// How the host computes the scalar `var` from scalar parameters, literals and const
-    /// generics (see [`HostProgram::eval`]), if it can: every var it depends on is assigned once.
-    pub fn host_program(&self, var: VarId) -> Option<HostProgram> {
+    /// The definitions host programs read ([`HostDefs`]): build them once to make programs for
+    /// many vars.
+    pub fn host_defs(&self) -> HostDefs<'_> {
         let counts = self.assignment_counts();
         let mut def: Vec<Option<&Expr>> = vec![None; self.vars.len()];
         self.visit_stmts(&mut |s| {
@@ -119,10 +137,13 @@ impl Kernel {
                 }
             }
         });
-        let mut steps = Vec::new();
-        self.collect_steps(var, &def, &mut steps, 0)?;
-        let program = HostProgram { steps };
-        program.eval(&|p| self.representative(p), &vec![1; self.consts.len()]).map(|_| program)
+        HostDefs { k: self, def, counts }
+    }
+
+    /// How the host computes the scalar `var` (see [`HostDefs::program`]); for many vars, build
+    /// [`Kernel::host_defs`] once instead.
+    pub fn host_program(&self, var: VarId) -> Option<HostProgram> {
+        self.host_defs().program(var)
     }
 
     /// Scalar parameter `p` at a representative value of its dtype: a program that computes with

@@ -258,13 +258,14 @@ impl KernelSpec {
         let shape = WarpShape::of(&kernel);
         let bounds = BoundsPlan::new(&kernel);
         let accesses = kernel.accesses();
+        let defs = kernel.host_defs();
         let tensor_boxes = self
             .specializations
             .iter()
             .filter_map(|s| match *s {
                 Specialization::TensorBox(a) => {
                     let b = kernel.tensor_box(&accesses[a as usize])?;
-                    let host = |v| kernel.host_program(v);
+                    let host = |v| defs.program(v);
                     // An absent bound needs no program; a present one must have one.
                     let bound = |v: Option<fuse_ir::VarId>| v.map_or(Some(None), |v| host(v).map(Some));
                     let programs = (|| {
