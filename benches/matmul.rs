@@ -13,7 +13,8 @@
 //! Timing: the median of 20 CUDA-event-timed launches after one warm-up (do_bench's method).
 //! Every timed configuration is then checked: its output is poisoned, one more launch runs, and
 //! sampled entries (rows, for attention) are compared with float64 (int8: the requantisation
-//! rule); a configuration that fails prints `WRONG` and is neither recorded nor ranked.
+//! rule; attention also its log-sum-exp); a configuration that fails prints `WRONG`, is neither
+//! recorded nor ranked, and makes the bench exit non-zero at the end.
 //! `FUSE_BENCH_ONLY=substring,..` keeps matching `pattern/shape/dtype` cases; `FUSE_BENCH_CONFIGS=0,3`
 //! times only those configurations (indices into the example's `CONFIGS`).
 #[path = "../examples/kernels/attention.rs"]
@@ -49,6 +50,9 @@ struct Row {
     /// launch of the best configuration, for the roofline.
     cost: Option<(u64, u64, u64)>,
 }
+
+/// Configurations whose output failed its check: the bench then exits non-zero.
+static WRONG: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Whether `FUSE_BENCH_ONLY` keeps the case `pattern/shape/dtype`.
 fn wanted(case: &str) -> bool {
@@ -119,7 +123,10 @@ fn time_configs(
             Ok((ms, (check.compare)()?))
         });
         match verdict {
-            Ok((_, Some(bad))) => println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} WRONG {bad}"),
+            Ok((_, Some(bad))) => {
+                println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} WRONG {bad}");
+                WRONG.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             Ok((ms, None)) => {
                 let tflops = flops / ms / 1e9;
                 println!("{pattern:<18} {shape:<18} {dtype:<9} {tag:<28} {ms:8.3} ms {tflops:7.1} TFLOP/s");
@@ -224,7 +231,7 @@ fn bench_ffn<T: Half>(
     let [x, w, b, gamma, beta] = [0, 1, 2, 3, 4].map(|i| dev.upload(&host[i]));
     let (x, w, b, gamma, beta) = (x?, w?, b?, gamma?, beta?);
     let y = RefCell::new(dev.zeros::<T>(m * d)?);
-    // Whole rows of the float64 reference (rows are independent): 8 sampled rows.
+    // Whole rows of the float64 reference (rows are independent): up to 12 sampled rows.
     let f64s = |v: &[T]| v.iter().map(|&e| f64::from(back(e))).collect::<Vec<f64>>();
     let (wf, bf, gf, betaf) = (f64s(&host[1]), f64s(&host[2]), f64s(&host[3]), f64s(&host[4]));
     let u = if dtype == "float16" { 2f64.powi(-11) } else { 2f64.powi(-8) };
@@ -286,8 +293,8 @@ fn bench_attention<T: Half>(
         let f64s = |v: &[T]| v.iter().map(|&e| f64::from(back(e))).collect::<Vec<f64>>();
         let (qf, kf, vf) = (f64s(&qh), f64s(&kh), f64s(&vh));
         let o = RefCell::new(dev.zeros::<T>(len)?);
-        let mut lse = dev.zeros::<f32>(b * h * n)?;
-        let nan = vec![conv(f32::NAN); len];
+        let lse = RefCell::new(dev.zeros::<f32>(b * h * n)?);
+        let (nan, nan_lse) = (vec![conv(f32::NAN); len], vec![f32::NAN; b * h * n]);
         let u = if dtype == "float16" { 2f64.powi(-11) } else { 2f64.powi(-8) };
         for causal in [false, true] {
             let shape = format!("b{b}h{h}n{n}d{d}{}", if causal { " causal" } else { "" });
@@ -299,21 +306,29 @@ fn bench_attention<T: Half>(
             let opt = Options { scale: 1.0 / (d as f32).sqrt(), causal, p_drop: 0.0, seed: 0 };
             // 16 sampled rows (head, query) of the float64 reference, within its error bound.
             let picked_rows: Vec<(usize, usize)> = samples(b * h, n).into_iter().take(16).collect();
-            let want: Vec<(Vec<f64>, Vec<f64>)> = picked_rows
+            let want: Vec<(Vec<f64>, Vec<f64>, f64)> = picked_rows
                 .iter()
                 .map(|&at| {
                     let (mut row, mut row_abs) = (vec![0.0; d], vec![0.0; d]);
                     let ins = (&qf[..], &kf[..], &vf[..]);
                     let how = (f64::from(opt.scale), causal);
-                    attention::reference_row(ins, s, how, None, at, (&mut row, &mut row_abs));
-                    (row, row_abs)
+                    let row_lse = attention::reference_row(ins, s, how, None, at, (&mut row, &mut row_abs));
+                    (row, row_abs, row_lse)
                 })
                 .collect();
             let check = Check {
-                poison: Box::new(|| o.borrow_mut().copy_from_host(&nan)),
+                poison: Box::new(|| {
+                    o.borrow_mut().copy_from_host(&nan)?;
+                    lse.borrow_mut().copy_from_host(&nan_lse)
+                }),
                 compare: Box::new(|| {
-                    let got = o.borrow().to_vec()?;
-                    for (&(bh, i), (row, row_abs)) in picked_rows.iter().zip(&want) {
+                    let (got, got_lse) = (o.borrow().to_vec()?, lse.borrow().to_vec()?);
+                    for (&(bh, i), (row, row_abs, want_lse)) in picked_rows.iter().zip(&want) {
+                        // As tests/common/attention_checks.rs: a few f32 ulps of the row's scale.
+                        let g = f64::from(got_lse[bh * n + i]);
+                        if !within(g, *want_lse, 1e-5 * (1.0 + want_lse.abs()) + 1e-5 * d as f64) {
+                            return Ok(Some(format!("lse at ({bh}, {i}): {g}, want {want_lse}")));
+                        }
                         for c in 0..d {
                             let g = f64::from(back(got[(bh * n + i) * d + c]));
                             let bound = attention::error_bound(row_abs[c], u);
@@ -326,7 +341,17 @@ fn bench_attention<T: Half>(
                 }),
             };
             let launch = |i: usize| {
-                attention::launch(dev, configs[i], s, &q, &k, &v, &mut o.borrow_mut(), &mut lse, opt)
+                attention::launch(
+                    dev,
+                    configs[i],
+                    s,
+                    &q,
+                    &k,
+                    &v,
+                    &mut o.borrow_mut(),
+                    &mut lse.borrow_mut(),
+                    opt,
+                )
             };
             let flops = 4.0 * (b * h) as f64 * (n * n * d) as f64 * if causal { 0.5 } else { 1.0 };
             time_configs(dev, ("attention_fwd", &shape, dtype), flops, 10, tags, launch, check, rows);
@@ -352,9 +377,11 @@ fn bench<T: Half>(
         let (a, b, bias) = (dev.upload(&ah)?, dev.upload(&bh)?, dev.upload(&biash)?);
         let c = RefCell::new(dev.zeros::<T>(m * n)?);
         let nan = vec![conv(f32::NAN); m * n];
-        // The f32 sum of k exact products, then one rounding to T (the example's tolerances).
-        let (atol, rtol) = if dtype == "float16" { (2e-3, 2e-3) } else { (1e-2, 1e-2) };
-        let atol = atol * (k as f64).sqrt();
+        // The f32 sum of k exact products (its error far below 1e-3 sqrt(k) at these sizes),
+        // then one rounding to T: twice T's unit roundoff relative. The example's own test
+        // tolerances are looser; here a bf16 kernel that drops one k step must not pass.
+        let u = if dtype == "float16" { 2f64.powi(-11) } else { 2f64.powi(-8) };
+        let (atol, rtol) = (1e-3 * (k as f64).sqrt(), 2.0 * u);
         for (pattern, gelu) in [("matmul", false), ("matmul_bias_gelu", true)] {
             if !wanted(&format!("{pattern}/{shape}/{dtype}")) {
                 continue;
@@ -439,5 +466,10 @@ fn main() -> Result<()> {
         std::fs::write(&path, format!("[\n{}\n]\n", json.join(",\n")))
             .map_err(|e| fuse::Error::InvalidArgument(format!("cannot write {path}: {e}")))?;
     }
-    Ok(())
+    match WRONG.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => Ok(()),
+        wrong => Err(fuse::Error::InvalidLaunch(format!(
+            "{wrong} configuration(s) computed a wrong result (the WRONG lines above); they are not in the table"
+        ))),
+    }
 }

@@ -28,7 +28,9 @@ use fuse::Device;
 /// compute-sanitizer that cannot afford every NVRTC compile).
 fn picked_configs<C: Copy>(all: &[C]) -> Vec<C> {
     match std::env::var("FUSE_TEST_CONFIGS") {
-        Ok(list) => list.split(',').filter_map(|i| all.get(i.trim().parse::<usize>().ok()?).copied()).collect(),
+        Ok(list) => {
+            list.split(',').filter_map(|i| all.get(i.trim().parse::<usize>().ok()?).copied()).collect()
+        }
         Err(_) => all.to_vec(),
     }
 }
