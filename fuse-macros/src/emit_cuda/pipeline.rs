@@ -398,6 +398,9 @@ impl Ctx<'_> {
             "// pipelined: {} loaded FUSE_PIPE - 1 iterations ahead (cp.async into a ring of FUSE_PIPE stages)",
             names.join(", ")
         ));
+        // Generic-proxy writes before the loop (the scratch overlaps the ring) ordered before
+        // the loop's TMA copies into it, which write through the async proxy.
+        self.w.line("fuse_fence_async();");
         self.w.line("__syncthreads();  // the ring's readers before this loop are done");
         for (src, at, (cols, rows), esz) in &resident {
             // Read by every iteration: staged once (the first iteration's barrier publishes it).
