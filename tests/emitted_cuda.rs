@@ -5,6 +5,9 @@
 mod common;
 #[path = "../fuse-runtime/tests/common/harness.rs"]
 mod harness;
+#[path = "../examples/kernels/matmul.rs"]
+#[allow(dead_code)]
+mod matmul_example;
 
 use common::*;
 
@@ -17,6 +20,10 @@ fn emitted_source_snapshots() {
     for (spec, _) in specs() {
         insta::assert_snapshot!(spec.name(), spec.source());
     }
+    // Half-precision and int8 results stored from the accumulator through the scratch
+    // (emit_cuda/coalesce.rs); tests/ptxas_resources.rs compiles these kernels.
+    insta::assert_snapshot!("example_matmul_f16", matmul_example::matmul::f16::SPEC.source());
+    insta::assert_snapshot!("example_matmul_int8", common::matmul_int8::matmul_int8::SPEC.source());
 }
 
 fn emitted_source_is_self_contained() {
