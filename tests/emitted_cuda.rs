@@ -26,6 +26,76 @@ fn emitted_source_snapshots() {
     insta::assert_snapshot!("example_matmul_int8", common::matmul_int8::matmul_int8::SPEC.source());
 }
 
+/// An upper estimate of the text each `#define`d macro of `src` expands to: its body with each
+/// macro it names replaced by that macro's estimate (the largest of its definitions, whichever
+/// `#if` branch they sit in; a function-like macro's arguments are counted where it is called).
+fn macro_expansion_sizes(src: &str) -> std::collections::HashMap<String, usize> {
+    use std::collections::HashMap;
+    let mut bodies: HashMap<&str, Vec<&str>> = HashMap::new();
+    for line in src.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("#define ") else { continue };
+        let name_end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+        let (name, body) = rest.split_at(name_end);
+        let body = if body.starts_with('(') { body.split_once(')').map_or("", |(_, b)| b) } else { body };
+        bodies.entry(name).or_default().push(body);
+    }
+    fn size<'a>(
+        name: &'a str,
+        bodies: &HashMap<&'a str, Vec<&'a str>>,
+        memo: &mut HashMap<&'a str, usize>,
+        depth: usize,
+    ) -> usize {
+        if let Some(&n) = memo.get(name) {
+            return n;
+        }
+        let Some(defs) = bodies.get(name) else { return name.len() };
+        if depth > 64 {
+            return usize::MAX / 4; // a cycle, or a chain no preprocessor should be asked to walk
+        }
+        let mut largest = 0usize;
+        for body in defs {
+            let mut total = 0usize;
+            let mut ident = String::new();
+            for c in body.chars().chain(std::iter::once(' ')) {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    ident.push(c);
+                    continue;
+                }
+                if !ident.is_empty() {
+                    let id: &str = bodies.get_key_value(ident.as_str()).map_or("", |(k, _)| k);
+                    total = total.saturating_add(if id.is_empty() {
+                        ident.len()
+                    } else {
+                        size(id, bodies, memo, depth + 1)
+                    });
+                    ident.clear();
+                }
+                total += 1;
+            }
+            largest = largest.max(total);
+        }
+        memo.insert(name, largest);
+        largest
+    }
+    let mut memo = HashMap::new();
+    let names: Vec<&str> = bodies.keys().copied().collect();
+    names.into_iter().map(|n| (n.to_string(), size(n, &bodies, &mut memo, 0))).collect()
+}
+
+/// No macro of an emitted kernel expands to more than 64 KiB of text: a chain of macros that each
+/// name the one before more than once grows exponentially, and the NVRTC front end then spends
+/// seconds on it (the mma.sync warp grid once expanded `FUSE_IDX<k>` to 1.4 MB: 7-16 s a
+/// variant, byte-identical cubins after the fix).
+fn emitted_macros_expand_to_bounded_text() {
+    let tensor_cores = [&matmul_example::matmul::f16::SPEC, &common::matmul_int8::matmul_int8::SPEC];
+    for spec in specs().into_iter().map(|(s, _)| s).chain(tensor_cores) {
+        let sizes = macro_expansion_sizes(spec.source());
+        let (name, largest) =
+            sizes.iter().max_by_key(|(_, n)| **n).map_or(("", 0), |(k, n)| (k.as_str(), *n));
+        assert!(largest <= 64 << 10, "{}: macro {name} expands to about {largest} bytes", spec.name());
+    }
+}
+
 fn emitted_source_is_self_contained() {
     for (spec, _) in specs() {
         let src = spec.source();
@@ -58,6 +128,7 @@ fn every_example_kernel_compiles_with_nvrtc_for_sm80_and_sm90() {
 fn main() {
     let mut trials = vec![
         harness::trial("emitted_source_snapshots", emitted_source_snapshots),
+        harness::trial("emitted_macros_expand_to_bounded_text", emitted_macros_expand_to_bounded_text),
         harness::trial("emitted_source_is_self_contained", emitted_source_is_self_contained),
     ];
     trials.extend(harness::nvrtc_trials(vec![(

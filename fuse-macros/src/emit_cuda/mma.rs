@@ -103,8 +103,17 @@ impl MmaLayout {
             };
             let grow = format!("FUSE_NUM_WARPS >= {}", 1 << s);
             out.push(format!("#define FUSE_SPLITM{k}_{s} {split_m}"));
-            out.push(format!("#define FUSE_WM{k}_{s} (({grow}) && FUSE_SPLITM{k}_{s} ? 2 * {wm} : {wm})"));
-            out.push(format!("#define FUSE_WN{k}_{s} (({grow}) && {split_n} ? 2 * {wn} : {wn})"));
+            // The preprocessor picks each level's side, so a level names the one before it once:
+            // as a ternary (`grow && split ? 2 * wm : wm`, the split test naming wm and wn again)
+            // the expansion grew ~6x a level, to 1.4 MB of tokens per FUSE_IDX<k> at level 5 and
+            // 10-20 s of NVRTC front end per mma.sync variant.
+            for (side, prev, test) in [("M", &wm, format!("FUSE_SPLITM{k}_{s}")), ("N", &wn, split_n)] {
+                out.push(format!("#if ({grow}) && ({test})"));
+                out.push(format!("#define FUSE_W{side}{k}_{s} (2 * {prev})"));
+                out.push("#else".to_string());
+                out.push(format!("#define FUSE_W{side}{k}_{s} {prev}"));
+                out.push("#endif".to_string());
+            }
         }
         out.push(format!("#define FUSE_WM{k} FUSE_WM{k}_5"));
         out.push(format!("#define FUSE_WN{k} FUSE_WN{k}_5"));
