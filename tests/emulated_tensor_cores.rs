@@ -5,8 +5,10 @@
 //! rounded; copies landing at issue or at their wait, at random). So the f32 (TF32) lowering's
 //! fragment addressing, its swizzled staging and its pipelined ring are checked against float64
 //! without a GPU, at block shapes, warp counts and stage counts; the f16 lowering, which the GPU
-//! tests have checked, runs too, as a check of the emulation itself. Needs a C++17 compiler
-//! (`$CXX`, else `g++`); without one the tests print why and pass.
+//! tests have checked, runs too, as a check of the emulation itself; so does the i8 one
+//! (m16n8k32) of the `matmul_int8` example, its accumulator bit for bit and its requantised
+//! output by the example's float64 rule. Needs a C++17 compiler (`$CXX`, else `g++`); without
+//! one the tests print why and pass.
 #[path = "../examples/kernels/bias_gelu_dropout.rs"]
 #[allow(dead_code)] // for its float64 erf
 mod bias_gelu_dropout;
@@ -16,6 +18,8 @@ mod common;
 mod matmul_example;
 
 use common::dot::*;
+use common::matmul_int8::{self, Config};
+use common::quant_ffn::{int8s, Int8Case, Scales};
 use common::{Elem, Rng};
 use fuse::fuse_ir::{DType, ParamKind, Specialization};
 use fuse::half::f16;
@@ -34,10 +38,11 @@ fn compiler() -> Option<String> {
     }
 }
 
-/// A kernel argument: a buffer (its bytes and element size) or an i32 scalar.
+/// A kernel argument: a buffer (its bytes and element size) or a scalar.
 enum Arg {
     Buf(Vec<u8>, usize),
     I32(i32),
+    F32(f32),
 }
 
 fn buf<T: Copy>(v: &[T]) -> Arg {
@@ -52,12 +57,17 @@ const EMULATED: &[&str] = &[
     "__device__ __forceinline__ float fuse_f16_to_f32(",
     "__device__ __forceinline__ unsigned short fuse_f32_to_f16(",
     "__device__ __forceinline__ float fuse_erff(",
+    "__device__ __forceinline__ int fuse_f2i_s32(",
+    "__device__ __forceinline__ unsigned int fuse_f2i_u32(",
+    "__device__ __forceinline__ long long fuse_f2i_s64(",
+    "__device__ __forceinline__ unsigned long long fuse_f2i_u64(",
     "__device__ __forceinline__ void fuse_ldmatrix_x4(",
     "__device__ __forceinline__ void fuse_ldmatrix_x2(",
     "__device__ __forceinline__ void fuse_ldmatrix_x4_trans(",
     "__device__ __forceinline__ void fuse_ldmatrix_x2_trans(",
     "__device__ __forceinline__ void fuse_mma_f16(",
     "__device__ __forceinline__ void fuse_mma_tf32(",
+    "__device__ __forceinline__ void fuse_mma_s8(",
     "template <int fuse_n> __device__ __forceinline__ void fuse_tf32_frag(",
     "template <int fuse_nb> __device__ __forceinline__ void fuse_cp_async(",
     "__device__ __forceinline__ void fuse_cp_async_commit(",
@@ -77,23 +87,25 @@ fn cut(src: &str, head: &str) -> String {
     format!("{}{}", &src[..start], &src[end..])
 }
 
-/// The host program: the kernel's full source (specialisations: pointers aligned, the rest as
-/// `proven`), helpers replaced, and a `main` that reads the arguments from a file, runs the grid
-/// and writes the buffers back.
+/// The host program: the kernel's full source (specialisations: pointers aligned, integers
+/// divisible by 16 where `args` are, as the runtime decides, the bounds facts as `proven`),
+/// helpers replaced, and a `main` that reads the arguments from a file, runs the grid its command
+/// line gives (so sizes of one program share its binary) and writes the buffers back.
 fn program(
     spec: &KernelSpec,
     consts: &[u64],
     (warps, stages): (u32, u32),
-    grid: (u32, u32),
     proven: bool,
+    args: &[Arg],
 ) -> String {
     let k = spec.kernel().expect("the kernel's IR");
     // Branch facts stay 0 (undecided: the condition is tested at run time).
     let values: Vec<bool> = spec
         .specializations()
         .iter()
-        .map(|s| match s {
+        .map(|s| match *s {
             Specialization::Align16(_) => true,
+            Specialization::Div16(p) => matches!(args[p as usize], Arg::I32(v) if v % 16 == 0),
             Specialization::BranchTaken(_) | Specialization::BranchSkipped(_) => false,
             _ => proven,
         })
@@ -108,7 +120,7 @@ fn program(
     );
     let dir = env!("CARGO_MANIFEST_DIR");
     let mut p = format!(
-        "#include \"{dir}/tests/emulator/fuse_emu_mma.h\"\n#define asm(...) fuse_emu_fail(\"inline PTX is not emulated\", __LINE__)\n#define __grid_constant__\n{src}\nint main(int argc, char** argv) {{\n  if (argc != 4) return 2;\n  FILE* in = fopen(argv[1], \"rb\");\n  if (!in) return 2;\n"
+        "#include \"{dir}/tests/emulator/fuse_emu_mma.h\"\n#define asm(...) fuse_emu_fail(\"inline PTX is not emulated\", __LINE__)\n#define __grid_constant__\n{src}\nint main(int argc, char** argv) {{\n  if (argc != 6) return 2;\n  FILE* in = fopen(argv[1], \"rb\");\n  if (!in) return 2;\n"
     );
     let (mut call, mut lens) = (Vec::new(), Vec::new());
     for (i, prm) in k.params.iter().enumerate() {
@@ -117,6 +129,8 @@ fn program(
                 let t = match elem {
                     DType::F32 => "float",
                     DType::F16 | DType::BF16 => "unsigned short",
+                    DType::I8 => "signed char",
+                    DType::I32 => "int",
                     other => panic!("a {other} buffer"),
                 };
                 p.push_str(&format!(
@@ -125,11 +139,15 @@ fn program(
                 call.push(format!("b{i}"));
                 lens.push(format!("n{i}"));
             }
-            ParamKind::Scalar(DType::I32) => {
+            ParamKind::Scalar(t) => {
+                // Every scalar travels as 8 bytes: an i32 sign-extended, an f32's bits.
                 p.push_str(&format!("  long long s{i} = 0;\n  if (fread(&s{i}, 8, 1, in) != 1) return 2;\n"));
-                call.push(format!("(int)s{i}"));
+                call.push(match t {
+                    DType::I32 => format!("(int)s{i}"),
+                    DType::F32 => format!("__uint_as_float((unsigned int)s{i})"),
+                    other => panic!("a {other} scalar"),
+                });
             }
-            ParamKind::Scalar(other) => panic!("a {other} scalar"),
         }
     }
     call.extend(lens);
@@ -141,9 +159,7 @@ fn program(
         }
     }
     p.push_str(&format!(
-        "  fclose(in);\n  static unsigned long long fuse_err[2] = {{0, 0}};\n  fuse_emu_launch({}, {}, 1, FUSE_THREADS, strtoull(argv[3], nullptr, 10), [&] {{ {}({}); }});\n  fuse_emu_check_copies_retired();\n",
-        grid.0,
-        grid.1,
+        "  fclose(in);\n  static unsigned long long fuse_err[2] = {{0, 0}};\n  fuse_emu_launch(atoi(argv[4]), atoi(argv[5]), 1, FUSE_THREADS, strtoull(argv[3], nullptr, 10), [&] {{ {}({}); }});\n  fuse_emu_check_copies_retired();\n",
         spec.name(),
         call.join(", ")
     ));
@@ -178,7 +194,7 @@ fn run(
     proven: bool,
     args: &[Arg],
 ) -> Vec<Vec<u8>> {
-    let p = program(spec, consts, shape, grid, proven);
+    let p = program(spec, consts, shape, proven, args);
     let dir = work_dir();
     // The binary's name: the program and the emulation's headers.
     let headers: String = ["fuse_emu.h", "fuse_emu_mma.h"]
@@ -216,18 +232,21 @@ fn run(
                 input.extend(bytes);
             }
             Arg::I32(v) => input.extend(i64::from(*v).to_le_bytes()),
+            Arg::F32(v) => input.extend(u64::from(v.to_bits()).to_le_bytes()),
         }
     }
     let tag = format!("{}_{:016x}", std::process::id(), hash(&format!("{name}{}", input.len())));
     let (inp, outp) = (dir.join(format!("in_{tag}")), dir.join(format!("out_{tag}")));
     std::fs::write(&inp, &input).expect("the input written");
-    let seed = hash(&name) % 1000;
+    let seed = hash(&format!("{name}{grid:?}")) % 1000;
     let out = Command::new("timeout")
         .arg("600")
         .arg(&bin)
         .arg(&inp)
         .arg(&outp)
         .arg(seed.to_string())
+        .arg(grid.0.to_string())
+        .arg(grid.1.to_string())
         .output()
         .expect("the program runs");
     let _ = std::fs::remove_file(&inp);
@@ -250,6 +269,21 @@ fn run(
     }
     assert_eq!(&got[at..at + 16], &[0u8; 16], "{}: an out-of-bounds access was reported", spec.name());
     bufs
+}
+
+/// `run` of an example's matmul kernel: consts `[BM, BN, BK]`, one program per `[BM, BN]` block
+/// of the `m x n` result on a 1-D grid (Triton's grouped order).
+fn run_blocks(
+    cxx: &str,
+    spec: &KernelSpec,
+    (bm, bn, bk): (usize, usize, usize),
+    shape: (u32, u32),
+    (m, n): (usize, usize),
+    proven: bool,
+    args: &[Arg],
+) -> Vec<Vec<u8>> {
+    let grid = ((m.div_ceil(bm) * n.div_ceil(bn)) as u32, 1);
+    run(cxx, spec, &[bm as u64, bn as u64, bk as u64], shape, grid, proven, args)
 }
 
 fn f32s(b: &[u8]) -> Vec<f32> {
@@ -410,7 +444,7 @@ fn f16_matmul_in_the_emulation() {
 
 /// The example's f16 matmul, whose f16 result goes from the accumulator through the scratch to
 /// 16-byte row runs before its store (`emit_cuda/coalesce.rs`): ragged edges (the masked runs),
-/// one warp to four, with and without bias + GELU, and a launch proven in bounds (the unchecked
+/// one warp to eight, with and without bias + GELU, and a launch proven in bounds (the unchecked
 /// vector stores); within f16's rounding of the float64 result, poisoned output.
 #[test]
 fn f16_results_stored_through_the_scratch_in_the_emulation() {
@@ -429,7 +463,6 @@ fn f16_results_stored_through_the_scratch_in_the_emulation() {
             let a = f16::from_f32s(&rng.vec(m * k, 1.0));
             let b = f16::from_f32s(&rng.vec(k * n, 1.0));
             let bias = f16::from_f32s(&rng.vec(n, 1.0));
-            let grid = (m.div_ceil(bm) as u32 * n.div_ceil(bn) as u32, 1);
             let args = [
                 buf(&a),
                 buf(&b),
@@ -440,7 +473,7 @@ fn f16_results_stored_through_the_scratch_in_the_emulation() {
                 Arg::I32(k as i32),
                 Arg::I32(i32::from(gelu)),
             ];
-            let out = run(&cxx, spec, &[bm as u64, bn as u64, bk as u64], shape, grid, proven, &args);
+            let out = run_blocks(&cxx, spec, (bm, bn, bk), shape, (m, n), proven, &args);
             let got: Vec<f64> = out[3]
                 .chunks_exact(2)
                 .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
@@ -451,6 +484,119 @@ fn f16_results_stored_through_the_scratch_in_the_emulation() {
             let what = format!("emulated matmul f16 {m}x{n}x{k} [{bm}x{bn}x{bk}, {shape:?}, gelu {gelu}]");
             // f32 accumulation of k exact products, then one rounding to f16.
             common::assert_close(&what, &got, &want, 2e-3 * (k as f64).sqrt(), 2e-3);
+        }
+    }
+}
+
+fn i32s(b: &[u8]) -> Vec<i32> {
+    b.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn i8s(b: &[u8]) -> Vec<i8> {
+    b.iter().map(|&x| x as i8).collect()
+}
+
+/// `matmul_int8_i32`'s accumulator, bit for bit against the exact i64 product; the output is
+/// filled with a sentinel first.
+fn check_int8_accumulator(
+    cxx: &str,
+    rng: &mut Rng,
+    cfg: Config,
+    (m, n, k): (usize, usize, usize),
+    proven: bool,
+) {
+    let (a, w) = (int8s(rng, m * k, i8::MIN, i8::MAX), int8s(rng, n * k, i8::MIN, i8::MAX));
+    let args = [
+        buf(&a),
+        buf(&w),
+        buf(&vec![i32::MIN + 12345; m * n]),
+        Arg::I32(m as i32),
+        Arg::I32(n as i32),
+        Arg::I32(k as i32),
+    ];
+    let spec = &matmul_int8::matmul_int8_i32::SPEC;
+    let out = run_blocks(cxx, spec, (cfg.bm, cfg.bn, cfg.bk), (cfg.warps, cfg.stages), (m, n), proven, &args);
+    let want = matmul_int8::reference_i32(&a, &w, m, n, k);
+    for (i, (&g, &w)) in i32s(&out[2]).iter().zip(&want).enumerate() {
+        assert_eq!(
+            i64::from(g),
+            w,
+            "emulated int8 accumulator {m}x{n}x{k} {cfg:?}: element ({}, {})",
+            i / n,
+            i % n
+        );
+    }
+}
+
+/// `matmul_int8`'s requantised output against the float64 rule (`matmul_int8::verify`), with
+/// the inputs tests/common/quant_ffn.rs draws for `scales`; the output poisoned per element.
+fn check_int8_requant(
+    cxx: &str,
+    rng: &mut Rng,
+    cfg: Config,
+    (m, n, k): (usize, usize, usize),
+    proven: bool,
+    scales: Scales,
+) -> matmul_int8::Verdict {
+    let Int8Case { a, w, sa, sw, bias, out_scale, with_bias, t, bound } =
+        Int8Case::draw(rng, (m, n, k), scales);
+    let args = [
+        buf(&a),
+        buf(&w),
+        buf(&sa),
+        buf(&sw),
+        buf(&bias),
+        buf(&matmul_int8::poison(&t)),
+        Arg::I32(m as i32),
+        Arg::I32(n as i32),
+        Arg::I32(k as i32),
+        Arg::I32(i32::from(with_bias)),
+        Arg::F32(out_scale),
+    ];
+    let spec = &matmul_int8::matmul_int8::SPEC;
+    let out = run_blocks(cxx, spec, (cfg.bm, cfg.bn, cfg.bk), (cfg.warps, cfg.stages), (m, n), proven, &args);
+    let v = matmul_int8::verify(&i8s(&out[5]), &t, &bound);
+    if let Some((i, g, want, t)) = v.first_bad {
+        panic!(
+            "emulated int8 requant {scales:?} {m}x{n}x{k} {cfg:?}: {} elements wrong; first ({}, {}): got {g}, want {want} (t = {t})",
+            v.bad,
+            i / n,
+            i % n
+        );
+    }
+    if scales == Scales::Ties {
+        assert!(v.ties > 0, "the ties case must hold ties");
+    }
+    v
+}
+
+/// The `matmul_int8` example on the mma.sync path (m16n8k32 s8 into i32): the accumulator kernel
+/// bit for bit, and the requantised i8 result, which goes from its MMA layout through the
+/// scratch as 2-byte pairs to 16-byte row runs (`emit_cuda/coalesce.rs`), by the float64 rule
+/// (random scales with and without bias; ties exactly). One warp (2 stages), four (3) and eight
+/// (3, 4); ragged sizes with K under 16, a multiple of 16 (the 16-byte copies, masked) or not
+/// (the per-byte ones), and a size proven in bounds (the unchecked copies and stores).
+#[test]
+fn int8_matmul_in_the_emulation() {
+    let Some(cxx) = compiler() else { return };
+    let mut rng = Rng::fresh("emulated int8 matmul");
+    let cfgs = matmul_int8::CONFIGS;
+    let configs = [Config { warps: 1, stages: 2, ..cfgs[6] }, cfgs[2], cfgs[0], cfgs[4]];
+    // Each size's divisibility of (m, n, k) by 16 is specialised as at launch: a program each.
+    let ragged = [(16, 130, 7), (129, 257, 192), (300, 200, 100), (1, 1, 1)];
+    for cfg in configs {
+        for (size, proven) in ragged.map(|size| (size, false)).into_iter().chain([((256, 256, 256), true)]) {
+            check_int8_accumulator(&cxx, &mut rng, cfg, size, proven);
+            let mut took_other = 0;
+            for bias in [false, true] {
+                took_other +=
+                    check_int8_requant(&cxx, &mut rng, cfg, size, proven, Scales::Random { bias }).took_other;
+            }
+            // As the GPU test: K of 16 or more, so that ties occur.
+            if size.2 >= 16 {
+                check_int8_requant(&cxx, &mut rng, cfg, size, proven, Scales::Ties);
+            }
+            println!("emulated matmul_int8 {size:?} {cfg:?}: right; {took_other} within the f32 bound of a tie took the other neighbour");
         }
     }
 }

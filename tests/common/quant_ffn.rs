@@ -5,7 +5,8 @@
 use super::{bias_gelu_dropout, ffn_sublayer, matmul_int8, Elem, Rng};
 use fuse::{Device, KernelSpec};
 
-fn bytes(rng: &mut Rng, len: usize, lo: i8, hi: i8) -> Vec<i8> {
+/// Uniform bytes in `lo..=hi`.
+pub fn int8s(rng: &mut Rng, len: usize, lo: i8, hi: i8) -> Vec<i8> {
     let span = (i16::from(hi) - i16::from(lo) + 1) as u64;
     (0..len).map(|_| (i64::from(lo) + (rng.next_u64() % span) as i64) as i8).collect()
 }
@@ -22,7 +23,7 @@ pub fn check_int8_accumulator(
     cfg: matmul_int8::Config,
     (m, n, k): (usize, usize, usize),
 ) {
-    let (a, w) = (bytes(rng, m * k, i8::MIN, i8::MAX), bytes(rng, n * k, i8::MIN, i8::MAX));
+    let (a, w) = (int8s(rng, m * k, i8::MIN, i8::MAX), int8s(rng, n * k, i8::MIN, i8::MAX));
     let (ab, wb) = (d.upload(&a).unwrap(), d.upload(&w).unwrap());
     let sentinel = i32::MIN + 12345;
     let mut c = d.upload(&vec![sentinel; m * n]).unwrap();
@@ -51,6 +52,55 @@ pub enum Scales {
     Ties,
 }
 
+/// The inputs of one requantisation check, drawn for `scales`, with the float64 value `t` of
+/// every output and the bound within which a neighbouring integer is accepted.
+pub struct Int8Case {
+    pub a: Vec<i8>,
+    pub w: Vec<i8>,
+    pub sa: Vec<f32>,
+    pub sw: Vec<f32>,
+    pub bias: Vec<f32>,
+    pub out_scale: f32,
+    pub with_bias: bool,
+    pub t: Vec<f64>,
+    pub bound: Vec<f64>,
+}
+
+impl Int8Case {
+    pub fn draw(rng: &mut Rng, (m, n, k): (usize, usize, usize), scales: Scales) -> Int8Case {
+        let (a, w, sa, sw, bias, out_scale) = match scales {
+            Scales::Ties => (
+                int8s(rng, m * k, -4, 4),
+                int8s(rng, n * k, -4, 4),
+                vec![1.0f32; m],
+                vec![1.0f32; n],
+                vec![0.0f32; n],
+                2.0,
+            ),
+            Scales::Random { .. } => {
+                let (a, w) = (int8s(rng, m * k, i8::MIN, i8::MAX), int8s(rng, n * k, i8::MIN, i8::MAX));
+                let (sa, sw) = (uniform(rng, m, 0.005, 0.015), uniform(rng, n, 0.01, 0.03));
+                let out_scale = 5461.0 * (k as f32).sqrt() * 0.01 * 0.02 / 50.0;
+                let bias = uniform(rng, n, -20.0 * out_scale, 20.0 * out_scale);
+                (a, w, sa, sw, bias, out_scale)
+            }
+        };
+        let with_bias = scales == Scales::Random { bias: true };
+        let acc = matmul_int8::reference_i32(&a, &w, m, n, k);
+        let t = matmul_int8::reference_t(&acc, &sa, &sw, with_bias.then_some(&bias[..]), out_scale);
+        let bound: Vec<f64> = match scales {
+            Scales::Ties => vec![0.0; m * n],
+            Scales::Random { .. } => (0..m * n)
+                .map(|i| {
+                    let bj = if with_bias { bias[i % n] } else { 0.0 };
+                    matmul_int8::t_error_bound(acc[i], sa[i / n], sw[i % n], bj, out_scale)
+                })
+                .collect(),
+        };
+        Int8Case { a, w, sa, sw, bias, out_scale, with_bias, t, bound }
+    }
+}
+
 /// The requantised int8 output against the float64 rule (`matmul_int8::verify`); returns the
 /// verdict for the caller's statistics.
 pub fn check_int8_requant(
@@ -60,35 +110,8 @@ pub fn check_int8_requant(
     (m, n, k): (usize, usize, usize),
     scales: Scales,
 ) -> matmul_int8::Verdict {
-    let (a, w, sa, sw, bias, out_scale) = match scales {
-        Scales::Ties => (
-            bytes(rng, m * k, -4, 4),
-            bytes(rng, n * k, -4, 4),
-            vec![1.0f32; m],
-            vec![1.0f32; n],
-            vec![0.0f32; n],
-            2.0,
-        ),
-        Scales::Random { .. } => {
-            let (a, w) = (bytes(rng, m * k, i8::MIN, i8::MAX), bytes(rng, n * k, i8::MIN, i8::MAX));
-            let (sa, sw) = (uniform(rng, m, 0.005, 0.015), uniform(rng, n, 0.01, 0.03));
-            let out_scale = 5461.0 * (k as f32).sqrt() * 0.01 * 0.02 / 50.0;
-            let bias = uniform(rng, n, -20.0 * out_scale, 20.0 * out_scale);
-            (a, w, sa, sw, bias, out_scale)
-        }
-    };
-    let with_bias = scales == Scales::Random { bias: true };
-    let acc = matmul_int8::reference_i32(&a, &w, m, n, k);
-    let t = matmul_int8::reference_t(&acc, &sa, &sw, with_bias.then_some(&bias[..]), out_scale);
-    let bound: Vec<f64> = match scales {
-        Scales::Ties => vec![0.0; m * n],
-        Scales::Random { .. } => (0..m * n)
-            .map(|i| {
-                let bj = if with_bias { bias[i % n] } else { 0.0 };
-                matmul_int8::t_error_bound(acc[i], sa[i / n], sw[i % n], bj, out_scale)
-            })
-            .collect(),
-    };
+    let Int8Case { a, w, sa, sw, bias, out_scale, with_bias, t, bound } =
+        Int8Case::draw(rng, (m, n, k), scales);
     let up = |v: &[f32]| d.upload(v).unwrap();
     let (ab, wb, sab, swb, bb) = (d.upload(&a).unwrap(), d.upload(&w).unwrap(), up(&sa), up(&sw), up(&bias));
     let mut c = d.upload(&matmul_int8::poison(&t)).unwrap();

@@ -1,12 +1,14 @@
 // Host emulations of the tensor-core helpers of the emitted CUDA (fuse-macros emit_cuda/mma.rs,
-// tf32.rs, pipeline.rs), for tests/emulated_tensor_cores.rs: the harness removes their inline-PTX
-// definitions from the source and these stand in. `ldmatrix` and `mma.sync` are warp-collective
-// (fuse_emu_warp: all 32 lanes must reach them), with the fragment layouts of the PTX ISA;
-// `mma.sync ... tf32` fails unless its A and B registers hold TF32 values (low 13 bits 0), so an
-// operand that skipped the rounding is caught. `cp.async` copies are queued per thread and land
-// either at once or at the `cp.async.wait_group` that retires their group (chosen at random), so a
-// missing wait, or a stage refilled while a warp still reads it, gives wrong values.
+// tf32.rs, pipeline.rs) and of the conversions its epilogues use (prelude.rs: f16, float -> int),
+// for tests/emulated_tensor_cores.rs: the harness removes their inline-PTX definitions from the
+// source and these stand in. `ldmatrix` and `mma.sync` are warp-collective (fuse_emu_warp: all 32
+// lanes must reach them), with the fragment layouts of the PTX ISA; `mma.sync ... tf32` fails
+// unless its A and B registers hold TF32 values (low 13 bits 0), so an operand that skipped the
+// rounding is caught. `cp.async` copies are queued per thread and land either at once or at the
+// `cp.async.wait_group` that retires their group (chosen at random), so a missing wait, or a stage
+// refilled while a warp still reads it, gives wrong values.
 #pragma once
+#include <limits>
 #include "fuse_emu.h"
 
 // Shared addresses are 32-bit offsets from an anchor in the same image as the kernel's
@@ -93,6 +95,19 @@ static inline unsigned short fuse_f32_to_f16(float f) {
   return (unsigned short)(sign | h);
 }
 
+// The float -> int casts (cvt.rzi.{s,u}{32,64}.f32): toward zero, saturating, NaN -> 0.
+template <class T> static inline T fuse_emu_f2i(float f) {
+  if (f != f) return 0;
+  const double t = trunc((double)f);
+  if (t <= (double)std::numeric_limits<T>::min()) return std::numeric_limits<T>::min();
+  if (t >= (double)std::numeric_limits<T>::max()) return std::numeric_limits<T>::max();
+  return (T)t;
+}
+static inline int fuse_f2i_s32(float f) { return fuse_emu_f2i<int>(f); }
+static inline unsigned int fuse_f2i_u32(float f) { return fuse_emu_f2i<unsigned int>(f); }
+static inline long long fuse_f2i_s64(float f) { return fuse_emu_f2i<long long>(f); }
+static inline unsigned long long fuse_f2i_u64(float f) { return fuse_emu_f2i<unsigned long long>(f); }
+
 // D = A B + C for m16n8k8 TF32 (`k8`) or m16n8k16 f16 (`!k8`), in double, then rounded once.
 // (g = lane / 4, t = lane % 4.) TF32 A: a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
 // B: b0 (k t, n g), b1 (k t + 4, n g). f16 A: register r holds rows g (r even), g + 8 (r odd),
@@ -146,6 +161,44 @@ static inline void fuse_mma_tf32(float* d, const unsigned int* a, const unsigned
 static inline void fuse_mma_f16(float* d, const unsigned int* a, const unsigned int* b) {
   fuse_emu_mma_args args{d, a, b};
   fuse_emu_warp(fuse_emu_mma_f16_op, &args, __LINE__);
+}
+
+struct fuse_emu_mma_s8_args {
+  int* d;
+  const unsigned int* a;
+  const unsigned int* b;
+};
+
+// D = A B + C for m16n8k32 s8 with s32 accumulators, exactly, wrapping (no .satfinite). The PTX
+// ISA's fragments are the f16 m16n8k16 ones with a byte pair for each half: A register r holds
+// row g (r even) or g + 8 (r odd), columns 4t + 16 (r / 2) + 0..3; B register r holds k
+// 4t + 16 r + 0..3, n g (lowest byte first); C and D as for f16.
+static void fuse_emu_mma_s8_op(void* const* lanes) {
+  int A[16][32], B[32][8];
+  unsigned int C[16][8];
+  for (int i = 0; i < 32; ++i) {
+    const fuse_emu_mma_s8_args* l = (const fuse_emu_mma_s8_args*)lanes[i];
+    const int g = i / 4, t = i % 4;
+    for (int r = 0; r < 4; ++r)
+      for (int e = 0; e < 4; ++e) A[g + 8 * (r % 2)][4 * t + 16 * (r / 2) + e] = (signed char)(l->a[r] >> (8 * e));
+    for (int r = 0; r < 2; ++r)
+      for (int e = 0; e < 4; ++e) B[4 * t + 16 * r + e][g] = (signed char)(l->b[r] >> (8 * e));
+    for (int r = 0; r < 4; ++r) C[g + 8 * (r / 2)][2 * t + r % 2] = (unsigned int)l->d[r];
+  }
+  for (int i = 0; i < 32; ++i) {
+    const fuse_emu_mma_s8_args* l = (const fuse_emu_mma_s8_args*)lanes[i];
+    const int g = i / 4, t = i % 4;
+    for (int r = 0; r < 4; ++r) {
+      const int row = g + 8 * (r / 2), col = 2 * t + r % 2;
+      unsigned int s = C[row][col];
+      for (int k = 0; k < 32; ++k) s += (unsigned int)(A[row][k] * B[k][col]);
+      l->d[r] = (int)s;
+    }
+  }
+}
+static inline void fuse_mma_s8(int* d, const unsigned int* a, const unsigned int* b) {
+  fuse_emu_mma_s8_args args{d, a, b};
+  fuse_emu_warp(fuse_emu_mma_s8_op, &args, __LINE__);
 }
 
 // cvt.rna.tf32.f32 on the bits (NaN stays NaN).
