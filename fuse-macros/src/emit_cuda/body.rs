@@ -114,10 +114,7 @@ impl Ctx<'_> {
                 continue;
             }
             let mut budget = super::remat::BUDGET;
-            let outer = self.lane_layout.replace(k);
-            let e = self.value_at(v, "(fuse_f)", &mut budget);
-            self.lane_layout = outer;
-            let Some(e) = e else { continue };
+            let Some(e) = self.at_lanes_of(k, |cx| cx.value_at(v, "(fuse_f)", &mut budget)) else { continue };
             if views.is_empty() {
                 self.w.open("");
             }

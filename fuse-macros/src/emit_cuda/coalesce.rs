@@ -45,10 +45,7 @@ impl Ctx<'_> {
             }
             // The view `with_views` will make must exist.
             let mut budget = super::remat::BUDGET;
-            let outer = self.lane_layout.replace(l);
-            let e = self.value_at(v, "(fuse_f)", &mut budget);
-            self.lane_layout = outer;
-            e?;
+            self.at_lanes_of(l, |cx| cx.value_at(v, "(fuse_f)", &mut budget))?;
         }
         Some(l)
     }

@@ -107,6 +107,15 @@ impl Ctx<'_> {
         found
     }
 
+    /// Runs `f` with `fuse_f` standing for the lanes of layout `k` ([`Ctx::source_lane`] then
+    /// takes an MMA layout's rows and columns in closed form), restoring the outer layout after.
+    pub(super) fn at_lanes_of<R>(&mut self, k: usize, f: impl FnOnce(&mut Self) -> R) -> R {
+        let outer = self.lane_layout.replace(k);
+        let r = f(self);
+        self.lane_layout = outer;
+        r
+    }
+
     /// The lane of a broadcast's source (dims `src`) that destination lane `lane` (dims `dst`)
     /// reads (see `fuse_ir::broadcast_source_lane`).
     pub(super) fn source_lane(&self, src: &[Len], dst: &[Len], lane: &str) -> String {

@@ -73,13 +73,13 @@ impl Ctx<'_> {
             return;
         }
         let (sd, dd) = (self.k.ty(src).shape.dims(), self.k.ty(dst).shape.dims());
-        let outer = self.lane_layout.replace(kd);
-        let lane = self.source_lane(&sd, &dd, "fuse_f");
-        if !self.broadcast_by_remat(dst, src, &lane) {
-            let what = format!("{} = broadcast({})", self.name(dst), self.name(src));
-            self.gather(dst, src, &lane, &what);
-        }
-        self.lane_layout = outer;
+        self.at_lanes_of(kd, |cx| {
+            let lane = cx.source_lane(&sd, &dd, "fuse_f");
+            if !cx.broadcast_by_remat(dst, src, &lane) {
+                let what = format!("{} = broadcast({})", cx.name(dst), cx.name(src));
+                cx.gather(dst, src, &lane, &what);
+            }
+        });
     }
 
     /// `dst = trans(src)`: `[R, C]` -> `[C, R]`.
