@@ -16,14 +16,27 @@ fn specs() -> Vec<(&'static fuse::KernelSpec, Vec<u64>)> {
     example_specs().into_iter().chain(dot::dot_specs()).collect()
 }
 
+/// The tensor-core examples whose names the `dot` kernels of tests/common/dot.rs already take,
+/// under their own snapshot names: half-precision and int8 results stored from the accumulator
+/// through the scratch (emit_cuda/coalesce.rs). (`matmul_int8` and `ffn_sublayer` compile in
+/// tests/gpu_dot.rs, attention in tests/gpu_attention.rs, all without a GPU.)
+fn tensor_core_examples() -> Vec<(&'static str, &'static fuse::KernelSpec, Vec<u64>)> {
+    vec![
+        ("example_matmul_f16", &matmul_example::matmul::f16::SPEC, vec![128, 128, 32]),
+        ("example_matmul_bf16", &matmul_example::matmul::bf16::SPEC, vec![128, 256, 64]),
+        ("example_matmul_int8", &common::matmul_int8::matmul_int8::SPEC, vec![128, 128, 128]),
+    ]
+}
+
 fn emitted_source_snapshots() {
     for (spec, _) in specs() {
         insta::assert_snapshot!(spec.name(), spec.source());
     }
-    // Half-precision and int8 results stored from the accumulator through the scratch
-    // (emit_cuda/coalesce.rs); tests/ptxas_resources.rs compiles these kernels.
-    insta::assert_snapshot!("example_matmul_f16", matmul_example::matmul::f16::SPEC.source());
-    insta::assert_snapshot!("example_matmul_int8", common::matmul_int8::matmul_int8::SPEC.source());
+    for (name, spec, _) in tensor_core_examples() {
+        if name != "example_matmul_bf16" {
+            insta::assert_snapshot!(name, spec.source()); // bf16's differs from f16's in its types alone
+        }
+    }
 }
 
 /// An upper estimate of the text each `#define`d macro of `src` expands to: its body with each
@@ -87,7 +100,7 @@ fn macro_expansion_sizes(src: &str) -> std::collections::HashMap<String, usize> 
 /// seconds on it (the mma.sync warp grid once expanded `FUSE_IDX<k>` to 1.4 MB: 7-16 s a
 /// variant, byte-identical cubins after the fix).
 fn emitted_macros_expand_to_bounded_text() {
-    let tensor_cores = [&matmul_example::matmul::f16::SPEC, &common::matmul_int8::matmul_int8::SPEC];
+    let tensor_cores = tensor_core_examples().into_iter().map(|(_, s, _)| s);
     for spec in specs().into_iter().map(|(s, _)| s).chain(tensor_cores) {
         let sizes = macro_expansion_sizes(spec.source());
         let (name, largest) =
@@ -107,9 +120,13 @@ fn emitted_source_is_self_contained() {
 
 fn every_example_kernel_compiles_with_nvrtc_for_sm80_and_sm90() {
     let mut compiled = 0;
-    for (spec, consts) in specs() {
+    // The matmul examples at the warps their blocks are launched with (one warp would hold a
+    // whole 128x128 accumulator); int8 compiles in tests/gpu_dot.rs.
+    let matmuls = tensor_core_examples().into_iter().filter(|(n, ..)| !n.ends_with("int8"));
+    let kernels = specs().into_iter().map(|(s, c)| (s, c, &[1, 4, 8][..]));
+    for (spec, consts, warps) in kernels.chain(matmuls.map(|(_, s, c)| (s, c, &[4, 8][..]))) {
         for arch in ["sm_80", "sm_90"] {
-            for num_warps in [1, 4, 8] {
+            for &num_warps in warps {
                 match spec.compile_for_arch(arch, &consts, num_warps) {
                     Ok(cubin) => {
                         assert!(cubin.len() > 64, "{} {arch}: empty cubin", spec.name());
