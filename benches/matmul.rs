@@ -324,9 +324,10 @@ fn bench_attention<T: Half>(
                 compare: Box::new(|| {
                     let (got, got_lse) = (o.borrow().to_vec()?, lse.borrow().to_vec()?);
                     for (&(bh, i), (row, row_abs, want_lse)) in picked_rows.iter().zip(&want) {
-                        // As tests/common/attention_checks.rs: a few f32 ulps of the row's scale.
+                        // f32 exp2/log2 of sums of up to 16384 f32 terms: ten times the bound of
+                        // tests/common/attention_checks.rs (short rows); a wrong row is off by O(1).
                         let g = f64::from(got_lse[bh * n + i]);
-                        if !within(g, *want_lse, 1e-5 * (1.0 + want_lse.abs()) + 1e-5 * d as f64) {
+                        if !within(g, *want_lse, 1e-4 * (1.0 + want_lse.abs()) + 1e-5 * d as f64) {
                             return Ok(Some(format!("lse at ({bh}, {i}): {g}, want {want_lse}")));
                         }
                         for c in 0..d {
