@@ -3,6 +3,13 @@
 # issues 14, 15, 16 and 18 on the code with tensor-core results stored through shared memory
 # (session 12), every figure beside its peers in the same call.
 # Usage: bash scripts/gpu_session13.sh MODE ...   (modes below; logs and JSON under $OUT)
+# Staging here: bash scripts/stage.sh -p fuse --test gpu_dot --test gpu_examples --test gpu_attention
+#   --bench matmul --bench anchors; cp ../shared/anchors/*.py .gpu/   (carry [".gpu"])
+# Calls planned (each under 600 s; NVRTC compiles are 0.4-4 s a variant since session 13):
+#   1. THREADS=8 bash scripts/gpu_session13.sh dot attention examples
+#   2. bash scripts/gpu_session13.sh mm i8 att peers            (issues 15, 16, 18: one same-call table)
+#   3. bash scripts/gpu_session13.sh sanitize                    (every dot example, CFG=4 for int8/FFN)
+#   4. bash scripts/gpu_session13.sh anchors peers_rows          (issue 14, and the 24 anchor shapes)
 source scripts/gpu_common.sh
 session_start
 for mode in "$@"; do
