@@ -75,6 +75,15 @@ fn picked(i: usize) -> bool {
 /// An element type's conversions from and to f32.
 type Conv<T> = (fn(f32) -> T, fn(T) -> f32);
 
+/// The unit roundoff of the half type named `dtype` (f16 or bf16).
+fn unit_roundoff(dtype: &str) -> f64 {
+    if dtype == "float16" {
+        2f64.powi(-11)
+    } else {
+        2f64.powi(-8)
+    }
+}
+
 /// `|got - want| <= bound`, false for NaN.
 fn within(got: f64, want: f64, bound: f64) -> bool {
     (got - want).abs() <= bound
@@ -234,7 +243,7 @@ fn bench_ffn<T: Half>(
     // Whole rows of the float64 reference (rows are independent): up to 12 sampled rows.
     let f64s = |v: &[T]| v.iter().map(|&e| f64::from(back(e))).collect::<Vec<f64>>();
     let (wf, bf, gf, betaf) = (f64s(&host[1]), f64s(&host[2]), f64s(&host[3]), f64s(&host[4]));
-    let u = if dtype == "float16" { 2f64.powi(-11) } else { 2f64.powi(-8) };
+    let u = unit_roundoff(dtype);
     let mut picked_rows: Vec<usize> = samples(m, 1).into_iter().map(|(i, _)| i).take(12).collect();
     picked_rows.sort_unstable();
     picked_rows.dedup();
@@ -295,7 +304,7 @@ fn bench_attention<T: Half>(
         let o = RefCell::new(dev.zeros::<T>(len)?);
         let lse = RefCell::new(dev.zeros::<f32>(b * h * n)?);
         let (nan, nan_lse) = (vec![conv(f32::NAN); len], vec![f32::NAN; b * h * n]);
-        let u = if dtype == "float16" { 2f64.powi(-11) } else { 2f64.powi(-8) };
+        let u = unit_roundoff(dtype);
         for causal in [false, true] {
             let shape = format!("b{b}h{h}n{n}d{d}{}", if causal { " causal" } else { "" });
             if !wanted(&format!("attention_fwd/{shape}/{dtype}")) {
@@ -381,7 +390,7 @@ fn bench<T: Half>(
         // The f32 sum of k exact products (its error far below 1e-3 sqrt(k) at these sizes),
         // then one rounding to T: twice T's unit roundoff relative. The example's own test
         // tolerances are looser; here a bf16 kernel that drops one k step must not pass.
-        let u = if dtype == "float16" { 2f64.powi(-11) } else { 2f64.powi(-8) };
+        let u = unit_roundoff(dtype);
         let (atol, rtol) = (1e-3 * (k as f64).sqrt(), 2.0 * u);
         for (pattern, gelu) in [("matmul", false), ("matmul_bias_gelu", true)] {
             if !wanted(&format!("{pattern}/{shape}/{dtype}")) {

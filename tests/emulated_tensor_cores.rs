@@ -19,7 +19,7 @@ mod matmul_example;
 
 use common::dot::*;
 use common::matmul_int8::{self, Config};
-use common::quant_ffn::{int8s, Int8Case, Scales};
+use common::quant_ffn::{assert_accumulator, int8s, Int8Case, Scales};
 use common::{Elem, Rng};
 use fuse::fuse_ir::{DType, ParamKind, Specialization};
 use fuse::half::f16;
@@ -516,16 +516,8 @@ fn check_int8_accumulator(
     ];
     let spec = &matmul_int8::matmul_int8_i32::SPEC;
     let out = run_blocks(cxx, spec, (cfg.bm, cfg.bn, cfg.bk), (cfg.warps, cfg.stages), (m, n), proven, &args);
-    let want = matmul_int8::reference_i32(&a, &w, m, n, k);
-    for (i, (&g, &w)) in i32s(&out[2]).iter().zip(&want).enumerate() {
-        assert_eq!(
-            i64::from(g),
-            w,
-            "emulated int8 accumulator {m}x{n}x{k} {cfg:?}: element ({}, {})",
-            i / n,
-            i % n
-        );
-    }
+    let what = format!("emulated int8 accumulator {m}x{n}x{k} {cfg:?}");
+    assert_accumulator(&what, &i32s(&out[2]), &a, &w, (m, n, k));
 }
 
 /// `matmul_int8`'s requantised output against the float64 rule (`matmul_int8::verify`), with
@@ -538,36 +530,24 @@ fn check_int8_requant(
     proven: bool,
     scales: Scales,
 ) -> matmul_int8::Verdict {
-    let Int8Case { a, w, sa, sw, bias, out_scale, with_bias, t, bound } =
-        Int8Case::draw(rng, (m, n, k), scales);
+    let case = Int8Case::draw(rng, (m, n, k), scales);
     let args = [
-        buf(&a),
-        buf(&w),
-        buf(&sa),
-        buf(&sw),
-        buf(&bias),
-        buf(&matmul_int8::poison(&t)),
+        buf(&case.a),
+        buf(&case.w),
+        buf(&case.sa),
+        buf(&case.sw),
+        buf(&case.bias),
+        buf(&matmul_int8::poison(&case.t)),
         Arg::I32(m as i32),
         Arg::I32(n as i32),
         Arg::I32(k as i32),
-        Arg::I32(i32::from(with_bias)),
-        Arg::F32(out_scale),
+        Arg::I32(i32::from(case.with_bias)),
+        Arg::F32(case.out_scale),
     ];
     let spec = &matmul_int8::matmul_int8::SPEC;
     let out = run_blocks(cxx, spec, (cfg.bm, cfg.bn, cfg.bk), (cfg.warps, cfg.stages), (m, n), proven, &args);
-    let v = matmul_int8::verify(&i8s(&out[5]), &t, &bound);
-    if let Some((i, g, want, t)) = v.first_bad {
-        panic!(
-            "emulated int8 requant {scales:?} {m}x{n}x{k} {cfg:?}: {} elements wrong; first ({}, {}): got {g}, want {want} (t = {t})",
-            v.bad,
-            i / n,
-            i % n
-        );
-    }
-    if scales == Scales::Ties {
-        assert!(v.ties > 0, "the ties case must hold ties");
-    }
-    v
+    let what = format!("emulated int8 requant {scales:?} {m}x{n}x{k} {cfg:?}");
+    case.verify(&what, &i8s(&out[5]), n, scales)
 }
 
 /// The `matmul_int8` example on the mma.sync path (m16n8k32 s8 into i32): the accumulator kernel

@@ -783,13 +783,9 @@ fn specialization_bits(
     let mut bits = 0u64;
     for (i, s) in specs.iter().enumerate().take(64) {
         let on = match *s {
-            Specialization::Align16(p) => match args.get(p as usize) {
-                Some(KernelArg::Buffer(BufferArg { data: Data::Cuda { ptr, .. }, .. }))
-                | Some(KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda { ptr, .. }, .. })) => {
-                    ptr % 16 == 0
-                }
-                _ => false,
-            },
+            Specialization::Align16(p) => {
+                args.get(p as usize).and_then(device_address).is_some_and(|a| a % 16 == 0)
+            }
             Specialization::Div16(p) => scalar_value(args.get(p as usize)).is_some_and(|v| v % 16 == 0),
             Specialization::InBounds(a) => {
                 let proof = *proof.get_or_insert_with(|| memo_proof(info, consts, grid, args));
@@ -937,7 +933,17 @@ fn branch_values(info: &KernelInfo, consts: &[u64], args: &[KernelArg<'_>]) -> V
     info.branches.iter().map(|p| p.eval(&param, consts).and_then(as_bool)).collect()
 }
 
-fn scalar_value(a: Option<&KernelArg<'_>>) -> Option<i128> {
+/// A device buffer's address (`None` for host memory, cudarc memory not yet resolved at launch,
+/// and scalars).
+pub(crate) fn device_address(a: &KernelArg<'_>) -> Option<u64> {
+    match a {
+        KernelArg::Buffer(BufferArg { data: Data::Cuda { ptr, .. }, .. })
+        | KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda { ptr, .. }, .. }) => Some(*ptr),
+        _ => None,
+    }
+}
+
+pub(crate) fn scalar_value(a: Option<&KernelArg<'_>>) -> Option<i128> {
     Some(match a? {
         KernelArg::I32(v) => (*v).into(),
         KernelArg::I64(v) => (*v).into(),
@@ -957,7 +963,7 @@ fn cost_arg(a: &KernelArg<'_>) -> crate::CostArg {
     }
 }
 
-fn buffer_len(a: &KernelArg<'_>) -> Option<u64> {
+pub(crate) fn buffer_len(a: &KernelArg<'_>) -> Option<u64> {
     match a {
         KernelArg::Buffer(b) => Some(b.len as u64),
         KernelArg::BufferMut(b) => Some(b.len as u64),

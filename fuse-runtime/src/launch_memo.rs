@@ -1,7 +1,7 @@
 //! The last launch's answer to a launch-time analysis (the bounds proof, the tensor maps),
 //! reused while the inputs it depends on repeat: launches repeat their shapes, so each analysis
 //! runs about once per shape instead of once per launch.
-use crate::launch::{BufferArg, BufferArgMut, Data, DataMut, KernelArg};
+use crate::launch::{buffer_len, device_address, scalar_value, KernelArg};
 use std::sync::Mutex;
 
 /// What an analysis reads of a launch, as 64-bit words: the const generics, the grid, each
@@ -30,18 +30,10 @@ impl LaunchKey {
             key.push(word)?;
         }
         for a in args {
-            let (value, address) = match a {
-                KernelArg::I32(v) => (*v as u64, None),
-                KernelArg::I64(v) => (*v as u64, None),
-                KernelArg::U32(v) => (u64::from(*v), None),
-                KernelArg::U64(v) => (*v, None),
-                KernelArg::F32(_) => (0, None),
-                KernelArg::Buffer(b) => (b.len as u64, device_address(a)),
-                KernelArg::BufferMut(b) => (b.len as u64, device_address(a)),
-            };
-            key.push(value)?;
+            // A scalar's bits (kinds are fixed per kernel), a buffer's length, 0 for an f32.
+            key.push(scalar_value(Some(a)).map(|v| v as u64).or_else(|| buffer_len(a)).unwrap_or(0))?;
             if addresses {
-                key.push(address.unwrap_or(0))?;
+                key.push(device_address(a).unwrap_or(0))?;
             }
         }
         Some(key)
@@ -55,15 +47,6 @@ impl LaunchKey {
 
     fn words(&self) -> &[u64] {
         &self.words[..self.len]
-    }
-}
-
-/// A device buffer's address (`None` for host memory and cudarc memory not yet resolved).
-fn device_address(a: &KernelArg<'_>) -> Option<u64> {
-    match a {
-        KernelArg::Buffer(BufferArg { data: Data::Cuda { ptr, .. }, .. })
-        | KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda { ptr, .. }, .. }) => Some(*ptr),
-        _ => None,
     }
 }
 
@@ -114,11 +97,11 @@ mod tests {
 
     /// A device buffer argument of `len` f32 elements at `ptr` (never dereferenced here).
     fn device_buffer(ptr: u64, len: usize) -> KernelArg<'static> {
-        KernelArg::Buffer(BufferArg {
+        KernelArg::Buffer(crate::launch::BufferArg {
             dtype: fuse_ir::DType::F32,
             len,
             home: crate::launch::Home::Host,
-            data: Data::Cuda { ptr, keep: None },
+            data: crate::launch::Data::Cuda { ptr, keep: None },
         })
     }
 

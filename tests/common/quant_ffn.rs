@@ -28,17 +28,15 @@ pub fn check_int8_accumulator(
     let sentinel = i32::MIN + 12345;
     let mut c = d.upload(&vec![sentinel; m * n]).unwrap();
     matmul_int8::launch_i32(d, cfg, &ab, &wb, &mut c, (m, n, k)).unwrap();
-    let got = c.to_vec().unwrap();
-    let want = matmul_int8::reference_i32(&a, &w, m, n, k);
+    let what = format!("int8 accumulator {m}x{n}x{k} {cfg:?} on {}", d.description());
+    assert_accumulator(&what, &c.to_vec().unwrap(), &a, &w, (m, n, k));
+}
+
+/// `got`, an i32 accumulator of `a @ w^T`, equals the exact product element for element.
+pub fn assert_accumulator(what: &str, got: &[i32], a: &[i8], w: &[i8], (m, n, k): (usize, usize, usize)) {
+    let want = matmul_int8::reference_i32(a, w, m, n, k);
     for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-        assert_eq!(
-            i64::from(g),
-            w,
-            "int8 accumulator {m}x{n}x{k} {cfg:?} on {}: element ({}, {})",
-            d.description(),
-            i / n,
-            i % n
-        );
+        assert_eq!(i64::from(g), w, "{what}: element ({}, {})", i / n, i % n);
     }
 }
 
@@ -99,6 +97,24 @@ impl Int8Case {
         };
         Int8Case { a, w, sa, sw, bias, out_scale, with_bias, t, bound }
     }
+
+    /// The requantised output `got` (`n` columns) by the rule: panics naming `what` at the first
+    /// wrong element, and unless the ties case holds ties; returns the verdict.
+    pub fn verify(&self, what: &str, got: &[i8], n: usize, scales: Scales) -> matmul_int8::Verdict {
+        let v = matmul_int8::verify(got, &self.t, &self.bound);
+        if let Some((i, g, want, t)) = v.first_bad {
+            panic!(
+                "{what}: {} elements wrong; first ({}, {}): got {g}, want {want} (t = {t})",
+                v.bad,
+                i / n,
+                i % n
+            );
+        }
+        if scales == Scales::Ties {
+            assert!(v.ties > 0, "the ties case must hold ties");
+        }
+        v
+    }
 }
 
 /// The requantised int8 output against the float64 rule (`matmul_int8::verify`); returns the
@@ -110,27 +126,15 @@ pub fn check_int8_requant(
     (m, n, k): (usize, usize, usize),
     scales: Scales,
 ) -> matmul_int8::Verdict {
-    let Int8Case { a, w, sa, sw, bias, out_scale, with_bias, t, bound } =
-        Int8Case::draw(rng, (m, n, k), scales);
+    let case = Int8Case::draw(rng, (m, n, k), scales);
     let up = |v: &[f32]| d.upload(v).unwrap();
-    let (ab, wb, sab, swb, bb) = (d.upload(&a).unwrap(), d.upload(&w).unwrap(), up(&sa), up(&sw), up(&bias));
-    let mut c = d.upload(&matmul_int8::poison(&t)).unwrap();
-    matmul_int8::launch(d, cfg, &ab, &wb, &sab, &swb, with_bias.then_some(&bb), &mut c, (m, n, k), out_scale)
-        .unwrap();
-    let v = matmul_int8::verify(&c.to_vec().unwrap(), &t, &bound);
-    if let Some((i, g, want, t)) = v.first_bad {
-        panic!(
-            "int8 requant {scales:?} {m}x{n}x{k} {cfg:?} on {}: {} elements wrong; first ({}, {}): got {g}, want {want} (t = {t})",
-            d.description(),
-            v.bad,
-            i / n,
-            i % n
-        );
-    }
-    if scales == Scales::Ties {
-        assert!(v.ties > 0, "the ties case must hold ties");
-    }
-    v
+    let (ab, wb) = (d.upload(&case.a).unwrap(), d.upload(&case.w).unwrap());
+    let (sab, swb, bb) = (up(&case.sa), up(&case.sw), up(&case.bias));
+    let mut c = d.upload(&matmul_int8::poison(&case.t)).unwrap();
+    let bias = case.with_bias.then_some(&bb);
+    matmul_int8::launch(d, cfg, &ab, &wb, &sab, &swb, bias, &mut c, (m, n, k), case.out_scale).unwrap();
+    let what = format!("int8 requant {scales:?} {m}x{n}x{k} {cfg:?} on {}", d.description());
+    case.verify(&what, &c.to_vec().unwrap(), n, scales)
 }
 
 /// One FFN sublayer in `T` at `m x d` against float64 within the reference's per-element bound.
