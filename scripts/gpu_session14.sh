@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Session 13 on the device (binaries staged by scripts/stage.sh into .gpu/): the whole check of
+# Sessions 13-14 on the device (binaries staged by scripts/stage.sh into .gpu/): the whole check of
 # issues 14, 15, 16 and 18 on the code with tensor-core results stored through shared memory
-# (session 12), every figure beside its peers in the same call.
-# Usage: bash scripts/gpu_session13.sh MODE ...   (modes below; logs and JSON under $OUT)
+# (session 12), every figure beside its peers in the same call. Written in session 13 (no device),
+# run in session 14 (calls 1-5 as planned below, anchors and peers_rows in separate calls).
+# Usage: bash scripts/gpu_session14.sh MODE ...   (modes below; logs and JSON under $OUT)
 # Staging here: bash scripts/stage.sh -p fuse --test gpu_dot --test gpu_examples --test gpu_attention
 #   --bench matmul --bench anchors; cp ../shared/anchors/*.py .gpu/   (carry [".gpu"])
 # Calls planned (each under 600 s; NVRTC compiles are 0.4-4 s a variant since session 13):
-#   1. THREADS=8 bash scripts/gpu_session13.sh dot attention examples
-#   2. bash scripts/gpu_session13.sh mm i8 att peers            (issues 15, 16, 18: one same-call table)
-#   3. bash scripts/gpu_session13.sh sanitize                    (every dot example, CFG=4 for int8/FFN)
-#   4. bash scripts/gpu_session13.sh anchors peers_rows          (issue 14, and the 24 anchor shapes)
+#   1. THREADS=8 bash scripts/gpu_session14.sh dot attention examples
+#   2. bash scripts/gpu_session14.sh mm i8 att peers            (issues 15, 16, 18: one same-call table)
+#   3. bash scripts/gpu_session14.sh sanitize                    (every dot example, CFG=4 for int8/FFN)
+#   4. bash scripts/gpu_session14.sh anchors peers_rows          (issue 14, and the 24 anchor shapes)
 source scripts/gpu_common.sh
 session_start
 for mode in "$@"; do
@@ -41,8 +42,8 @@ for mode in "$@"; do
             run ${tool}_att timeout ${T:-300} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_attention attention_default_config --test-threads=1
         done ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors
-        T=500 bench anchors .gpu/bench-anchors
-        grep -E "fuse|copy" $L/anchors.log | head -80
+        T=500 bench fuse_anchors .gpu/bench-anchors # not anchors.json: triton_anchor.py writes that
+        grep -E "fuse|copy" $L/fuse_anchors.log | head -80
         (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
         cp -f $O/*.json $L/ 2>/dev/null ;;
     rows) # issue 14's rows alone, beside the same-bytes copy
@@ -51,6 +52,25 @@ for mode in "$@"; do
     peers_rows) # Triton, torch eager and torch.compile on issue 14's rows (scripts/peers_v2.py)
         (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/scripts/peers_v2.py ${PEERS:-}) >$L/peers_v2.log 2>&1; echo "peers_v2 rc $?"
         cp -f $O/*.json $L/ 2>/dev/null; grep -E "^(ok|best|FAILED)" $L/peers_v2.log | tail -60 ;;
+    lnsweep) # the narrow-row LayerNorm and softmax at every rows tile x warps (FUSE_ROWS_TILE, FUSE_BENCH_WARPS)
+        for tile in 1024 2048 4096 8192; do for w in 1 2 4 8; do
+            T=60 bench sweep_t${tile}_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=${SWEEP_ONLY:-layernorm/65536x128,layernorm/16384x256,softmax/65536x128,softmax/16384x256} FUSE_ROWS_TILE=$tile FUSE_BENCH_WARPS=$w >/dev/null
+            grep -E " fuse " $L/sweep_t${tile}_w$w.log | grep -v "1 row" | sed "s/^/tile $tile warps $w: /"
+        done; done ;;
+    # (call 8 also ran an `early` mode: layernorm_rows with its weight and bias loaded before the
+    # reductions, the bench diff in docs/runs/2026-11-27-h100-session14/call8/early_loads_attempt.diff)
+    smallsweep) # the small anchor shapes below Triton on the H100: warps x block (add_mul), warps (rows)
+        for w in 2 4 8; do for blk in 512 1024 2048 4096; do
+            T=60 bench small_w${w}_b$blk .gpu/bench-anchors FUSE_BENCH_ONLY=add_mul/1048576/ FUSE_BENCH_WARPS=$w FUSE_BENCH_EW_BLOCK=$blk >/dev/null
+            grep -E " fuse " $L/small_w${w}_b$blk.log | sed "s/^/warps $w block $blk: /"
+        done; done
+        for w in 1 2 4 8 16; do
+            T=60 bench rows_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=softmax/1024x512/,layernorm/4096x1024/ FUSE_BENCH_WARPS=$w >/dev/null
+            grep -E " fuse " $L/rows_w$w.log | sed "s/^/warps $w: /"
+        done ;;
+    inductor) # torch.compile's generated Triton for the same rows, and its time beside a copy
+        (TORCH_LOGS=output_code timeout ${T:-300} python scripts/inductor_probe.py) >$L/inductor.log 2>&1; echo "inductor rc $?"
+        grep PROBE $L/inductor.log ;;
     esac
     tar czf $O/logs.tgz -C $O logs # after each mode, so a call cut by its time limit keeps what ran
 done
