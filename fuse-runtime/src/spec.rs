@@ -74,17 +74,21 @@ impl KernelInfo {
     /// [`fill_gpu`].
     pub(crate) fn default_num_warps_for_grid(&self, consts: &[u64], programs: u64, sms: u32) -> u32 {
         let largest = self.largest_tile(consts);
-        fill_gpu(num_warps_for(largest, self.shape), largest.unwrap_or(1), programs, sms)
+        let min_elems = if self.shape.axis_reduces { AXIS_REDUCE_ELEMS } else { 8 };
+        fill_gpu(num_warps_for(largest, self.shape), largest.unwrap_or(1), min_elems, programs, sms)
     }
 }
 
 /// A grid too small to give each multiprocessor its 64 resident warps at `warps` per program
 /// leaves the GPU latency-bound: double the warps while it still is and every thread keeps at least
-/// 8 elements of the largest tile `l` (f16 LayerNorm 4096x1024 on an H200: 4 warps instead of 1;
-/// the sweep that chose it is `docs/runs/sweep-h200-s3/row_w*.json`).
-fn fill_gpu(mut warps: u32, l: u64, programs: u64, sms: u32) -> u32 {
+/// `min_elems` elements of the largest tile `l` (8; f16 LayerNorm 4096x1024 on an H200: 4 warps
+/// instead of 1; the sweep that chose it is `docs/runs/sweep-h200-s3/row_w*.json`). Axis
+/// reductions keep their 16 (`AXIS_REDUCE_ELEMS`): 16384 rows of 256 in `[8, 256]` tiles fill an
+/// H100 at 62 of its 64 warps a multiprocessor on 4 warps, and 8 warps were slower (the H100
+/// sweep of [`default_num_warps`]).
+fn fill_gpu(mut warps: u32, l: u64, min_elems: u64, programs: u64, sms: u32) -> u32 {
     while programs.saturating_mul(u64::from(warps)) < 64 * u64::from(sms)
-        && l / (64 * u64::from(warps)) >= 8
+        && l / (64 * u64::from(warps)) >= min_elems
         && warps < 16
     {
         warps *= 2;
@@ -550,13 +554,15 @@ pub(crate) fn full_source_for(
 ///   (Triton's rule) and 16 warps from 4096.
 ///
 /// A kernel that reduces a 2-D tile along an axis (`x.sum(1)`, `x.max(0)`, `argmax(x, 1)`)
-/// takes the reduction rules above on its largest tile, all of whose rows a program holds at once,
-/// but at most 8 elements per thread (`L / 256` warps, up to 16): the rows stay live in
+/// holds all the rows of its largest tile at once and takes 16 elements per thread
+/// (`clamp(L / 512, 1, 16)`), whatever its loads and element size: the rows stay live in
 /// registers across the reductions together with their per-row results and column-broadcast
 /// operands, and a row reduction costs the same shuffles however many warps hold the rows (a
-/// row spans `C / VEC` threads either way). The 1-D rules' 16–32 elements per thread put such
-/// a kernel on one warp at 255 registers a thread (qk_norm_rope's `[8, 128]` f16 tile, which ran
-/// twice as fast on 4 warps, docs/PERF.md, issue 14).
+/// row spans `C / VEC` threads either way). 32 elements per thread put qk_norm_rope's `[8, 128]`
+/// f16 tile on one warp at 255 registers a thread (twice as slow as on 4 warps, docs/PERF.md,
+/// issue 14; its launcher now takes 2); 8 (the rule until session 14) was 1–5 % slower than 16 on
+/// every narrow-row softmax and LayerNorm anchor of an H100 sweep (`[ROWS, BLOCK]` tiles of 2048
+/// lanes, 8 against 4 warps, `docs/runs/2026-11-27-h100-session14/call6/sweep_t2048_w*`).
 ///
 /// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
@@ -609,6 +615,9 @@ impl WarpShape {
     }
 }
 
+/// The elements of its largest tile a thread of an axis-reducing kernel holds by default.
+const AXIS_REDUCE_ELEMS: u64 = 16;
+
 fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
     let l = largest_tile.unwrap_or(1);
     let w = match shape {
@@ -623,7 +632,7 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
         _ if l >= 4096 => 16,
         _ => (l / 256).clamp(1, 8),
     };
-    let w = if shape.axis_reduces { w.max((l / 256).clamp(1, 16)) } else { w };
+    let w = if shape.axis_reduces { (l / (32 * AXIS_REDUCE_ELEMS)).clamp(1, 16) } else { w };
     w.min((l / 32).max(1)) as u32
 }
 
@@ -690,36 +699,40 @@ mod tests {
     }
 
     #[test]
-    fn axis_reductions_keep_at_most_8_elements_per_thread() {
-        // qk_norm_rope's [8, 128] f16 tile: 4 warps (the 1-D rule gave 1: 255 registers a thread).
-        assert_eq!(num_warps_for(Some(1024), QK_NORM_ROPE_F16), 4);
-        assert_eq!(num_warps_for(Some(1024), rows(LAYERNORM_F16)), 4);
-        // The rows kernels' [ROWS, BLOCK] tiles of 2048 lanes.
+    fn axis_reductions_take_16_elements_per_thread() {
+        // qk_norm_rope's [8, 128] f16 tile: 2 warps (32 elements a thread gave 1: 255 registers).
+        assert_eq!(num_warps_for(Some(1024), QK_NORM_ROPE_F16), 2);
+        assert_eq!(num_warps_for(Some(1024), rows(LAYERNORM_F16)), 2);
+        // The rows kernels' [ROWS, BLOCK] tiles of 2048 lanes: 4 warps, f32 LayerNorm's 1-D rule
+        // (8) included.
         for shape in [SOFTMAX_ROWS, SOFTMAX_ROWS_F16, LAYERNORM_ROWS_F16, rows(LAYERNORM)] {
-            assert_eq!(num_warps_for(Some(2048), shape), 8, "{shape:?}");
+            assert_eq!(num_warps_for(Some(2048), shape), 4, "{shape:?}");
         }
-        // Never fewer than the 1-D rules give, at most 16, never more than L / 32.
+        // At most 16 warps, never more than L / 32, at least 1.
         assert_eq!(num_warps_for(Some(8192), SOFTMAX_ROWS), 16);
         assert_eq!(num_warps_for(Some(1 << 16), LAYERNORM_ROWS_F16), 16);
-        assert_eq!(num_warps_for(Some(512), QK_NORM_ROPE_F16), 2);
+        assert_eq!(num_warps_for(Some(512), QK_NORM_ROPE_F16), 1);
         assert_eq!(num_warps_for(Some(16), SOFTMAX_ROWS), 1);
         for l in (0..20).map(|i| 1u64 << i) {
             for s in [SOFTMAX, SOFTMAX_F16, LAYERNORM, LAYERNORM_F16] {
-                let (one_d, two_d) = (num_warps_for(Some(l), s), num_warps_for(Some(l), rows(s)));
-                assert!(two_d >= one_d, "L = {l} {s:?}: {two_d} < {one_d}");
-                assert!(u64::from(two_d) * 256 >= l.min(16 * 256), "L = {l} {s:?}: {two_d} warps");
+                let two_d = u64::from(num_warps_for(Some(l), rows(s)));
+                assert_eq!(two_d, (l / 512).clamp(1, 16), "L = {l} {s:?}");
             }
         }
     }
 
     #[test]
-    fn small_grids_get_more_warps_while_threads_keep_8_elements() {
+    fn small_grids_get_more_warps_while_threads_keep_their_minimum() {
         use super::fill_gpu;
-        assert_eq!(fill_gpu(1, 1024, 4096, 132), 4, "f16 LayerNorm 4096x1024 on 132 SMs");
-        assert_eq!(fill_gpu(1, 1024, 32768, 132), 1, "32768 rows fill the GPU at 1 warp");
-        assert_eq!(fill_gpu(1, 512, 1024, 132), 2, "8 elements per thread at least");
-        assert_eq!(fill_gpu(4, 1024, 1024, 132), 4, "already 8 per thread");
-        assert_eq!(fill_gpu(8, 1 << 20, 1, 132), 16, "at most 16");
+        assert_eq!(fill_gpu(1, 1024, 8, 4096, 132), 4, "f16 LayerNorm 4096x1024 on 132 SMs");
+        assert_eq!(fill_gpu(1, 1024, 8, 32768, 132), 1, "32768 rows fill the GPU at 1 warp");
+        assert_eq!(fill_gpu(1, 512, 8, 1024, 132), 2, "8 elements per thread at least");
+        assert_eq!(fill_gpu(4, 1024, 8, 1024, 132), 4, "already 8 per thread");
+        assert_eq!(fill_gpu(8, 1 << 20, 8, 1, 132), 16, "at most 16");
+        // Axis reductions keep 16 a thread: [8, 256] tiles over 16384 rows stay on 4 warps.
+        assert_eq!(fill_gpu(4, 2048, 16, 2048, 132), 4, "16384x256 LayerNorm rows");
+        assert_eq!(fill_gpu(4, 2048, 8, 2048, 132), 8, "the 1-D minimum would double it");
+        assert_eq!(fill_gpu(1, 2048, 16, 16, 132), 4, "a tiny grid: down to 16 a thread");
     }
 
     #[test]
