@@ -68,6 +68,11 @@ for mode in "$@"; do
             T=60 bench rows_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=softmax/1024x512/,layernorm/4096x1024/ FUSE_BENCH_WARPS=$w >/dev/null
             grep -E " fuse " $L/rows_w$w.log | sed "s/^/warps $w: /"
         done ;;
+    warps_ab) # the axis-reduction warps rule: the new default (16 elements a thread) against the old 8 warps, 2 rounds
+        for round in 1 2; do for w in default 8; do
+            T=60 bench ab_${w}_$round .gpu/bench-anchors FUSE_BENCH_ONLY=softmax/65536x128,layernorm/65536x128,softmax/16384x256,layernorm/16384x256 $([ $w = 8 ] && echo FUSE_BENCH_WARPS=8) >/dev/null
+            grep -E " fuse " $L/ab_${w}_$round.log | grep -v "1 row" | sed "s/^/round $round warps $w: /"
+        done; done ;;
     inductor) # torch.compile's generated Triton for the same rows, and its time beside a copy
         (TORCH_LOGS=output_code timeout ${T:-300} python scripts/inductor_probe.py) >$L/inductor.log 2>&1; echo "inductor rc $?"
         grep PROBE $L/inductor.log ;;
