@@ -41,6 +41,31 @@ pub fn ragged_copy<const N: usize>(src: *const f32, lim: *const i32, out: *mut f
     store(all + row + c, v);
 }
 
+/// Four rows of `N` per program split into even and odd columns, rotated as RoPE pairs by the
+/// cosines and sines `cs` (`[N / 2]` each) and joined back (`out`), the pairs' squared norms
+/// summed per row (`norms`), and the program's first row with each pair swapped by a 1-D
+/// split and join (`swapped`).
+#[fused_kernel]
+pub fn pair_rotate<const N: usize>(
+    x: *const f32,
+    cs: *const f32,
+    out: *mut f32,
+    norms: *mut f32,
+    swapped: *mut f32,
+) {
+    let rows = program_id(0) * 4 + arange(0, 4);
+    let c = arange(0, N);
+    let offs = rows.expand_dims(1) * N + c.expand_dims(0);
+    let (a, b) = split(load(x + offs)); // [4, N / 2]
+    let j = arange(0, N / 2);
+    let cos = load(cs + j).expand_dims(0);
+    let sin = load(cs + N / 2 + j).expand_dims(0);
+    store(out + offs, join(a * cos - b * sin, b * cos + a * sin));
+    store(norms + rows, (a * a + b * b).sum(1));
+    let (even, odd) = load(x + program_id(0) * 4 * N + c).split();
+    store(swapped + program_id(0) * N + c, join(odd, even));
+}
+
 /// (R, C): rows within a warp, across warps, wider than the block, a tile smaller than the
 /// block, one row, one column (as const generics), square.
 const SHAPES: &[(usize, usize)] =
@@ -204,6 +229,70 @@ fn ragged_runs() {
     }
 }
 
+/// [`pair_rotate`] emulated against float64 and the CPU interpreter, at widths and warp counts
+/// that take both of `split`/`join`'s lowerings: in registers (each thread's chunks hold both
+/// lanes of its pairs, e.g. N = 64 on 2 warps) and through shared memory (N = 256 on 1 warp).
+fn pair_runs() {
+    const POISON: f32 = 7777.0;
+    for n in [2usize, 8, 32, 64, 128, 256] {
+        for w in [1u32, 2, 4, 8] {
+            let grid = 2u32;
+            let mut g = Gen::new(n as u64 * 31 + u64::from(w));
+            let x: Vec<f32> = (0..grid as usize * 4 * n).map(|_| g.below(2001) as f32 / 250.0 - 4.0).collect();
+            let cs: Vec<f32> = (0..n).map(|i| ((i as f64) * 0.37).cos() as f32).collect();
+            let poisoned = |len: usize| Buf::F32(vec![POISON; len]);
+            let bufs = vec![
+                Buf::F32(x.clone()),
+                Buf::F32(cs.clone()),
+                poisoned(x.len()),
+                poisoned(grid as usize * 4),
+                poisoned(grid as usize * n),
+            ];
+            let case = format!("pair_rotate N={n} {w} warps");
+            let seed = n as u64 * 5 + u64::from(w);
+            let [(out, c_out), (norms, c_norms), (sw, c_sw)] =
+                emulated_and_interpreted(&pair_rotate::SPEC, (n, w, grid), bufs, seed, [2, 3, 4], &case);
+            let h = n / 2;
+            let close = |got: f32, want: f64| (f64::from(got) - want).abs() <= 1e-5 * (1.0 + want.abs());
+            for r in 0..grid as usize * 4 {
+                let mut norm = 0.0f64;
+                for p in 0..h {
+                    let (a, b) = (f64::from(x[r * n + 2 * p]), f64::from(x[r * n + 2 * p + 1]));
+                    let (co, si) = (f64::from(cs[p]), f64::from(cs[h + p]));
+                    norm += a * a + b * b;
+                    for (k, want) in [(2 * p, a * co - b * si), (2 * p + 1, b * co + a * si)] {
+                        let i = r * n + k;
+                        assert!(
+                            close(out[i], want) && close(c_out[i], want),
+                            "{case}: row {r} column {k}: emulated {}, CPU {}, want {want}",
+                            out[i],
+                            c_out[i]
+                        );
+                    }
+                }
+                assert!(
+                    close(norms[r], norm) && close(c_norms[r], norm),
+                    "{case}: row {r}'s norm: emulated {}, CPU {}, want {norm}",
+                    norms[r],
+                    c_norms[r]
+                );
+            }
+            for prog in 0..grid as usize {
+                for k in 0..n {
+                    let want = x[prog * 4 * n + (k ^ 1)];
+                    let i = prog * n + k;
+                    assert!(
+                        sw[i] == want && c_sw[i] == want,
+                        "{case}: program {prog} lane {k} swapped: emulated {}, CPU {}, want {want}",
+                        sw[i],
+                        c_sw[i]
+                    );
+                }
+            }
+        }
+    }
+}
+
 fn main() {
     let tests: Vec<(&'static str, fn())> = vec![
         ("f32_kernel", f32_kernel),
@@ -211,6 +300,7 @@ fn main() {
         ("unit_axes", unit_axes),
         ("half_runs", half_runs),
         ("ragged_runs", ragged_runs),
+        ("pair_runs", pair_runs),
     ];
     let trials = match emu::compiler() {
         Some(_) => tests.into_iter().map(|(n, f)| harness::trial(n, f)).collect(),

@@ -517,6 +517,19 @@ pub enum Expr {
     Reshape(VarId),
     /// The transpose of a 2-D tile: `[R, C]` → `[C, R]`, same dtype.
     Trans(VarId),
+    /// Every other lane along the last dim (`split`, Triton's `tl.split` of a trailing pair):
+    /// `[.., 2N]` → `[.., N]`, destination lane `f` is source lane `2 f + half` (`half` 0: the
+    /// even columns, 1: the odd ones). Same dtype.
+    Split {
+        /// The tile split, its last dim even.
+        src: VarId,
+        /// 0 or 1.
+        half: u8,
+    },
+    /// Two tiles interleaved along the last dim (`join`, Triton's `tl.interleave`): `[.., N]` and
+    /// `[.., N]` → `[.., 2N]`, destination lane `2 f` is `even`'s lane `f` and `2 f + 1` is
+    /// `odd`'s. Same shape and dtype on both sides.
+    Join(VarId, VarId),
     /// Uniform f32 in [0, 1): see [`philox`]. `seed` an integer scalar, `offset` an integer
     /// scalar or tile; the result has the offset's shape. `width` says how many bits of the
     /// Philox block one lane takes: [`RandWidth::W32`] (`rand`, four lanes per block) or
@@ -576,8 +589,9 @@ impl Expr {
             | Expr::ArgReduce { src: v, .. }
             | Expr::Broadcast(v)
             | Expr::Reshape(v)
-            | Expr::Trans(v) => vec![v],
-            Expr::Binary(_, a, b) | Expr::Rand { seed: a, offset: b, .. } => vec![a, b],
+            | Expr::Trans(v)
+            | Expr::Split { src: v, .. } => vec![v],
+            Expr::Binary(_, a, b) | Expr::Rand { seed: a, offset: b, .. } | Expr::Join(a, b) => vec![a, b],
             Expr::Where(c, a, b) => vec![c, a, b],
             Expr::Load { offset, mask, other, .. } => {
                 std::iter::once(offset).chain(mask).chain(other).collect()

@@ -85,6 +85,11 @@ pub enum Stmt {
         mutable: bool,
         init: Expr,
     },
+    /// `let (a, b) = split(x);`: the two halves of a split, each name with its `mut`.
+    LetPair {
+        names: [(Ident, bool); 2],
+        init: Expr,
+    },
     /// `target = value` (`op` is `None`) or `target op= value`.
     Assign {
         target: Ident,

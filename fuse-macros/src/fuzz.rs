@@ -215,6 +215,8 @@ const IDENTS: &[&str] = &[
     "broadcast_to",
     "reshape",
     "trans",
+    "split",
+    "join",
     "dot",
     "argmax",
     "argmin",
@@ -738,6 +740,8 @@ const FUNCS: &[(&str, usize)] = &[
     ("broadcast_to", 2),
     ("reshape", 2),
     ("trans", 1),
+    ("split", 1),
+    ("join", 2),
     ("dot", 2),
     ("dot", 3),
     ("zeros", 1),
@@ -761,6 +765,8 @@ const METHODS: &[&str] = &[
     "broadcast_to",
     "reshape",
     "trans",
+    "split",
+    "join",
     "dot",
 ];
 const BINOPS: &[&str] =
@@ -927,7 +933,15 @@ impl Gen<'_> {
                     let m = if self.rng.chance(30) { "mut " } else { "" };
                     let e = self.expr();
                     self.names.push(name.clone());
-                    format!("let {m}{name} = {e};\n")
+                    if self.rng.chance(8) {
+                        // A tuple `let`: of a split (right) or of anything else (an error).
+                        let other = rng_ident(self.rng);
+                        self.names.push(other.clone());
+                        let init = if self.rng.chance(70) { format!("split({e})") } else { e };
+                        format!("let ({m}{name}, {other}) = {init};\n")
+                    } else {
+                        format!("let {m}{name} = {e};\n")
+                    }
                 }
                 3 => format!(
                     "{} {} {};\n",

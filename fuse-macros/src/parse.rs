@@ -558,6 +558,9 @@ impl Parser<'_> {
 
     fn local(&mut self, local: &syn::Local) -> Option<Stmt> {
         let sp = Sp::of(local);
+        if let syn::Pat::Tuple(t) = &local.pat {
+            return self.local_pair(local, t);
+        }
         let (name, mutable) = match &local.pat {
             syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                 (pi.ident.clone(), pi.mutability.is_some())
@@ -595,6 +598,37 @@ impl Parser<'_> {
             }
         };
         Some(Stmt::Let { name, mutable, init })
+    }
+
+    /// `let (a, b) = init;` (the checker takes it for `split` alone).
+    fn local_pair(&mut self, local: &syn::Local, t: &syn::PatTuple) -> Option<Stmt> {
+        let names: Vec<(Ident, bool)> = t
+            .elems
+            .iter()
+            .filter_map(|p| match p {
+                syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                    Some((pi.ident.clone(), pi.mutability.is_some()))
+                }
+                _ => None,
+            })
+            .collect();
+        let pair = <[(Ident, bool); 2]>::try_from(names).ok().filter(|_| t.elems.len() == 2);
+        let Some([a, b]) = pair else {
+            self.unsupported_help(
+                t,
+                "this destructuring pattern",
+                "a tuple `let` binds two names to `split`'s halves: `let (even, odd) = split(x);`",
+            );
+            return None;
+        };
+        let Some(init) = &local.init else {
+            self.diags.error_help(Sp::of(local), "`let (..)` needs an initial value", "write `let (even, odd) = split(x);`");
+            return None;
+        };
+        if let Some((_, diverge)) = &init.diverge {
+            self.unsupported(diverge, "`let ... else`");
+        }
+        Some(Stmt::LetPair { names: [a, b], init: self.expr(&init.expr) })
     }
 
     fn expr_stmt(&mut self, e: &syn::Expr, semi: bool) -> Option<Stmt> {

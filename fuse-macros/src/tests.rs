@@ -207,6 +207,21 @@ fn validate(k: &Kernel) {
                         assert_ne!(ty(*a).shape, t.shape, "a no-op broadcast");
                     }
                 }
+                Expr::Split { src, half } => {
+                    let (s, d) = (ty(*src).shape.dims(), t.shape.dims());
+                    assert_eq!(ty(*src).dtype, t.dtype);
+                    assert!(*half < 2 && !s.is_empty() && s.len() == d.len());
+                    assert_eq!(s[..s.len() - 1], d[..d.len() - 1]);
+                    assert_eq!(s[s.len() - 1].log2, d[d.len() - 1].log2 + 1, "the last dim halved");
+                }
+                Expr::Join(a, b) => {
+                    let (s, d) = (ty(*a).shape.dims(), t.shape.dims());
+                    assert_eq!(ty(*a), ty(*b));
+                    assert_eq!(ty(*a).dtype, t.dtype);
+                    assert!(!s.is_empty() && s.len() == d.len());
+                    assert_eq!(s[..s.len() - 1], d[..d.len() - 1]);
+                    assert_eq!(s[s.len() - 1].log2 + 1, d[d.len() - 1].log2, "the last dim doubled");
+                }
                 Expr::ReduceAxis { src, axis, .. } => {
                     assert_eq!(ty(*src).shape.rank(), 2);
                     assert!(*axis < 2);

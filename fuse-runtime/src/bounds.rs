@@ -477,7 +477,8 @@ impl BoundsPlan {
                 // no chain of shape operations leads from it back to that shape but a reshape).
                 Expr::Broadcast(v) | Expr::Reshape(v) => get(*v)?,
                 // A transpose of a square tile would read another lane of a narrowed operand.
-                Expr::Trans(_) => return None,
+                // So would a split or a join (they read other lanes too).
+                Expr::Trans(_) | Expr::Split { .. } | Expr::Join(..) => return None,
                 Expr::Load { .. }
                 | Expr::Reduce(..)
                 | Expr::Rand { .. }

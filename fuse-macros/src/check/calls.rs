@@ -30,6 +30,8 @@ pub(super) const BUILTINS: &[(&str, usize, usize, &str)] = &[
     ("broadcast_to", 2, 2, "x, shape"),
     ("reshape", 2, 2, "x, shape"),
     ("trans", 1, 1, "x"),
+    ("split", 1, 1, "x"),
+    ("join", 2, 2, "even, odd"),
     ("dot", 2, 3, "a, b, acc"),
     ("cdiv", 2, 2, "a, b"),
     ("rand", 2, 2, "seed, offsets"),
@@ -251,6 +253,19 @@ impl Checker<'_> {
                 self.reshape_or_broadcast(&name, x, asp(0), dims, sp)
             }
             "trans" => self.trans(arg(), asp(0)),
+            "split" => {
+                // Anywhere but `let (even, odd) = split(x);` (stmts.rs).
+                self.diags.error_help(
+                    sp,
+                    "`split` gives two tiles",
+                    "bind both: `let (even, odd) = split(x);`",
+                );
+                Val::Err
+            }
+            "join" => {
+                let (a, b) = (arg(), arg());
+                self.join(a, asp(0), b, asp(1), sp)
+            }
             "dot" => {
                 let (a, b) = (arg(), arg());
                 let acc = if args.len() > 2 { Some((arg(), asp(2))) } else { None };

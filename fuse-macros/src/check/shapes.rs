@@ -1,6 +1,7 @@
-//! Shape functions: `expand_dims`, `reshape`, `broadcast_to` and `trans`.
+//! Shape functions: `expand_dims`, `reshape`, `broadcast_to`, `trans`, `split` and `join`.
 
 use super::{Checker, ConstExpr, Val, Weak};
+use crate::ast;
 use crate::diag::Sp;
 use fuse_ir::{Expr, Len, Shape, Ty, VarId};
 
@@ -99,6 +100,73 @@ impl Checker<'_> {
         }
         let id = self.broadcast_var(id, &shape);
         Val::Var { id, fresh: true }
+    }
+
+    /// The two values of `let (even, odd) = init;`: `init` must be `split(x)` (or `x.split()`).
+    pub(super) fn split_pair(&mut self, init: &ast::Expr) -> [Val; 2] {
+        let ast::ExprKind::Call { func, args, .. } = &init.kind else {
+            if !matches!(init.kind, ast::ExprKind::Error) {
+                self.expr(init);
+                self.diags.error_help(
+                    init.sp,
+                    "a tuple `let` takes the two halves of `split(x)`",
+                    "bind other values one per `let`",
+                );
+            }
+            return [Val::Err, Val::Err];
+        };
+        if func != "split" || args.len() != 1 {
+            self.expr(init);
+            self.diags.error_help(
+                init.sp,
+                format!("a tuple `let` takes the two halves of `split(x)`, not `{func}(..)`"),
+                "bind other values one per `let`",
+            );
+            return [Val::Err, Val::Err];
+        }
+        let xsp = args[0].sp;
+        let x = self.expr(&args[0]);
+        let Some(id) = self.tile_arg(x, xsp, "split") else { return [Val::Err, Val::Err] };
+        let ty = self.ty(id);
+        let dims = ty.shape.dims();
+        let last = dims.last().expect("a tile has dims");
+        if *last == Len::literal_log2(0) {
+            self.diags.error_help(
+                xsp,
+                format!("`split` halves the last dim, which is 1 in {}", self.describe_ty(&ty)),
+                "the last dim must be even: `split` of `[M, 2 * N]` gives two `[M, N]` tiles",
+            );
+            return [Val::Err, Val::Err];
+        }
+        let half_dims: Vec<Len> = dims[..dims.len() - 1]
+            .iter()
+            .cloned()
+            .chain([Len { log2: last.log2 - 1, consts: last.consts.clone() }])
+            .collect();
+        let shape = Shape::from_dims(&half_dims).expect("same rank");
+        [0, 1].map(|half| self.fresh(Ty { dtype: ty.dtype, shape: shape.clone() }, Expr::Split { src: id, half }))
+    }
+
+    /// `join(even, odd)`: two tiles of one shape and dtype interleaved along the last dim.
+    pub(super) fn join(&mut self, a: Val, asp: Sp, b: Val, bsp: Sp, sp: Sp) -> Val {
+        let (Some(ia), Some(ib)) = (self.tile_arg(a, asp, "join"), self.tile_arg(b, bsp, "join")) else {
+            return Val::Err;
+        };
+        let (ta, tb) = (self.ty(ia), self.ty(ib));
+        if ta != tb {
+            let (x, y) = (self.describe_ty(&ta), self.describe_ty(&tb));
+            self.diags.error_help(
+                sp,
+                format!("`join` interleaves two tiles of one shape and type: {x} and {y}"),
+                "convert with `.to(T)`; broadcast with `broadcast_to(x, [M, N])`",
+            );
+            return Val::Err;
+        }
+        let mut dims = ta.shape.dims();
+        let last = dims.pop().expect("a tile has dims");
+        dims.push(Len { log2: last.log2 + 1, consts: last.consts });
+        let shape = Shape::from_dims(&dims).expect("same rank");
+        self.fresh(Ty { dtype: ta.dtype, shape }, Expr::Join(ia, ib))
     }
 
     /// `trans(x)` of a 2-D tile.

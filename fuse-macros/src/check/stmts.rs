@@ -30,6 +30,12 @@ impl Checker<'_> {
                 let v = self.expr(init);
                 self.let_binding(name, *mutable, v, init.sp);
             }
+            ast::Stmt::LetPair { names, init } => {
+                let halves = self.split_pair(init);
+                for ((name, mutable), v) in names.iter().zip(halves) {
+                    self.let_binding(name, *mutable, v, init.sp);
+                }
+            }
             ast::Stmt::Assign { target, op, value, sp } => self.assign(target, *op, value, *sp),
             ast::Stmt::Expr { expr, semi } => {
                 let v = self.expr(expr);

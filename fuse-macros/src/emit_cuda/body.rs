@@ -91,6 +91,8 @@ impl Ctx<'_> {
                 | Expr::Broadcast(_)
                 | Expr::Reshape(_)
                 | Expr::Trans(_)
+                | Expr::Split { .. }
+                | Expr::Join(..)
                 | Expr::ReduceAxis { .. }
                 | Expr::ArgReduce { .. }
                 | Expr::Dot { .. }
@@ -164,6 +166,8 @@ impl Ctx<'_> {
                 ));
             }
             Expr::Trans(src) => self.trans(dst, *src),
+            Expr::Split { src, half } => self.split(dst, *src, *half),
+            Expr::Join(even, odd) => self.join(dst, *even, *odd),
             Expr::ReduceAxis { op, axis, src } => self.reduce_axis(dst, *op, *axis, *src),
             Expr::ArgReduce { op, axis, src } => self.arg_reduce(dst, *op, *axis, *src),
             Expr::Dot { a, b, acc } => self.dot(dst, *a, *b, *acc),
@@ -336,6 +340,8 @@ impl Ctx<'_> {
             | Expr::Broadcast(_)
             | Expr::Reshape(_)
             | Expr::Trans(_)
+            | Expr::Split { .. }
+            | Expr::Join(..)
             | Expr::ReduceAxis { .. }
             | Expr::ArgReduce { .. }
             | Expr::Dot { .. } => unreachable!("handled by assign"),

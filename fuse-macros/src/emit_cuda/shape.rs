@@ -1,4 +1,5 @@
 //! Operations that move lanes between threads: [`fuse_ir::Expr::Broadcast`], [`fuse_ir::Expr::Trans`],
+//! [`fuse_ir::Expr::Split`] and [`fuse_ir::Expr::Join`] (in registers where the layouts pair up),
 //! [`fuse_ir::Expr::ReduceAxis`] and [`fuse_ir::Expr::ArgReduce`] (and the lane-preserving [`fuse_ir::Expr::Reshape`]).
 //!
 //! Every tile, whatever its rank, is spread over the threads by its number of lanes alone
@@ -89,6 +90,76 @@ impl Ctx<'_> {
         let lane = format!("(fuse_f % {r}) * {c} + fuse_f / {r}");
         let what = format!("{} = trans({})", self.name(dst), self.name(src));
         self.gather(dst, src, &lane, &what);
+    }
+
+    /// `dst = split(src, half)`: lane `f` is `src`'s lane `2 f + half`. When `dst`'s chunks are
+    /// half as wide as `src`'s and as many (each thread then holds both halves of its chunks, as
+    /// with 2 or more elements of `src` a thread and at most one vector of it), a register copy;
+    /// otherwise through the scratch.
+    pub(super) fn split(&mut self, dst: VarId, src: VarId, half: u8) {
+        let (ks, kd) = (self.tile(src).expect("split reads a tile"), self.tile(dst).expect("tile"));
+        let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
+        let what = format!("{d} = split({s}, {half})");
+        let registers = self.paired_chunks(kd, ks);
+        if let Some(cond) = &registers {
+            self.w.line(format!("#if {cond}"));
+            self.w.line(format!("// {what}: the {} lanes of each chunk, in its thread", ["even", "odd"][usize::from(half)]));
+            self.w.unrolled(
+                "fuse_i",
+                &format!("FUSE_EPT{kd}"),
+                format!("{d}[fuse_i] = {s}[(fuse_i / FUSE_VEC{kd}) * FUSE_VEC{ks} + 2 * (fuse_i % FUSE_VEC{kd}) + {half}];"),
+            );
+            self.w.line("#else");
+        }
+        self.gather(dst, src, &format!("2 * fuse_f + {half}"), &what);
+        if registers.is_some() {
+            self.w.line("#endif");
+        }
+    }
+
+    /// `dst = join(even, odd)`: lane `2 f` is `even`'s lane `f`, lane `2 f + 1` is `odd`'s. A
+    /// register copy under [`Ctx::split`]'s condition, otherwise two passes through the scratch.
+    pub(super) fn join(&mut self, dst: VarId, even: VarId, odd: VarId) {
+        let (kh, kd) = (self.tile(even).expect("join reads tiles"), self.tile(dst).expect("tile"));
+        let (d, e, o) = (self.name(dst).to_string(), self.name(even).to_string(), self.name(odd).to_string());
+        let what = format!("{d} = join({e}, {o})");
+        let registers = if self.tile(odd) == Some(kh) { self.paired_chunks(kh, kd) } else { None };
+        if let Some(cond) = &registers {
+            self.w.line(format!("#if {cond}"));
+            self.w.line(format!("// {what}: each chunk from the same chunk of both, in its thread"));
+            let at = format!("(fuse_i / FUSE_VEC{kd}) * FUSE_VEC{kh} + (fuse_i % FUSE_VEC{kd}) / 2");
+            self.w.unrolled(
+                "fuse_i",
+                &format!("FUSE_EPT{kd}"),
+                format!("{d}[fuse_i] = (fuse_i % 2 == 0) ? {e}[{at}] : {o}[{at}];"),
+            );
+            self.w.line("#else");
+        }
+        let t = c_type(self.dtype(dst));
+        for (h, src) in [(0, even), (1, odd)] {
+            self.scratch_in(src, &format!("{what}, the {} lanes", ["even", "odd"][h]));
+            self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{kd}"));
+            self.w.line(format!("const int fuse_f = FUSE_IDX{kd}(fuse_i);"));
+            self.w.line(format!(
+                "if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd}) && fuse_f % 2 == {h}) {d}[fuse_i] = (({t}*)fuse_xs)[fuse_f / 2];"
+            ));
+            self.w.close();
+            self.scratch_out();
+        }
+        if registers.is_some() {
+            self.w.line("#endif");
+        }
+    }
+
+    /// The preprocessor condition under which the tile of layout `half` (half as many lanes)
+    /// holds, in each thread's chunk `j`, exactly the lanes `l / 2` of the lanes `l` of chunk `j`
+    /// of the tile of layout `whole`: both lengths' own layouts, `half`'s chunks half as wide and
+    /// as many. `None` for derived layouts (their slots are not numbered by chunks of lanes).
+    fn paired_chunks(&self, half: usize, whole: usize) -> Option<String> {
+        let lens = self.layout.lens.len();
+        (half < lens && whole < lens).then(|| {
+            format!("FUSE_VEC{half} * 2 == FUSE_VEC{whole} && FUSE_NCH{half} == FUSE_NCH{whole}")
+        })
     }
 
     /// `dst = op(src, axis)` for a 2-D `src`.

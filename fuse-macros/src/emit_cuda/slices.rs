@@ -194,7 +194,12 @@ fn visit(k: &Kernel, layout: &mut Layout, transparent: &[bool], settle: bool, la
                     demote(lay, &vars);
                     unify(layout, lay, &vars);
                 }
-                Expr::Reduce(..) | Expr::ArgReduce { .. } | Expr::Trans(_) | Expr::Dot { .. } => {
+                Expr::Reduce(..)
+                | Expr::ArgReduce { .. }
+                | Expr::Trans(_)
+                | Expr::Split { .. }
+                | Expr::Join(..)
+                | Expr::Dot { .. } => {
                     demote(lay, &expr.operands());
                     lay[d] = lay[d].meet(Lay::Len);
                 }

@@ -318,6 +318,21 @@ impl Ck<'_> {
                     );
                 }
             }
+            Expr::Split { src, half } => {
+                let (vd, _) = self.var(*src)?;
+                let (sd, dd) = (&self.dims[src.0 as usize], &self.dims[dst.0 as usize]);
+                if vd != d || *half > 1 || !halves(dd, sd) {
+                    return Err(self.err(format!("`{dname}`: bad split {e:?} from {sd:?} to {dd:?}")));
+                }
+            }
+            Expr::Join(a, b) => {
+                let ((ad, _), (bd, _)) = (self.var(*a)?, self.var(*b)?);
+                let (sa, sb, dd) =
+                    (&self.dims[a.0 as usize], &self.dims[b.0 as usize], &self.dims[dst.0 as usize]);
+                if ad != d || bd != d || sa != sb || !halves(sa, dd) {
+                    return Err(self.err(format!("`{dname}`: bad join {e:?} of {sa:?} and {sb:?} to {dd:?}")));
+                }
+            }
             Expr::ReduceAxis { axis, src, .. } | Expr::ArgReduce { axis: Some(axis), src, .. } => {
                 let (vd, _) = self.var(*src)?;
                 let (sd, dd) = (&self.dims[src.0 as usize], &self.dims[dst.0 as usize]);
@@ -389,4 +404,12 @@ impl Ck<'_> {
 /// NumPy's rule: `src` (dims aligned at the right) broadcasts to exactly `dst`.
 fn broadcasts(src: &[usize], dst: &[usize]) -> bool {
     src.len() <= dst.len() && src.iter().rev().zip(dst.iter().rev()).all(|(&s, &d)| s == d || s == 1)
+}
+
+/// `half` is `whole` with its last dim halved (both tiles of one rank).
+fn halves(half: &[usize], whole: &[usize]) -> bool {
+    match (half.split_last(), whole.split_last()) {
+        (Some((h, hs)), Some((w, ws))) => hs == ws && 2 * h == *w,
+        _ => false,
+    }
 }

@@ -270,13 +270,17 @@ fn reduce(op: ReduceOp, a: &Data, out: &mut Data) -> Res {
 }
 
 /// Which source lane each destination lane reads: a reshape (the same lane), a transpose
-/// (`[R, C]` -> `[C, R]`), or a NumPy broadcast.
+/// (`[R, C]` -> `[C, R]`), every other lane (`split`), or a NumPy broadcast.
 enum SourceLane {
     Same,
     /// Destination `[C, R]`.
     Trans {
         c: usize,
         r: usize,
+    },
+    /// Lane `2 f + half`: the last dim's even (0) or odd (1) columns.
+    Split {
+        half: usize,
     },
     Broadcast {
         src: Vec<u64>,
@@ -289,6 +293,7 @@ impl SourceLane {
         match (e, dst) {
             (Expr::Reshape(_), _) => SourceLane::Same,
             (Expr::Trans(_), [c, r]) => SourceLane::Trans { c: *c, r: *r },
+            (Expr::Split { half, .. }, _) => SourceLane::Split { half: usize::from(*half) },
             _ => SourceLane::Broadcast {
                 src: src.iter().map(|&x| x as u64).collect(),
                 dst: dst.iter().map(|&x| x as u64).collect(),
@@ -301,9 +306,20 @@ impl SourceLane {
             SourceLane::Same => f,
             // Lane f = c * R + r of the destination reads lane r * C + c.
             SourceLane::Trans { c, r } => (f % r) * c + f / r,
+            SourceLane::Split { half } => 2 * f + half,
             SourceLane::Broadcast { src, dst } => fuse_ir::broadcast_source_lane(src, dst, f as u64) as usize,
         }
     }
+}
+
+/// `join(even, odd)`: lane `2 f` from `even`, `2 f + 1` from `odd`.
+fn interleave<T: Copy>(even: &[T], odd: &[T], n: usize, out: &mut Vec<T>) -> Res {
+    out.clear();
+    for f in 0..n {
+        let from = if f % 2 == 0 { even } else { odd };
+        out.push(*from.get(f / 2).ok_or_else(|| shape_err(from.len(), f / 2 + 1))?);
+    }
+    Ok(())
 }
 
 fn gather<T: Copy>(a: &[T], n: usize, lane: &SourceLane, out: &mut Vec<T>) -> Res {
@@ -836,7 +852,11 @@ impl<'c, 'a> Prog<'c, 'a> {
                     }
                 }
                 Expr::Reduce(op, a) => reduce(*op, v(a), out)?,
-                Expr::Broadcast(a) | Expr::Reshape(a) | Expr::Trans(a) => {
+                Expr::Join(a, b) => {
+                    let (a, b) = (v(a), v(b));
+                    dispatch!(all dt, T => interleave(sl::<T>(a)?, sl::<T>(b)?, n, vm::<T>(out)?), else Err(no()))?
+                }
+                Expr::Broadcast(a) | Expr::Reshape(a) | Expr::Trans(a) | Expr::Split { src: a, .. } => {
                     let lane = SourceLane::new(expr, &ctx.dims[a.0 as usize], &ctx.dims[di]);
                     dispatch!(all dt, T => gather(sl::<T>(v(a))?, n, &lane, vm::<T>(out)?), else Err(no()))?
                 }
