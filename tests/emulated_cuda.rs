@@ -41,31 +41,6 @@ pub fn ragged_copy<const N: usize>(src: *const f32, lim: *const i32, out: *mut f
     store(all + row + c, v);
 }
 
-/// Four rows of `N` per program split into even and odd columns, rotated as RoPE pairs by the
-/// cosines and sines `cs` (`[N / 2]` each) and joined back (`out`), the pairs' squared norms
-/// summed per row (`norms`), and the program's first row with each pair swapped by a 1-D
-/// split and join (`swapped`).
-#[fused_kernel]
-pub fn pair_rotate<const N: usize>(
-    x: *const f32,
-    cs: *const f32,
-    out: *mut f32,
-    norms: *mut f32,
-    swapped: *mut f32,
-) {
-    let rows = program_id(0) * 4 + arange(0, 4);
-    let c = arange(0, N);
-    let offs = rows.expand_dims(1) * N + c.expand_dims(0);
-    let (a, b) = split(load(x + offs)); // [4, N / 2]
-    let j = arange(0, N / 2);
-    let cos = load(cs + j).expand_dims(0);
-    let sin = load(cs + N / 2 + j).expand_dims(0);
-    store(out + offs, join(a * cos - b * sin, b * cos + a * sin));
-    store(norms + rows, (a * a + b * b).sum(1));
-    let (even, odd) = load(x + program_id(0) * 4 * N + c).split();
-    store(swapped + program_id(0) * N + c, join(odd, even));
-}
-
 /// (R, C): rows within a warp, across warps, wider than the block, a tile smaller than the
 /// block, one row, one column (as const generics), square.
 const SHAPES: &[(usize, usize)] =
@@ -229,7 +204,7 @@ fn ragged_runs() {
     }
 }
 
-/// [`pair_rotate`] emulated against float64 and the CPU interpreter, at widths and warp counts
+/// [`common::paths::pair_rotate`] emulated against float64 and the CPU interpreter, at widths and warp counts
 /// that take both of `split`/`join`'s lowerings: in registers (each thread's chunks hold both
 /// lanes of its pairs, e.g. N = 64 on 2 warps) and through shared memory (N = 256 on 1 warp).
 fn pair_runs() {
@@ -238,7 +213,8 @@ fn pair_runs() {
         for w in [1u32, 2, 4, 8] {
             let grid = 2u32;
             let mut g = Gen::new(n as u64 * 31 + u64::from(w));
-            let x: Vec<f32> = (0..grid as usize * 4 * n).map(|_| g.below(2001) as f32 / 250.0 - 4.0).collect();
+            let x: Vec<f32> =
+                (0..grid as usize * 4 * n).map(|_| g.below(2001) as f32 / 250.0 - 4.0).collect();
             let cs: Vec<f32> = (0..n).map(|i| ((i as f64) * 0.37).cos() as f32).collect();
             let poisoned = |len: usize| Buf::F32(vec![POISON; len]);
             let bufs = vec![
@@ -250,8 +226,14 @@ fn pair_runs() {
             ];
             let case = format!("pair_rotate N={n} {w} warps");
             let seed = n as u64 * 5 + u64::from(w);
-            let [(out, c_out), (norms, c_norms), (sw, c_sw)] =
-                emulated_and_interpreted(&pair_rotate::SPEC, (n, w, grid), bufs, seed, [2, 3, 4], &case);
+            let [(out, c_out), (norms, c_norms), (sw, c_sw)] = emulated_and_interpreted(
+                &common::paths::pair_rotate::SPEC,
+                (n, w, grid),
+                bufs,
+                seed,
+                [2, 3, 4],
+                &case,
+            );
             let h = n / 2;
             let close = |got: f32, want: f64| (f64::from(got) - want).abs() <= 1e-5 * (1.0 + want.abs());
             for r in 0..grid as usize * 4 {

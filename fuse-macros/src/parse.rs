@@ -622,7 +622,11 @@ impl Parser<'_> {
             return None;
         };
         let Some(init) = &local.init else {
-            self.diags.error_help(Sp::of(local), "`let (..)` needs an initial value", "write `let (even, odd) = split(x);`");
+            self.diags.error_help(
+                Sp::of(local),
+                "`let (..)` needs an initial value",
+                "write `let (even, odd) = split(x);`",
+            );
             return None;
         };
         if let Some((_, diverge)) = &init.diverge {

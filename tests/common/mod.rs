@@ -100,6 +100,30 @@ pub mod paths {
         store(out + offs, v, m);
         store(vals + offs, r, m);
     }
+    /// Four rows of `N` per program split into even and odd columns, rotated as RoPE pairs by the
+    /// cosines and sines `cs` (`[N / 2]` each) and joined back (`out`), the pairs' squared norms
+    /// summed per row (`norms`), and the program's first row with each pair swapped by a 1-D
+    /// split and join (`swapped`).
+    #[fused_kernel]
+    pub fn pair_rotate<const N: usize>(
+        x: *const f32,
+        cs: *const f32,
+        out: *mut f32,
+        norms: *mut f32,
+        swapped: *mut f32,
+    ) {
+        let rows = program_id(0) * 4 + arange(0, 4);
+        let c = arange(0, N);
+        let offs = rows.expand_dims(1) * N + c.expand_dims(0);
+        let (a, b) = split(load(x + offs)); // [4, N / 2]
+        let j = arange(0, N / 2);
+        let cos = load(cs + j).expand_dims(0);
+        let sin = load(cs + N / 2 + j).expand_dims(0);
+        store(out + offs, join(a * cos - b * sin, b * cos + a * sin));
+        store(norms + rows, (a * a + b * b).sum(1));
+        let (even, odd) = load(x + program_id(0) * 4 * N + c).split();
+        store(swapped + program_id(0) * N + c, join(odd, even));
+    }
 }
 
 /// Every example kernel (and the [`paths`] kernels) with the const-generic values it is compiled for in tests;
@@ -129,6 +153,7 @@ pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
         (&paths::rand_threshold::SPEC, vec![1024]),
         (&paths::rand16_threshold::SPEC, vec![1024]),
         (&paths::erf_only::SPEC, vec![1024]),
+        (&paths::pair_rotate::SPEC, vec![128]),
     ]
 }
 

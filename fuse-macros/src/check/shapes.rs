@@ -144,7 +144,9 @@ impl Checker<'_> {
             .chain([Len { log2: last.log2 - 1, consts: last.consts.clone() }])
             .collect();
         let shape = Shape::from_dims(&half_dims).expect("same rank");
-        [0, 1].map(|half| self.fresh(Ty { dtype: ty.dtype, shape: shape.clone() }, Expr::Split { src: id, half }))
+        [0, 1].map(|half| {
+            self.fresh(Ty { dtype: ty.dtype, shape: shape.clone() }, Expr::Split { src: id, half })
+        })
     }
 
     /// `join(even, odd)`: two tiles of one shape and dtype interleaved along the last dim.

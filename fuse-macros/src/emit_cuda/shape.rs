@@ -103,7 +103,10 @@ impl Ctx<'_> {
         let registers = self.paired_chunks(kd, ks);
         if let Some(cond) = &registers {
             self.w.line(format!("#if {cond}"));
-            self.w.line(format!("// {what}: the {} lanes of each chunk, in its thread", ["even", "odd"][usize::from(half)]));
+            self.w.line(format!(
+                "// {what}: the {} lanes of each chunk, in its thread",
+                ["even", "odd"][usize::from(half)]
+            ));
             self.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{kd}"),
@@ -157,9 +160,8 @@ impl Ctx<'_> {
     /// as many. `None` for derived layouts (their slots are not numbered by chunks of lanes).
     fn paired_chunks(&self, half: usize, whole: usize) -> Option<String> {
         let lens = self.layout.lens.len();
-        (half < lens && whole < lens).then(|| {
-            format!("FUSE_VEC{half} * 2 == FUSE_VEC{whole} && FUSE_NCH{half} == FUSE_NCH{whole}")
-        })
+        (half < lens && whole < lens)
+            .then(|| format!("FUSE_VEC{half} * 2 == FUSE_VEC{whole} && FUSE_NCH{half} == FUSE_NCH{whole}"))
     }
 
     /// `dst = op(src, axis)` for a 2-D `src`.
