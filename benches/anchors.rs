@@ -221,7 +221,8 @@ impl Bench {
         mut f: impl FnMut() -> Result<()>,
     ) {
         let copy_too = with_copy() && warps_override().is_none() && imp == "fuse copy (d2d)";
-        let swept = imp == "fuse" || imp == "fuse rand16" || imp.starts_with("fuse tune");
+        let swept =
+            imp == "fuse" || imp == "fuse rand16" || imp == "fuse split" || imp.starts_with("fuse tune");
         if (warps_override().is_some() || only().is_some()) && !swept && !copy_too {
             return;
         }
@@ -581,6 +582,24 @@ fn run() -> Result<()> {
                         neox,
                     )
                 });
+                if !neox {
+                    // GPT-J's pairing by `split`/`join` (qk_norm_rope_gptj), its launcher's warps.
+                    b.time(pattern, &shape, $dt, "fuse split", bytes, || {
+                        qk_norm_rope::launch_gptj_split(
+                            &d,
+                            warps_override(),
+                            tokens,
+                            per,
+                            &mut qkv,
+                            &positions,
+                            &cos_sin,
+                            &q_w,
+                            &k_w,
+                            h,
+                            1e-6,
+                        )
+                    });
+                }
                 let src = d.zeros::<$T>(bytes / (2 * es))?;
                 b.copy(pattern, &shape, $dt, &src, 2 * src.len() * es)?;
             }

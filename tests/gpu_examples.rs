@@ -473,7 +473,7 @@ fn rows_kernels_on_gpu_match_float64_and_cpu(g: &Device) {
     case::<fuse::half::bf16>(g, &mut rng, 1.6e-2);
 }
 
-/// qk_norm_rope in place on the GPU, both pairings, every element type: q and k against float64
+/// qk_norm_rope in place on the GPU, both pairings (GPT-J also by `split`/`join`), every element type: q and k against float64
 /// and the CPU interpreter, v bit-identical; the bench shape (8192 tokens of 32 + 8 + 8 heads of
 /// 128) against float64.
 fn qk_norm_rope_on_gpu_matches_float64_and_cpu(g: &Device) {
@@ -502,12 +502,16 @@ fn qk_norm_rope_on_gpu_matches_float64_and_cpu(g: &Device) {
                     rtol,
                 );
             }
+            let what = format!("qk_norm_rope_gptj (split/join) {} {tokens}x{h:?}", T::NAME);
+            case.check(&format!("{what} on the GPU"), &case.run_split_on(g), false, atol, rtol);
         }
         let case = QkCase::<T>::random(rng, 8192, bench);
         for neox in [true, false] {
             let what = format!("qk_norm_rope {} neox={neox} 8192x{bench:?} on the GPU", T::NAME);
             case.check(&what, &case.run_on(g, neox), neox, atol, rtol);
         }
+        let what = format!("qk_norm_rope_gptj (split/join) {} 8192x{bench:?} on the GPU", T::NAME);
+        case.check(&what, &case.run_split_on(g), false, atol, rtol);
     }
     let mut rng = Rng::fresh("qk_norm_rope gpu");
     case::<f32>(g, &mut rng, 3e-5, 3e-5);
@@ -583,6 +587,8 @@ fn newer_example_kernels_compile_with_nvrtc() {
         (&qk_norm_rope::qk_norm_rope::f32::SPEC, vec![8, 64]),
         (&qk_norm_rope::qk_norm_rope::f16::SPEC, vec![8, 64]),
         (&qk_norm_rope::qk_norm_rope::bf16::SPEC, vec![4, 128]),
+        (&qk_norm_rope::qk_norm_rope_gptj::f16::SPEC, vec![8, 64]),
+        (&qk_norm_rope::qk_norm_rope_gptj::bf16::SPEC, vec![4, 128]),
         (&cross_entropy::cross_entropy::f32::SPEC, vec![cross_entropy::BLOCK as u64]),
         (&cross_entropy::cross_entropy::bf16::SPEC, vec![cross_entropy::BLOCK_16BIT as u64]),
         (&add_activation::add_gelu::f16::SPEC, vec![1024]),

@@ -108,6 +108,53 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
     }
 }
 
+/// GPT-J's pairing as Triton's fastest kernel writes it: each head's `[HEADS, 2 * HALF]` tile
+/// loaded once and split into its even and odd columns (`x1`, `x2`: `[HEADS, HALF]`, pair `i`
+/// is `(x1[i], x2[i])`), the rotated halves joined back for one contiguous store. `split` and
+/// `join` stay in registers when a thread's chunk of the tile holds whole pairs (8 heads of 128
+/// f16 on 4 warps: [`launch_gptj_split`]'s default), else they go through shared memory. The
+/// weights' even and odd entries are read with a stride of 2 (two rows of the cache lines, hit in
+/// L1). Launch as [`qk_norm_rope`] (without `neox`).
+#[fused_kernel]
+pub fn qk_norm_rope_gptj<T: Float, const HEADS: usize, const HALF: usize>(
+    qkv: *mut T,
+    positions: *const i64,
+    cos_sin: *const T,
+    q_w: *const T,
+    k_w: *const T,
+    n_q_heads: i32,
+    n_k_heads: i32,
+    n_v_heads: i32,
+    head_dim: i32,
+    eps: f32,
+) {
+    let token = program_id(0);
+    let half = head_dim / 2;
+    let base = qkv + token * ((n_q_heads + n_k_heads + n_v_heads) * head_dim);
+    let pos = load(positions + token).to(i32);
+    let row = cos_sin + pos * head_dim; // cosines, then sines
+    let inv_dim = 1.0 / head_dim as f32;
+    let heads = program_id(1) * HEADS + arange(0, HEADS); // [HEADS]: q heads, then k heads
+    let head_ok = (heads < n_q_heads + n_k_heads).expand_dims(1);
+    let is_q = (heads < n_q_heads).expand_dims(1);
+    let cols = arange(0, 2 * HALF);
+    let mask = head_ok & (cols < head_dim).expand_dims(0);
+    let offs = heads.expand_dims(1) * head_dim + cols.expand_dims(0); // [HEADS, 2 * HALF]
+    let (x1, x2) = split(load(base + offs, mask, 0.0)); // [HEADS, HALF]: columns 2i and 2i + 1
+                                                        // Every store of a head depends on every read of it through `rstd` (the in-place order).
+    let rstd = rsqrt((x1 * x1 + x2 * x2).sum(1) * inv_dim + eps).expand_dims(1);
+    let j = arange(0, HALF);
+    let j_ok = j < half;
+    let w1 = where_(is_q, load(q_w + 2 * j, j_ok).expand_dims(0), load(k_w + 2 * j, j_ok).expand_dims(0));
+    let w2 =
+        where_(is_q, load(q_w + 2 * j + 1, j_ok).expand_dims(0), load(k_w + 2 * j + 1, j_ok).expand_dims(0));
+    let cos = load(row + j, j_ok).expand_dims(0);
+    let sin = load(row + half + j, j_ok).expand_dims(0);
+    let a = x1 * rstd * w1;
+    let b = x2 * rstd * w2;
+    store(base + offs, join(a * cos - b * sin, b * cos + a * sin), mask);
+}
+
 /// The cos/sin cache `[max_pos, head_dim]` of rotary base `theta`, in float64 (round it to the
 /// kernel's element type before uploading): row `p` holds `cos(p * theta^(-2i / head_dim))` for
 /// `i < head_dim / 2`, then the sines.
@@ -193,6 +240,66 @@ pub fn launch<T: fuse::Float>(
     eps: f32,
     neox: bool,
 ) -> fuse::Result<()> {
+    let which = if neox { Which::Neox } else { Which::GptjPartner };
+    launch_which(device, warps.unwrap_or(2), tokens, heads, qkv, positions, cos_sin, q_w, k_w, h, eps, which)
+}
+
+/// Launches [`qk_norm_rope_gptj`] (GPT-J's pairing by `split` and `join`) as [`launch`] does
+/// [`qk_norm_rope`], with `warps` warps (4 if `None`: 8 heads of 128 then hold whole pairs in
+/// each thread's chunk, so `split` and `join` stay in registers; not yet timed on a GPU).
+#[allow(clippy::too_many_arguments)]
+pub fn launch_gptj_split<T: fuse::Float>(
+    device: &fuse::Device,
+    warps: Option<u32>,
+    tokens: usize,
+    heads: usize,
+    qkv: &mut fuse::Buffer<T>,
+    positions: &fuse::Buffer<i64>,
+    cos_sin: &fuse::Buffer<T>,
+    q_w: &fuse::Buffer<T>,
+    k_w: &fuse::Buffer<T>,
+    h: Heads,
+    eps: f32,
+) -> fuse::Result<()> {
+    launch_which(
+        device,
+        warps.unwrap_or(4),
+        tokens,
+        heads,
+        qkv,
+        positions,
+        cos_sin,
+        q_w,
+        k_w,
+        h,
+        eps,
+        Which::GptjSplit,
+    )
+}
+
+/// Which kernel (and pairing) [`launch_which`] runs.
+#[derive(Clone, Copy)]
+enum Which {
+    Neox,
+    GptjPartner,
+    GptjSplit,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_which<T: fuse::Float>(
+    device: &fuse::Device,
+    warps: u32,
+    tokens: usize,
+    heads: usize,
+    qkv: &mut fuse::Buffer<T>,
+    positions: &fuse::Buffer<i64>,
+    cos_sin: &fuse::Buffer<T>,
+    q_w: &fuse::Buffer<T>,
+    k_w: &fuse::Buffer<T>,
+    h: Heads,
+    eps: f32,
+    which: Which,
+) -> fuse::Result<()> {
     let too_big =
         |what: &str| fuse::Error::InvalidLaunch(format!("qk_norm_rope: {what} does not fit an i32"));
     let n = |v: usize, what: &str| i32::try_from(v).map_err(|_| too_big(what));
@@ -200,14 +307,30 @@ pub fn launch<T: fuse::Float>(
         u32::try_from(tokens).map_err(|_| too_big("tokens"))?,
         u32::try_from((h.q + h.k).div_ceil(heads.max(1))).map_err(|_| too_big("heads"))?,
     ));
-    let grid = grid.num_warps(warps.unwrap_or(2));
+    let grid = grid.num_warps(warps);
     let (nq, nk, nv, dim) = (n(h.q, "n_q")?, n(h.k, "n_k")?, n(h.v, "n_v")?, n(h.dim, "head_dim")?);
-    let neox = i32::from(neox);
     macro_rules! go {
         ($H:literal, $HALF:literal) => {
-            qk_norm_rope::launch::<T, $H, $HALF>(
-                device, grid, qkv, positions, cos_sin, q_w, k_w, nq, nk, nv, dim, eps, neox,
-            )
+            match which {
+                Which::GptjSplit => qk_norm_rope_gptj::launch::<T, $H, $HALF>(
+                    device, grid, qkv, positions, cos_sin, q_w, k_w, nq, nk, nv, dim, eps,
+                ),
+                _ => qk_norm_rope::launch::<T, $H, $HALF>(
+                    device,
+                    grid,
+                    qkv,
+                    positions,
+                    cos_sin,
+                    q_w,
+                    k_w,
+                    nq,
+                    nk,
+                    nv,
+                    dim,
+                    eps,
+                    i32::from(matches!(which, Which::Neox)),
+                ),
+            }
         };
     }
     macro_rules! width {
