@@ -11,6 +11,9 @@
 #   2. bash scripts/gpu_session14.sh mm i8 att peers            (issues 15, 16, 18: one same-call table)
 #   3. bash scripts/gpu_session14.sh sanitize                    (every dot example, CFG=4 for int8/FFN)
 #   4. bash scripts/gpu_session14.sh anchors peers_rows          (issue 14, and the 24 anchor shapes)
+# Left for the next session (stage gpu_examples and anchors): `examples rows peers_rows` (the GPT-J
+# split/join row `fuse split` beside the partner-load one and Triton's, one call) and `warps_ab`
+# (the axis-reduction warps rule against the old 8 warps).
 source scripts/gpu_common.sh
 session_start
 for mode in "$@"; do
