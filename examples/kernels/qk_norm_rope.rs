@@ -110,9 +110,8 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
 
 /// GPT-J's pairing as Triton's fastest kernel writes it: each head's `[HEADS, 2 * HALF]` tile
 /// loaded once and split into its even and odd columns (`x1`, `x2`: `[HEADS, HALF]`, pair `i`
-/// is `(x1[i], x2[i])`), the rotated halves joined back for one contiguous store. `split` and
-/// `join` stay in registers when a thread's chunk of the tile holds whole pairs (8 heads of 128
-/// f16 on 4 warps: [`launch_gptj_split`]'s default), else they go through shared memory. The
+/// is `(x1[i], x2[i])`), the rotated halves joined back for one contiguous store; `split` and
+/// `join` stay in registers (the half tiles' vectors are half as wide as the whole's). The
 /// weights' even and odd entries are read with a stride of 2 (two rows of the cache lines, hit in
 /// L1). Launch as [`qk_norm_rope`] (without `neox`).
 #[fused_kernel]
@@ -245,8 +244,8 @@ pub fn launch<T: fuse::Float>(
 }
 
 /// Launches [`qk_norm_rope_gptj`] (GPT-J's pairing by `split` and `join`) as [`launch`] does
-/// [`qk_norm_rope`], with `warps` warps (4 if `None`: 8 heads of 128 then hold whole pairs in
-/// each thread's chunk, so `split` and `join` stay in registers; not yet timed on a GPU).
+/// [`qk_norm_rope`], with `warps` warps (4 if `None`: Triton's best for its split kernel with 8
+/// heads of 128 on the H200, session 14 call 9; fuse's not yet timed on a GPU).
 #[allow(clippy::too_many_arguments)]
 pub fn launch_gptj_split<T: fuse::Float>(
     device: &fuse::Device,

@@ -9,6 +9,9 @@
 //! "not ok" and are left out of memory accesses and reductions.
 //! Everything is a preprocessor constant, so `#if` can test it and loops fully unroll.
 //!
+//! A length that a `split` or `join` pairs with one twice as long takes at most half of that one's
+//! VEC, so its chunks are half as wide and as many, and a thread holds both lanes of its pairs.
+//!
 //! 2-D tiles `[R, C]` are row-major: lane `r * C + c`. VEC of a length that some 2-D tile with
 //! `C > 1` has is capped at `C`, so a chunk never straddles two rows: a row is `C / VEC` whole
 //! chunks, held by consecutive threads (`FUSE_G`), and an axis-1 reduction is a fold over the
@@ -41,6 +44,10 @@ pub struct Layout {
     /// Per length: the column counts of the 2-D tiles of that length with more than one column
     /// (VEC is capped at each).
     caps: Vec<Vec<Len>>,
+    /// Per length: the lengths (indices) twice as long that a `split` or `join` pairs it with; its
+    /// VEC is capped at half of each one's (at least 1), so its chunks are half as wide and as
+    /// many, and the pairs of a chunk stay in one thread (`shape.rs`, `Ctx::split`).
+    pair_caps: Vec<Vec<usize>>,
     /// The derived layouts; layout index `lens.len() + i` is `derived[i]`.
     pub derived: Vec<Derived>,
 }
@@ -90,14 +97,37 @@ impl Layout {
             }
         }
         let (mut dots, mut warpgroups) = (0, false);
+        let mut pair_caps: Vec<Vec<usize>> = vec![Vec::new(); lens.len()];
+        let index = |v: VarId| {
+            let len = k.ty(v).shape.len().expect("split and join take tiles");
+            lens.iter().position(|l| *l == len).expect("every tile length is listed")
+        };
         k.visit_stmts(&mut |s| {
-            if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } = s {
-                let mma = super::mma::takes_mma(k, *a, *b);
-                dots += usize::from(mma);
-                warpgroups |= mma && super::mma::may_take_wgmma(k.ty(*a).dtype);
+            let fuse_ir::Stmt::Assign { dst, expr } = s else { return };
+            let (half, whole) = match expr {
+                fuse_ir::Expr::Dot { a, b, .. } => {
+                    let mma = super::mma::takes_mma(k, *a, *b);
+                    dots += usize::from(mma);
+                    warpgroups |= mma && super::mma::may_take_wgmma(k.ty(*a).dtype);
+                    return;
+                }
+                fuse_ir::Expr::Split { src, .. } => (index(*dst), index(*src)),
+                fuse_ir::Expr::Join(even, _) => (index(*even), index(*dst)),
+                _ => return,
+            };
+            if !pair_caps[half].contains(&whole) {
+                pair_caps[half].push(whole);
             }
         });
-        Layout { lens, rows_first: dots >= 2, warpgroups, veck: 16 / narrowest, caps, derived: Vec::new() }
+        Layout {
+            lens,
+            rows_first: dots >= 2,
+            warpgroups,
+            veck: 16 / narrowest,
+            caps,
+            pair_caps,
+            derived: Vec::new(),
+        }
     }
 
     /// The index `k` of a tile length, naming its `FUSE_*k` macros.
@@ -209,6 +239,11 @@ impl Layout {
                 // At most the columns of a 2-D tile of this length: a chunk stays inside a row.
                 let c = c.c_expr(const_names);
                 vec = format!("({vec}) < ({c}) ? ({vec}) : ({c})");
+            }
+            for w in &self.pair_caps[k] {
+                // Half of the VEC of a length twice as long that a split or join pairs with it.
+                let h = format!("(FUSE_VEC{w} > 2 ? FUSE_VEC{w} / 2 : 1)");
+                vec = format!("({vec}) < {h} ? ({vec}) : {h}");
             }
             out.push(format!("#define FUSE_VEC{k} ({vec})"));
             out.push(format!("#define FUSE_NCH{k} ((FUSE_L{k} + FUSE_THREADS * FUSE_VEC{k} - 1) / (FUSE_THREADS * FUSE_VEC{k}))"));
