@@ -565,9 +565,16 @@ fn run() -> Result<()> {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or_else(|| qk_norm_rope::heads_per_program(h));
-            for (pattern, neox) in [("qk_norm_rope_neox", true), ("qk_norm_rope_gptj", false)] {
-                b.time(pattern, &shape, $dt, "fuse", bytes, || {
-                    qk_norm_rope::launch(
+            // GPT-J twice: by partner loads ("fuse") and by `split`/`join` ("fuse split").
+            use qk_norm_rope::Pairing;
+            let runs = [
+                ("qk_norm_rope_neox", "fuse", Pairing::Neox),
+                ("qk_norm_rope_gptj", "fuse", Pairing::Gptj),
+                ("qk_norm_rope_gptj", "fuse split", Pairing::GptjSplit),
+            ];
+            for (pattern, imp, pairing) in runs {
+                b.time(pattern, &shape, $dt, imp, bytes, || {
+                    qk_norm_rope::launch_pairing(
                         &d,
                         warps_override(),
                         tokens,
@@ -579,29 +586,14 @@ fn run() -> Result<()> {
                         &k_w,
                         h,
                         1e-6,
-                        neox,
+                        pairing,
                     )
                 });
-                if !neox {
-                    // GPT-J's pairing by `split`/`join` (qk_norm_rope_gptj), its launcher's warps.
-                    b.time(pattern, &shape, $dt, "fuse split", bytes, || {
-                        qk_norm_rope::launch_gptj_split(
-                            &d,
-                            warps_override(),
-                            tokens,
-                            per,
-                            &mut qkv,
-                            &positions,
-                            &cos_sin,
-                            &q_w,
-                            &k_w,
-                            h,
-                            1e-6,
-                        )
-                    });
+                if pairing != Pairing::Gptj {
+                    // One copy of the same bytes per pattern (after its last row).
+                    let src = d.zeros::<$T>(bytes / (2 * es))?;
+                    b.copy(pattern, &shape, $dt, &src, 2 * src.len() * es)?;
                 }
-                let src = d.zeros::<$T>(bytes / (2 * es))?;
-                b.copy(pattern, &shape, $dt, &src, 2 * src.len() * es)?;
             }
         }};
     }

@@ -503,7 +503,13 @@ fn qk_norm_rope_on_gpu_matches_float64_and_cpu(g: &Device) {
                 );
             }
             let what = format!("qk_norm_rope_gptj (split/join) {} {tokens}x{h:?}", T::NAME);
-            case.check(&format!("{what} on the GPU"), &case.run_split_on(g), false, atol, rtol);
+            case.check(
+                &format!("{what} on the GPU"),
+                &case.run_pairing(g, qk_norm_rope::Pairing::GptjSplit),
+                false,
+                atol,
+                rtol,
+            );
         }
         let case = QkCase::<T>::random(rng, 8192, bench);
         for neox in [true, false] {
@@ -511,7 +517,7 @@ fn qk_norm_rope_on_gpu_matches_float64_and_cpu(g: &Device) {
             case.check(&what, &case.run_on(g, neox), neox, atol, rtol);
         }
         let what = format!("qk_norm_rope_gptj (split/join) {} 8192x{bench:?} on the GPU", T::NAME);
-        case.check(&what, &case.run_split_on(g), false, atol, rtol);
+        case.check(&what, &case.run_pairing(g, qk_norm_rope::Pairing::GptjSplit), false, atol, rtol);
     }
     let mut rng = Rng::fresh("qk_norm_rope gpu");
     case::<f32>(g, &mut rng, 3e-5, 3e-5);

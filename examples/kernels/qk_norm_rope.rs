@@ -113,7 +113,7 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
 /// is `(x1[i], x2[i])`), the rotated halves joined back for one contiguous store; `split` and
 /// `join` stay in registers (the half tiles' vectors are half as wide as the whole's). The
 /// weights' even and odd entries are read with a stride of 2 (two rows of the cache lines, hit in
-/// L1). Launch as [`qk_norm_rope`] (without `neox`).
+/// L1). Launch with [`launch_pairing`] and [`Pairing::GptjSplit`].
 #[fused_kernel]
 pub fn qk_norm_rope_gptj<T: Float, const HEADS: usize, const HALF: usize>(
     qkv: *mut T,
@@ -219,11 +219,34 @@ pub fn heads_per_program(h: Heads) -> usize {
     (1024 / h.dim.next_power_of_two()).clamp(1, (h.q + h.k).next_power_of_two())
 }
 
-/// Launches [`qk_norm_rope`] over `tokens` tokens of `qkv` with `heads` heads per program (a power
-/// of two up to 64) and the tile width the head width rounds up to (64, 128 or 256; `HALF` is half
-/// of it), with `warps` warps (2 if `None`: on an H100, 2026-11-24, 8192x48x128 with 8 heads per
-/// program took 0.068 / 0.069 / 0.075 ms (NeoX f16) and 0.088 / 0.089 / 0.101 ms (GPT-J f16) at
-/// 2 / 4 / 8 warps; 16 heads were slower).
+/// Which kernel and rotation pairing [`launch_pairing`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pairing {
+    /// [`qk_norm_rope`] with `neox != 0`: column `i` with `i + head_dim / 2`.
+    Neox,
+    /// [`qk_norm_rope`] with `neox == 0`: column `2i` with `2i + 1`, each partner loaded from its
+    /// own address.
+    Gptj,
+    /// [`qk_norm_rope_gptj`]: GPT-J's pairing by `split` and `join`.
+    GptjSplit,
+}
+
+impl Pairing {
+    /// The warps a launch takes when it names none: 2 for [`qk_norm_rope`] (on an H100,
+    /// 2026-11-24, 8192x48x128 with 8 heads per program took 0.068 / 0.069 / 0.075 ms (NeoX f16)
+    /// and 0.088 / 0.089 / 0.101 ms (GPT-J f16) at 2 / 4 / 8 warps; 16 heads were slower), 4 for
+    /// [`qk_norm_rope_gptj`] (Triton's best for its split kernel with 8 heads of 128 on the H200,
+    /// session 14 call 9; fuse's not yet timed on a GPU).
+    pub fn default_warps(self) -> u32 {
+        match self {
+            Pairing::Neox | Pairing::Gptj => 2,
+            Pairing::GptjSplit => 4,
+        }
+    }
+}
+
+/// Launches [`qk_norm_rope`] over `tokens` tokens of `qkv`: [`launch_pairing`] with
+/// [`Pairing::Neox`] or [`Pairing::Gptj`].
 #[allow(clippy::too_many_arguments)]
 pub fn launch<T: fuse::Float>(
     device: &fuse::Device,
@@ -239,15 +262,15 @@ pub fn launch<T: fuse::Float>(
     eps: f32,
     neox: bool,
 ) -> fuse::Result<()> {
-    let which = if neox { Which::Neox } else { Which::GptjPartner };
-    launch_which(device, warps.unwrap_or(2), tokens, heads, qkv, positions, cos_sin, q_w, k_w, h, eps, which)
+    let pairing = if neox { Pairing::Neox } else { Pairing::Gptj };
+    launch_pairing(device, warps, tokens, heads, qkv, positions, cos_sin, q_w, k_w, h, eps, pairing)
 }
 
-/// Launches [`qk_norm_rope_gptj`] (GPT-J's pairing by `split` and `join`) as [`launch`] does
-/// [`qk_norm_rope`], with `warps` warps (4 if `None`: Triton's best for its split kernel with 8
-/// heads of 128 on the H200, session 14 call 9; fuse's not yet timed on a GPU).
+/// Launches the kernel of `pairing` over `tokens` tokens of `qkv` with `heads` heads per program
+/// (a power of two up to 64) and the tile width the head width rounds up to (64, 128 or 256;
+/// `HALF` is half of it), with `warps` warps ([`Pairing::default_warps`] if `None`).
 #[allow(clippy::too_many_arguments)]
-pub fn launch_gptj_split<T: fuse::Float>(
+pub fn launch_pairing<T: fuse::Float>(
     device: &fuse::Device,
     warps: Option<u32>,
     tokens: usize,
@@ -259,45 +282,7 @@ pub fn launch_gptj_split<T: fuse::Float>(
     k_w: &fuse::Buffer<T>,
     h: Heads,
     eps: f32,
-) -> fuse::Result<()> {
-    launch_which(
-        device,
-        warps.unwrap_or(4),
-        tokens,
-        heads,
-        qkv,
-        positions,
-        cos_sin,
-        q_w,
-        k_w,
-        h,
-        eps,
-        Which::GptjSplit,
-    )
-}
-
-/// Which kernel (and pairing) [`launch_which`] runs.
-#[derive(Clone, Copy)]
-enum Which {
-    Neox,
-    GptjPartner,
-    GptjSplit,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn launch_which<T: fuse::Float>(
-    device: &fuse::Device,
-    warps: u32,
-    tokens: usize,
-    heads: usize,
-    qkv: &mut fuse::Buffer<T>,
-    positions: &fuse::Buffer<i64>,
-    cos_sin: &fuse::Buffer<T>,
-    q_w: &fuse::Buffer<T>,
-    k_w: &fuse::Buffer<T>,
-    h: Heads,
-    eps: f32,
-    which: Which,
+    pairing: Pairing,
 ) -> fuse::Result<()> {
     let too_big =
         |what: &str| fuse::Error::InvalidLaunch(format!("qk_norm_rope: {what} does not fit an i32"));
@@ -306,12 +291,12 @@ fn launch_which<T: fuse::Float>(
         u32::try_from(tokens).map_err(|_| too_big("tokens"))?,
         u32::try_from((h.q + h.k).div_ceil(heads.max(1))).map_err(|_| too_big("heads"))?,
     ));
-    let grid = grid.num_warps(warps);
+    let grid = grid.num_warps(warps.unwrap_or(pairing.default_warps()));
     let (nq, nk, nv, dim) = (n(h.q, "n_q")?, n(h.k, "n_k")?, n(h.v, "n_v")?, n(h.dim, "head_dim")?);
     macro_rules! go {
         ($H:literal, $HALF:literal) => {
-            match which {
-                Which::GptjSplit => qk_norm_rope_gptj::launch::<T, $H, $HALF>(
+            match pairing {
+                Pairing::GptjSplit => qk_norm_rope_gptj::launch::<T, $H, $HALF>(
                     device, grid, qkv, positions, cos_sin, q_w, k_w, nq, nk, nv, dim, eps,
                 ),
                 _ => qk_norm_rope::launch::<T, $H, $HALF>(
@@ -327,7 +312,7 @@ fn launch_which<T: fuse::Float>(
                     nv,
                     dim,
                     eps,
-                    i32::from(matches!(which, Which::Neox)),
+                    i32::from(pairing == Pairing::Neox),
                 ),
             }
         };

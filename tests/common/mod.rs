@@ -450,50 +450,31 @@ impl<T: Elem> QkCase<T> {
 
     /// The packed qkv after the kernel on `d` (heads per program: the launcher's default).
     pub fn run_on(&self, d: &Device, neox: bool) -> Vec<T> {
-        self.run_with(d, |qkv, pos, cs, qw, kw, per| {
-            qk_norm_rope::launch(d, None, self.tokens, per, qkv, pos, cs, qw, kw, self.h, Self::EPS, neox)
-        })
+        self.run_pairing(d, if neox { qk_norm_rope::Pairing::Neox } else { qk_norm_rope::Pairing::Gptj })
     }
 
-    /// The packed qkv after GPT-J's `split`/`join` kernel on `d` (its launcher's defaults).
-    pub fn run_split_on(&self, d: &Device) -> Vec<T> {
-        self.run_with(d, |qkv, pos, cs, qw, kw, per| {
-            qk_norm_rope::launch_gptj_split(
-                d,
-                None,
-                self.tokens,
-                per,
-                qkv,
-                pos,
-                cs,
-                qw,
-                kw,
-                self.h,
-                Self::EPS,
-            )
-        })
-    }
-
-    /// The packed qkv after `launch(qkv, positions, cos_sin, q_w, k_w, heads per program)` on `d`.
-    #[allow(clippy::type_complexity)]
-    fn run_with(
-        &self,
-        d: &Device,
-        launch: impl FnOnce(
-            &mut Buffer<T>,
-            &Buffer<i64>,
-            &Buffer<T>,
-            &Buffer<T>,
-            &Buffer<T>,
-            usize,
-        ) -> fuse::Result<()>,
-    ) -> Vec<T> {
+    /// The packed qkv after the kernel of `pairing` on `d` (its launcher's defaults).
+    pub fn run_pairing(&self, d: &Device, pairing: qk_norm_rope::Pairing) -> Vec<T> {
         let up = |v: &[T]| d.upload(v).unwrap();
         let mut qkv = up(&self.qkv);
         let per = qk_norm_rope::heads_per_program(self.h);
         let (pos, cs, qw, kw) =
             (d.upload(&self.positions).unwrap(), up(&self.cos_sin), up(&self.q_w), up(&self.k_w));
-        launch(&mut qkv, &pos, &cs, &qw, &kw, per).unwrap();
+        qk_norm_rope::launch_pairing(
+            d,
+            None,
+            self.tokens,
+            per,
+            &mut qkv,
+            &pos,
+            &cs,
+            &qw,
+            &kw,
+            self.h,
+            Self::EPS,
+            pairing,
+        )
+        .unwrap();
         qkv.to_vec().unwrap()
     }
 
