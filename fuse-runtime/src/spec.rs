@@ -621,6 +621,7 @@ const AXIS_REDUCE_ELEMS: u64 = 16;
 fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
     let l = largest_tile.unwrap_or(1);
     let w = match shape {
+        WarpShape { axis_reduces: true, .. } => (l / (32 * AXIS_REDUCE_ELEMS)).clamp(1, 16),
         WarpShape { reduces: false, math: false, .. } => (l / 256).clamp(1, 16),
         WarpShape { reduces: false, math: true, narrow: true, .. } => (l / 1024).clamp(1, 16),
         WarpShape { reduces: false, math: true, .. } => (l / 512).clamp(1, 16),
@@ -632,7 +633,6 @@ fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
         _ if l >= 4096 => 16,
         _ => (l / 256).clamp(1, 8),
     };
-    let w = if shape.axis_reduces { (l / (32 * AXIS_REDUCE_ELEMS)).clamp(1, 16) } else { w };
     w.min((l / 32).max(1)) as u32
 }
 

@@ -138,12 +138,7 @@ impl Checker<'_> {
             );
             return [Val::Err, Val::Err];
         }
-        let half_dims: Vec<Len> = dims[..dims.len() - 1]
-            .iter()
-            .cloned()
-            .chain([Len { log2: last.log2 - 1, consts: last.consts.clone() }])
-            .collect();
-        let shape = Shape::from_dims(&half_dims).expect("same rank");
+        let shape = last_dim_times(&ty.shape, -1);
         [0, 1].map(|half| {
             self.fresh(Ty { dtype: ty.dtype, shape: shape.clone() }, Expr::Split { src: id, half })
         })
@@ -164,11 +159,7 @@ impl Checker<'_> {
             );
             return Val::Err;
         }
-        let mut dims = ta.shape.dims();
-        let last = dims.pop().expect("a tile has dims");
-        dims.push(Len { log2: last.log2 + 1, consts: last.consts });
-        let shape = Shape::from_dims(&dims).expect("same rank");
-        self.fresh(Ty { dtype: ta.dtype, shape }, Expr::Join(ia, ib))
+        self.fresh(Ty { dtype: ta.dtype, shape: last_dim_times(&ta.shape, 1) }, Expr::Join(ia, ib))
     }
 
     /// `trans(x)` of a 2-D tile.
@@ -185,4 +176,12 @@ impl Checker<'_> {
         };
         self.fresh(Ty::tile2(ty.dtype, c.clone(), r.clone()), Expr::Trans(id))
     }
+}
+
+/// `shape` (a tile) with its last dim multiplied by `2^log2` (`split` halves it, `join` doubles it).
+fn last_dim_times(shape: &Shape, log2: i32) -> Shape {
+    let mut dims = shape.dims();
+    let last = dims.pop().expect("a tile has dims");
+    dims.push(last.mul(&Len::literal_log2(log2)));
+    Shape::from_dims(&dims).expect("the same rank")
 }

@@ -97,37 +97,35 @@ impl Layout {
             }
         }
         let (mut dots, mut warpgroups) = (0, false);
-        let mut pair_caps: Vec<Vec<usize>> = vec![Vec::new(); lens.len()];
-        let index = |v: VarId| {
-            let len = k.ty(v).shape.len().expect("split and join take tiles");
-            lens.iter().position(|l| *l == len).expect("every tile length is listed")
-        };
-        k.visit_stmts(&mut |s| {
-            let fuse_ir::Stmt::Assign { dst, expr } = s else { return };
-            let (half, whole) = match expr {
-                fuse_ir::Expr::Dot { a, b, .. } => {
-                    let mma = super::mma::takes_mma(k, *a, *b);
-                    dots += usize::from(mma);
-                    warpgroups |= mma && super::mma::may_take_wgmma(k.ty(*a).dtype);
-                    return;
-                }
-                fuse_ir::Expr::Split { src, .. } => (index(*dst), index(*src)),
-                fuse_ir::Expr::Join(even, _) => (index(*even), index(*dst)),
-                _ => return,
-            };
-            if !pair_caps[half].contains(&whole) {
-                pair_caps[half].push(whole);
+        let mut pairs = Vec::new();
+        k.visit_stmts(&mut |s| match s {
+            fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } => {
+                let mma = super::mma::takes_mma(k, *a, *b);
+                dots += usize::from(mma);
+                warpgroups |= mma && super::mma::may_take_wgmma(k.ty(*a).dtype);
             }
+            // (half, whole): the tiles a split or join pairs.
+            fuse_ir::Stmt::Assign { dst, expr: fuse_ir::Expr::Split { src, .. } } => pairs.push((*dst, *src)),
+            fuse_ir::Stmt::Assign { dst, expr: fuse_ir::Expr::Join(even, _) } => pairs.push((*even, *dst)),
+            _ => {}
         });
-        Layout {
+        let mut layout = Layout {
+            pair_caps: vec![Vec::new(); lens.len()],
             lens,
             rows_first: dots >= 2,
             warpgroups,
             veck: 16 / narrowest,
             caps,
-            pair_caps,
             derived: Vec::new(),
+        };
+        for (half, whole) in pairs {
+            let len = |v: VarId| k.ty(v).shape.len().expect("split and join take tiles");
+            let (h, w) = (layout.index(&len(half)), layout.index(&len(whole)));
+            if !layout.pair_caps[h].contains(&w) {
+                layout.pair_caps[h].push(w);
+            }
         }
+        layout
     }
 
     /// The index `k` of a tile length, naming its `FUSE_*k` macros.
