@@ -290,8 +290,6 @@ fn qk_norm_rope_neox_and_gptj_in_place_v_untouched() {
                 let what = format!("qk_norm_rope {} neox={neox} {tokens}x{h:?}", T::NAME);
                 c.check(&what, &c.run_on(&d, neox), neox, atol, rtol);
             }
-            let what = format!("qk_norm_rope_gptj (split/join) {} {tokens}x{h:?}", T::NAME);
-            c.check(&what, &c.run_pairing(&d, qk_norm_rope::Pairing::GptjSplit), false, atol, rtol);
         }
     }
     let mut rng = Rng::fresh("qk_norm_rope");

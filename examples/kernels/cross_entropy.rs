@@ -98,11 +98,14 @@ pub const BLOCK: usize = 4096;
 /// 0.197 for 8192; f32 was fastest at 4096.
 pub const BLOCK_16BIT: usize = 2048;
 
-/// The warps of a 2-byte launch unless the caller picks: 8 (the same sweep: 4 warps ran bf16 at
-/// 0.162 ms, 16 at 0.225). 4-byte launches take the runtime's default (16 warps here), which was
-/// the faster one at 128256 columns (0.686 ms against 0.701 for 8 warps; 0.282 and 0.290 at
-/// 50257 the other way round).
-pub const WARPS_16BIT: u32 = 8;
+/// The warps of a 2-byte launch unless the caller picks: 4. On an H200 (2026-11-27, session 15,
+/// bf16 at blocks of 2048) 4 warps took 0.130 / 0.145 / 0.294 ms at 4096x50257 / 8192x32000 /
+/// 4096x128256 against 8 warps' 0.135 / 0.161 / 0.307 (2 warps 0.137 / 0.145; blocks of 4096 or
+/// 8192 slower at every warp count); on an H100 (session 11) 4 and 8 warps were level (0.162
+/// and 0.161 ms at 50257). 4-byte launches take the runtime's default (16 warps here), which was
+/// the faster one at 128256 columns on the H100 (0.686 ms against 0.701 for 8 warps; 0.282 and
+/// 0.290 at 50257 the other way round).
+pub const WARPS_16BIT: u32 = 4;
 
 /// Launches [`cross_entropy`] over a contiguous `rows x cols` matrix of logits in column blocks of
 /// [`BLOCK`] ([`BLOCK_16BIT`] for f16 and bf16), with `warps` warps if given (else

@@ -6,8 +6,8 @@
 //! (`q_w` for q heads, `k_w` for k heads, both `[head_dim]`), then the rotary embedding at the
 //! token's position from a cos/sin cache `[max_pos, head_dim]` (row `p`: `head_dim / 2` cosines,
 //! then `head_dim / 2` sines, of `p * theta_i`). Two pairings of the rotated columns:
-//! - NeoX (`neox != 0`): column `i` pairs with `i + head_dim / 2` (rotate halves);
-//! - GPT-J (`neox == 0`): column `2i` pairs with `2i + 1` (interleaved),
+//! - NeoX ([`qk_norm_rope`]): column `i` pairs with `i + head_dim / 2` (rotate halves);
+//! - GPT-J ([`qk_norm_rope_gptj`]): column `2i` pairs with `2i + 1` (interleaved),
 //!
 //! and in both the pair `(a, b)` with angle `i` becomes `(a cos - b sin, b cos + a sin)`.
 //! v is neither read nor written.
@@ -18,9 +18,11 @@
 //! from memory once and written once, with the statistics in registers.
 //! - NeoX holds each head as two `[HEADS, HALF]` tiles, the first and the second half: a pair is
 //!   one lane of each, so every access is a contiguous (vector) one and nothing moves between lanes.
-//! - GPT-J holds each head as one `[HEADS, 2 * HALF]` tile and loads each column's rotation partner
-//!   `c ^ 1` from the partner's address (the same cache lines, so the same memory traffic),
-//!   normalised with the same per-head `rstd`.
+//! - GPT-J ([`qk_norm_rope_gptj`]) loads each head as one `[HEADS, 2 * HALF]` tile and `split`s it
+//!   into its even and odd columns, joined back for one store: registers only, as in Triton's
+//!   fastest GPT-J kernel. (It replaced a kernel that loaded each column's partner `c ^ 1` from
+//!   its own address: 0.0647 against 0.0560 ms on an H200, 8192 tokens x 48 heads x 128 f16,
+//!   session 15.)
 use fuse::fused_kernel;
 
 #[fused_kernel]
@@ -35,7 +37,6 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
     n_v_heads: i32,
     head_dim: i32,
     eps: f32,
-    neox: i32,
 ) {
     let token = program_id(0);
     let half = head_dim / 2;
@@ -44,68 +45,30 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
     let row = cos_sin + pos * head_dim; // cosines, then sines
     let inv_dim = 1.0 / head_dim as f32;
 
-    if neox != 0 {
-        // Pair j is (j, j + half), rotated by angle j.
-        // The per-head tiles are made in each branch, so that each takes its branch's row
-        // layout (registers, no data movement) rather than one layout shared by both widths.
-        let heads = program_id(1) * HEADS + arange(0, HEADS); // [HEADS]: q heads, then k heads
-        let head_ok = (heads < n_q_heads + n_k_heads).expand_dims(1); // [HEADS, 1]
-        let is_q = (heads < n_q_heads).expand_dims(1);
-        let head_offs = heads.expand_dims(1) * head_dim;
-        let j = arange(0, HALF); // [HALF]
-        let j_ok = j < half;
-        let mask = head_ok & j_ok.expand_dims(0);
-        let lo = head_offs + j.expand_dims(0); // [HEADS, HALF]
-        let x1 = load(base + lo, mask, 0.0);
-        let x2 = load(base + lo + half, mask, 0.0);
-        let rstd = rsqrt((x1 * x1 + x2 * x2).sum(1) * inv_dim + eps).expand_dims(1);
-        let w1 = where_(is_q, load(q_w + j, j_ok).expand_dims(0), load(k_w + j, j_ok).expand_dims(0));
-        let w2 = where_(
-            is_q,
-            load(q_w + half + j, j_ok).expand_dims(0),
-            load(k_w + half + j, j_ok).expand_dims(0),
-        );
-        let cos = load(row + j, j_ok).expand_dims(0);
-        let sin = load(row + half + j, j_ok).expand_dims(0);
-        let a = x1 * rstd * w1;
-        let b = x2 * rstd * w2;
-        store(base + lo, a * cos - b * sin, mask);
-        store(base + lo + half, b * cos + a * sin, mask);
-    } else {
-        // Pair i is (2i, 2i + 1), rotated by angle i: column c pairs with c ^ 1.
-        // (As above.)
-        let heads = program_id(1) * HEADS + arange(0, HEADS); // [HEADS]: q heads, then k heads
-        let head_ok = (heads < n_q_heads + n_k_heads).expand_dims(1); // [HEADS, 1]
-        let is_q = (heads < n_q_heads).expand_dims(1);
-        let head_offs = heads.expand_dims(1) * head_dim;
-        let cols = arange(0, 2 * HALF);
-        let col_ok = cols < head_dim;
-        let mask = head_ok & col_ok.expand_dims(0);
-        let partner = cols ^ 1;
-        let angle = cols / 2;
-        let sign = where_(cols % 2 == 0, -1.0, 1.0); // a' = a cos - b sin, b' = b cos + a sin
-        let offs = head_offs + cols.expand_dims(0); // [HEADS, 2 * HALF]
-        let x = load(base + offs, mask, 0.0);
-        let xp = load(base + head_offs + partner.expand_dims(0), mask, 0.0);
-        // The partner tile is a permutation of each row's columns, so its squares sum to the same
-        // value; folding both into the statistic makes every store of a head depend on every
-        // lane's reads of that head (x and partner), so the in-place stores cannot overtake
-        // another lane's read of its partner on any back end or schedule (the language has no
-        // barrier statement; this data dependency is the ordering).
-        let rstd = rsqrt((x * x + xp * xp).sum(1) * (0.5 * inv_dim) + eps).expand_dims(1);
-        let w =
-            where_(is_q, load(q_w + cols, col_ok).expand_dims(0), load(k_w + cols, col_ok).expand_dims(0));
-        let wp = where_(
-            is_q,
-            load(q_w + partner, col_ok).expand_dims(0),
-            load(k_w + partner, col_ok).expand_dims(0),
-        );
-        let cos = load(row + angle, col_ok).expand_dims(0); // [1, 2 * HALF]
-        let sin = load(row + half + angle, col_ok).expand_dims(0);
-        let a = x * rstd * w;
-        let b = xp * rstd * wp;
-        store(base + offs, a * cos + sign.expand_dims(0) * b * sin, mask);
-    }
+    // Pair j is (j, j + half), rotated by angle j.
+    let heads = program_id(1) * HEADS + arange(0, HEADS); // [HEADS]: q heads, then k heads
+    let head_ok = (heads < n_q_heads + n_k_heads).expand_dims(1); // [HEADS, 1]
+    let is_q = (heads < n_q_heads).expand_dims(1);
+    let head_offs = heads.expand_dims(1) * head_dim;
+    let j = arange(0, HALF); // [HALF]
+    let j_ok = j < half;
+    let mask = head_ok & j_ok.expand_dims(0);
+    let lo = head_offs + j.expand_dims(0); // [HEADS, HALF]
+    let x1 = load(base + lo, mask, 0.0);
+    let x2 = load(base + lo + half, mask, 0.0);
+    let rstd = rsqrt((x1 * x1 + x2 * x2).sum(1) * inv_dim + eps).expand_dims(1);
+    let w1 = where_(is_q, load(q_w + j, j_ok).expand_dims(0), load(k_w + j, j_ok).expand_dims(0));
+    let w2 = where_(
+        is_q,
+        load(q_w + half + j, j_ok).expand_dims(0),
+        load(k_w + half + j, j_ok).expand_dims(0),
+    );
+    let cos = load(row + j, j_ok).expand_dims(0);
+    let sin = load(row + half + j, j_ok).expand_dims(0);
+    let a = x1 * rstd * w1;
+    let b = x2 * rstd * w2;
+    store(base + lo, a * cos - b * sin, mask);
+    store(base + lo + half, b * cos + a * sin, mask);
 }
 
 /// GPT-J's pairing as Triton's fastest kernel writes it: each head's `[HEADS, 2 * HALF]` tile
@@ -113,7 +76,7 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
 /// is `(x1[i], x2[i])`), the rotated halves joined back for one contiguous store; `split` and
 /// `join` stay in registers (the half tiles' vectors are half as wide as the whole's). The
 /// weights' even and odd entries are read with a stride of 2 (two rows of the cache lines, hit in
-/// L1). Launch with [`launch_pairing`] and [`Pairing::GptjSplit`].
+/// L1). Launch with [`launch_pairing`] and [`Pairing::Gptj`].
 #[fused_kernel]
 pub fn qk_norm_rope_gptj<T: Float, const HEADS: usize, const HALF: usize>(
     qkv: *mut T,
@@ -222,31 +185,28 @@ pub fn heads_per_program(h: Heads) -> usize {
 /// Which kernel and rotation pairing [`launch_pairing`] runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pairing {
-    /// [`qk_norm_rope`] with `neox != 0`: column `i` with `i + head_dim / 2`.
+    /// [`qk_norm_rope`]: column `i` with `i + head_dim / 2`.
     Neox,
-    /// [`qk_norm_rope`] with `neox == 0`: column `2i` with `2i + 1`, each partner loaded from its
-    /// own address.
+    /// [`qk_norm_rope_gptj`]: column `2i` with `2i + 1`, by `split` and `join`.
     Gptj,
-    /// [`qk_norm_rope_gptj`]: GPT-J's pairing by `split` and `join`.
-    GptjSplit,
 }
 
 impl Pairing {
     /// The warps a launch takes when it names none: 2 for [`qk_norm_rope`] (on an H100,
     /// 2026-11-24, 8192x48x128 with 8 heads per program took 0.068 / 0.069 / 0.075 ms (NeoX f16)
-    /// and 0.088 / 0.089 / 0.101 ms (GPT-J f16) at 2 / 4 / 8 warps; 16 heads were slower), 4 for
-    /// [`qk_norm_rope_gptj`] (Triton's best for its split kernel with 8 heads of 128 on the H200,
-    /// session 14 call 9; fuse's not yet timed on a GPU).
+    /// at 2 / 4 / 8 warps; 16 heads were slower), 4 for [`qk_norm_rope_gptj`] (Triton's best for
+    /// its split kernel with 8 heads of 128 on the H200, where fuse's took 0.0556-0.0560 ms at 4
+    /// warps, session 15).
     pub fn default_warps(self) -> u32 {
         match self {
-            Pairing::Neox | Pairing::Gptj => 2,
-            Pairing::GptjSplit => 4,
+            Pairing::Neox => 2,
+            Pairing::Gptj => 4,
         }
     }
 }
 
-/// Launches [`qk_norm_rope`] over `tokens` tokens of `qkv`: [`launch_pairing`] with
-/// [`Pairing::Neox`] or [`Pairing::Gptj`].
+/// Launches over `tokens` tokens of `qkv`: [`launch_pairing`] with [`Pairing::Neox`] if `neox`,
+/// else [`Pairing::Gptj`].
 #[allow(clippy::too_many_arguments)]
 pub fn launch<T: fuse::Float>(
     device: &fuse::Device,
@@ -296,23 +256,11 @@ pub fn launch_pairing<T: fuse::Float>(
     macro_rules! go {
         ($H:literal, $HALF:literal) => {
             match pairing {
-                Pairing::GptjSplit => qk_norm_rope_gptj::launch::<T, $H, $HALF>(
+                Pairing::Gptj => qk_norm_rope_gptj::launch::<T, $H, $HALF>(
                     device, grid, qkv, positions, cos_sin, q_w, k_w, nq, nk, nv, dim, eps,
                 ),
-                _ => qk_norm_rope::launch::<T, $H, $HALF>(
-                    device,
-                    grid,
-                    qkv,
-                    positions,
-                    cos_sin,
-                    q_w,
-                    k_w,
-                    nq,
-                    nk,
-                    nv,
-                    dim,
-                    eps,
-                    i32::from(pairing == Pairing::Neox),
+                Pairing::Neox => qk_norm_rope::launch::<T, $H, $HALF>(
+                    device, grid, qkv, positions, cos_sin, q_w, k_w, nq, nk, nv, dim, eps,
                 ),
             }
         };

@@ -448,19 +448,14 @@ impl<T: Elem> QkCase<T> {
         }
     }
 
-    /// The packed qkv after the kernel on `d` (heads per program: the launcher's default).
+    /// The packed qkv after the NeoX or the GPT-J kernel on `d` (the launcher's defaults).
     pub fn run_on(&self, d: &Device, neox: bool) -> Vec<T> {
-        self.run_pairing(d, if neox { qk_norm_rope::Pairing::Neox } else { qk_norm_rope::Pairing::Gptj })
-    }
-
-    /// The packed qkv after the kernel of `pairing` on `d` (its launcher's defaults).
-    pub fn run_pairing(&self, d: &Device, pairing: qk_norm_rope::Pairing) -> Vec<T> {
         let up = |v: &[T]| d.upload(v).unwrap();
         let mut qkv = up(&self.qkv);
         let per = qk_norm_rope::heads_per_program(self.h);
         let (pos, cs, qw, kw) =
             (d.upload(&self.positions).unwrap(), up(&self.cos_sin), up(&self.q_w), up(&self.k_w));
-        qk_norm_rope::launch_pairing(
+        qk_norm_rope::launch(
             d,
             None,
             self.tokens,
@@ -472,7 +467,7 @@ impl<T: Elem> QkCase<T> {
             &kw,
             self.h,
             Self::EPS,
-            pairing,
+            neox,
         )
         .unwrap();
         qkv.to_vec().unwrap()

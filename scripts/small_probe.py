@@ -1,0 +1,63 @@
+"""Triton's kernels of the three small anchor shapes where fuse trails on the H100 (add_mul 1M
+f32, softmax 1024x512 f32, LayerNorm 4096x1024 f32), as triton_anchor.py writes and launches them,
+each launched 30 times after an L2 flush: for `ncu` to read their device times and launch facts
+beside fuse's (scripts/gpu_session15.sh `ncu_small`)."""
+import torch, triton, triton.language as tl
+
+dev = "cuda"
+flush = torch.empty(64 << 20, dtype=torch.float32, device=dev)
+
+
+@triton.jit
+def add_mul_k(x, y, z, o, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    xv = tl.load(x + offs, mask=m); yv = tl.load(y + offs, mask=m); zv = tl.load(z + offs, mask=m)
+    tl.store(o + offs, (xv + yv) * zv, mask=m)
+
+
+@triton.jit
+def softmax_k(out, inp, in_stride, out_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = offs < n_cols
+    x = tl.load(inp + row * in_stride + offs, mask=m, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    y = num / tl.sum(num, axis=0)
+    tl.store(out + row * out_stride + offs, y.to(out.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def ln_k(X, Y, W, B, stride, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < N
+    x = tl.load(X + row * stride + cols, mask=m, other=0.).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    xc = tl.where(m, x - mean, 0.)
+    var = tl.sum(xc * xc, axis=0) / N
+    rstd = 1 / tl.sqrt(var + eps)
+    w = tl.load(W + cols, mask=m); b = tl.load(B + cols, mask=m)
+    y = xc * rstd * w + b
+    tl.store(Y + row * stride + cols, y.to(Y.dtype.element_ty), mask=m)
+
+
+def reps(fn, k=30):
+    for _ in range(k):
+        flush.zero_()
+        fn()
+    torch.cuda.synchronize()
+
+
+n = 1 << 20
+x, y, z = (torch.randn(n, device=dev) for _ in range(3))
+o = torch.empty_like(x)
+reps(lambda: add_mul_k[(n // 1024,)](x, y, z, o, n, BLOCK=1024))
+xs = torch.randn(1024, 512, device=dev); os_ = torch.empty_like(xs)
+reps(lambda: softmax_k[(1024,)](os_, xs, 512, 512, 512, BLOCK=512, num_warps=4))
+xl = torch.randn(4096, 1024, device=dev); yl = torch.empty_like(xl)
+w = torch.rand(1024, device=dev); b = torch.randn(1024, device=dev)
+reps(lambda: ln_k[(4096,)](xl, yl, w, b, 1024, 1024, 1e-5, BLOCK=1024, num_warps=4))
+print("small_probe done")
