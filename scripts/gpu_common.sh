@@ -31,3 +31,11 @@ sanitize_dot() { # gpu_dot's test $1 under memcheck, racecheck and synccheck
         run ${tool}_dot timeout ${T:-150} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_dot $1 --test-threads=1
     done
 }
+rows_bench() { # issue 14's rows alone, beside the same-bytes copy (bench-anchors, $L/rows.log)
+    T=300 bench rows .gpu/bench-anchors FUSE_BENCH_ONLY=65536x128,16384x256,cross_entropy,qk_norm,add_ FUSE_BENCH_WITH_COPY=1
+    grep -E "fuse|copy" $L/rows.log | head -70
+}
+peers_rows() { # Triton, torch eager and torch.compile on issue 14's rows (scripts/peers_v2.py; $PEERS selects patterns)
+    (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/scripts/peers_v2.py ${PEERS:-}) >$L/peers_v2.log 2>&1; echo "peers_v2 rc $?"
+    cp -f $O/*.json $L/ 2>/dev/null; grep -E "^(ok|best|FAILED)" $L/peers_v2.log | tail -60
+}

@@ -49,12 +49,8 @@ for mode in "$@"; do
         grep -E "fuse|copy" $L/fuse_anchors.log | head -80
         (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
         cp -f $O/*.json $L/ 2>/dev/null ;;
-    rows) # issue 14's rows alone, beside the same-bytes copy
-        T=300 bench rows .gpu/bench-anchors FUSE_BENCH_ONLY=65536x128,16384x256,cross_entropy,qk_norm,add_ FUSE_BENCH_WITH_COPY=1
-        grep -E "fuse|copy" $L/rows.log | head -60 ;;
-    peers_rows) # Triton, torch eager and torch.compile on issue 14's rows (scripts/peers_v2.py)
-        (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/scripts/peers_v2.py ${PEERS:-}) >$L/peers_v2.log 2>&1; echo "peers_v2 rc $?"
-        cp -f $O/*.json $L/ 2>/dev/null; grep -E "^(ok|best|FAILED)" $L/peers_v2.log | tail -60 ;;
+    rows) rows_bench ;;
+    peers_rows) peers_rows ;;
     lnsweep) # the narrow-row LayerNorm and softmax at every rows tile x warps (FUSE_ROWS_TILE, FUSE_BENCH_WARPS)
         for tile in 1024 2048 4096 8192; do for w in 1 2 4 8; do
             T=60 bench sweep_t${tile}_w$w .gpu/bench-anchors FUSE_BENCH_ONLY=${SWEEP_ONLY:-layernorm/65536x128,layernorm/16384x256,softmax/65536x128,softmax/16384x256} FUSE_ROWS_TILE=$tile FUSE_BENCH_WARPS=$w >/dev/null

@@ -15,12 +15,8 @@ for mode in "$@"; do
                 run ${tool}_$t timeout ${T:-240} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_examples $t --test-threads=1
             done
         done ;;
-    rows) # issue 14's rows alone, beside the same-bytes copy
-        T=300 bench rows .gpu/bench-anchors FUSE_BENCH_ONLY=65536x128,16384x256,cross_entropy,qk_norm,add_ FUSE_BENCH_WITH_COPY=1
-        grep -E "fuse|copy" $L/rows.log | head -70 ;;
-    peers_rows) # Triton, torch eager and torch.compile on issue 14's rows (scripts/peers_v2.py)
-        (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/scripts/peers_v2.py ${PEERS:-}) >$L/peers_v2.log 2>&1; echo "peers_v2 rc $?"
-        cp -f $O/*.json $L/ 2>/dev/null; grep -E "^(ok|best|FAILED)" $L/peers_v2.log | tail -60 ;;
+    rows) rows_bench ;;
+    peers_rows) peers_rows ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors
         T=500 bench fuse_anchors .gpu/bench-anchors
         (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
@@ -31,7 +27,7 @@ for mode in "$@"; do
             grep -E " fuse " $L/ab_${w}_$round.log | grep -v "1 row" | sed "s/^/round $round warps $w: /"
         done; done ;;
     ncu_small) # device time and launch facts of fuse's and Triton's kernels at the small anchor shapes, and their SASS
-        NCU="ncu --clock-control none --kernel-name regex:^(add_mul|softmax|ln_k|layernorm) --launch-count 24 --csv --metrics gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,launch__occupancy_limit_registers,launch__shared_mem_per_block_static,sm__warps_active.avg.pct_of_peak_sustained_active,dram__bytes.sum,smsp__inst_executed.sum"
+        NCU="ncu --clock-control none --kernel-name regex:^(add_mul|softmax|ln_|layernorm) --launch-count 24 --csv --metrics gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,launch__occupancy_limit_registers,launch__shared_mem_per_block_static,sm__warps_active.avg.pct_of_peak_sustained_active,dram__bytes.sum,smsp__inst_executed.sum"
         run ncu_fuse timeout 200 env FUSE_BENCH_ONLY=add_mul/1048576/float32,softmax/1024x512/float32,layernorm/4096x1024/float32 FUSE_BENCH_JSON=/dev/null $NCU .gpu/bench-anchors
         run ncu_triton timeout 200 $NCU python scripts/small_probe.py
         for f in $(grep -l "add_mul\|softmax\|layernorm" $FUSE_CACHE_DIR/* 2>/dev/null | head -20); do echo "== $f"; cuobjdump -sass $f 2>&1 | grep -E "Function|^\s+/\*[0-9a-f]{4}\*/" ; done >$L/sass_fuse.txt 2>&1
