@@ -270,21 +270,24 @@ impl Ctx<'_> {
         }
         self.w.reopen("} else {");
         let init = self.other_or_zero(a, other, "fuse_b + fuse_v");
-        self.w.unrolled(
-            "fuse_v",
-            &format!("FUSE_VEC{k}"),
-            pack(a.elem, "fuse_wd", "(fuse_b + fuse_v)", &init),
-        );
+        let slot = self.word_slot(a, "(fuse_b + fuse_v)");
+        self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), pack(a.elem, "fuse_wd", &slot, &init));
         self.w.close();
         self.w.close();
-        let lane = match self.facts.get(a.offset) {
-            Fact::ChunkXor(_, _, x) => format!("(fuse_i ^ {x})"),
-            _ => "fuse_i".to_string(),
-        };
-        let v = unpack(a.elem, "fuse_wd", &lane);
+        let v = unpack(a.elem, "fuse_wd", &self.word_slot(a, "fuse_i"));
         let v = ctype::convert(&v, a.elem, to, &mut self.needs);
         self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{d}[fuse_i] = {v};"));
         self.w.close();
+    }
+
+    /// Where lane `i`'s element sits in the words a vector load fills: memory order, so for
+    /// offsets permuted by `^ x` ([`Fact::ChunkXor`]) at `i ^ x`; the per-lane and `other` paths
+    /// put each lane's value there too, so one unpacking serves every path.
+    fn word_slot(&self, a: &Access, i: &str) -> String {
+        match self.facts.get(a.offset) {
+            Fact::ChunkXor(_, _, x) => format!("({i} ^ {x})"),
+            _ => i.to_string(),
+        }
     }
 
     /// The first offset of the run of consecutive offsets that the chunk at slot `b` covers: its
@@ -313,7 +316,8 @@ impl Ctx<'_> {
         self.w.line(format!("{} fuse_x = {init};", c_type(a.elem)));
         let read = self.read(a, "fuse_o");
         self.checked_lane(a, "fuse_i", Some(ok), &format!("fuse_x = {read};"));
-        self.w.line(pack(a.elem, "fuse_wd", "fuse_i", "fuse_x"));
+        let slot = self.word_slot(a, "fuse_i");
+        self.w.line(pack(a.elem, "fuse_wd", &slot, "fuse_x"));
         self.w.close();
     }
 
