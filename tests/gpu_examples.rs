@@ -422,6 +422,54 @@ fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit(g: &Device) {
     println!("rem gather: {cases} cases bit-identical on GPU and CPU");
 }
 
+/// Lane `c` reads `src[row + (c ^ 1)]` and `src[row + (c ^ 3)]`: XOR-permuted offsets, one vector
+/// read a chunk with the lanes swapped in registers, under a limit that cuts chunks.
+#[fuse::fused_kernel]
+pub fn xor_gather<T: Float, const N: usize>(src: *const T, limit: *const i32, out1: *mut T, out3: *mut T) {
+    let c = arange(0, N);
+    let row = program_id(0) * N;
+    let lim = load(limit);
+    store(out1 + row + c, load(src + row + (c ^ 1), c < lim, -1.0));
+    store(out3 + row + c, load(src + row + (c ^ 3), c < lim, -1.0));
+}
+
+/// [`xor_gather`] on the GPU against its definition and the CPU interpreter, bit for bit, in f32
+/// and f16 (chunks of 4 and 8 lanes at 1024 lanes and 4 warps), limits on and off chunk edges.
+fn xor_gathers_match_cpu_bit_for_bit(g: &Device) {
+    fn case<T: Elem>(g: &Device, rng: &mut Rng) {
+        let (n, grid) = (1024usize, 3usize);
+        let src = T::from_f32s(&rng.vec(n * grid, 4.0));
+        for lim in [0i32, 5, 8, 13, 512, 1021, 1024] {
+            let mut got = Vec::new();
+            for d in [g, &Device::cpu()] {
+                let (sb, lb) = (d.upload(&src).unwrap(), d.upload(&[lim]).unwrap());
+                let mut o1 = d.upload(&vec![T::NAN; n * grid]).unwrap();
+                let mut o3 = d.upload(&vec![T::NAN; n * grid]).unwrap();
+                let cfg = fuse::LaunchConfig::new(grid as u32).num_warps(4);
+                xor_gather::launch::<T, 1024>(d, cfg, &sb, &lb, &mut o1, &mut o3).unwrap();
+                got.push((T::to_f64s(&o1.to_vec().unwrap()), T::to_f64s(&o3.to_vec().unwrap())));
+            }
+            let src = T::to_f64s(&src);
+            for (x, gpu, cpu) in [(1usize, &got[0].0, &got[1].0), (3, &got[0].1, &got[1].1)] {
+                for i in 0..n * grid {
+                    let (p, c) = (i / n, i % n);
+                    let want = if (c as i32) < lim { src[p * n + (c ^ x)] } else { -1.0 };
+                    assert!(
+                        gpu[i] == want && cpu[i] == want,
+                        "xor_gather {} XOR {x} limit {lim} program {p} lane {c}: gpu {} cpu {} want {want}",
+                        T::NAME,
+                        gpu[i],
+                        cpu[i]
+                    );
+                }
+            }
+        }
+    }
+    let mut rng = Rng::fresh("xor gather gpu");
+    case::<f32>(g, &mut rng);
+    case::<f16>(g, &mut rng);
+}
+
 /// softmax_rows and layernorm_rows on the GPU against float64 and the CPU interpreter: ragged
 /// shapes and the narrow bench widths, every element type.
 fn rows_kernels_on_gpu_match_float64_and_cpu(g: &Device) {
@@ -629,6 +677,7 @@ fn main() {
             "chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit",
             chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit,
         ),
+        ("xor_gathers_match_cpu_bit_for_bit", xor_gathers_match_cpu_bit_for_bit),
         ("rows_kernels_on_gpu_match_float64_and_cpu", rows_kernels_on_gpu_match_float64_and_cpu),
         ("qk_norm_rope_on_gpu_matches_float64_and_cpu", qk_norm_rope_on_gpu_matches_float64_and_cpu),
         ("cross_entropy_on_gpu_matches_float64_and_cpu", cross_entropy_on_gpu_matches_float64_and_cpu),
