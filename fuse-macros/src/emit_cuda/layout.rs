@@ -279,7 +279,10 @@ impl Layout {
                     out.push(format!("#define FUSE_{m}{k} FUSE_{m}{p}"));
                 }
                 out.push(format!("#define FUSE_OK{k}(j) FUSE_OK{p}(j)"));
-                out.push(format!("#define FUSE_IDX{k}(i) (FUSE_IDX{p}(i) % ({c}))"));
+                // Unsigned (indices are never negative): a power-of-two modulus is then a mask,
+                // so chunks that hold the same columns compute the same index and their loads of
+                // a broadcast row (LayerNorm's weight) merge into one.
+                out.push(format!("#define FUSE_IDX{k}(i) ((int)((unsigned int)FUSE_IDX{p}(i) % (unsigned int)({c})))"));
                 continue;
             }
             out.push(format!(
@@ -294,7 +297,7 @@ impl Layout {
             out.push(format!("#define FUSE_OK{k}(j) FUSE_OK{p}(j)"));
             out.push("// the row of parent chunk i".to_string());
             out.push(format!(
-                "#define FUSE_IDX{k}(i) ((((i) * FUSE_THREADS + fuse_tid) * FUSE_VEC{p}) / ({c}))"
+                "#define FUSE_IDX{k}(i) ((int)((unsigned int)(((i) * FUSE_THREADS + fuse_tid) * FUSE_VEC{p}) / (unsigned int)({c})))"
             ));
             out.push("// how many consecutive threads hold one row".to_string());
             out.push(format!("#define FUSE_G{k} (({c}) / FUSE_VEC{p})"));
