@@ -3,12 +3,18 @@
 # Usage: bash scripts/gpu_session15.sh MODE ...   (modes below; logs and JSON under $OUT)
 # Staging here: bash scripts/stage.sh -p fuse --test gpu_examples --bench anchors;
 #   cp ../shared/anchors/*.py .gpu/   (carry [".gpu"])
+# Next session's first call (the unsigned layout-index change of commit 5ef0847 has not run on a
+# GPU): stage gpu_examples, gpu_dot and anchors, then `bash scripts/gpu_session15.sh verify anchors
+# peers_rows` (correctness first, then the anchors and rows beside their peers in one call).
 source scripts/gpu_common.sh
 session_start
 for mode in "$@"; do
     case $mode in
     examples)
         run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4 ;;
+    verify) # every example and the tensor-core tests whose kernels use row/column layouts (one config each)
+        run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4
+        run gpu_dot_some timeout ${T:-300} env FUSE_TEST_CONFIGS=4 .gpu/test-gpu_dot matmul_f16_bf16_f32 matmul_example pipelined_k_loops warpgroup_blocks k_major_b_operands --test-threads=4 ;;
     sanitize_ex) # the example kernels new since the last sanitizer run (split/join, prefetch) under memcheck and racecheck
         for t in qk_norm_rope_on_gpu cross_entropy_on_gpu rows_kernels_on_gpu; do
             for tool in memcheck racecheck; do
