@@ -14,7 +14,9 @@ for mode in "$@"; do
         run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4 ;;
     verify) # every example and the tensor-core tests whose kernels use row/column layouts (one config each)
         run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4
-        run gpu_dot_some timeout ${T:-300} env FUSE_TEST_CONFIGS=4 .gpu/test-gpu_dot matmul_f16_bf16_f32 matmul_example pipelined_k_loops warpgroup_blocks k_major_b_operands --test-threads=4 ;;
+        for t in matmul_f16_bf16_f32 matmul_example pipelined_k_loops warpgroup_blocks k_major_b_operands; do
+            run dot_$t timeout ${T:-200} env FUSE_TEST_CONFIGS=4 .gpu/test-gpu_dot $t --exact --test-threads=4
+        done ;;
     sanitize_ex) # the example kernels new since the last sanitizer run (split/join, prefetch) under memcheck and racecheck
         for t in qk_norm_rope_on_gpu cross_entropy_on_gpu rows_kernels_on_gpu; do
             for tool in memcheck racecheck; do
