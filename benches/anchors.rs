@@ -221,8 +221,7 @@ impl Bench {
         mut f: impl FnMut() -> Result<()>,
     ) {
         let copy_too = with_copy() && warps_override().is_none() && imp == "fuse copy (d2d)";
-        let swept =
-            imp == "fuse" || imp == "fuse rand16" || imp.starts_with("fuse tune");
+        let swept = imp == "fuse" || imp == "fuse rand16" || imp.starts_with("fuse tune");
         if (warps_override().is_some() || only().is_some()) && !swept && !copy_too {
             return;
         }
@@ -565,11 +564,9 @@ fn run() -> Result<()> {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or_else(|| qk_norm_rope::heads_per_program(h));
-            use qk_norm_rope::Pairing;
-            let runs = [("qk_norm_rope_neox", "fuse", Pairing::Neox), ("qk_norm_rope_gptj", "fuse", Pairing::Gptj)];
-            for (pattern, imp, pairing) in runs {
-                b.time(pattern, &shape, $dt, imp, bytes, || {
-                    qk_norm_rope::launch_pairing(
+            for (pattern, neox) in [("qk_norm_rope_neox", true), ("qk_norm_rope_gptj", false)] {
+                b.time(pattern, &shape, $dt, "fuse", bytes, || {
+                    qk_norm_rope::launch(
                         &d,
                         warps_override(),
                         tokens,
@@ -581,7 +578,7 @@ fn run() -> Result<()> {
                         &k_w,
                         h,
                         1e-6,
-                        pairing,
+                        neox,
                     )
                 });
                 let src = d.zeros::<$T>(bytes / (2 * es))?;

@@ -192,7 +192,8 @@ fn xor_runs() {
                 let bufs = vec![Buf::F32(src.clone()), Buf::I32(vec![lim]), poison(), poison()];
                 let case = format!("xor_gather N={n} {w} warps limit {lim}");
                 let seed = 3 * n as u64 + u64::from(w);
-                let got = emulated_and_interpreted(&xor_gather::SPEC, (n, w, grid), bufs, seed, [2, 3], &case);
+                let got =
+                    emulated_and_interpreted(&xor_gather::SPEC, (n, w, grid), bufs, seed, [2, 3], &case);
                 for ((emu, cpu), x) in got.iter().zip([1usize, 3]) {
                     for p in 0..grid as usize {
                         for c in 0..n {

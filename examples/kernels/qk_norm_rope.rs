@@ -58,11 +58,8 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
     let x2 = load(base + lo + half, mask, 0.0);
     let rstd = rsqrt((x1 * x1 + x2 * x2).sum(1) * inv_dim + eps).expand_dims(1);
     let w1 = where_(is_q, load(q_w + j, j_ok).expand_dims(0), load(k_w + j, j_ok).expand_dims(0));
-    let w2 = where_(
-        is_q,
-        load(q_w + half + j, j_ok).expand_dims(0),
-        load(k_w + half + j, j_ok).expand_dims(0),
-    );
+    let w2 =
+        where_(is_q, load(q_w + half + j, j_ok).expand_dims(0), load(k_w + half + j, j_ok).expand_dims(0));
     let cos = load(row + j, j_ok).expand_dims(0);
     let sin = load(row + half + j, j_ok).expand_dims(0);
     let a = x1 * rstd * w1;
@@ -76,7 +73,7 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
 /// is `(x1[i], x2[i])`), the rotated halves joined back for one contiguous store; `split` and
 /// `join` stay in registers (the half tiles' vectors are half as wide as the whole's). The
 /// weights' even and odd entries are read with a stride of 2 (two rows of the cache lines, hit in
-/// L1). Launch with [`launch_pairing`] and [`Pairing::Gptj`].
+/// L1). Launch with [`launch`] and `neox` false.
 #[fused_kernel]
 pub fn qk_norm_rope_gptj<T: Float, const HEADS: usize, const HALF: usize>(
     qkv: *mut T,
@@ -182,31 +179,23 @@ pub fn heads_per_program(h: Heads) -> usize {
     (1024 / h.dim.next_power_of_two()).clamp(1, (h.q + h.k).next_power_of_two())
 }
 
-/// Which kernel and rotation pairing [`launch_pairing`] runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pairing {
-    /// [`qk_norm_rope`]: column `i` with `i + head_dim / 2`.
-    Neox,
-    /// [`qk_norm_rope_gptj`]: column `2i` with `2i + 1`, by `split` and `join`.
-    Gptj,
-}
-
-impl Pairing {
-    /// The warps a launch takes when it names none: 2 for [`qk_norm_rope`] (on an H100,
-    /// 2026-11-24, 8192x48x128 with 8 heads per program took 0.068 / 0.069 / 0.075 ms (NeoX f16)
-    /// at 2 / 4 / 8 warps; 16 heads were slower), 4 for [`qk_norm_rope_gptj`] (Triton's best for
-    /// its split kernel with 8 heads of 128 on the H200, where fuse's took 0.0556-0.0560 ms at 4
-    /// warps, session 15).
-    pub fn default_warps(self) -> u32 {
-        match self {
-            Pairing::Neox => 2,
-            Pairing::Gptj => 4,
-        }
+/// The warps a launch takes when it names none: 2 for NeoX ([`qk_norm_rope`]; on an H100,
+/// 2026-11-24, 8192x48x128 with 8 heads per program took 0.068 / 0.069 / 0.075 ms (f16) at 2 / 4
+/// / 8 warps; 16 heads were slower), 4 for GPT-J ([`qk_norm_rope_gptj`]; Triton's best for its
+/// split kernel with 8 heads of 128 on the H200, where fuse's took 0.0556-0.0560 ms at 4 warps,
+/// session 15).
+pub fn default_warps(neox: bool) -> u32 {
+    if neox {
+        2
+    } else {
+        4
     }
 }
 
-/// Launches over `tokens` tokens of `qkv`: [`launch_pairing`] with [`Pairing::Neox`] if `neox`,
-/// else [`Pairing::Gptj`].
+/// Launches [`qk_norm_rope`] (`neox`) or [`qk_norm_rope_gptj`] over `tokens` tokens of `qkv`
+/// with `heads` heads per program (a power of two up to 64) and the tile width the head width
+/// rounds up to (64, 128 or 256; `HALF` is half of it), with `warps` warps ([`default_warps`] if
+/// `None`).
 #[allow(clippy::too_many_arguments)]
 pub fn launch<T: fuse::Float>(
     device: &fuse::Device,
@@ -222,28 +211,6 @@ pub fn launch<T: fuse::Float>(
     eps: f32,
     neox: bool,
 ) -> fuse::Result<()> {
-    let pairing = if neox { Pairing::Neox } else { Pairing::Gptj };
-    launch_pairing(device, warps, tokens, heads, qkv, positions, cos_sin, q_w, k_w, h, eps, pairing)
-}
-
-/// Launches the kernel of `pairing` over `tokens` tokens of `qkv` with `heads` heads per program
-/// (a power of two up to 64) and the tile width the head width rounds up to (64, 128 or 256;
-/// `HALF` is half of it), with `warps` warps ([`Pairing::default_warps`] if `None`).
-#[allow(clippy::too_many_arguments)]
-pub fn launch_pairing<T: fuse::Float>(
-    device: &fuse::Device,
-    warps: Option<u32>,
-    tokens: usize,
-    heads: usize,
-    qkv: &mut fuse::Buffer<T>,
-    positions: &fuse::Buffer<i64>,
-    cos_sin: &fuse::Buffer<T>,
-    q_w: &fuse::Buffer<T>,
-    k_w: &fuse::Buffer<T>,
-    h: Heads,
-    eps: f32,
-    pairing: Pairing,
-) -> fuse::Result<()> {
     let too_big =
         |what: &str| fuse::Error::InvalidLaunch(format!("qk_norm_rope: {what} does not fit an i32"));
     let n = |v: usize, what: &str| i32::try_from(v).map_err(|_| too_big(what));
@@ -251,17 +218,18 @@ pub fn launch_pairing<T: fuse::Float>(
         u32::try_from(tokens).map_err(|_| too_big("tokens"))?,
         u32::try_from((h.q + h.k).div_ceil(heads.max(1))).map_err(|_| too_big("heads"))?,
     ));
-    let grid = grid.num_warps(warps.unwrap_or(pairing.default_warps()));
+    let grid = grid.num_warps(warps.unwrap_or(default_warps(neox)));
     let (nq, nk, nv, dim) = (n(h.q, "n_q")?, n(h.k, "n_k")?, n(h.v, "n_v")?, n(h.dim, "head_dim")?);
     macro_rules! go {
         ($H:literal, $HALF:literal) => {
-            match pairing {
-                Pairing::Gptj => qk_norm_rope_gptj::launch::<T, $H, $HALF>(
+            if neox {
+                qk_norm_rope::launch::<T, $H, $HALF>(
                     device, grid, qkv, positions, cos_sin, q_w, k_w, nq, nk, nv, dim, eps,
-                ),
-                Pairing::Neox => qk_norm_rope::launch::<T, $H, $HALF>(
+                )
+            } else {
+                qk_norm_rope_gptj::launch::<T, $H, $HALF>(
                     device, grid, qkv, positions, cos_sin, q_w, k_w, nq, nk, nv, dim, eps,
-                ),
+                )
             }
         };
     }

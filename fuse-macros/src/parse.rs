@@ -557,14 +557,12 @@ impl Parser<'_> {
     }
 
     fn local(&mut self, local: &syn::Local) -> Option<Stmt> {
-        let sp = Sp::of(local);
         if let syn::Pat::Tuple(t) = &local.pat {
             return self.local_pair(local, t);
         }
+        let plain = plain_name(&local.pat);
         let (name, mutable) = match &local.pat {
-            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-                (pi.ident.clone(), pi.mutability.is_some())
-            }
+            _ if plain.is_some() => plain?,
             syn::Pat::Type(pt) => {
                 self.unsupported_help(
                     &pt.ty,
@@ -581,37 +579,31 @@ impl Parser<'_> {
                 return None;
             }
         };
-        let init = match &local.init {
-            None => {
-                self.diags.error_help(
-                    sp,
-                    format!("`let {name}` needs an initial value"),
-                    format!("write `let {name} = ...;`"),
-                );
-                Expr { kind: ExprKind::Error, sp }
-            }
-            Some(init) => {
-                if let Some((_, diverge)) = &init.diverge {
-                    self.unsupported(diverge, "`let ... else`");
-                }
-                self.expr(&init.expr)
-            }
-        };
+        let init = self.let_init(local, &format!("let {name}"), &format!("let {name} = ...;"));
         Some(Stmt::Let { name, mutable, init })
+    }
+
+    /// The initial value of a `let` (an error expression, reported, if it has none; `let ...
+    /// else` reported as unsupported).
+    fn let_init(&mut self, local: &syn::Local, what: &str, example: &str) -> Expr {
+        let sp = Sp::of(local);
+        let Some(init) = &local.init else {
+            self.diags.error_help(
+                sp,
+                format!("`{what}` needs an initial value"),
+                format!("write `{example}`"),
+            );
+            return Expr { kind: ExprKind::Error, sp };
+        };
+        if let Some((_, diverge)) = &init.diverge {
+            self.unsupported(diverge, "`let ... else`");
+        }
+        self.expr(&init.expr)
     }
 
     /// `let (a, b) = init;` (the checker takes it for `split` alone).
     fn local_pair(&mut self, local: &syn::Local, t: &syn::PatTuple) -> Option<Stmt> {
-        let names: Vec<(Ident, bool)> = t
-            .elems
-            .iter()
-            .filter_map(|p| match p {
-                syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-                    Some((pi.ident.clone(), pi.mutability.is_some()))
-                }
-                _ => None,
-            })
-            .collect();
+        let names: Vec<(Ident, bool)> = t.elems.iter().filter_map(plain_name).collect();
         let pair = <[(Ident, bool); 2]>::try_from(names).ok().filter(|_| t.elems.len() == 2);
         let Some([a, b]) = pair else {
             self.unsupported_help(
@@ -621,18 +613,8 @@ impl Parser<'_> {
             );
             return None;
         };
-        let Some(init) = &local.init else {
-            self.diags.error_help(
-                Sp::of(local),
-                "`let (..)` needs an initial value",
-                "write `let (even, odd) = split(x);`",
-            );
-            return None;
-        };
-        if let Some((_, diverge)) = &init.diverge {
-            self.unsupported(diverge, "`let ... else`");
-        }
-        Some(Stmt::LetPair { names: [a, b], init: self.expr(&init.expr) })
+        let init = self.let_init(local, "let (..)", "let (even, odd) = split(x);");
+        Some(Stmt::LetPair { names: [a, b], init })
     }
 
     fn expr_stmt(&mut self, e: &syn::Expr, semi: bool) -> Option<Stmt> {
@@ -1232,6 +1214,16 @@ fn compound_op(op: &syn::BinOp) -> Option<BinaryOp> {
         syn::BinOp::BitAndAssign(_) => Some(BinaryOp::And),
         syn::BinOp::BitOrAssign(_) => Some(BinaryOp::Or),
         syn::BinOp::BitXorAssign(_) => Some(BinaryOp::Xor),
+        _ => None,
+    }
+}
+
+/// `name` or `mut name` (no `ref`, no `@` subpattern): the name and whether it is `mut`.
+fn plain_name(p: &syn::Pat) -> Option<(Ident, bool)> {
+    match p {
+        syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+            Some((pi.ident.clone(), pi.mutability.is_some()))
+        }
         _ => None,
     }
 }

@@ -282,7 +282,9 @@ impl Layout {
                 // Unsigned (indices are never negative): a power-of-two modulus is then a mask,
                 // so chunks that hold the same columns compute the same index and their loads of
                 // a broadcast row (LayerNorm's weight) merge into one.
-                out.push(format!("#define FUSE_IDX{k}(i) ((int)((unsigned int)FUSE_IDX{p}(i) % (unsigned int)({c})))"));
+                out.push(format!(
+                    "#define FUSE_IDX{k}(i) ((int)((unsigned int)FUSE_IDX{p}(i) % (unsigned int)({c})))"
+                ));
                 continue;
             }
             out.push(format!(

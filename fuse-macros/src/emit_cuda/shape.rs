@@ -101,23 +101,14 @@ impl Ctx<'_> {
         let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
         let what = format!("{d} = split({s}, {half})");
         let registers = self.paired_chunks(kd, ks);
-        if let Some(cond) = &registers {
-            self.w.line(format!("#if {cond}"));
-            self.w.line(format!(
-                "// {what}: the {} lanes of each chunk, in its thread",
-                ["even", "odd"][usize::from(half)]
-            ));
-            self.w.unrolled(
+        self.in_registers_or(registers, |me| {
+            me.w.line(format!("// {what}: the {} lanes of each chunk, in its thread", ["even", "odd"][usize::from(half)]));
+            me.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{kd}"),
                 format!("{d}[fuse_i] = {s}[(fuse_i / FUSE_VEC{kd}) * FUSE_VEC{ks} + 2 * (fuse_i % FUSE_VEC{kd}) + {half}];"),
             );
-            self.w.line("#else");
-        }
-        self.gather(dst, src, &format!("2 * fuse_f + {half}"), &what);
-        if registers.is_some() {
-            self.w.line("#endif");
-        }
+        }, |me| me.gather(dst, src, &format!("2 * fuse_f + {half}"), &what));
     }
 
     /// `dst = join(even, odd)`: lane `2 f` is `even`'s lane `f`, lane `2 f + 1` is `odd`'s. A
@@ -127,31 +118,42 @@ impl Ctx<'_> {
         let (d, e, o) = (self.name(dst).to_string(), self.name(even).to_string(), self.name(odd).to_string());
         let what = format!("{d} = join({e}, {o})");
         let registers = if self.tile(odd) == Some(kh) { self.paired_chunks(kh, kd) } else { None };
-        if let Some(cond) = &registers {
-            self.w.line(format!("#if {cond}"));
-            self.w.line(format!("// {what}: each chunk from the same chunk of both, in its thread"));
+        self.in_registers_or(registers, |me| {
+            me.w.line(format!("// {what}: each chunk from the same chunk of both, in its thread"));
             let at = format!("(fuse_i / FUSE_VEC{kd}) * FUSE_VEC{kh} + (fuse_i % FUSE_VEC{kd}) / 2");
-            self.w.unrolled(
+            me.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{kd}"),
                 format!("{d}[fuse_i] = (fuse_i % 2 == 0) ? {e}[{at}] : {o}[{at}];"),
             );
-            self.w.line("#else");
-        }
-        let t = c_type(self.dtype(dst));
-        for (h, src) in [(0, even), (1, odd)] {
-            self.scratch_in(src, &format!("{what}, the {} lanes", ["even", "odd"][h]));
-            self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{kd}"));
-            self.w.line(format!("const int fuse_f = FUSE_IDX{kd}(fuse_i);"));
-            self.w.line(format!(
-                "if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd}) && fuse_f % 2 == {h}) {d}[fuse_i] = (({t}*)fuse_xs)[fuse_f / 2];"
-            ));
-            self.w.close();
-            self.scratch_out();
-        }
-        if registers.is_some() {
-            self.w.line("#endif");
-        }
+        }, |me| {
+            let t = c_type(me.dtype(dst));
+            for (h, src) in [(0, even), (1, odd)] {
+                me.scratch_in(src, &format!("{what}, the {} lanes", ["even", "odd"][h]));
+                me.w.open_unrolled("fuse_i", &format!("FUSE_EPT{kd}"));
+                me.w.line(format!("const int fuse_f = FUSE_IDX{kd}(fuse_i);"));
+                me.w.line(format!(
+                    "if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd}) && fuse_f % 2 == {h}) {d}[fuse_i] = (({t}*)fuse_xs)[fuse_f / 2];"
+                ));
+                me.w.close();
+                me.scratch_out();
+            }
+        });
+    }
+
+    /// `registers` under its preprocessor condition, if there is one, `else` `scratch`.
+    fn in_registers_or(
+        &mut self,
+        cond: Option<String>,
+        registers: impl FnOnce(&mut Self),
+        scratch: impl FnOnce(&mut Self),
+    ) {
+        let Some(cond) = cond else { return scratch(self) };
+        self.w.pp(format!("#if {cond}"));
+        registers(self);
+        self.w.pp("#else");
+        scratch(self);
+        self.w.pp("#endif");
     }
 
     /// The preprocessor condition under which the tile of layout `half` (half as many lanes)
