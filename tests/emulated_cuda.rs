@@ -28,18 +28,6 @@ pub fn half_gather<const N: usize>(src: *const f32, limit: *const i32, out: *mut
     store(out + row + c, load(src + row + c / 2, c < lim, -1.0));
 }
 
-/// Lane `c` of each program's row reads `src[row + (c ^ 1)]` and `src[row + (c ^ 3)]` (offsets
-/// permuted within each vector chunk, `affine::Fact::ChunkXor`: one vector read, lanes swapped
-/// in registers); lanes at or past `limit[0]` read `other`.
-#[fused_kernel]
-pub fn xor_gather<const N: usize>(src: *const f32, limit: *const i32, out1: *mut f32, out3: *mut f32) {
-    let c = arange(0, N);
-    let row = program_id(0) * N;
-    let lim = load(limit);
-    store(out1 + row + c, load(src + row + (c ^ 1), c < lim, -1.0));
-    store(out3 + row + c, load(src + row + (c ^ 3), c < lim, -1.0));
-}
-
 /// Lanes `[lo, hi)` of each program's row copied (plus 0.5) under a mask that is rarely whole on
 /// a vector chunk, and the masked load's result stored unmasked beside it: every chunk of the
 /// thread is a vector, off or partial, and only the partial ones go lane by lane.
@@ -179,7 +167,7 @@ fn half_runs() {
     }
 }
 
-/// [`xor_gather`] emulated against its definition and the CPU interpreter, over tile widths
+/// [`common::paths::xor_gather`] emulated against its definition and the CPU interpreter, over tile widths
 /// whose chunks are 1, 2 and 4 lanes (XOR by 3 stays inside a 4-lane chunk only) and limits that
 /// cut a chunk.
 fn xor_runs() {
@@ -192,8 +180,14 @@ fn xor_runs() {
                 let bufs = vec![Buf::F32(src.clone()), Buf::I32(vec![lim]), poison(), poison()];
                 let case = format!("xor_gather N={n} {w} warps limit {lim}");
                 let seed = 3 * n as u64 + u64::from(w);
-                let got =
-                    emulated_and_interpreted(&xor_gather::SPEC, (n, w, grid), bufs, seed, [2, 3], &case);
+                let got = emulated_and_interpreted(
+                    &common::paths::xor_gather::f32::SPEC,
+                    (n, w, grid),
+                    bufs,
+                    seed,
+                    [2, 3],
+                    &case,
+                );
                 for ((emu, cpu), x) in got.iter().zip([1usize, 3]) {
                     for p in 0..grid as usize {
                         for c in 0..n {

@@ -422,18 +422,7 @@ fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit(g: &Device) {
     println!("rem gather: {cases} cases bit-identical on GPU and CPU");
 }
 
-/// Lane `c` reads `src[row + (c ^ 1)]` and `src[row + (c ^ 3)]`: XOR-permuted offsets, one vector
-/// read a chunk with the lanes swapped in registers, under a limit that cuts chunks.
-#[fuse::fused_kernel]
-pub fn xor_gather<T: Float, const N: usize>(src: *const T, limit: *const i32, out1: *mut T, out3: *mut T) {
-    let c = arange(0, N);
-    let row = program_id(0) * N;
-    let lim = load(limit);
-    store(out1 + row + c, load(src + row + (c ^ 1), c < lim, -1.0));
-    store(out3 + row + c, load(src + row + (c ^ 3), c < lim, -1.0));
-}
-
-/// [`xor_gather`] on the GPU against its definition and the CPU interpreter, bit for bit, in f32
+/// [`paths::xor_gather`] on the GPU against its definition and the CPU interpreter, bit for bit, in f32
 /// and f16 (chunks of 4 and 8 lanes at 1024 lanes and 4 warps), limits on and off chunk edges.
 fn xor_gathers_match_cpu_bit_for_bit(g: &Device) {
     fn case<T: Elem>(g: &Device, rng: &mut Rng) {
@@ -446,7 +435,7 @@ fn xor_gathers_match_cpu_bit_for_bit(g: &Device) {
                 let mut o1 = d.upload(&vec![T::NAN; n * grid]).unwrap();
                 let mut o3 = d.upload(&vec![T::NAN; n * grid]).unwrap();
                 let cfg = fuse::LaunchConfig::new(grid as u32).num_warps(4);
-                xor_gather::launch::<T, 1024>(d, cfg, &sb, &lb, &mut o1, &mut o3).unwrap();
+                paths::xor_gather::launch::<T, 1024>(d, cfg, &sb, &lb, &mut o1, &mut o3).unwrap();
                 got.push((T::to_f64s(&o1.to_vec().unwrap()), T::to_f64s(&o3.to_vec().unwrap())));
             }
             let src = T::to_f64s(&src);

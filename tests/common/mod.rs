@@ -100,6 +100,23 @@ pub mod paths {
         store(out + offs, v, m);
         store(vals + offs, r, m);
     }
+    /// Lane `c` of each program's row reads `src[row + (c ^ 1)]` and `src[row + (c ^ 3)]`
+    /// (offsets permuted within each vector chunk, `affine::Fact::ChunkXor`: one vector read, the
+    /// lanes swapped in registers); lanes at or past `limit[0]` read `other`. Host-emulated in
+    /// tests/emulated_cuda.rs, run on the GPU in tests/gpu_examples.rs.
+    #[fused_kernel]
+    pub fn xor_gather<T: Float, const N: usize>(
+        src: *const T,
+        limit: *const i32,
+        out1: *mut T,
+        out3: *mut T,
+    ) {
+        let c = arange(0, N);
+        let row = program_id(0) * N;
+        let lim = load(limit);
+        store(out1 + row + c, load(src + row + (c ^ 1), c < lim, -1.0));
+        store(out3 + row + c, load(src + row + (c ^ 3), c < lim, -1.0));
+    }
     /// Four rows of `N` per program split into even and odd columns, rotated as RoPE pairs by the
     /// cosines and sines `cs` (`[N / 2]` each) and joined back (`out`), the pairs' squared norms
     /// summed per row (`norms`), and the program's first row with each pair swapped by a 1-D
