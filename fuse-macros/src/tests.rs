@@ -120,6 +120,15 @@ fn loads(k: &Kernel) -> Vec<LoadInfo> {
 }
 
 /// The IR invariants fuse-ir documents, checked on every kernel the tests compile.
+/// `half` is `whole` with its last dim halved: same dtype and rank, the other dims equal.
+fn assert_halves(half: &Ty, whole: &Ty) {
+    let (h, w) = (half.shape.dims(), whole.shape.dims());
+    assert_eq!(half.dtype, whole.dtype);
+    assert!(!h.is_empty() && h.len() == w.len());
+    assert_eq!(h[..h.len() - 1], w[..w.len() - 1]);
+    assert_eq!(h[h.len() - 1].log2 + 1, w[w.len() - 1].log2, "the last dim halved");
+}
+
 fn validate(k: &Kernel) {
     let mut names = HashSet::new();
     for v in &k.vars {
@@ -208,19 +217,12 @@ fn validate(k: &Kernel) {
                     }
                 }
                 Expr::Split { src, half } => {
-                    let (s, d) = (ty(*src).shape.dims(), t.shape.dims());
-                    assert_eq!(ty(*src).dtype, t.dtype);
-                    assert!(*half < 2 && !s.is_empty() && s.len() == d.len());
-                    assert_eq!(s[..s.len() - 1], d[..d.len() - 1]);
-                    assert_eq!(s[s.len() - 1].log2, d[d.len() - 1].log2 + 1, "the last dim halved");
+                    assert!(*half < 2);
+                    assert_halves(&t, &ty(*src));
                 }
                 Expr::Join(a, b) => {
-                    let (s, d) = (ty(*a).shape.dims(), t.shape.dims());
                     assert_eq!(ty(*a), ty(*b));
-                    assert_eq!(ty(*a).dtype, t.dtype);
-                    assert!(!s.is_empty() && s.len() == d.len());
-                    assert_eq!(s[..s.len() - 1], d[..d.len() - 1]);
-                    assert_eq!(s[s.len() - 1].log2 + 1, d[d.len() - 1].log2, "the last dim doubled");
+                    assert_halves(&ty(*a), &t);
                 }
                 Expr::ReduceAxis { src, axis, .. } => {
                     assert_eq!(ty(*src).shape.rank(), 2);
