@@ -215,6 +215,17 @@ impl Layout {
         }
     }
 
+    /// A preprocessor condition: a thread holds at most `n` lanes of every tile (true without
+    /// tiles).
+    pub fn lanes_at_most(&self, n: usize) -> String {
+        let each: Vec<String> = (0..self.lens.len()).map(|k| format!("FUSE_EPT{k} <= {n}")).collect();
+        if each.is_empty() {
+            "1".into()
+        } else {
+            each.join(" && ")
+        }
+    }
+
     /// The `#define`s of every tile length.
     pub fn macros(&self, const_names: &[String]) -> Vec<String> {
         let mut out = vec![

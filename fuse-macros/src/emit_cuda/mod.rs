@@ -15,7 +15,7 @@
 //! Launch-time facts the source specialises on (`FUSE_ALIGN16_<p>`, `FUSE_DIV16_<p>`) are listed
 //! in [`CudaSource::specializations`]; the source tests them with `#if` and carries a plain
 //! fallback for when they are 0.
-use fuse_ir::{DType, Kernel, ParamKind, RandWidth, Specialization, VarId};
+use fuse_ir::{DType, Kernel, ParamKind, RandWidth, Specialization, Stmt, VarId};
 
 mod affine;
 mod body;
@@ -98,14 +98,40 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     cx.kmajor_b = mma::kmajor_operands(kernel, &cx.assignments, &uses);
     cx.chunk_uniform = (0..kernel.vars.len()).map(|v| cx.chunk_uniform_cond(VarId(v as u32))).collect();
     let order = schedule::schedule(kernel, &cx.assignments);
-    cx.body(&order.prologue);
-    cx.body(&order.uniform);
-    cx.hoisted_rand_bounds(order.prologue.iter().chain(&order.uniform), &order.rest);
+    // The uniform slow-path calls: at the head where a thread holds few lanes, else where they
+    // are (schedule.rs says why).
+    let few_lanes = cx.layout.lanes_at_most(16);
+    if !order.head.is_empty() {
+        cx.w.pp(format!("#if {few_lanes}"));
+        cx.body(&order.head);
+        cx.w.pp("#endif");
+    }
+    for part in [&order.prologue, &order.uniform] {
+        cx.body_unless_late(part, &order.late, &few_lanes);
+    }
+    let uniform = order.head.iter().chain(&order.prologue).chain(&order.uniform);
+    cx.hoisted_rand_bounds(uniform, &order.rest);
     cx.body(&order.rest);
     // FUSE_INB_<k> names access k of `Kernel::accesses`: a mismatch would unguard the wrong one.
     assert_eq!(cx.accesses as usize, kernel.accesses().len(), "accesses are numbered in program order");
     assert_eq!(cx.masks_named, cx.masks.len(), "every mask's one assignment is emitted");
     cx.finish()
+}
+
+impl Ctx<'_> {
+    /// `stmts`, with each run of statements that assign a `late` var under `#if !(few_lanes)`.
+    fn body_unless_late(&mut self, stmts: &[Stmt], late: &[bool], few_lanes: &str) {
+        let is_late = |s: &Stmt| matches!(s, Stmt::Assign { dst, .. } if late[dst.0 as usize]);
+        for run in stmts.chunk_by(|a, b| is_late(a) == is_late(b)) {
+            if is_late(&run[0]) {
+                self.w.pp(format!("#if !({few_lanes})"));
+                self.body(run);
+                self.w.pp("#endif");
+            } else {
+                self.body(run);
+            }
+        }
+    }
 }
 
 /// Every module defines the dynamic shared memory symbol (0: none), so the runtime's lookup never

@@ -13,10 +13,29 @@
 //! Moving one changes no result: it is pure (no load, reduction or `rand`; integer division and
 //! casts are total in the emitted helpers), its destination is assigned nowhere else, and its
 //! operands are assigned once, before it in the new order.
-use fuse_ir::{Expr, Kernel, Stmt, VarId};
+//!
+//! A uniform scalar whose code holds such a slow-path call (a float division or square root) may
+//! go further, to the head of the kernel with the uniform scalars it reads, where nothing of the
+//! tile code is live across the call. At the end of the prologue ptxas hoists the conversions of
+//! the loaded tiles above the call, so every converted lane stays in a register across it:
+//! narrow-row LayerNorm's `1 / n`, f16 `[8, 256]` at 4 warps, 39 registers there and 32 at the
+//! head, as many as without the division. With many lanes a thread, though, the call at the end
+//! of the prologue is what keeps ptxas from hoisting the later loads over the tile math, and
+//! the head costs registers (one-row LayerNorm f16 `[8192]` at 8 warps, 32 lanes a thread: 64
+//! there, 78 at the head). So the emitter writes these statements at both places, under
+//! complementary `#if`s on the lanes a thread holds (at most 16: the head; static counts from
+//! NVRTC 13 for sm_90, `scripts/regs_probe.rs`). The price of the head is the fast path's few
+//! dependent instructions before the first load is issued.
+use fuse_ir::{BinaryOp, Expr, Kernel, Stmt, UnaryOp, VarId};
 
 /// The kernel's top-level statements in emission order.
 pub(super) struct Schedule {
+    /// The uniform scalars with a slow-path call and the uniform scalars they read, wherever
+    /// they are, in program order: emitted first where a thread holds few lanes.
+    pub head: Vec<Stmt>,
+    /// Per var: assigned by a statement of `head` that comes after the first load, so emitted
+    /// in `prologue` or `uniform` only where `head` is not.
+    pub late: Vec<bool>,
     /// In program order, up to the first statement that reads a loaded value.
     pub prologue: Vec<Stmt>,
     /// The uniform scalar statements moved up from after the prologue, in program order.
@@ -76,5 +95,70 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
             _ => rest.push(s.clone()),
         }
     }
-    Schedule { prologue, uniform, rest }
+    let in_head = head_vars(k, &once);
+    let head: Vec<Stmt> = k
+        .body
+        .iter()
+        .filter(|s| matches!(s, Stmt::Assign { dst, .. } if in_head[dst.0 as usize]))
+        .cloned()
+        .collect();
+    let first_load = k.body.iter().position(|s| matches!(s, Stmt::Assign { expr: Expr::Load { .. }, .. }));
+    let mut late = vec![false; k.vars.len()];
+    for s in &k.body[first_load.map_or(k.body.len(), |i| i + 1)..] {
+        if let Stmt::Assign { dst, .. } = s {
+            late[dst.0 as usize] = in_head[dst.0 as usize];
+        }
+    }
+    // Calls that the user wrote before the loads stay there: no head then.
+    let head = if late.contains(&true) { head } else { Vec::new() };
+    Schedule { head, late, prologue, uniform, rest }
+}
+
+/// Per var: whether it belongs to the head (see [`Schedule::head`]).
+fn head_vars(k: &Kernel, once: &dyn Fn(&VarId) -> bool) -> Vec<bool> {
+    // Top-level scalars assigned once from parameters, const generics, program ids and literals
+    // through pure arithmetic: the same in every lane, computable anywhere before their use.
+    let mut uniform = vec![false; k.vars.len()];
+    for s in &k.body {
+        if let Stmt::Assign { dst, expr } = s {
+            let pure = matches!(
+                expr,
+                Expr::Copy(_)
+                    | Expr::Lit(_)
+                    | Expr::Param(_)
+                    | Expr::ConstGeneric(_)
+                    | Expr::ProgramId(_)
+                    | Expr::NumPrograms(_)
+                    | Expr::Unary(..)
+                    | Expr::Binary(..)
+                    | Expr::Cast(_)
+                    | Expr::Where(..)
+            );
+            if pure
+                && k.ty(*dst).shape.len().is_none()
+                && once(dst)
+                && expr.operands().iter().all(|o| uniform[o.0 as usize])
+            {
+                uniform[dst.0 as usize] = true;
+            }
+        }
+    }
+    // The float divisions and square roots among them, then (walking back) what they read.
+    let mut head = vec![false; k.vars.len()];
+    for s in k.body.iter().rev() {
+        if let Stmt::Assign { dst, expr } = s {
+            let calls = match expr {
+                Expr::Binary(BinaryOp::Div, ..) => k.ty(*dst).dtype.is_float(),
+                Expr::Unary(UnaryOp::Sqrt, _) => true,
+                _ => false,
+            };
+            if uniform[dst.0 as usize] && (calls || head[dst.0 as usize]) {
+                head[dst.0 as usize] = true;
+                for o in expr.operands() {
+                    head[o.0 as usize] = true;
+                }
+            }
+        }
+    }
+    head
 }
