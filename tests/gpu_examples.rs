@@ -459,6 +459,66 @@ fn xor_gathers_match_cpu_bit_for_bit(g: &Device) {
     case::<f16>(g, &mut rng);
 }
 
+/// `split` and `join` on the GPU (common::paths::pair_rotate) against float64 and the CPU
+/// interpreter, at widths and warp counts that take both lowerings: in registers (a thread's
+/// chunks hold both lanes of its pairs: N = 64 on 2 warps) and through shared memory (N = 256 on
+/// 1 warp, N = 8 on 8 warps); outputs poisoned first.
+fn split_join_on_gpu_match_float64_and_cpu(g: &Device) {
+    const POISON: f32 = f32::NAN;
+    let mut rng = Rng::fresh("split/join gpu");
+    let grid = 3usize;
+    for n in [2usize, 8, 32, 64, 128, 256] {
+        for w in [1u32, 2, 4, 8] {
+            let x = rng.vec(grid * 4 * n, 4.0);
+            let cs: Vec<f32> =
+                (0..n).map(|i| ((i as f64) * 0.37 + rng.vec(1, 1.0)[0] as f64).cos() as f32).collect();
+            let mut got = Vec::new();
+            for d in [g, &Device::cpu()] {
+                let (xb, cb) = (d.upload(&x).unwrap(), d.upload(&cs).unwrap());
+                let mut out = d.upload(&vec![POISON; x.len()]).unwrap();
+                let mut norms = d.upload(&vec![POISON; grid * 4]).unwrap();
+                let mut sw = d.upload(&vec![POISON; grid * n]).unwrap();
+                let cfg = fuse::LaunchConfig::new(grid as u32).num_warps(w);
+                fuse::with_block!(n, N => paths::pair_rotate::launch::<N>(d, cfg, &xb, &cb, &mut out, &mut norms, &mut sw))
+                    .unwrap();
+                got.push([out.to_vec().unwrap(), norms.to_vec().unwrap(), sw.to_vec().unwrap()]);
+            }
+            let case = format!("pair_rotate N={n} {w} warps");
+            let h = n / 2;
+            let (mut out, mut norms, mut sw) = (vec![0.0; x.len()], vec![0.0; grid * 4], vec![0.0; grid * n]);
+            for r in 0..grid * 4 {
+                for p in 0..h {
+                    let (a, b) = (f64::from(x[r * n + 2 * p]), f64::from(x[r * n + 2 * p + 1]));
+                    let (co, si) = (f64::from(cs[p]), f64::from(cs[h + p]));
+                    norms[r] += a * a + b * b;
+                    out[r * n + 2 * p] = a * co - b * si;
+                    out[r * n + 2 * p + 1] = b * co + a * si;
+                }
+            }
+            for prog in 0..grid {
+                for k in 0..n {
+                    sw[prog * n + k] = f64::from(x[prog * 4 * n + (k ^ 1)]);
+                }
+            }
+            for (what, want, i) in [("out", &out, 0), ("norms", &norms, 1)] {
+                for (dev, j) in [("GPU", 0), ("CPU", 1)] {
+                    let have: Vec<f64> = got[j][i].iter().map(|&v| f64::from(v)).collect();
+                    assert_close(&format!("{case} {what} on the {dev}"), &have, want, 1e-5, 1e-5);
+                }
+            }
+            // The swap moves values: exact on both.
+            for (dev, j) in [("GPU", 0), ("CPU", 1)] {
+                for (k, (&have, &want)) in got[j][2].iter().zip(&sw).enumerate() {
+                    assert!(
+                        f64::from(have) == want,
+                        "{case} swapped lane {k} on the {dev}: {have}, want {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// softmax_rows and layernorm_rows on the GPU against float64 and the CPU interpreter: ragged
 /// shapes and the narrow bench widths, every element type.
 fn rows_kernels_on_gpu_match_float64_and_cpu(g: &Device) {
@@ -667,6 +727,7 @@ fn main() {
             chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit,
         ),
         ("xor_gathers_match_cpu_bit_for_bit", xor_gathers_match_cpu_bit_for_bit),
+        ("split_join_on_gpu_match_float64_and_cpu", split_join_on_gpu_match_float64_and_cpu),
         ("rows_kernels_on_gpu_match_float64_and_cpu", rows_kernels_on_gpu_match_float64_and_cpu),
         ("qk_norm_rope_on_gpu_matches_float64_and_cpu", qk_norm_rope_on_gpu_matches_float64_and_cpu),
         ("cross_entropy_on_gpu_matches_float64_and_cpu", cross_entropy_on_gpu_matches_float64_and_cpu),

@@ -24,7 +24,7 @@
 //! the head costs registers (one-row LayerNorm f16 `[8192]` at 8 warps, 32 lanes a thread: 64
 //! there, 78 at the head). So the emitter writes these statements at both places, under
 //! complementary `#if`s on the lanes a thread holds (at most 16: the head; static counts from
-//! NVRTC 13 for sm_90, `scripts/regs_probe.rs`). The price of the head is the fast path's few
+//! NVRTC 13 for sm_90; tests/ptxas_resources.rs holds the narrow-row LayerNorm to 32). The price of the head is the fast path's few
 //! dependent instructions before the first load is issued.
 use fuse_ir::{BinaryOp, Expr, Kernel, Stmt, UnaryOp, VarId};
 
