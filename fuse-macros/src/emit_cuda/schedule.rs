@@ -17,16 +17,20 @@
 //! A uniform scalar whose code holds such a slow-path call (a float division or square root) may
 //! go further, to the head of the kernel with the uniform scalars it reads, where nothing of the
 //! tile code is live across the call. At the end of the prologue ptxas hoists the conversions of
-//! the loaded tiles above the call, so every converted lane stays in a register across it:
+//! loaded f16/bf16 tiles above the call, so every converted lane stays in a register across it:
 //! narrow-row LayerNorm's `1 / n`, f16 `[8, 256]` at 4 warps, 39 registers there and 32 at the
 //! head, as many as without the division. With many lanes a thread, though, the call at the end
-//! of the prologue is what keeps ptxas from hoisting the later loads over the tile math, and
-//! the head costs registers (one-row LayerNorm f16 `[8192]` at 8 warps, 32 lanes a thread: 64
-//! there, 78 at the head). So the emitter writes these statements at both places, under
-//! complementary `#if`s on the lanes a thread holds (at most 16: the head; static counts from
-//! NVRTC 13 for sm_90; tests/ptxas_resources.rs holds the narrow-row LayerNorm to 32). The price of the head is the fast path's few
-//! dependent instructions before the first load is issued.
-use fuse_ir::{BinaryOp, Expr, Kernel, Stmt, UnaryOp, VarId};
+//! of the prologue is what keeps ptxas from hoisting the later loads over the tile math, and the
+//! head costs registers (one-row LayerNorm f16 `[8192]` at 8 warps, 32 lanes a thread: 64 there,
+//! 78 at the head). So these statements are written at both places, under complementary `#if`s
+//! on the lanes a thread holds (at most 16: the head), and only in kernels that load a 16-bit
+//! float tile: without conversions to hoist, the head only delays the first load. Timed on an
+//! H200 (session 16, against both at the end of the prologue): LayerNorm 16384x256 f16 0.0096 →
+//! 0.0086 ms, NeoX RoPE f16 0.0520 → 0.0497; the f32 LayerNorms 0.6-1.3 % slower at the head
+//! (65536x128: 0.0222 → 0.0225, though 40 → 32 registers), so f32 kernels keep the old place.
+//! Register counts: NVRTC 13 for sm_90; tests/ptxas_resources.rs holds the narrow-row f16/bf16
+//! LayerNorm to 32.
+use fuse_ir::{BinaryOp, DType, Expr, Kernel, Stmt, UnaryOp, VarId};
 
 /// The kernel's top-level statements in emission order.
 pub(super) struct Schedule {
@@ -109,9 +113,20 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
             late[dst.0 as usize] = in_head[dst.0 as usize];
         }
     }
-    // Calls that the user wrote before the loads stay there: no head then.
-    let head = if late.contains(&true) { head } else { Vec::new() };
-    Schedule { head, late, prologue, uniform, rest }
+    // Calls that the user wrote before the loads stay there, and kernels without a 16-bit float
+    // tile load have no conversions to hoist over the call: no head then.
+    let mut converts = false;
+    k.visit_stmts(&mut |s| {
+        if let Stmt::Assign { dst, expr: Expr::Load { .. } } = s {
+            let t = k.ty(*dst);
+            converts |= t.shape.len().is_some() && matches!(t.dtype, DType::F16 | DType::BF16);
+        }
+    });
+    if converts && late.contains(&true) {
+        Schedule { head, late, prologue, uniform, rest }
+    } else {
+        Schedule { head: Vec::new(), late: vec![false; k.vars.len()], prologue, uniform, rest }
+    }
 }
 
 /// Per var: whether it belongs to the head (see [`Schedule::head`]).

@@ -9,6 +9,7 @@ mod dot;
 pub(super) mod kernels;
 pub(super) mod nvrtc;
 mod rows;
+mod schedule;
 mod tma;
 
 use kernels::*;
