@@ -606,14 +606,10 @@ fn run() -> Result<()> {
             let shape = format!("{rows}x{cols}");
             // FUSE_BENCH_CE_BLOCK: the column block instead of the launcher's, for tuning sweeps.
             let ce_block = std::env::var("FUSE_BENCH_CE_BLOCK").ok().and_then(|v| v.parse::<usize>().ok());
-            // The launcher's segments a row (FUSE_CE_SEGMENTS overrides), its scratch allocated once.
-            let segments = cross_entropy::auto_segments(rows, cols, es);
-            let mut scratch = d.zeros::<f32>(cross_entropy::scratch_len(rows, segments))?;
             b.time("cross_entropy", &shape, $dt, "fuse", bytes, || match ce_block {
                 Some(cb) => fuse::with_block!(cb, B => cross_entropy::cross_entropy::launch::<$T, B>(
                     &d, cfg(rows as u32), &x, &labels, &mut loss, cols as i32, cols as i32, cross_entropy::IGNORE_INDEX)),
-                None => cross_entropy::launch_split(
-                    &d, warps_override(), segments, &x, &labels, &mut loss, &mut scratch, rows, cols),
+                None => cross_entropy::launch(&d, warps_override(), &x, &labels, &mut loss, rows, cols),
             });
             let src = d.zeros::<$T>(bytes / (2 * es))?;
             b.copy("cross_entropy", &shape, $dt, &src, 2 * src.len() * es)?;

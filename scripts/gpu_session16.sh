@@ -29,11 +29,6 @@ for mode in "$@"; do
         for tool in memcheck racecheck; do
             run ${tool}_ce timeout ${T:-300} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_examples cross_entropy_on_gpu --test-threads=1
         done ;;
-    ce_segments) # cross-entropy rows at 1 (one program a row), 2, 4, 8 and 16 segments and the launcher's choice, with the copy
-        for seg in auto 1 2 4 8 16; do
-            T=120 bench ce_$seg .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy FUSE_BENCH_WITH_COPY=1 $([ $seg != auto ] && echo FUSE_CE_SEGMENTS=$seg) >/dev/null
-            grep -E " fuse |copy" $L/ce_$seg.log | sed "s/^/segments $seg: /"
-        done ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors
         T=500 bench fuse_anchors .gpu/bench-anchors
         (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"

@@ -419,23 +419,6 @@ pub fn cross_entropy_on<T: Elem>(d: &Device, x: &[T], labels: &[i64], cols: usiz
     loss.to_vec().unwrap()
 }
 
-/// cross_entropy on `d` with each row in `segments` segments (1: one program a row), the loss and
-/// the scratch poisoned with NaN.
-pub fn cross_entropy_split_on<T: Elem>(
-    d: &Device,
-    x: &[T],
-    labels: &[i64],
-    cols: usize,
-    segments: usize,
-) -> Vec<f32> {
-    let rows = labels.len();
-    let (xb, lb) = (d.upload(x).unwrap(), d.upload(labels).unwrap());
-    let mut loss = d.upload(&vec![f32::NAN; rows]).unwrap();
-    let mut scratch = d.upload(&vec![f32::NAN; cross_entropy::scratch_len(rows, segments).max(1)]).unwrap();
-    cross_entropy::launch_split(d, None, segments, &xb, &lb, &mut loss, &mut scratch, rows, cols).unwrap();
-    loss.to_vec().unwrap()
-}
-
 /// `add_gelu` / `add_silu` on `d`: (the residual after the launch, the NaN-poisoned output), as f64.
 pub fn add_activation_on<T: Elem>(
     d: &Device,
