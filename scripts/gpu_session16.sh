@@ -29,6 +29,19 @@ for mode in "$@"; do
         for tool in memcheck racecheck; do
             run ${tool}_ce timeout ${T:-300} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_examples cross_entropy_on_gpu --test-threads=1
         done ;;
+    ce_runs) # cross_entropy_runs (a running max per run of 8 columns) against cross_entropy, alternating, 2 rounds; then runs at other blocks x warps
+        for round in 1 2; do for v in base runs; do
+            T=120 bench ce_${v}_$round .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy FUSE_BENCH_WITH_COPY=1 FUSE_BENCH_CE_VARIANT=$v >/dev/null
+            grep -E " fuse |copy" $L/ce_${v}_$round.log | sed "s/^/round $round $v: /"
+        done; done
+        for bw in 1024:2 1024:4 2048:8 4096:8 4096:4; do
+            T=120 bench ce_runs_$bw .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy/4096x50257/bfloat16,cross_entropy/8192x32000/bfloat16,cross_entropy/4096x128256/bfloat16 FUSE_BENCH_CE_VARIANT=runs FUSE_BENCH_CE_BLOCK=${bw%:*} FUSE_BENCH_WARPS=${bw#*:} >/dev/null
+            grep -E " fuse " $L/ce_runs_$bw.log | sed "s/^/runs block:warps $bw: /"
+        done
+        for bw in 4096:8 4096:16 8192:16; do
+            T=120 bench ce_runs32_$bw .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy/4096x50257/float32,cross_entropy/8192x32000/float32,cross_entropy/4096x128256/float32 FUSE_BENCH_CE_VARIANT=runs FUSE_BENCH_CE_BLOCK=${bw%:*} FUSE_BENCH_WARPS=${bw#*:} >/dev/null
+            grep -E " fuse " $L/ce_runs32_$bw.log | sed "s/^/runs f32 block:warps $bw: /"
+        done ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors
         T=500 bench fuse_anchors .gpu/bench-anchors
         (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"

@@ -70,6 +70,61 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
     }
 }
 
+/// [`cross_entropy`] with a running max per run of 8 columns instead of one per row: a block is
+/// a `[BLOCK / 8, 8]` tile, each run of 8 held by one thread (a 16-byte vector of 2-byte
+/// logits), so the loop's max needs no shuffle, no shared memory and no barrier; the runs'
+/// (max, sum) pairs fold into the row's once, at the end. A tuning variant (the bench's
+/// `FUSE_BENCH_CE_VARIANT=runs`).
+#[fused_kernel]
+pub fn cross_entropy_runs<T: Float, const BLOCK: usize>(
+    logits: *const T,
+    labels: *const i64,
+    loss: *mut f32,
+    stride: i32,
+    n_cols: i32,
+    ignore_index: i64,
+) {
+    let row = program_id(0);
+    let label = load(labels + row);
+    let base = row * stride;
+    let x = logits + base;
+    let first = (base / 8) * 8;
+    let lead = base - first;
+    let end = lead + n_cols;
+    let xa = logits + first;
+    let body_end = maximum(BLOCK, (end / BLOCK) * BLOCK);
+    // A block's columns as [BLOCK / 8, 8] (the same lanes in the same threads as `[BLOCK]`).
+    let cols = arange(0, BLOCK);
+    let v = load(xa + cols, (cols >= lead) & (cols < end), f32::NEG_INFINITY).reshape([BLOCK / 8, 8]);
+    if label == ignore_index {
+        store(loss + row, 0.0);
+    } else {
+        let valid = (label >= 0) & (label < n_cols.to(i64));
+        let nan = f32::INFINITY - f32::INFINITY;
+        let target = load(x + label.to(i32), valid, nan);
+        // A run with no column yet keeps the lowest finite max, so its exp2(-inf - m) is 0.
+        let mut m = maximum(max(v, 1), f32::MIN);
+        let mut s = exp2((v - m.expand_dims(1)) * 1.4426950408889634);
+        for start in (BLOCK..body_end).step_by(BLOCK) {
+            let v = load(xa + start + arange(0, BLOCK)).reshape([BLOCK / 8, 8]);
+            let m_new = maximum(m, max(v, 1));
+            s = s * exp2((m - m_new) * 1.4426950408889634).expand_dims(1)
+                + exp2((v - m_new.expand_dims(1)) * 1.4426950408889634);
+            m = m_new;
+        }
+        let cols = body_end + arange(0, BLOCK);
+        let v = load(xa + cols, cols < end, f32::NEG_INFINITY).reshape([BLOCK / 8, 8]);
+        let m_new = maximum(m, max(v, 1));
+        s = s * exp2((m - m_new) * 1.4426950408889634).expand_dims(1)
+            + exp2((v - m_new.expand_dims(1)) * 1.4426950408889634);
+        // The row's max as a full reduction of the runs' maxima broadcast over the block (free:
+        // each run's max is in its thread), so the maxima stay in registers through the loop.
+        let top = max(broadcast_to(m_new.expand_dims(1), [BLOCK / 8, 8]));
+        let total = sum(s * exp2((m_new - top) * 1.4426950408889634).expand_dims(1));
+        store(loss + row, (top - target) + log(total));
+    }
+}
+
 /// Float64 reference (torch's rule: loss 0 where the label is `ignore_index`).
 pub fn reference(x: &[f64], labels: &[i64], cols: usize, ignore_index: i64) -> Vec<f64> {
     labels
@@ -119,6 +174,21 @@ pub fn launch<T: fuse::Float>(
     rows: usize,
     cols: usize,
 ) -> fuse::Result<()> {
+    launch_variant(device, warps, false, logits, labels, loss, rows, cols)
+}
+
+/// [`launch`] of [`cross_entropy`] (`runs` false) or [`cross_entropy_runs`].
+#[allow(clippy::too_many_arguments)]
+pub fn launch_variant<T: fuse::Float>(
+    device: &fuse::Device,
+    warps: Option<u32>,
+    runs: bool,
+    logits: &fuse::Buffer<T>,
+    labels: &fuse::Buffer<i64>,
+    loss: &mut fuse::Buffer<f32>,
+    rows: usize,
+    cols: usize,
+) -> fuse::Result<()> {
     let Ok(c) = i32::try_from(cols) else {
         return Err(fuse::Error::InvalidLaunch(format!("cross_entropy: {cols} columns do not fit i32")));
     };
@@ -126,14 +196,31 @@ pub fn launch<T: fuse::Float>(
         return Err(fuse::Error::InvalidLaunch(format!("cross_entropy: {rows} rows do not fit u32")));
     };
     let grid = fuse::LaunchConfig::new(r);
+    macro_rules! go {
+        ($B:expr, $grid:expr) => {
+            if runs {
+                cross_entropy_runs::launch::<T, { $B }>(
+                    device,
+                    $grid,
+                    logits,
+                    labels,
+                    loss,
+                    c,
+                    c,
+                    IGNORE_INDEX,
+                )
+            } else {
+                cross_entropy::launch::<T, { $B }>(device, $grid, logits, labels, loss, c, c, IGNORE_INDEX)
+            }
+        };
+    }
     if std::mem::size_of::<T>() == 2 {
-        let grid = grid.num_warps(warps.unwrap_or(WARPS_16BIT));
-        cross_entropy::launch::<T, BLOCK_16BIT>(device, grid, logits, labels, loss, c, c, IGNORE_INDEX)
+        go!(BLOCK_16BIT, grid.num_warps(warps.unwrap_or(WARPS_16BIT)))
     } else {
         let grid = match warps {
             Some(w) => grid.num_warps(w),
             None => grid,
         };
-        cross_entropy::launch::<T, BLOCK>(device, grid, logits, labels, loss, c, c, IGNORE_INDEX)
+        go!(BLOCK, grid)
     }
 }
