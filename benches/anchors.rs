@@ -606,14 +606,10 @@ fn run() -> Result<()> {
             let shape = format!("{rows}x{cols}");
             // FUSE_BENCH_CE_BLOCK: the column block instead of the launcher's, for tuning sweeps.
             let ce_block = std::env::var("FUSE_BENCH_CE_BLOCK").ok().and_then(|v| v.parse::<usize>().ok());
-            // FUSE_BENCH_CE_VARIANT=runs: cross_entropy_runs (a running max per run of 8 columns).
-            let ce_runs = std::env::var("FUSE_BENCH_CE_VARIANT").is_ok_and(|v| v == "runs");
             b.time("cross_entropy", &shape, $dt, "fuse", bytes, || match ce_block {
-                Some(cb) if ce_runs => fuse::with_block!(cb, B => cross_entropy::cross_entropy_runs::launch::<$T, B>(
-                    &d, cfg(rows as u32), &x, &labels, &mut loss, cols as i32, cols as i32, cross_entropy::IGNORE_INDEX)),
                 Some(cb) => fuse::with_block!(cb, B => cross_entropy::cross_entropy::launch::<$T, B>(
                     &d, cfg(rows as u32), &x, &labels, &mut loss, cols as i32, cols as i32, cross_entropy::IGNORE_INDEX)),
-                None => cross_entropy::launch_variant(&d, warps_override(), ce_runs, &x, &labels, &mut loss, rows, cols),
+                None => cross_entropy::launch(&d, warps_override(), &x, &labels, &mut loss, rows, cols),
             });
             let src = d.zeros::<$T>(bytes / (2 * es))?;
             b.copy("cross_entropy", &shape, $dt, &src, 2 * src.len() * es)?;

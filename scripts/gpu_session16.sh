@@ -7,10 +7,15 @@ session_start
 ONLY_HEAD=65536x128,16384x256,layernorm/4096x1024,layernorm/8192x8192,layernorm/4096x4096,layernorm/32768x768,qk_norm,bias_gelu_dropout
 for mode in "$@"; do
     case $mode in
+    examples) run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4 ;;
     verify) # every example (split/join's fallback included) and the tensor-core tests whose kernels use row/column layouts
         run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4
         for t in matmul_f16_bf16_f32 matmul_example pipelined_k_loops warpgroup_blocks k_major_b_operands; do
             run dot_$t timeout ${T:-200} env FUSE_TEST_CONFIGS=4 .gpu/test-gpu_dot $t --exact --test-threads=4
+        done ;;
+    final_sanitize) # memcheck and racecheck on the cross-entropy test (the kernel now keeps a max per run of 8)
+        for tool in memcheck racecheck; do
+            run ${tool}_ce timeout ${T:-300} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_examples cross_entropy_on_gpu --test-threads=1
         done ;;
     sanitize) # memcheck and racecheck on split/join (both lowerings), the rows kernels (the head placement) and cross-entropy
         for t in split_join_on_gpu rows_kernels_on_gpu cross_entropy_on_gpu; do
@@ -28,19 +33,6 @@ for mode in "$@"; do
         run ce_gpu timeout ${T:-300} .gpu/test-gpu_examples cross_entropy_on_gpu --test-threads=1
         for tool in memcheck racecheck; do
             run ${tool}_ce timeout ${T:-300} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_examples cross_entropy_on_gpu --test-threads=1
-        done ;;
-    ce_runs) # cross_entropy_runs (a running max per run of 8 columns) against cross_entropy, alternating, 2 rounds; then runs at other blocks x warps
-        for round in 1 2; do for v in base runs; do
-            T=120 bench ce_${v}_$round .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy FUSE_BENCH_WITH_COPY=1 FUSE_BENCH_CE_VARIANT=$v >/dev/null
-            grep -E " fuse |copy" $L/ce_${v}_$round.log | sed "s/^/round $round $v: /"
-        done; done
-        for bw in 1024:2 1024:4 2048:8 4096:8 4096:4; do
-            T=120 bench ce_runs_$bw .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy/4096x50257/bfloat16,cross_entropy/8192x32000/bfloat16,cross_entropy/4096x128256/bfloat16 FUSE_BENCH_CE_VARIANT=runs FUSE_BENCH_CE_BLOCK=${bw%:*} FUSE_BENCH_WARPS=${bw#*:} >/dev/null
-            grep -E " fuse " $L/ce_runs_$bw.log | sed "s/^/runs block:warps $bw: /"
-        done
-        for bw in 4096:8 4096:16 8192:16; do
-            T=120 bench ce_runs32_$bw .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy/4096x50257/float32,cross_entropy/8192x32000/float32,cross_entropy/4096x128256/float32 FUSE_BENCH_CE_VARIANT=runs FUSE_BENCH_CE_BLOCK=${bw%:*} FUSE_BENCH_WARPS=${bw#*:} >/dev/null
-            grep -E " fuse " $L/ce_runs32_$bw.log | sed "s/^/runs f32 block:warps $bw: /"
         done ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors
         T=500 bench fuse_anchors .gpu/bench-anchors

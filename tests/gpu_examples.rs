@@ -620,26 +620,21 @@ fn cross_entropy_on_gpu_matches_float64_and_cpu(g: &Device) {
         for (rows, cols) in [(100usize, 1000usize), (64, 50257), (48, 32000), (16, 128256)] {
             let (x, labels) = cross_entropy_inputs::<T>(rng, rows, cols, 7, 2);
             let want = cross_entropy::reference(&T::to_f64s(&x), &labels, cols, cross_entropy::IGNORE_INDEX);
-            for runs in [false, true] {
-                let on_gpu = cross_entropy_variant_on(g, runs, &x, &labels, cols);
-                let on_cpu = cross_entropy_variant_on(&c, runs, &x, &labels, cols);
-                let what = format!("cross_entropy {} {rows}x{cols} (runs: {runs})", T::NAME);
-                // A loss is a log-sum-exp of `cols` f32 terms less one logit: its f32 sums may be
-                // off by several ulps of the sum (a loss of 27.69 over 32000 columns was 1.2e-4
-                // off float64, session 10 call 4), hence 1e-5 relative, not 3e-6.
-                assert_close(&format!("{what} on the GPU"), &f64s(&on_gpu), &want, 3e-5, 1e-5);
-                assert_close(&format!("{what} gpu vs cpu"), &f64s(&on_gpu), &f64s(&on_cpu), 3e-5, 1e-5);
-            }
+            let on_gpu = cross_entropy_on(g, &x, &labels, cols);
+            let on_cpu = cross_entropy_on(&c, &x, &labels, cols);
+            let what = format!("cross_entropy {} {rows}x{cols}", T::NAME);
+            // A loss is a log-sum-exp of `cols` f32 terms less one logit: its f32 sums may be
+            // off by several ulps of the sum (a loss of 27.69 over 32000 columns was 1.2e-4 off
+            // float64, session 10 call 4), hence 1e-5 relative, not 3e-6.
+            assert_close(&format!("{what} on the GPU"), &f64s(&on_gpu), &want, 3e-5, 1e-5);
+            assert_close(&format!("{what} gpu vs cpu"), &f64s(&on_gpu), &f64s(&on_cpu), 3e-5, 1e-5);
         }
         // The bench's first shape at full size (GPU only).
         let (rows, cols) = (4096, 50257);
         let (x, labels) = cross_entropy_inputs::<T>(rng, rows, cols, 7, 2);
         let want = cross_entropy::reference(&T::to_f64s(&x), &labels, cols, cross_entropy::IGNORE_INDEX);
         let what = format!("cross_entropy {} {rows}x{cols} on the GPU", T::NAME);
-        for runs in [false, true] {
-            let got = cross_entropy_variant_on(g, runs, &x, &labels, cols);
-            assert_close(&format!("{what} (runs: {runs})"), &f64s(&got), &want, 3e-5, 1e-5);
-        }
+        assert_close(&what, &f64s(&cross_entropy_on(g, &x, &labels, cols)), &want, 3e-5, 1e-5);
     }
     let mut rng = Rng::fresh("cross_entropy gpu");
     case::<f32>(g, &mut rng);
@@ -695,8 +690,6 @@ fn newer_example_kernels_compile_with_nvrtc() {
         (&qk_norm_rope::qk_norm_rope_gptj::bf16::SPEC, vec![4, 128]),
         (&cross_entropy::cross_entropy::f32::SPEC, vec![cross_entropy::BLOCK as u64]),
         (&cross_entropy::cross_entropy::bf16::SPEC, vec![cross_entropy::BLOCK_16BIT as u64]),
-        (&cross_entropy::cross_entropy_runs::f32::SPEC, vec![cross_entropy::BLOCK as u64]),
-        (&cross_entropy::cross_entropy_runs::bf16::SPEC, vec![cross_entropy::BLOCK_16BIT as u64]),
         (&add_activation::add_gelu::f16::SPEC, vec![1024]),
         (&add_activation::add_gelu::bf16::SPEC, vec![1024]),
         (&add_activation::add_silu::f16::SPEC, vec![1024]),

@@ -412,21 +412,10 @@ pub fn cross_entropy_inputs<T: Elem>(
 
 /// Per-row cross-entropy losses of `x` (`rows` x `cols` logits) on `d`, into NaN-poisoned f32.
 pub fn cross_entropy_on<T: Elem>(d: &Device, x: &[T], labels: &[i64], cols: usize) -> Vec<f32> {
-    cross_entropy_variant_on(d, false, x, labels, cols)
-}
-
-/// cross_entropy (`runs` false) or cross_entropy_runs on `d`, the loss poisoned with NaN.
-pub fn cross_entropy_variant_on<T: Elem>(
-    d: &Device,
-    runs: bool,
-    x: &[T],
-    labels: &[i64],
-    cols: usize,
-) -> Vec<f32> {
     let rows = labels.len();
     let (xb, lb) = (d.upload(x).unwrap(), d.upload(labels).unwrap());
     let mut loss = d.upload(&vec![f32::NAN; rows]).unwrap();
-    cross_entropy::launch_variant(d, None, runs, &xb, &lb, &mut loss, rows, cols).unwrap();
+    cross_entropy::launch(d, None, &xb, &lb, &mut loss, rows, cols).unwrap();
     loss.to_vec().unwrap()
 }
 
