@@ -34,6 +34,9 @@ for mode in "$@"; do
         for tool in memcheck racecheck; do
             run ${tool}_ce timeout ${T:-300} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_examples cross_entropy_on_gpu --test-threads=1
         done ;;
+    ce_rows) # the cross-entropy rows beside the same-bytes copy
+        T=120 bench ce_rows .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy FUSE_BENCH_WITH_COPY=1 >/dev/null
+        grep -E " fuse |copy" $L/ce_rows.log ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors
         T=500 bench fuse_anchors .gpu/bench-anchors
         (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"

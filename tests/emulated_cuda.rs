@@ -313,6 +313,54 @@ fn pair_runs() {
     }
 }
 
+/// [`common::paths::layout_totals`] emulated against float64 and the CPU interpreter: full
+/// reductions of row and column layout tiles (each row or column folded once, from its first
+/// holder) at widths and warp counts where a row spans part of a warp, a warp, or several.
+fn layout_totals_runs() {
+    for n in [8usize, 32, 64, 128, 256, 1024] {
+        for w in [1u32, 2, 4, 8] {
+            let grid = 3u32;
+            let mut g = Gen::new(n as u64 * 17 + u64::from(w));
+            let x: Vec<f32> =
+                (0..grid as usize * 4 * n).map(|_| g.below(2001) as f32 / 250.0 - 4.0).collect();
+            let wv: Vec<f32> = (0..n).map(|_| g.below(2001) as f32 / 500.0 - 2.0).collect();
+            let bufs =
+                vec![Buf::F32(x.clone()), Buf::F32(wv.clone()), Buf::F32(vec![f32::NAN; grid as usize * 4])];
+            let case = format!("layout_totals N={n} {w} warps");
+            let seed = n as u64 * 3 + u64::from(w);
+            let [(out, c_out)] = emulated_and_interpreted(
+                &common::paths::layout_totals::SPEC,
+                (n, w, grid),
+                bufs,
+                seed,
+                [2],
+                &case,
+            );
+            for p in 0..grid as usize {
+                let (mut total, mut top, mut least) = (0.0f64, f64::NEG_INFINITY, f64::INFINITY);
+                for r in 0..4 {
+                    let y: Vec<f64> =
+                        (0..n).map(|c| f64::from(x[(p * 4 + r) * n + c]) * f64::from(wv[c])).collect();
+                    let (rs, rm) =
+                        (y.iter().sum::<f64>(), y.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+                    total += rs;
+                    top = top.max(rm);
+                    least = least.min(2.0 * rs - rm);
+                }
+                let wsum: f64 = wv.iter().map(|&v| f64::from(v)).sum();
+                for (i, want) in [total, top, wsum, least].into_iter().enumerate() {
+                    let (e, c) = (f64::from(out[p * 4 + i]), f64::from(c_out[p * 4 + i]));
+                    let close = |v: f64| (v - want).abs() <= 1e-4 * (1.0 + want.abs());
+                    assert!(
+                        close(e) && close(c),
+                        "{case}: program {p} total {i}: emulated {e}, CPU {c}, want {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 fn main() {
     let tests: Vec<(&'static str, fn())> = vec![
         ("f32_kernel", f32_kernel),
@@ -322,6 +370,7 @@ fn main() {
         ("half_runs", half_runs),
         ("ragged_runs", ragged_runs),
         ("pair_runs", pair_runs),
+        ("layout_totals_runs", layout_totals_runs),
     ];
     let trials = match emu::compiler() {
         Some(_) => tests.into_iter().map(|(n, f)| harness::trial(n, f)).collect(),

@@ -65,9 +65,7 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
         let m_new = maximum(m, max(v, 1));
         s = s * exp2((m - m_new) * 1.4426950408889634).expand_dims(1)
             + exp2((v - m_new.expand_dims(1)) * 1.4426950408889634);
-        // The row's max as a full reduction of the runs' maxima broadcast over the block (free:
-        // each run's max is in its thread), so the maxima stay in registers through the loop.
-        let top = max(broadcast_to(m_new.expand_dims(1), [BLOCK / 8, 8]));
+        let top = max(m_new);
         let total = sum(s * exp2((m_new - top) * 1.4426950408889634).expand_dims(1));
         store(loss + row, (top - target) + log(total));
     }

@@ -141,6 +141,24 @@ pub mod paths {
         let (even, odd) = load(x + program_id(0) * 4 * N + c).split();
         store(swapped + program_id(0) * N + c, join(odd, even));
     }
+    /// Four rows of `N` per program scaled by a weight row `w` (`[N]`, broadcast down the rows:
+    /// a column layout), their row sums and maxima (axis-1 reductions: a row layout), and full
+    /// reductions of those row and column layout tiles: `out[4 p..4 p + 4]` = the sum of the row
+    /// sums, the max of the row maxima, the sum of `w`, the min of `2 * rowsum - rowmax`.
+    #[fused_kernel]
+    pub fn layout_totals<const N: usize>(x: *const f32, w: *const f32, out: *mut f32) {
+        let rows = arange(0, 4);
+        let cols = arange(0, N);
+        let v = load(x + program_id(0) * 4 * N + rows.expand_dims(1) * N + cols.expand_dims(0));
+        let wc = load(w + cols);
+        let y = v * wc.expand_dims(0);
+        let rs = y.sum(1);
+        let rm = y.max(1);
+        store(out + program_id(0) * 4, sum(rs));
+        store(out + program_id(0) * 4 + 1, max(rm));
+        store(out + program_id(0) * 4 + 2, sum(wc));
+        store(out + program_id(0) * 4 + 3, min(rs * 2.0 - rm));
+    }
 }
 
 /// Every example kernel (and the [`paths`] kernels) with the const-generic values it is compiled for in tests;
@@ -171,6 +189,7 @@ pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
         (&paths::rand16_threshold::SPEC, vec![1024]),
         (&paths::erf_only::SPEC, vec![1024]),
         (&paths::pair_rotate::SPEC, vec![128]),
+        (&paths::layout_totals::SPEC, vec![128]),
     ]
 }
 

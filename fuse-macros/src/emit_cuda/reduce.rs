@@ -29,10 +29,19 @@ impl Ctx<'_> {
         self.w.line(format!("{t} fuse_r = {id};"));
         let x = self.at_as(src, "fuse_i", acc);
         let fold = combine(op, acc, "fuse_r", &x);
+        // A row (column) layout holds each row (column) in several threads: only the first
+        // holder folds it, the thread at the row's start (the slot of the parent's first row).
+        let once = match self.layout.row(k) {
+            Some(r) if r.columns => {
+                format!(" && FUSE_IDX{}(fuse_i) < ({})", r.parent, r.cols.c_expr(&self.k.consts))
+            }
+            Some(_) => format!(" && (fuse_i * FUSE_THREADS + fuse_tid) % FUSE_G{k} == 0"),
+            None => String::new(),
+        };
         self.w.unrolled(
             "fuse_i",
             &format!("FUSE_EPT{k}"),
-            format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k})) fuse_r = {fold};"),
+            format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k}){once}) fuse_r = {fold};"),
         );
         let shfl = format!(
             "{{ const {t} fuse_t = __shfl_xor_sync(0xffffffffu, fuse_r, fuse_s); fuse_r = {}; }}",

@@ -10,8 +10,9 @@
 //! tiles share one layout. Where two layouts meet, or an operation needs each lane held once (a
 //! full reduction, `trans`, `rand`, `dot`, any other broadcast; `arange`'s own lanes are fine anywhere),
 //! the tiles involved are demoted to their length's layout, which moves values through shared
-//! memory where a derived value meets it. Layouts only fall (undecided → row/column → length's)
-//! and the pass runs to a fixed point over every assignment (a var assigned in a loop has one
+//! memory where a derived value meets it (a full reduction of a row or column layout tile is
+//! not such an operation: it folds each row or column from one of its holders). Layouts only
+//! fall (undecided → row/column → length's) and the pass runs to a fixed point over every assignment (a var assigned in a loop has one
 //! layout for all of them), so it ends.
 use super::layout::{broadcast_kind, BroadcastKind, Layout};
 use fuse_ir::{Expr, Kernel, Len, Stmt, VarId};
@@ -212,7 +213,16 @@ fn visit(k: &Kernel, layout: &mut Layout, transparent: &[bool], settle: bool, la
                 }
             }
         }
-        // A scalar from tiles (a full reduction, argmax without an axis) reads each lane once.
+        // A full reduction of a row or column layout folds each row (column) once, from the
+        // first thread that holds it (`Ctx::reduce`), so the tile keeps its layout: a row
+        // statistic carried through a loop and reduced at its end stays in registers. An
+        // undecided tile waits for the statement that decides it (and one never decided ends in
+        // its length's layout, which holds each lane once).
+        Stmt::Assign { expr: Expr::Reduce(_, src), .. }
+            if matches!(lay[src.0 as usize], Lay::Free | Lay::Derived(_))
+                && !matches!(lay[src.0 as usize], Lay::Derived(r) if layout.row(r).is_none()) => {}
+        // Any other scalar from tiles (argmax without an axis, a full reduction elsewhere) reads
+        // each lane once.
         Stmt::Assign { expr, .. } => demote(lay, &expr.operands()),
         _ => {}
     }

@@ -54,9 +54,12 @@ fn row_reductions_compile_with_nvrtc() {
     }
 }
 
-/// A full reduction reads each lane once: its source never stays in a row or column layout.
+/// A full reduction keeps its source's row or column layout (the emitter folds each row or
+/// column from its first holder; tests/emulated_cuda.rs `layout_totals_runs` checks the values):
+/// `v.sum(1)` stays in the row layout, `(cols < n)` in the column layout `cols` takes for its
+/// broadcast down the rows.
 #[test]
-fn full_reductions_read_length_layouts() {
+fn full_reductions_keep_row_layouts() {
     let k = ok("fn nvalid<const ROWS: usize, const BLOCK: usize>(x: *const f32, out: *mut i32, s: *mut f32, n: i32) {
         let rows = program_id(0) * ROWS + arange(0, ROWS);
         let cols = arange(0, BLOCK);
@@ -67,10 +70,38 @@ fn full_reductions_read_length_layouts() {
     }");
     let mut layout = super::super::layout::Layout::new(&k);
     let lay = super::super::slices::assign(&k, &mut layout);
+    let mut kept = Vec::new();
     fuse_ir::visit_stmts(&k.body, &mut |st| {
         if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Reduce(_, src), .. } = st {
             let l = lay[src.0 as usize].expect("a tile");
-            assert!(layout.row(l).is_none(), "the source of a full reduction is in a derived layout");
+            kept.push(layout.row(l).map(|r| r.columns));
         }
     });
+    assert_eq!(
+        kept,
+        [Some(true), Some(false)],
+        "(cols < n) in the column layout, v.sum(1) in the row layout"
+    );
+}
+
+/// A full reduction of a row (column) layout tile folds each row (column) once, from its first
+/// holder, and leaves the tile in registers: the row sums and the broadcast weight row are not
+/// demoted to their length's layout (nothing moves through shared memory but the reductions'
+/// own cross-warp step).
+#[test]
+fn full_reductions_of_row_and_column_layouts_keep_them() {
+    let src =
+        emit_cuda(&ok("fn layout_totals<const N: usize>(x: *const f32, w: *const f32, out: *mut f32) {
+    let rows = arange(0, 4);
+    let cols = arange(0, N);
+    let v = load(x + program_id(0) * 4 * N + rows.expand_dims(1) * N + cols.expand_dims(0));
+    let wc = load(w + cols);
+    let rs = (v * wc.expand_dims(0)).sum(1);
+    store(out + program_id(0) * 2, sum(rs));
+    store(out + program_id(0) * 2 + 1, sum(wc));
+}"))
+        .source;
+    assert!(src.contains("(fuse_i * FUSE_THREADS + fuse_tid) % FUSE_G"), "{src}");
+    assert!(src.contains("(fuse_i) < (N)"), "{src}");
+    assert!(!src.contains("through shared memory"), "{src}");
 }
