@@ -242,6 +242,11 @@ fn ragged_runs() {
     }
 }
 
+/// Four rows of `n` per program for `grid` programs: multiples of 1/250 in [-4, 4], exact in f32.
+fn rows_of_four(g: &mut Gen, grid: u32, n: usize) -> Vec<f32> {
+    (0..grid as usize * 4 * n).map(|_| g.below(2001) as f32 / 250.0 - 4.0).collect()
+}
+
 /// [`common::paths::pair_rotate`] emulated against float64 and the CPU interpreter, at widths and warp counts
 /// that take both of `split`/`join`'s lowerings: in registers (each thread's chunks hold both
 /// lanes of its pairs, e.g. N = 64 on 2 warps) and through shared memory (N = 256 on 1 warp).
@@ -251,8 +256,7 @@ fn pair_runs() {
         for w in [1u32, 2, 4, 8] {
             let grid = 2u32;
             let mut g = Gen::new(n as u64 * 31 + u64::from(w));
-            let x: Vec<f32> =
-                (0..grid as usize * 4 * n).map(|_| g.below(2001) as f32 / 250.0 - 4.0).collect();
+            let x = rows_of_four(&mut g, grid, n);
             let cs: Vec<f32> = (0..n).map(|i| ((i as f64) * 0.37).cos() as f32).collect();
             let poisoned = |len: usize| Buf::F32(vec![POISON; len]);
             let bufs = vec![
@@ -321,8 +325,7 @@ fn layout_totals_runs() {
         for w in [1u32, 2, 4, 8] {
             let grid = 3u32;
             let mut g = Gen::new(n as u64 * 17 + u64::from(w));
-            let x: Vec<f32> =
-                (0..grid as usize * 4 * n).map(|_| g.below(2001) as f32 / 250.0 - 4.0).collect();
+            let x = rows_of_four(&mut g, grid, n);
             let wv: Vec<f32> = (0..n).map(|_| g.below(2001) as f32 / 500.0 - 2.0).collect();
             let bufs =
                 vec![Buf::F32(x.clone()), Buf::F32(wv.clone()), Buf::F32(vec![f32::NAN; grid as usize * 4])];
