@@ -34,6 +34,10 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
 ) {
     let row = program_id(0);
     let label = load(labels + row);
+    // The row read from an aligned element: `xa` is 8 elements (16 or 32 bytes) aligned and
+    // the row is `xa[lead..end)`, so the blocks of `xa` are whole vectors for any `stride`
+    // (a 50257-wide bf16 row starts mid-vector). The first block and the last hold the row's
+    // ends, masked; the blocks between are read without a mask.
     let base = row * stride;
     let x = logits + base;
     let first = (base / 8) * 8;
@@ -42,15 +46,22 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
     let xa = logits + first;
     let body_end = maximum(BLOCK, (end / BLOCK) * BLOCK);
     // A block's columns as [BLOCK / 8, 8] (the same lanes in the same threads as `[BLOCK]`).
+    // The first block is read before the label is known, so that its latency and the label's
+    // overlap (a row waits for one memory round trip, not two; an ignored row reads one block
+    // it does not use).
     let cols = arange(0, BLOCK);
     let v = load(xa + cols, (cols >= lead) & (cols < end), f32::NEG_INFINITY).reshape([BLOCK / 8, 8]);
     if label == ignore_index {
         store(loss + row, 0.0);
     } else {
+        // The label's logit, read now: its latency hides behind the loop.
         let valid = (label >= 0) & (label < n_cols.to(i64));
-        let nan = f32::INFINITY - f32::INFINITY;
+        let nan = f32::INFINITY - f32::INFINITY; // the language has no `f32::NAN`
         let target = load(x + label.to(i32), valid, nan);
-        // A run with no column yet keeps the lowest finite max, so its exp2(-inf - m) is 0.
+        // `m`: per run of 8, the running max so far; `s`: per lane, the sum of exp(x - m) over
+        // its columns so far (exp(a) as exp2(a log2 e), as in `softmax`; exp2(-inf) = 0 for
+        // masked lanes). A run with no column yet keeps the lowest finite max, so its
+        // exp2(-inf - m) is 0, not NaN.
         let mut m = maximum(max(v, 1), f32::MIN);
         let mut s = exp2((v - m.expand_dims(1)) * 1.4426950408889634);
         for start in (BLOCK..body_end).step_by(BLOCK) {
@@ -60,11 +71,16 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
                 + exp2((v - m_new.expand_dims(1)) * 1.4426950408889634);
             m = m_new;
         }
+        // The last block (no column if the row ended in the first block or at a block's end).
         let cols = body_end + arange(0, BLOCK);
         let v = load(xa + cols, cols < end, f32::NEG_INFINITY).reshape([BLOCK / 8, 8]);
         let m_new = maximum(m, max(v, 1));
         s = s * exp2((m - m_new) * 1.4426950408889634).expand_dims(1)
             + exp2((v - m_new.expand_dims(1)) * 1.4426950408889634);
+        // The runs folded into the row: its max, and every run's sums rescaled to it. (top -
+        // target) + log(total): `top - target` is exact when the two are close (a confident
+        // row whose logits are in the thousands), so the loss is not rounded at the scale of
+        // `top`.
         let top = max(m_new);
         let total = sum(s * exp2((m_new - top) * 1.4426950408889634).expand_dims(1));
         store(loss + row, (top - target) + log(total));

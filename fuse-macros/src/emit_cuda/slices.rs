@@ -12,8 +12,8 @@
 //! the tiles involved are demoted to their length's layout, which moves values through shared
 //! memory where a derived value meets it (a full reduction of a row or column layout tile is
 //! not such an operation: it folds each row or column from one of its holders). Layouts only
-//! fall (undecided → row/column → length's) and the pass runs to a fixed point over every assignment (a var assigned in a loop has one
-//! layout for all of them), so it ends.
+//! fall (undecided → row/column → length's) and the pass runs to a fixed point over every
+//! assignment (a var assigned in a loop has one layout for all of them), so it ends.
 use super::layout::{broadcast_kind, BroadcastKind, Layout};
 use fuse_ir::{Expr, Kernel, Len, Stmt, VarId};
 
@@ -218,13 +218,21 @@ fn visit(k: &Kernel, layout: &mut Layout, transparent: &[bool], settle: bool, la
         // statistic carried through a loop and reduced at its end stays in registers. An
         // undecided tile waits for the statement that decides it (and one never decided ends in
         // its length's layout, which holds each lane once).
-        Stmt::Assign { expr: Expr::Reduce(_, src), .. }
-            if matches!(lay[src.0 as usize], Lay::Free | Lay::Derived(_))
-                && !matches!(lay[src.0 as usize], Lay::Derived(r) if layout.row(r).is_none()) => {}
+        Stmt::Assign { expr: Expr::Reduce(_, src), .. } if folds_in_place(layout, lay[src.0 as usize]) => {}
         // Any other scalar from tiles (argmax without an axis, a full reduction elsewhere) reads
         // each lane once.
         Stmt::Assign { expr, .. } => demote(lay, &expr.operands()),
         _ => {}
+    }
+}
+
+/// Whether a full reduction leaves a tile of layout `l` there: undecided, or a row or column
+/// layout (not an MMA accumulator's rows).
+fn folds_in_place(layout: &Layout, l: Lay) -> bool {
+    match l {
+        Lay::Free => true,
+        Lay::Derived(r) => layout.row(r).is_some(),
+        _ => false,
     }
 }
 
