@@ -98,8 +98,8 @@ pub fn qk_norm_rope_gptj<T: Float, const HEADS: usize, const HALF: usize>(
     let is_q = (heads < n_q_heads).expand_dims(1);
     let cols = arange(0, 2 * HALF);
     let mask = head_ok & (cols < head_dim).expand_dims(0);
-    let offs = heads.expand_dims(1) * head_dim + cols.expand_dims(0); // [HEADS, 2 * HALF]
-                                                                      // [HEADS, HALF] each: columns 2i and 2i + 1.
+    // [HEADS, 2 * HALF] offsets; x1, x2: [HEADS, HALF] each, columns 2i and 2i + 1.
+    let offs = heads.expand_dims(1) * head_dim + cols.expand_dims(0);
     let (x1, x2) = split(load(base + offs, mask, 0.0));
     // Every store of a head depends on every read of it through `rstd` (the in-place order).
     let rstd = rsqrt((x1 * x1 + x2 * x2).sum(1) * inv_dim + eps).expand_dims(1);
