@@ -43,9 +43,11 @@ fn conditions_on_scalar_parameters_are_decided_on_the_host() {
     };
     let b = |v: bool| Some(HostScalar::Bool(v));
     assert_eq!(eval(10, 0.3, 2), [b(true), b(true)]);
-    assert_eq!(eval(10, 0.25, 2), [b(false), b(true)]); // 0.5 > 0.5 is false
-    assert_eq!(eval(10, 0.3, 1), [b(false), b(true)]); // flags & 6 == 0
-                                                       // NaN compares false.
+    // 0.5 > 0.5 is false.
+    assert_eq!(eval(10, 0.25, 2), [b(false), b(true)]);
+    // flags & 6 == 0.
+    assert_eq!(eval(10, 0.3, 1), [b(false), b(true)]);
+    // NaN compares false.
     assert_eq!(eval(2, f32::NAN, 4), [b(false), b(false)]);
     // i32 wrap-around as on the GPU: i32::MIN - 3 wraps to a large positive value.
     assert_eq!(eval(i32::MIN, 0.0, 0)[1], b(true));
