@@ -37,6 +37,16 @@ for mode in "$@"; do
     ce_rows) # the cross-entropy rows beside the same-bytes copy
         T=120 bench ce_rows .gpu/bench-anchors FUSE_BENCH_ONLY=cross_entropy FUSE_BENCH_WITH_COPY=1 >/dev/null
         grep -E " fuse |copy" $L/ce_rows.log ;;
+    vec_ab) # rows 32-64 vectors wide in chunks of two vectors (new) against one (old: bench-anchors-old), alternating, 2 rounds
+        for round in 1 2; do for v in old new; do
+            bin=.gpu/bench-anchors; [ $v = old ] && bin=.gpu/bench-anchors-old
+            T=120 bench vec_${v}_$round $bin FUSE_BENCH_ONLY=65536x128,16384x256 >/dev/null
+            grep -E " fuse " $L/vec_${v}_$round.log | grep -v "unfused" | sed "s/^/round $round $v: /"
+        done; done ;;
+    sanitize_rows) # memcheck and racecheck on the rows kernels
+        for tool in memcheck racecheck; do
+            run ${tool}_rows timeout ${T:-240} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_examples rows_kernels_on_gpu --test-threads=1
+        done ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors
         T=500 bench fuse_anchors .gpu/bench-anchors
         (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
