@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Session 16 on the device (binaries staged by scripts/stage.sh into .gpu/; the A/B's "old" bench
-# built from ff9a32d's emitter as .gpu/bench-anchors-old).
+# Session 16 on the device (binaries staged by scripts/stage.sh into .gpu/; an A/B's "old" bench
+# staged as .gpu/bench-anchors-old: ff9a32d's emitter for head_ab, the committed one for vec_ab).
+# Staging: bash scripts/stage.sh -p fuse --test gpu_examples --bench anchors; cp ../shared/anchors/*.py .gpu/
+# Next session's first call, e.g.: bash scripts/gpu_session16.sh examples anchors peers_rows
 # Usage: bash scripts/gpu_session16.sh MODE ...   (modes below; logs and JSON under $OUT)
 source scripts/gpu_common.sh
 session_start
@@ -29,7 +31,7 @@ for mode in "$@"; do
             T=150 bench ab_${v}_$round $bin FUSE_BENCH_ONLY=$ONLY_HEAD >/dev/null
             grep -E " fuse " $L/ab_${v}_$round.log | grep -v "unfused\|rand16" | sed "s/^/round $round $v: /"
         done; done ;;
-    ce_examples) # the cross-entropy GPU test (split rows included) under memcheck and racecheck too
+    ce_examples) # the cross-entropy GPU test, then under memcheck and racecheck
         run ce_gpu timeout ${T:-300} .gpu/test-gpu_examples cross_entropy_on_gpu --test-threads=1
         for tool in memcheck racecheck; do
             run ${tool}_ce timeout ${T:-300} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_examples cross_entropy_on_gpu --test-threads=1
