@@ -276,42 +276,28 @@ fn pair_runs() {
                 [2, 3, 4],
                 &case,
             );
-            let h = n / 2;
+            let [out_ref, norms_ref, sw_ref] =
+                common::paths::pair_rotate_reference(&x, &cs, n, grid as usize);
             let close = |got: f32, want: f64| (f64::from(got) - want).abs() <= 1e-5 * (1.0 + want.abs());
-            for r in 0..grid as usize * 4 {
-                let mut norm = 0.0f64;
-                for p in 0..h {
-                    let (a, b) = (f64::from(x[r * n + 2 * p]), f64::from(x[r * n + 2 * p + 1]));
-                    let (co, si) = (f64::from(cs[p]), f64::from(cs[h + p]));
-                    norm += a * a + b * b;
-                    for (k, want) in [(2 * p, a * co - b * si), (2 * p + 1, b * co + a * si)] {
-                        let i = r * n + k;
-                        assert!(
-                            close(out[i], want) && close(c_out[i], want),
-                            "{case}: row {r} column {k}: emulated {}, CPU {}, want {want}",
-                            out[i],
-                            c_out[i]
-                        );
-                    }
-                }
-                assert!(
-                    close(norms[r], norm) && close(c_norms[r], norm),
-                    "{case}: row {r}'s norm: emulated {}, CPU {}, want {norm}",
-                    norms[r],
-                    c_norms[r]
-                );
-            }
-            for prog in 0..grid as usize {
-                for k in 0..n {
-                    let want = x[prog * 4 * n + (k ^ 1)];
-                    let i = prog * n + k;
+            for (what, got, cpu, want) in
+                [("out", &out, &c_out, &out_ref), ("norm", &norms, &c_norms, &norms_ref)]
+            {
+                for (i, &want) in want.iter().enumerate() {
                     assert!(
-                        sw[i] == want && c_sw[i] == want,
-                        "{case}: program {prog} lane {k} swapped: emulated {}, CPU {}, want {want}",
-                        sw[i],
-                        c_sw[i]
+                        close(got[i], want) && close(cpu[i], want),
+                        "{case}: {what} {i}: emulated {}, CPU {}, want {want}",
+                        got[i],
+                        cpu[i]
                     );
                 }
+            }
+            for (i, &want) in sw_ref.iter().enumerate() {
+                assert!(
+                    f64::from(sw[i]) == want && f64::from(c_sw[i]) == want,
+                    "{case}: swapped lane {i}: emulated {}, CPU {}, want {want}",
+                    sw[i],
+                    c_sw[i]
+                );
             }
         }
     }

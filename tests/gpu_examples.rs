@@ -484,22 +484,7 @@ fn split_join_on_gpu_match_float64_and_cpu(g: &Device) {
                 got.push([out.to_vec().unwrap(), norms.to_vec().unwrap(), sw.to_vec().unwrap()]);
             }
             let case = format!("pair_rotate N={n} {w} warps");
-            let h = n / 2;
-            let (mut out, mut norms, mut sw) = (vec![0.0; x.len()], vec![0.0; grid * 4], vec![0.0; grid * n]);
-            for r in 0..grid * 4 {
-                for p in 0..h {
-                    let (a, b) = (f64::from(x[r * n + 2 * p]), f64::from(x[r * n + 2 * p + 1]));
-                    let (co, si) = (f64::from(cs[p]), f64::from(cs[h + p]));
-                    norms[r] += a * a + b * b;
-                    out[r * n + 2 * p] = a * co - b * si;
-                    out[r * n + 2 * p + 1] = b * co + a * si;
-                }
-            }
-            for prog in 0..grid {
-                for k in 0..n {
-                    sw[prog * n + k] = f64::from(x[prog * 4 * n + (k ^ 1)]);
-                }
-            }
+            let [out, norms, sw] = paths::pair_rotate_reference(&x, &cs, n, grid);
             for (what, want, i) in [("out", &out, 0), ("norms", &norms, 1)] {
                 for (dev, j) in [("GPU", 0), ("CPU", 1)] {
                     let have: Vec<f64> = got[j][i].iter().map(|&v| f64::from(v)).collect();
@@ -620,8 +605,8 @@ fn cross_entropy_on_gpu_matches_float64_and_cpu(g: &Device) {
         for (rows, cols) in [(100usize, 1000usize), (64, 50257), (48, 32000), (16, 128256)] {
             let (x, labels) = cross_entropy_inputs::<T>(rng, rows, cols, 7, 2);
             let want = cross_entropy::reference(&T::to_f64s(&x), &labels, cols, cross_entropy::IGNORE_INDEX);
-            let on_gpu = cross_entropy_on(g, &x, &labels, cols);
-            let on_cpu = cross_entropy_on(&c, &x, &labels, cols);
+            let (on_gpu, on_cpu) =
+                (cross_entropy_on(g, &x, &labels, cols), cross_entropy_on(&c, &x, &labels, cols));
             let what = format!("cross_entropy {} {rows}x{cols}", T::NAME);
             // A loss is a log-sum-exp of `cols` f32 terms less one logit: its f32 sums may be
             // off by several ulps of the sum (a loss of 27.69 over 32000 columns was 1.2e-4 off

@@ -141,6 +141,28 @@ pub mod paths {
         let (even, odd) = load(x + program_id(0) * 4 * N + c).split();
         store(swapped + program_id(0) * N + c, join(odd, even));
     }
+    /// [`pair_rotate`] in float64 for `programs` programs of width `n` (`x`: the programs' rows,
+    /// `cs`: the `n / 2` cosines then the sines): `[out, norms, swapped]`.
+    pub fn pair_rotate_reference(x: &[f32], cs: &[f32], n: usize, programs: usize) -> [Vec<f64>; 3] {
+        let h = n / 2;
+        let (mut out, mut norms, mut swapped) =
+            (vec![0.0; x.len()], vec![0.0; programs * 4], vec![0.0; programs * n]);
+        for r in 0..programs * 4 {
+            for p in 0..h {
+                let (a, b) = (f64::from(x[r * n + 2 * p]), f64::from(x[r * n + 2 * p + 1]));
+                let (co, si) = (f64::from(cs[p]), f64::from(cs[h + p]));
+                norms[r] += a * a + b * b;
+                out[r * n + 2 * p] = a * co - b * si;
+                out[r * n + 2 * p + 1] = b * co + a * si;
+            }
+        }
+        for prog in 0..programs {
+            for k in 0..n {
+                swapped[prog * n + k] = f64::from(x[prog * 4 * n + (k ^ 1)]);
+            }
+        }
+        [out, norms, swapped]
+    }
     /// Four rows of `N` per program scaled by a weight row `w` (`[N]`, broadcast down the rows:
     /// a column layout), their row sums and maxima (axis-1 reductions: a row layout), and full
     /// reductions of those row and column layout tiles: `out[4 p..4 p + 4]` = the sum of the row
