@@ -560,10 +560,9 @@ impl Parser<'_> {
         if let syn::Pat::Tuple(t) = &local.pat {
             return self.local_pair(local, t);
         }
-        let plain = plain_name(&local.pat);
-        let (name, mutable) = match &local.pat {
-            _ if plain.is_some() => plain?,
-            syn::Pat::Type(pt) => {
+        let (name, mutable) = match (plain_name(&local.pat), &local.pat) {
+            (Some(plain), _) => plain,
+            (None, syn::Pat::Type(pt)) => {
                 self.unsupported_help(
                     &pt.ty,
                     "a type annotation on `let`",
@@ -574,7 +573,7 @@ impl Parser<'_> {
                     _ => return None,
                 }
             }
-            other => {
+            (None, other) => {
                 self.unsupported_help(other, "a destructuring pattern", "bind one name per `let`");
                 return None;
             }

@@ -119,7 +119,6 @@ fn loads(k: &Kernel) -> Vec<LoadInfo> {
         .collect()
 }
 
-/// The IR invariants fuse-ir documents, checked on every kernel the tests compile.
 /// `half` is `whole` with its last dim halved: same dtype and rank, the other dims equal.
 fn assert_halves(half: &Ty, whole: &Ty) {
     let (h, w) = (half.shape.dims(), whole.shape.dims());
@@ -129,6 +128,7 @@ fn assert_halves(half: &Ty, whole: &Ty) {
     assert_eq!(h[h.len() - 1].log2 + 1, w[w.len() - 1].log2, "the last dim halved");
 }
 
+/// The IR invariants fuse-ir documents, checked on every kernel the tests compile.
 fn validate(k: &Kernel) {
     let mut names = HashSet::new();
     for v in &k.vars {
