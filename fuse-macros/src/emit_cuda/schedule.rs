@@ -85,12 +85,7 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
     for s in &k.body[split..] {
         match s {
             Stmt::Assign { dst, expr }
-                if k.ty(*dst).shape.len().is_none()
-                    && once(dst)
-                    && !matches!(
-                        expr,
-                        Expr::Load { .. } | Expr::Reduce(..) | Expr::Rand { .. } | Expr::ArgReduce { .. }
-                    )
+                if movable_scalar(k, &once, *dst, expr)
                     && expr.operands().iter().all(|o| available.contains(o)) =>
             {
                 available.push(*dst);
@@ -129,31 +124,23 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
     }
 }
 
+/// A scalar statement that may move up to where its operands are: `dst` assigned once, and
+/// `expr` pure (no load, reduction or `rand`).
+fn movable_scalar(k: &Kernel, once: &dyn Fn(&VarId) -> bool, dst: VarId, expr: &Expr) -> bool {
+    k.ty(dst).shape.len().is_none()
+        && once(&dst)
+        && !matches!(expr, Expr::Load { .. } | Expr::Reduce(..) | Expr::Rand { .. } | Expr::ArgReduce { .. })
+}
+
 /// Per var: whether it belongs to the head (see [`Schedule::head`]).
 fn head_vars(k: &Kernel, once: &dyn Fn(&VarId) -> bool) -> Vec<bool> {
     // Top-level scalars assigned once from parameters, const generics, program ids and literals
-    // through pure arithmetic: the same in every lane, computable anywhere before their use.
+    // through pure arithmetic (no load): the same in every lane, computable anywhere before
+    // their use.
     let mut uniform = vec![false; k.vars.len()];
     for s in &k.body {
         if let Stmt::Assign { dst, expr } = s {
-            let pure = matches!(
-                expr,
-                Expr::Copy(_)
-                    | Expr::Lit(_)
-                    | Expr::Param(_)
-                    | Expr::ConstGeneric(_)
-                    | Expr::ProgramId(_)
-                    | Expr::NumPrograms(_)
-                    | Expr::Unary(..)
-                    | Expr::Binary(..)
-                    | Expr::Cast(_)
-                    | Expr::Where(..)
-            );
-            if pure
-                && k.ty(*dst).shape.len().is_none()
-                && once(dst)
-                && expr.operands().iter().all(|o| uniform[o.0 as usize])
-            {
+            if movable_scalar(k, once, *dst, expr) && expr.operands().iter().all(|o| uniform[o.0 as usize]) {
                 uniform[dst.0 as usize] = true;
             }
         }
