@@ -49,6 +49,13 @@ for mode in "$@"; do
         for tool in memcheck racecheck; do
             run ${tool}_rows timeout ${T:-240} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_examples rows_kernels_on_gpu --test-threads=1
         done ;;
+    sanitize_head) # memcheck on the kernels the head placement changed (qk_norm_rope, narrow rows, f16 dropout, generic half kernels), racecheck on the first two
+        for t in qk_norm_rope_on_gpu rows_kernels_on_gpu dropout_masks_are_bit generic_kernels_in_half; do
+            run memcheck_$t timeout ${T:-120} compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples $t --test-threads=1
+        done
+        for t in qk_norm_rope_on_gpu rows_kernels_on_gpu; do
+            run racecheck_$t timeout ${T:-120} compute-sanitizer --tool racecheck --error-exitcode 9 .gpu/test-gpu_examples $t --test-threads=1
+        done ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors
         T=500 bench fuse_anchors .gpu/bench-anchors
         (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
