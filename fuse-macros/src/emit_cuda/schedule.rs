@@ -25,9 +25,10 @@
 //! 78 at the head). So these statements are written at both places, under complementary `#if`s
 //! on the lanes a thread holds (at most 16: the head), and only in kernels that load a 16-bit
 //! float tile: without conversions to hoist, the head only delays the first load. Timed on an
-//! H200 (2026-11-27, session 16, against both at the end of the prologue, same call): LayerNorm 16384x256 f16 0.0096 →
-//! 0.0086 ms, NeoX RoPE f16 0.0520 → 0.0497; the f32 LayerNorms 0.6-1.3 % slower at the head
-//! (65536x128: 0.0222 → 0.0225, though 40 → 32 registers), so f32 kernels keep the old place.
+//! H200 (2026-11-27, session 16, against both at the end of the prologue in the same call):
+//! LayerNorm 16384x256 f16 0.0096 → 0.0086 ms, NeoX RoPE f16 0.0520 → 0.0497; the f32
+//! LayerNorms 0.6-1.3 % slower at the head (65536x128: 0.0222 → 0.0225, though 40 → 32
+//! registers), so f32 kernels keep the old place.
 //! Register counts: NVRTC 13 for sm_90; tests/ptxas_resources.rs holds the narrow-row f16/bf16
 //! LayerNorm to 32.
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Stmt, UnaryOp, VarId};
