@@ -18,6 +18,7 @@ enum AnyBuffer {
     F16(Buffer<f16>),
     BF16(Buffer<bf16>),
     I8(Buffer<i8>),
+    I32(Buffer<i32>),
 }
 
 impl AnyBuffer {
@@ -27,6 +28,7 @@ impl AnyBuffer {
             DType::F16 => AnyBuffer::F16(d.upload(&vec![f16::from_f32(0.5); len]).unwrap()),
             DType::BF16 => AnyBuffer::BF16(d.upload(&vec![bf16::from_f32(0.5); len]).unwrap()),
             DType::I8 => AnyBuffer::I8(d.upload(&vec![1i8; len]).unwrap()),
+            DType::I32 => AnyBuffer::I32(d.upload(&vec![7i32; len]).unwrap()),
             other => panic!("no example uses {other} buffers"),
         }
     }
@@ -36,6 +38,7 @@ impl AnyBuffer {
             AnyBuffer::F16(b) => b.into(),
             AnyBuffer::BF16(b) => b.into(),
             AnyBuffer::I8(b) => b.into(),
+            AnyBuffer::I32(b) => b.into(),
         }
     }
 }

@@ -350,6 +350,63 @@ fn layout_totals_runs() {
     }
 }
 
+/// [`common::paths::row_stats`] emulated against float64 and the CPU interpreter, at widths and
+/// warp counts where a row spans part of a warp, a warp, a warp slab (several chunks of each
+/// lane: 256-1024 f32 columns on 2-8 warps) or, with more warps than rows, several warps.
+fn row_stats_runs() {
+    for n in [32usize, 128, 256, 512, 1024] {
+        for w in [1u32, 2, 4, 8, 16] {
+            let grid = 2u32;
+            let mut g = Gen::new(n as u64 * 13 + u64::from(w));
+            let len = grid as usize * 8 * n;
+            let x: Vec<f32> = (0..len).map(|_| g.below(2001) as f32 / 250.0 - 4.0).collect();
+            let wv: Vec<f32> = (0..n).map(|_| g.below(2001) as f32 / 500.0 - 2.0).collect();
+            let m = 48;
+            let bufs = vec![
+                Buf::F32(x.clone()),
+                Buf::F32(wv.clone()),
+                Buf::I32(vec![m]),
+                Buf::F32(vec![f32::NAN; len]),
+                Buf::F32(vec![f32::NAN; grid as usize * 8]),
+                Buf::F32(vec![f32::NAN; grid as usize * 2]),
+                Buf::I32(vec![-1; len]),
+            ];
+            let case = format!("row_stats N={n} {w} warps");
+            let mut e = Launch {
+                spec: &common::paths::row_stats::SPEC,
+                consts: vec![n as u64],
+                warps: w,
+                grid,
+                bufs,
+            };
+            let mut cl = e.clone();
+            let seed = n as u64 * 7 + u64::from(w);
+            run(Target::Emulated(seed), &mut e).unwrap_or_else(|msg| panic!("{case}: {msg}"));
+            run(Target::Device(&Device::cpu()), &mut cl)
+                .unwrap_or_else(|msg| panic!("{case} on the CPU: {msg}"));
+            let (y, sums, pairs, cols) = common::paths::row_stats_reference(&x, &wv, n, m, grid as usize);
+            for (l, what) in [(&e, "emulated"), (&cl, "CPU")] {
+                let (Buf::F32(gy), Buf::F32(gs), Buf::F32(gp), Buf::I32(gc)) =
+                    (&l.bufs[3], &l.bufs[4], &l.bufs[5], &l.bufs[6])
+                else {
+                    panic!("{case}: buffer types")
+                };
+                let close = |got: f32, want: f64| (f64::from(got) - want).abs() <= 1e-5 * (1.0 + want.abs());
+                for (i, &want) in y.iter().enumerate() {
+                    assert!(close(gy[i], want), "{case} {what}: y {i} = {}, want {want}", gy[i]);
+                }
+                for (i, &want) in sums.iter().enumerate() {
+                    assert!(close(gs[i], want), "{case} {what}: sum {i} = {}, want {want}", gs[i]);
+                }
+                for (i, &want) in pairs.iter().enumerate() {
+                    assert!(close(gp[i], want), "{case} {what}: pair {i} = {}, want {want}", gp[i]);
+                }
+                assert!(gc == &cols, "{case} {what}: cols differ");
+            }
+        }
+    }
+}
+
 fn main() {
     let tests: Vec<(&'static str, fn())> = vec![
         ("f32_kernel", f32_kernel),
@@ -360,6 +417,7 @@ fn main() {
         ("ragged_runs", ragged_runs),
         ("pair_runs", pair_runs),
         ("layout_totals_runs", layout_totals_runs),
+        ("row_stats_runs", row_stats_runs),
     ];
     let trials = match emu::compiler() {
         Some(_) => tests.into_iter().map(|(n, f)| harness::trial(n, f)).collect(),

@@ -504,6 +504,45 @@ fn split_join_on_gpu_match_float64_and_cpu(g: &Device) {
     }
 }
 
+/// Axis-1 reductions in warp slabs on the GPU (common::paths::row_stats: `[8, N]` f32 rows of
+/// 32-1024 columns on 1-16 warps, slabs where a row is wider than 32 chunks and the warps divide
+/// the rows) against float64 and the CPU interpreter; outputs poisoned first.
+fn row_stats_on_gpu_match_float64_and_cpu(g: &Device) {
+    let mut rng = Rng::fresh("row stats gpu");
+    let grid = 5usize;
+    for n in [32usize, 128, 256, 512, 1024] {
+        for w in [1u32, 2, 4, 8, 16] {
+            let x = rng.vec(grid * 8 * n, 4.0);
+            let wv = rng.vec(n, 2.0);
+            let m = 48 + (n as i32 % 7);
+            let mut got = Vec::new();
+            for d in [g, &Device::cpu()] {
+                let (xb, wb, mb) = (d.upload(&x).unwrap(), d.upload(&wv).unwrap(), d.upload(&[m]).unwrap());
+                let mut y = d.upload(&vec![f32::NAN; x.len()]).unwrap();
+                let mut sums = d.upload(&vec![f32::NAN; grid * 8]).unwrap();
+                let mut pairs = d.upload(&vec![f32::NAN; grid * 2]).unwrap();
+                let mut cols = d.upload(&vec![-1i32; x.len()]).unwrap();
+                let cfg = fuse::LaunchConfig::new(grid as u32).num_warps(w);
+                fuse::with_block!(n, N => paths::row_stats::launch::<N>(d, cfg, &xb, &wb, &mb, &mut y, &mut sums, &mut pairs, &mut cols))
+                    .unwrap();
+                let f = |v: Vec<f32>| v.into_iter().map(f64::from).collect::<Vec<f64>>();
+                got.push((
+                    [f(y.to_vec().unwrap()), f(sums.to_vec().unwrap()), f(pairs.to_vec().unwrap())],
+                    cols.to_vec().unwrap(),
+                ));
+            }
+            let case = format!("row_stats N={n} {w} warps");
+            let (y, sums, pairs, cols) = paths::row_stats_reference(&x, &wv, n, m, grid);
+            for (dev, (have, have_cols)) in ["GPU", "CPU"].iter().zip(&got) {
+                for (what, want, i) in [("y", &y, 0), ("sums", &sums, 1), ("pairs", &pairs, 2)] {
+                    assert_close(&format!("{case} {what} on the {dev}"), &have[i], want, 1e-5, 1e-5);
+                }
+                assert!(have_cols == &cols, "{case} cols on the {dev} differ");
+            }
+        }
+    }
+}
+
 /// softmax_rows and layernorm_rows on the GPU against float64 and the CPU interpreter: ragged
 /// shapes and the narrow bench widths, every element type.
 fn rows_kernels_on_gpu_match_float64_and_cpu(g: &Device) {
@@ -719,6 +758,7 @@ fn main() {
         ),
         ("xor_gathers_match_cpu_bit_for_bit", xor_gathers_match_cpu_bit_for_bit),
         ("split_join_on_gpu_match_float64_and_cpu", split_join_on_gpu_match_float64_and_cpu),
+        ("row_stats_on_gpu_match_float64_and_cpu", row_stats_on_gpu_match_float64_and_cpu),
         ("rows_kernels_on_gpu_match_float64_and_cpu", rows_kernels_on_gpu_match_float64_and_cpu),
         ("qk_norm_rope_on_gpu_matches_float64_and_cpu", qk_norm_rope_on_gpu_matches_float64_and_cpu),
         ("cross_entropy_on_gpu_matches_float64_and_cpu", cross_entropy_on_gpu_matches_float64_and_cpu),

@@ -117,9 +117,20 @@ fn narrow_row_layernorm_fits_32_registers() {
     }
 }
 
+/// A 256-column f32 row is 64 chunks: in warp slabs one warp holds it, so the narrow-row
+/// LayerNorm's two row reductions need no barrier (ptxas reports "used 0 barriers"; the plain
+/// order spread each row over two warps and folded them through shared memory).
+fn wide_f32_rows_reduce_without_barriers() {
+    for (tile, warps) in [([8u64, 256], 4u32), ([8, 256], 8), ([4, 256], 2)] {
+        let r = report(&layernorm::layernorm_rows::f32::SPEC, &tile, warps, 1, false);
+        assert!(r.log.contains("used 0 barriers"), "{tile:?} on {warps} warps: {}", r.log);
+    }
+}
+
 fn main() {
     harness::run(harness::nvrtc_trials(vec![
         ("narrow_row_layernorm_fits_32_registers", narrow_row_layernorm_fits_32_registers),
+        ("wide_f32_rows_reduce_without_barriers", wide_f32_rows_reduce_without_barriers),
         ("matmul_k_loops_stay_in_flight", matmul_k_loops_stay_in_flight),
         ("attention_d128_does_not_spill", attention_d128_does_not_spill),
     ]))

@@ -163,6 +163,61 @@ pub mod paths {
         }
         [out, norms, swapped]
     }
+    /// Eight rows of `N` per program (`[8, N]`: warp slabs where a row is wider than 32 chunks
+    /// and the warps divide the rows): each row's weights `1 / (1 + (v - max)^2)` normalised by
+    /// their sum, scaled by a weight row and shifted by the row's minimum (`y`: axis-1 max, sum and
+    /// min broadcast back), the row sums (`sums`) and their sums in pairs of rows (`pairs`: a
+    /// reshape, so the sums also go to the length's layout through shared memory), and each
+    /// lane's offset modulo a runtime `modulus[0]` (`cols`: stepped chunk by chunk). No `exp` or
+    /// `rand`: the host emulator runs no inline PTX.
+    #[fused_kernel]
+    pub fn row_stats<const N: usize>(
+        x: *const f32,
+        w: *const f32,
+        modulus: *const i32,
+        y: *mut f32,
+        sums: *mut f32,
+        pairs: *mut f32,
+        cols: *mut i32,
+    ) {
+        let n = load(modulus);
+        let rows = arange(0, 8);
+        let c = arange(0, N);
+        let offs = program_id(0) * (8 * N) + rows.expand_dims(1) * N + c.expand_dims(0);
+        let v = load(x + offs);
+        let d = v - v.max(1).expand_dims(1);
+        let e = 1.0 / (1.0 + d * d);
+        let s = e.sum(1);
+        store(y + offs, e / s.expand_dims(1) * load(w + c).expand_dims(0) + v.min(1).expand_dims(1));
+        store(sums + program_id(0) * 8 + rows, s);
+        store(pairs + program_id(0) * 2 + arange(0, 2), reshape(s, [2, 4]).sum(1));
+        store(cols + offs, offs % n);
+    }
+    /// [`row_stats`] in float64 for `programs` programs of width `n` with modulus `m`:
+    /// `(y, sums, pairs, cols)`.
+    pub fn row_stats_reference(
+        x: &[f32],
+        w: &[f32],
+        n: usize,
+        m: i32,
+        programs: usize,
+    ) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<i32>) {
+        let (mut y, mut sums) = (vec![0.0; x.len()], vec![0.0; programs * 8]);
+        for r in 0..programs * 8 {
+            let row: Vec<f64> = x[r * n..(r + 1) * n].iter().map(|&v| f64::from(v)).collect();
+            let (hi, lo) =
+                row.iter().fold((f64::NEG_INFINITY, f64::INFINITY), |(a, b), &v| (a.max(v), b.min(v)));
+            let e: Vec<f64> = row.iter().map(|v| 1.0 / (1.0 + (v - hi) * (v - hi))).collect();
+            let s: f64 = e.iter().sum();
+            sums[r] = s;
+            for c in 0..n {
+                y[r * n + c] = e[c] / s * f64::from(w[c]) + lo;
+            }
+        }
+        let pairs = sums.chunks(4).map(|q| q.iter().sum()).collect();
+        let cols = (0..x.len()).map(|o| (o as i64 % i64::from(m)) as i32).collect();
+        (y, sums, pairs, cols)
+    }
     /// Four rows of `N` per program scaled by a weight row `w` (`[N]`, broadcast down the rows:
     /// a column layout), their row sums and maxima (axis-1 reductions: a row layout), and full
     /// reductions of those row and column layout tiles: `out[4 p..4 p + 4]` = the sum of the row
@@ -212,6 +267,7 @@ pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
         (&paths::erf_only::SPEC, vec![1024]),
         (&paths::pair_rotate::SPEC, vec![128]),
         (&paths::layout_totals::SPEC, vec![128]),
+        (&paths::row_stats::SPEC, vec![256]),
     ]
 }
 

@@ -213,7 +213,7 @@ impl Ctx<'_> {
 
     /// `dst = a % b` where `a` is consecutive within each chunk (`s + element index`) and `b` a
     /// scalar (e.g. the bias column `offs % h`): one division per thread. Chunk `j` of a thread
-    /// starts `j * D` after its first (`D = FUSE_THREADS * VEC`), so its remainder is the previous
+    /// starts `j * D` after its first (`D = FUSE_CSTEP * VEC`), so its remainder is the previous
     /// chunk's plus `D`, less `b` at most once when `D < b`; inside a chunk the remainder steps by 1
     /// (wrapping to 0 at `b`). The thread takes that path only where it is exact — `b > 0`, the
     /// first value non-negative, and no lane wrapped — and else divides every lane. `a` is
@@ -236,8 +236,9 @@ impl Ctx<'_> {
         self.w.line(format!("// {dn} = {an} % {bn}: one division per thread, the rest stepped"));
         self.w.open("");
         let u = unsigned_of(d);
+        let step = self.layout.chunk_step(k);
         self.w.line(format!(
-            "const {t} fuse_a0 = {an}[0], fuse_z = {an}[FUSE_EPT{k} - 1], fuse_d = ({t})(FUSE_THREADS * FUSE_VEC{k});"
+            "const {t} fuse_a0 = {an}[0], fuse_z = {an}[FUSE_EPT{k} - 1], fuse_d = ({t})({step} * FUSE_VEC{k});"
         ));
         self.w.line(format!(
             "const bool fuse_step = {lo}{bn} > {zero} && (FUSE_NCH{k} == 1 || fuse_d < {bn}) && fuse_z >= fuse_a0 && ({u})fuse_z - ({u})fuse_a0 == ({u})(FUSE_NCH{k} - 1) * ({u})fuse_d + ({u})(FUSE_VEC{k} - 1);"

@@ -17,6 +17,17 @@
 //! chunks, held by consecutive threads (`FUSE_G`), and an axis-1 reduction is a fold over the
 //! chunk plus a butterfly over those threads.
 //!
+//! **Warp slabs.** A row of more than 32 chunks (256 f32 columns) would span several warps that
+//! way, and its reductions would need shared memory and two barriers. Where a length allows it
+//! (`FUSE_SLAB`: several warps, a whole tile, some row wider than 32 chunks, each warp's share of
+//! the tile whole rows, and a kernel with no operation that assumes the plain order), warp `w`
+//! takes the contiguous slab of chunks `[w NCH 32, (w + 1) NCH 32)` instead, chunk `j` of lane
+//! `l` being `w NCH 32 + j 32 + l` (Triton's blocked layout with its warps along the rows): a
+//! warp's access is still one contiguous run per `j`, and a row is `G / 32` consecutive chunks
+//! of each lane of one warp, so its reductions are a fold over those chunks and a warp
+//! butterfly. `FUSE_CI(j)` is chunk `j`'s index either way, `FUSE_CSTEP` the chunk distance
+//! between a thread's consecutive chunks (THREADS, or 32 in a slab).
+//!
 //! A **row layout** (Triton's slice layout) holds a `[R]` (or `[R, 1]`) tile the way its parent
 //! `[R, C]` tile holds rows: one slot per parent chunk, slot `j` holding the row of chunk `j`, so
 //! the `C / VEC` threads of a row each hold its value. An axis-1 reduction produces it in
@@ -50,6 +61,9 @@ pub struct Layout {
     pair_caps: Vec<Vec<usize>>,
     /// The derived layouts; layout index `lens.len() + i` is `derived[i]`.
     pub derived: Vec<Derived>,
+    /// No operation of the kernel assumes the plain chunk order (axis-0 and arg reductions,
+    /// `split`/`join`, `dot`), so its lengths may take warp slabs (see the module doc).
+    slabs: bool,
 }
 
 /// A layout that is not a length's.
@@ -96,17 +110,29 @@ impl Layout {
                 }
             }
         }
-        let (mut dots, mut warpgroups) = (0, false);
+        let (mut dots, mut warpgroups, mut slabs) = (0, false, true);
         let mut pairs = Vec::new();
         k.visit_stmts(&mut |s| match s {
             fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } => {
                 let mma = super::mma::takes_mma(k, *a, *b);
                 dots += usize::from(mma);
                 warpgroups |= mma && super::mma::may_take_wgmma(k.ty(*a).dtype);
+                slabs = false;
             }
             // (half, whole): the tiles a split or join pairs.
-            fuse_ir::Stmt::Assign { dst, expr: fuse_ir::Expr::Split { src, .. } } => pairs.push((*dst, *src)),
-            fuse_ir::Stmt::Assign { dst, expr: fuse_ir::Expr::Join(even, _) } => pairs.push((*even, *dst)),
+            fuse_ir::Stmt::Assign { dst, expr: fuse_ir::Expr::Split { src, .. } } => {
+                pairs.push((*dst, *src));
+                slabs = false;
+            }
+            fuse_ir::Stmt::Assign { dst, expr: fuse_ir::Expr::Join(even, _) } => {
+                pairs.push((*even, *dst));
+                slabs = false;
+            }
+            // Their lowerings count threads in the plain order (shape.rs `fold_columns`, `arg_rows`).
+            fuse_ir::Stmt::Assign {
+                expr: fuse_ir::Expr::ReduceAxis { axis: 0, .. } | fuse_ir::Expr::ArgReduce { .. },
+                ..
+            } => slabs = false,
             _ => {}
         });
         let mut layout = Layout {
@@ -117,6 +143,7 @@ impl Layout {
             veck: 16 / narrowest,
             caps,
             derived: Vec::new(),
+            slabs,
         };
         for (half, whole) in pairs {
             let len = |v: VarId| k.ty(v).shape.len().expect("split and join take tiles");
@@ -215,6 +242,33 @@ impl Layout {
         }
     }
 
+    /// The preprocessor condition under which length `k` takes warp slabs (module doc): the
+    /// kernel allows them, several warps, a whole tile, some 2-D tile of the length with a row
+    /// wider than 32 chunks, and every such tile's rows whole within a warp's share (`L / W` a
+    /// multiple of each column count; powers of two, so true where a row is at most 32 chunks).
+    fn slab_condition(&self, k: usize, const_names: &[String]) -> String {
+        if !self.slabs || self.caps[k].is_empty() {
+            return "0".into();
+        }
+        let cols: Vec<String> = self.caps[k].iter().map(|c| c.c_expr(const_names)).collect();
+        let wide = cols.iter().map(|c| format!("({c}) / FUSE_VEC{k} > 32")).collect::<Vec<_>>().join(" || ");
+        let whole = cols
+            .iter()
+            .map(|c| format!("(FUSE_L{k} / FUSE_NUM_WARPS) % ({c}) == 0"))
+            .collect::<Vec<_>>()
+            .join(" && ");
+        format!("(FUSE_NUM_WARPS > 1 && FUSE_FULL{k} && ({wide}) && {whole})")
+    }
+
+    /// A thread's chunk distance (`FUSE_CSTEP`) of layout `k`: its consecutive chunks are that many
+    /// chunks apart (`FUSE_THREADS` for layouts that never take slabs).
+    pub fn chunk_step(&self, k: usize) -> String {
+        match k.checked_sub(self.lens.len()).map(|i| &self.derived[i]) {
+            None | Some(Derived::Row(_)) => format!("FUSE_CSTEP{k}"),
+            Some(Derived::Mma(_) | Derived::MmaRow(_)) => "FUSE_THREADS".into(),
+        }
+    }
+
     /// A preprocessor condition: a thread holds at most `n` lanes of every tile (true without
     /// tiles).
     pub fn lanes_at_most(&self, n: usize) -> String {
@@ -258,11 +312,19 @@ impl Layout {
             out.push(format!("#define FUSE_NCH{k} ((FUSE_L{k} + FUSE_THREADS * FUSE_VEC{k} - 1) / (FUSE_THREADS * FUSE_VEC{k}))"));
             out.push(format!("#define FUSE_EPT{k} (FUSE_NCH{k} * FUSE_VEC{k})"));
             out.push(format!("#define FUSE_FULL{k} (FUSE_NCH{k} * FUSE_THREADS * FUSE_VEC{k} == FUSE_L{k})"));
+            out.push(format!("#define FUSE_SLAB{k} {}", self.slab_condition(k, const_names)));
+            out.push(format!("#define FUSE_CSTEP{k} (FUSE_SLAB{k} ? 32 : FUSE_THREADS)"));
+            out.push("// the index of this thread's chunk j (in its warp's slab, or plain)".to_string());
+            out.push(format!(
+                "#define FUSE_CI{k}(j) ((FUSE_SLAB{k} ? (fuse_tid >> 5) * (FUSE_NCH{k} * 32) + (fuse_tid & 31) : fuse_tid) + (j) * FUSE_CSTEP{k})"
+            ));
             out.push("// chunk j of this thread is inside the tile".to_string());
-            out.push(format!("#define FUSE_OK{k}(j) (FUSE_FULL{k} || ((j) * FUSE_THREADS + fuse_tid) * FUSE_VEC{k} < FUSE_L{k})"));
+            out.push(format!(
+                "#define FUSE_OK{k}(j) (FUSE_FULL{k} || FUSE_CI{k}(j) * FUSE_VEC{k} < FUSE_L{k})"
+            ));
             out.push("// the tile element held in slot i of this thread".to_string());
             out.push(format!(
-                "#define FUSE_IDX{k}(i) ((((i) / FUSE_VEC{k}) * FUSE_THREADS + fuse_tid) * FUSE_VEC{k} + (i) % FUSE_VEC{k})"
+                "#define FUSE_IDX{k}(i) (FUSE_CI{k}((i) / FUSE_VEC{k}) * FUSE_VEC{k} + (i) % FUSE_VEC{k})"
             ));
         }
         for (i, d) in self.derived.iter().enumerate() {
@@ -286,7 +348,7 @@ impl Layout {
                     r.cols.display(const_names)
                 ));
                 out.push(format!("#define FUSE_L{k} ({c})"));
-                for m in ["VEC", "NCH", "EPT", "FULL"] {
+                for m in ["VEC", "NCH", "EPT", "FULL", "CSTEP"] {
                     out.push(format!("#define FUSE_{m}{k} FUSE_{m}{p}"));
                 }
                 out.push(format!("#define FUSE_OK{k}(j) FUSE_OK{p}(j)"));
@@ -307,10 +369,11 @@ impl Layout {
             out.push(format!("#define FUSE_NCH{k} FUSE_NCH{p}"));
             out.push(format!("#define FUSE_EPT{k} FUSE_NCH{p}"));
             out.push(format!("#define FUSE_FULL{k} FUSE_FULL{p}"));
+            out.push(format!("#define FUSE_CSTEP{k} FUSE_CSTEP{p}"));
             out.push(format!("#define FUSE_OK{k}(j) FUSE_OK{p}(j)"));
             out.push("// the row of parent chunk i".to_string());
             out.push(format!(
-                "#define FUSE_IDX{k}(i) ((int)((unsigned int)(((i) * FUSE_THREADS + fuse_tid) * FUSE_VEC{p}) / (unsigned int)({c})))"
+                "#define FUSE_IDX{k}(i) ((int)((unsigned int)(FUSE_CI{p}(i) * FUSE_VEC{p}) / (unsigned int)({c})))"
             ));
             out.push("// how many consecutive threads hold one row".to_string());
             out.push(format!("#define FUSE_G{k} (({c}) / FUSE_VEC{p})"));

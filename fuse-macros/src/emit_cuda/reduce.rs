@@ -35,7 +35,7 @@ impl Ctx<'_> {
             Some(r) if r.columns => {
                 format!(" && FUSE_IDX{}(fuse_i) < ({})", r.parent, r.cols.c_expr(&self.k.consts))
             }
-            Some(_) => format!(" && (fuse_i * FUSE_THREADS + fuse_tid) % FUSE_G{k} == 0"),
+            Some(r) => format!(" && FUSE_CI{}(fuse_i) % FUSE_G{k} == 0", r.parent),
             None => String::new(),
         };
         self.w.unrolled(

@@ -251,6 +251,26 @@ impl Ctx<'_> {
         };
         self.w.pp(format!("#if FUSE_G{r} <= 32"));
         shfl(&mut self.w, &format!("FUSE_G{r} / 2"));
+        self.w.pp(format!("#elif FUSE_SLAB{p}"));
+        // A warp slab: a row is FUSE_G / 32 consecutive chunks of each lane of one warp.
+        self.w.pp("#pragma unroll");
+        self.w.open(format!("for (int fuse_j = 0; fuse_j < FUSE_NCH{p}; fuse_j += FUSE_G{r} / 32)"));
+        self.w.line(format!("{t} fuse_r = fuse_rv[fuse_j];"));
+        self.w.pp("#pragma unroll");
+        self.w.line(format!(
+            "for (int fuse_q = 1; fuse_q < FUSE_G{r} / 32; ++fuse_q) fuse_r = {};",
+            fold("fuse_r", "fuse_rv[fuse_j + fuse_q]")
+        ));
+        self.w.unrolled_step(
+            "fuse_s",
+            "16",
+            &format!(
+                "{{ const {t} fuse_ov = __shfl_xor_sync(0xffffffffu, fuse_r, fuse_s); fuse_r = {}; }}",
+                fold("fuse_r", "fuse_ov")
+            ),
+        );
+        self.w.unrolled("fuse_q", &format!("FUSE_G{r} / 32"), "fuse_rv[fuse_j + fuse_q] = fuse_r;");
+        self.w.close();
         self.w.pp("#else");
         // A row spans FUSE_G / 32 whole warps: one value per (chunk, warp), then each thread folds
         // its row's in order.
@@ -292,7 +312,7 @@ impl Ctx<'_> {
                     "fuse_j",
                     &format!("FUSE_NCH{p}"),
                     format!(
-                        "if (FUSE_OK{p}(fuse_j) && (fuse_j * FUSE_THREADS + fuse_tid) % FUSE_G{r} == 0) {xs}[FUSE_IDX{r}(fuse_j)] = fuse_rv[fuse_j];"
+                        "if (FUSE_OK{p}(fuse_j) && FUSE_CI{p}(fuse_j) % FUSE_G{r} == 0) {xs}[FUSE_IDX{r}(fuse_j)] = fuse_rv[fuse_j];"
                     ),
                 );
                 self.w.line("__syncthreads();");

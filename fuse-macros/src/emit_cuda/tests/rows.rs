@@ -101,7 +101,36 @@ fn full_reductions_of_row_and_column_layouts_keep_them() {
     store(out + program_id(0) * 2 + 1, sum(wc));
 }"))
         .source;
-    assert!(src.contains("(fuse_i * FUSE_THREADS + fuse_tid) % FUSE_G"), "{src}");
+    assert!(src.contains("FUSE_CI2(fuse_i) % FUSE_G"), "{src}");
     assert!(src.contains("(fuse_i) < (N)"), "{src}");
     assert!(!src.contains("through shared memory"), "{src}");
+}
+
+/// Warp slabs: a kernel whose only cross-lane operations are axis-1 and full reductions and
+/// broadcasts may take them for its 2-D tiles (a preprocessor condition per launch; the
+/// reduction gets its in-warp form), one with an axis-0 reduction never does (its lowering
+/// counts threads in the plain order).
+#[test]
+fn warp_slabs_only_where_every_lowering_allows_them() {
+    let rows = "fn k<const N: usize>(x: *const f32, out: *mut f32) {
+    let offs = arange(0, 8).expand_dims(1) * N + arange(0, N).expand_dims(0);
+    let v = load(x + offs);
+    store(out + offs, v - v.max(1).expand_dims(1));
+}";
+    let src = emit_cuda(&ok(rows)).source;
+    assert!(src.contains("#define FUSE_SLAB2 (FUSE_NUM_WARPS > 1 && FUSE_FULL2 && ((N) / FUSE_VEC2 > 32) && (FUSE_L2 / FUSE_NUM_WARPS) % (N) == 0)"), "{src}");
+    assert!(src.contains("#elif FUSE_SLAB2"), "{src}");
+    assert!(
+        src.contains("#define FUSE_IDX2(i) (FUSE_CI2((i) / FUSE_VEC2) * FUSE_VEC2 + (i) % FUSE_VEC2)"),
+        "{src}"
+    );
+    let down = "fn k<const N: usize>(x: *const f32, out: *mut f32, col: *mut f32) {
+    let offs = arange(0, 8).expand_dims(1) * N + arange(0, N).expand_dims(0);
+    let v = load(x + offs);
+    store(out + offs, v - v.max(1).expand_dims(1));
+    store(col + arange(0, N), v.sum(0));
+}";
+    let src = emit_cuda(&ok(down)).source;
+    assert!(src.contains("#define FUSE_SLAB2 0"), "{src}");
+    assert!(!src.contains("#define FUSE_SLAB2 ("), "{src}");
 }
