@@ -14,11 +14,22 @@ for mode in "$@"; do
         run early256 bash scripts/experiments/slab/run.sh scripts/experiments/slab/gen256 256
         run early128 bash scripts/experiments/slab/run.sh scripts/experiments/slab/gen128 128
         grep -E "^(check|percall|time)" $L/early256.log $L/early128.log ;;
+    flush) # LayerNorm f32 16384x256 tiles x warps, per call after a memset flush and after a kernel flush (dirty L2)
+        run flush256 bash scripts/experiments/slab/run.sh scripts/experiments/slab/gen256 256
+        grep -E "^(check|percall|time)" $L/flush256.log ;;
+    inductor_ab) # torch.compile's LayerNorm cubin timed by main.cu beside fuse's kernels, both flushes
+        (cd $O && TRITON_CACHE_DIR=$O/tcache timeout 300 python $OLDPWD/scripts/experiments/slab/inductor_cubin.py $O/ind) >$L/inductor_cubin.log 2>&1; echo "inductor_cubin rc $?"
+        cat $L/inductor_cubin.log | tail -8; find $O/tcache -name "triton_per_fused_native_layer_norm*.json" -exec sh -c 'echo "$1: $(head -c 600 $1)"' _ {} \; | head -12; cp $O/ind/inductor_ln.meta $L/ 2>/dev/null
+        INDUCTOR_DIR=$O/ind run ind256 bash scripts/experiments/slab/run.sh scripts/experiments/slab/gen256 256
+        grep -E "^(inductor|check|percall|time)" $L/ind256.log ;;
+    inductor_cubin) # the same with the cubin fetched before (scripts/experiments/slab/gen256/ind, carried)
+        INDUCTOR_DIR=scripts/experiments/slab/gen256/ind run ind256 bash scripts/experiments/slab/run.sh scripts/experiments/slab/gen256 256
+        grep -E "^(inductor|check|percall|time)" $L/ind256.log ;;
     ncu_ln) # Nsight Compute on fuse's and torch.compile's LayerNorm 16384x256 f32 (cache flushed per launch)
         NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
         secs="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats"
-        FUSE_BENCH_ONLY=layernorm/16384x256/float32,softmax/16384x256/float32 timeout 200 $NCU --kernel-name "regex:(layernorm|softmax)_rows_f32" --launch-skip 20 --launch-count 4 --cache-control all --clock-control none $secs .gpu/bench-anchors >$L/ncu_fuse_ln.txt 2>&1; echo "ncu fuse rc $?"
-        timeout 300 $NCU --kernel-name "regex:triton_per_fused_native_layer_norm" --launch-skip 20 --launch-count 3 --cache-control all --clock-control none $secs python scripts/experiments/slab/ln_inductor.py >$L/ncu_inductor_ln.txt 2>&1; echo "ncu inductor rc $?"
+        FUSE_BENCH_ONLY=layernorm/16384x256/float32 timeout 200 $NCU --kernel-name "regex:layernorm_rows_f32" --launch-skip 20 --launch-count 4 --cache-control all --clock-control none $secs .gpu/bench-anchors >$L/ncu_fuse_ln.txt 2>&1; echo "ncu fuse rc $?"
+        [ -z "${SKIP_INDUCTOR:-}" ] && timeout 300 $NCU --profile-from-start off --kernel-name "regex:triton_per_fused_native_layer_norm" --cache-control all --clock-control none $secs python scripts/experiments/slab/ln_inductor.py >$L/ncu_inductor_ln.txt 2>&1; echo "ncu inductor rc $?"; [ -n "${SKIP_INDUCTOR:-}" ] && : 
         grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Block Size|Grid Size|Achieved Occupancy|Theoretical Occupancy|DRAM Throughput|Memory Throughput|Waves Per SM|Issue Slots Busy|L2 Hit" $L/ncu_fuse_ln.txt $L/ncu_inductor_ln.txt | head -120 ;;
     rows) # the rows in question beside the same-bytes copy, twice
         for r in 1 2; do
@@ -31,6 +42,10 @@ for mode in "$@"; do
             grep -E " fuse " $L/sweep_${tile}_$w.log | sed "s/^/tile $tile warps $w: /"
         done; done ;;
     verify) run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4 ;;
+    sanitize_stats) # memcheck and racecheck on row_stats alone (slabs on 1-8 warps)
+        for tool in memcheck racecheck; do
+            run ${tool}_row_stats timeout ${T:-240} compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_examples row_stats_on_gpu --test-threads=1
+        done ;;
     sanitize_slab) # memcheck and racecheck on the kernels that take warp slabs
         for t in row_stats_on_gpu rows_kernels_on_gpu; do
             for tool in memcheck racecheck; do

@@ -19,7 +19,7 @@
 //!
 //! **Warp slabs.** A row of more than 32 chunks (256 f32 columns) would span several warps that
 //! way, and its reductions would need shared memory and two barriers. Where a length allows it
-//! (`FUSE_SLAB`: several warps, a whole tile, some row wider than 32 chunks, each warp's share of
+//! (`FUSE_SLAB`: a whole tile, some row wider than 32 chunks, each warp's share of
 //! the tile whole rows, and a kernel with no operation that assumes the plain order), warp `w`
 //! takes the contiguous slab of chunks `[w NCH 32, (w + 1) NCH 32)` instead, chunk `j` of lane
 //! `l` being `w NCH 32 + j 32 + l` (Triton's blocked layout with its warps along the rows): a
@@ -243,7 +243,7 @@ impl Layout {
     }
 
     /// The preprocessor condition under which length `k` takes warp slabs (module doc): the
-    /// kernel allows them, several warps, a whole tile, some 2-D tile of the length with a row
+    /// kernel allows them, a whole tile, some 2-D tile of the length with a row
     /// wider than 32 chunks, and every such tile's rows whole within a warp's share (`L / W` a
     /// multiple of each column count; powers of two, so true where a row is at most 32 chunks).
     fn slab_condition(&self, k: usize, const_names: &[String]) -> String {
@@ -257,7 +257,7 @@ impl Layout {
             .map(|c| format!("(FUSE_L{k} / FUSE_NUM_WARPS) % ({c}) == 0"))
             .collect::<Vec<_>>()
             .join(" && ");
-        format!("(FUSE_NUM_WARPS > 1 && FUSE_FULL{k} && ({wide}) && {whole})")
+        format!("(FUSE_FULL{k} && ({wide}) && {whole})")
     }
 
     /// A thread's chunk distance (`FUSE_CSTEP`) of layout `k`: its consecutive chunks are that many

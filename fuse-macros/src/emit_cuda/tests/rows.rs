@@ -118,7 +118,7 @@ fn warp_slabs_only_where_every_lowering_allows_them() {
     store(out + offs, v - v.max(1).expand_dims(1));
 }";
     let src = emit_cuda(&ok(rows)).source;
-    assert!(src.contains("#define FUSE_SLAB2 (FUSE_NUM_WARPS > 1 && FUSE_FULL2 && ((N) / FUSE_VEC2 > 32) && (FUSE_L2 / FUSE_NUM_WARPS) % (N) == 0)"), "{src}");
+    assert!(src.contains("#define FUSE_SLAB2 (FUSE_FULL2 && ((N) / FUSE_VEC2 > 32) && (FUSE_L2 / FUSE_NUM_WARPS) % (N) == 0)"), "{src}");
     assert!(src.contains("#elif FUSE_SLAB2"), "{src}");
     assert!(
         src.contains("#define FUSE_IDX2(i) (FUSE_CI2((i) / FUSE_VEC2) * FUSE_VEC2 + (i) % FUSE_VEC2)"),
