@@ -352,7 +352,9 @@ fn layout_totals_runs() {
 
 /// [`common::paths::row_stats`] emulated against float64 and the CPU interpreter, at widths and
 /// warp counts where a row spans part of a warp, a warp, a warp slab (several chunks of each
-/// lane: 256-1024 f32 columns on 2-8 warps) or, with more warps than rows, several warps.
+/// lane: 256-1024 f32 columns on 1-8 warps) or, with more warps than rows, several warps; a
+/// modulus above a slab's chunk step (32 VEC) on 2-16 warps, so `%` steps chunk by chunk there,
+/// and a small one on 1 warp (every lane divided).
 fn row_stats_runs() {
     for n in [32usize, 128, 256, 512, 1024] {
         for w in [1u32, 2, 4, 8, 16] {
@@ -361,7 +363,7 @@ fn row_stats_runs() {
             let len = grid as usize * 8 * n;
             let x: Vec<f32> = (0..len).map(|_| g.below(2001) as f32 / 250.0 - 4.0).collect();
             let wv: Vec<f32> = (0..n).map(|_| g.below(2001) as f32 / 500.0 - 2.0).collect();
-            let m = 48;
+            let m = if w == 1 { 48 } else { 1000 + (n as i32 % 7) };
             let bufs = vec![
                 Buf::F32(x.clone()),
                 Buf::F32(wv.clone()),
@@ -370,6 +372,7 @@ fn row_stats_runs() {
                 Buf::F32(vec![f32::NAN; grid as usize * 8]),
                 Buf::F32(vec![f32::NAN; grid as usize * 2]),
                 Buf::I32(vec![-1; len]),
+                Buf::F32(vec![f32::NAN; len / 32]),
             ];
             let case = format!("row_stats N={n} {w} warps");
             let mut e = Launch {
@@ -384,10 +387,11 @@ fn row_stats_runs() {
             run(Target::Emulated(seed), &mut e).unwrap_or_else(|msg| panic!("{case}: {msg}"));
             run(Target::Device(&Device::cpu()), &mut cl)
                 .unwrap_or_else(|msg| panic!("{case} on the CPU: {msg}"));
-            let (y, sums, pairs, cols) = common::paths::row_stats_reference(&x, &wv, n, m, grid as usize);
+            let (y, sums, pairs, cols, groups) =
+                common::paths::row_stats_reference(&x, &wv, n, m, grid as usize);
             for (l, what) in [(&e, "emulated"), (&cl, "CPU")] {
-                let (Buf::F32(gy), Buf::F32(gs), Buf::F32(gp), Buf::I32(gc)) =
-                    (&l.bufs[3], &l.bufs[4], &l.bufs[5], &l.bufs[6])
+                let (Buf::F32(gy), Buf::F32(gs), Buf::F32(gp), Buf::I32(gc), Buf::F32(gg)) =
+                    (&l.bufs[3], &l.bufs[4], &l.bufs[5], &l.bufs[6], &l.bufs[7])
                 else {
                     panic!("{case}: buffer types")
                 };
@@ -402,6 +406,13 @@ fn row_stats_runs() {
                     assert!(close(gp[i], want), "{case} {what}: pair {i} = {}, want {want}", gp[i]);
                 }
                 assert!(gc == &cols, "{case} {what}: cols differ");
+                for (i, &want) in groups.iter().enumerate() {
+                    assert!(
+                        f64::from(gg[i]) == want,
+                        "{case} {what}: group max {i} = {}, want {want}",
+                        gg[i]
+                    );
+                }
             }
         }
     }

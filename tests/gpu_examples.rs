@@ -514,7 +514,8 @@ fn row_stats_on_gpu_match_float64_and_cpu(g: &Device) {
         for w in [1u32, 2, 4, 8, 16] {
             let x = rng.vec(grid * 8 * n, 4.0);
             let wv = rng.vec(n, 2.0);
-            let m = 48 + (n as i32 % 7);
+            // Above a slab's chunk step (32 VEC): `%` steps chunk by chunk; 48 on 1 warp: divided.
+            let m = if w == 1 { 48 } else { 1000 + (n as i32 % 7) };
             let mut got = Vec::new();
             for d in [g, &Device::cpu()] {
                 let (xb, wb, mb) = (d.upload(&x).unwrap(), d.upload(&wv).unwrap(), d.upload(&[m]).unwrap());
@@ -522,19 +523,27 @@ fn row_stats_on_gpu_match_float64_and_cpu(g: &Device) {
                 let mut sums = d.upload(&vec![f32::NAN; grid * 8]).unwrap();
                 let mut pairs = d.upload(&vec![f32::NAN; grid * 2]).unwrap();
                 let mut cols = d.upload(&vec![-1i32; x.len()]).unwrap();
+                let mut groups = d.upload(&vec![f32::NAN; x.len() / 32]).unwrap();
                 let cfg = fuse::LaunchConfig::new(grid as u32).num_warps(w);
-                fuse::with_block!(n, N => paths::row_stats::launch::<N>(d, cfg, &xb, &wb, &mb, &mut y, &mut sums, &mut pairs, &mut cols))
+                fuse::with_block!(n, N => paths::row_stats::launch::<N>(d, cfg, &xb, &wb, &mb, &mut y, &mut sums, &mut pairs, &mut cols, &mut groups))
                     .unwrap();
                 let f = |v: Vec<f32>| v.into_iter().map(f64::from).collect::<Vec<f64>>();
                 got.push((
-                    [f(y.to_vec().unwrap()), f(sums.to_vec().unwrap()), f(pairs.to_vec().unwrap())],
+                    [
+                        f(y.to_vec().unwrap()),
+                        f(sums.to_vec().unwrap()),
+                        f(pairs.to_vec().unwrap()),
+                        f(groups.to_vec().unwrap()),
+                    ],
                     cols.to_vec().unwrap(),
                 ));
             }
             let case = format!("row_stats N={n} {w} warps");
-            let (y, sums, pairs, cols) = paths::row_stats_reference(&x, &wv, n, m, grid);
+            let (y, sums, pairs, cols, groups) = paths::row_stats_reference(&x, &wv, n, m, grid);
             for (dev, (have, have_cols)) in ["GPU", "CPU"].iter().zip(&got) {
-                for (what, want, i) in [("y", &y, 0), ("sums", &sums, 1), ("pairs", &pairs, 2)] {
+                for (what, want, i) in
+                    [("y", &y, 0), ("sums", &sums, 1), ("pairs", &pairs, 2), ("groups", &groups, 3)]
+                {
                     assert_close(&format!("{case} {what} on the {dev}"), &have[i], want, 1e-5, 1e-5);
                 }
                 assert!(have_cols == &cols, "{case} cols on the {dev} differ");

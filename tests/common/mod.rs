@@ -168,7 +168,10 @@ pub mod paths {
     /// their sum, scaled by a weight row and shifted by the row's minimum (`y`: axis-1 max, sum and
     /// min broadcast back), the row sums (`sums`) and their sums in pairs of rows (`pairs`: a
     /// reshape, so the sums also go to the length's layout through shared memory), and each
-    /// lane's offset modulo a runtime `modulus[0]` (`cols`: stepped chunk by chunk). No `exp` or
+    /// lane's offset modulo a runtime `modulus[0]` (`cols`, from the flat `[8 N]` offsets, which
+    /// share the tile's layout: stepped chunk by chunk where the modulus exceeds the chunk step,
+    /// else divided lane by lane), and the maxima of the lanes as `[8 N / 32, 32]` rows (`groups`:
+    /// a second column count of the tile's length, at most 32 chunks a row). No `exp` or
     /// `rand`: the host emulator runs no inline PTX.
     #[fused_kernel]
     pub fn row_stats<const N: usize>(
@@ -179,6 +182,7 @@ pub mod paths {
         sums: *mut f32,
         pairs: *mut f32,
         cols: *mut i32,
+        groups: *mut f32,
     ) {
         let n = load(modulus);
         let rows = arange(0, 8);
@@ -191,17 +195,21 @@ pub mod paths {
         store(y + offs, e / s.expand_dims(1) * load(w + c).expand_dims(0) + v.min(1).expand_dims(1));
         store(sums + program_id(0) * 8 + rows, s);
         store(pairs + program_id(0) * 2 + arange(0, 2), reshape(s, [2, 4]).sum(1));
-        store(cols + offs, offs % n);
+        let flat = program_id(0) * (8 * N) + arange(0, 8 * N); // the tile's lanes, in its layout
+        store(cols + flat, flat % n);
+        // The same lanes as 32-column rows (another column count of the length): their maxima.
+        let g = arange(0, 8 * N / 32);
+        store(groups + program_id(0) * (8 * N / 32) + g, reshape(v, [8 * N / 32, 32]).max(1));
     }
     /// [`row_stats`] in float64 for `programs` programs of width `n` with modulus `m`:
-    /// `(y, sums, pairs, cols)`.
+    /// `(y, sums, pairs, cols, groups)`.
     pub fn row_stats_reference(
         x: &[f32],
         w: &[f32],
         n: usize,
         m: i32,
         programs: usize,
-    ) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<i32>) {
+    ) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<i32>, Vec<f64>) {
         let (mut y, mut sums) = (vec![0.0; x.len()], vec![0.0; programs * 8]);
         for r in 0..programs * 8 {
             let row: Vec<f64> = x[r * n..(r + 1) * n].iter().map(|&v| f64::from(v)).collect();
@@ -216,7 +224,9 @@ pub mod paths {
         }
         let pairs = sums.chunks(4).map(|q| q.iter().sum()).collect();
         let cols = (0..x.len()).map(|o| (o as i64 % i64::from(m)) as i32).collect();
-        (y, sums, pairs, cols)
+        let groups =
+            x.chunks(32).map(|q| q.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(f64::from(v)))).collect();
+        (y, sums, pairs, cols, groups)
     }
     /// Four rows of `N` per program scaled by a weight row `w` (`[N]`, broadcast down the rows:
     /// a column layout), their row sums and maxima (axis-1 reductions: a row layout), and full

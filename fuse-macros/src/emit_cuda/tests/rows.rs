@@ -118,6 +118,17 @@ fn warp_slabs_only_where_every_lowering_allows_them() {
     store(out + offs, v - v.max(1).expand_dims(1));
 }";
     let src = emit_cuda(&ok(rows)).source;
+    // A contiguous `%` steps by the slab's chunk distance (its runtime check would otherwise
+    // fall back to a division per lane).
+    let stepped = emit_cuda(&ok("fn k<const N: usize>(x: *const f32, m: i32, out: *mut i32) {
+    let offs = arange(0, 8).expand_dims(1) * N + arange(0, N).expand_dims(0);
+    let v = load(x + offs);
+    store(out + offs, (v - v.max(1).expand_dims(1)).to(i32));
+    let flat = program_id(0) * (8 * N) + arange(0, 8 * N);
+    store(out + flat, flat % m);
+}"))
+    .source;
+    assert!(stepped.contains("fuse_d = (int)(FUSE_CSTEP"), "{stepped}");
     assert!(src.contains("#define FUSE_SLAB2 (FUSE_FULL2 && ((N) / FUSE_VEC2 > 32) && (FUSE_L2 / FUSE_NUM_WARPS) % (N) == 0)"), "{src}");
     assert!(src.contains("#elif FUSE_SLAB2"), "{src}");
     assert!(
