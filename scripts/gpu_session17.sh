@@ -25,6 +25,15 @@ for mode in "$@"; do
     inductor_cubin) # the same with the cubin fetched before (scripts/experiments/slab/gen256/ind, carried)
         INDUCTOR_DIR=scripts/experiments/slab/gen256/ind run ind256 bash scripts/experiments/slab/run.sh scripts/experiments/slab/gen256 256
         grep -E "^(inductor|check|percall|time)" $L/ind256.log ;;
+    sigmoid) # the reciprocal fast path against the IEEE division on every float in [1, 2^126), then
+        # the sigmoid without a slow-path call (new) against ea42d04 (old) on the add rows, 3 alternating rounds
+        run rcp_check bash -c "nvcc -O3 -arch=sm_90 -o /tmp/rcp_check scripts/experiments/sigmoid/rcp_check.cu && /tmp/rcp_check"
+        grep mismatches $L/rcp_check.log
+        for round in 1 2 3; do for v in old new; do
+            bin=.gpu/bench-anchors; [ $v = old ] && bin=.gpu/bench-anchors-old
+            T=120 bench sig_${v}_$round $bin FUSE_BENCH_ONLY=add_silu,add_gelu >/dev/null
+            grep -E " fuse " $L/sig_${v}_$round.log | grep -v "unfused" | sed "s/^/round $round $v: /"
+        done; done ;;
     ncu_ln) # Nsight Compute on fuse's and torch.compile's LayerNorm 16384x256 f32 (cache flushed per launch)
         NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
         secs="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats"

@@ -381,7 +381,10 @@ impl Ctx<'_> {
                 format!("fuse_erff({x})")
             }
             UnaryOp::Tanh => format!("tanhf({x})"),
-            UnaryOp::Sigmoid => format!("(1.0f / (1.0f + expf(-{x})))"),
+            UnaryOp::Sigmoid => {
+                self.needs.sigmoid = true;
+                format!("fuse_sigmoid({x})")
+            }
             UnaryOp::Floor => format!("floorf({x})"),
             UnaryOp::Ceil => format!("ceilf({x})"),
             UnaryOp::Sin => format!("sinf({x})"),

@@ -20,6 +20,8 @@ pub struct Needs {
     pub erf: bool,
     /// `exp2` as one `ex2.approx.ftz` (subnormal results flush to zero).
     pub exp2: bool,
+    /// `sigmoid` with its reciprocal's fast path inline (no slow-path call).
+    pub sigmoid: bool,
     /// Tensor-core `dot` (ldmatrix, mma.sync, the swizzle).
     pub mma: bool,
     /// f32 → TF32 rounding (the general fallback `dot` of f32 tiles).
@@ -292,6 +294,22 @@ __device__ __forceinline__ float fuse_exp2(float x) {
 }
 "#;
 
+const SIGMOID: &str = r#"// 1 / (1 + e^-x) without a division's slow-path call: for y = 1 + e^-x below 2^126 the
+// reciprocal `rcp.approx` refined by one FMA Newton step, which equals the IEEE `1.0f / y` bit for
+// bit there (checked on every such float on an H200: scripts/experiments/sigmoid/rcp_check.cu);
+// past it (x < -87.3, where 1 / (1 + e^-x) = e^x to far below an ulp) `expf(x)`, NaN included.
+__device__ __forceinline__ float fuse_sigmoid(float x) {
+  const float y = 1.0f + expf(-x);
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
+  return y < 8.50705917e+37f ? fmaf(r, fmaf(-y, r, 1.0f), r) : expf(x);  // 2^126
+#else
+  return y < 8.50705917e+37f ? 1.0f / y : expf(x);
+#endif
+}
+"#;
+
 const STEP: &str = r#"// The next value of a `for` counter that runs while < hi, without overflowing past hi.
 __device__ __forceinline__ int fuse_next(int k, int hi, int step) {
   return (unsigned int)hi - (unsigned int)k > (unsigned int)step ? k + step : hi;
@@ -310,7 +328,7 @@ __device__ __forceinline__ unsigned long long fuse_next(unsigned long long k, un
 impl Needs {
     /// The helper definitions, in a fixed order.
     pub fn text(&self) -> String {
-        let parts: [(bool, &str); 16] = [
+        let parts: [(bool, &str); 17] = [
             (self.f16, F16),
             (self.bf16, BF16),
             (self.f2i, F2I),
@@ -322,6 +340,7 @@ impl Needs {
             (self.step, STEP),
             (self.erf, ERF),
             (self.exp2, EXP2),
+            (self.sigmoid, SIGMOID),
             (self.mma, super::mma::PRELUDE),
             (self.tf32_mma, super::tf32::PRELUDE),
             (self.tf32, TF32),
