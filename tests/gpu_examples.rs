@@ -361,6 +361,44 @@ fn erf_is_within_two_ulp_of_float64(g: &Device) {
     println!("erf: {n} inputs, worst {worst:.2} ulp");
 }
 
+/// `sigmoid` against float64 on both of the GPU's branches: dense over [-100, 100] (the
+/// reciprocal fast path where `1 + e^-x < 2^126`, `e^x` past x = -87.3), every float near the
+/// switch, signed zeros, infinities and NaN; and against the CPU interpreter on the same inputs.
+/// The bound: `expf`'s 2 ulp on `e^-x`, damped by `e^-x / (1 + e^-x) < 1`, plus the roundings of
+/// the sum and the (correctly rounded) reciprocal.
+fn sigmoid_is_within_three_ulp_of_float64(g: &Device) {
+    let mut x: Vec<f32> = (0..(1 << 20)).map(|i| -100.0 + 200.0 * i as f32 / (1 << 20) as f32).collect();
+    let switch = 87.33655f32; // 1 + e^x = 2^126 near here
+    x.extend((-2000..2000).map(|k| f32::from_bits((-switch).to_bits().wrapping_add_signed(k))));
+    x.extend([0.0f32, -0.0, 1e-30, -1e-30, 16.6, 88.7, -88.7, -103.0, -104.0, 1e30, -1e30]);
+    x.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MAX, f32::MIN]);
+    let n = x.len();
+    let xs = g.upload(&x).unwrap();
+    let mut out = g.upload(&vec![f32::NAN; n]).unwrap();
+    paths::sigmoid_only::launch::<1024>(g, n.div_ceil(1024) as u32, &xs, &mut out, n as i32).unwrap();
+    let out = out.to_vec().unwrap();
+    let c = Device::cpu();
+    let mut cpu = c.upload(&vec![f32::NAN; n]).unwrap();
+    paths::sigmoid_only::launch::<1024>(&c, n.div_ceil(1024) as u32, &c.upload(&x).unwrap(), &mut cpu, n as i32)
+        .unwrap();
+    let cpu = cpu.to_vec().unwrap();
+    let mut worst = 0.0f64;
+    for ((&xi, &yi), &ci) in x.iter().zip(&out).zip(&cpu) {
+        if xi.is_nan() {
+            assert!(yi.is_nan() && ci.is_nan(), "sigmoid(NaN) = {yi} on the GPU, {ci} on the CPU");
+            continue;
+        }
+        let want = 1.0 / (1.0 + (-f64::from(xi)).exp());
+        let ulp = f64::from((want as f32).abs().max(f32::MIN_POSITIVE)) * f64::from(f32::EPSILON);
+        let err = (f64::from(yi) - want).abs() / ulp;
+        worst = worst.max(err);
+        assert!(err <= 3.0, "sigmoid({xi:e}) = {yi:e} on the GPU, float64 {want:e}: {err:.2} ulp");
+        let cpu_err = (f64::from(ci) - want).abs() / ulp;
+        assert!(cpu_err <= 3.0, "sigmoid({xi:e}) = {ci:e} on the CPU, float64 {want:e}: {cpu_err:.2} ulp");
+    }
+    println!("sigmoid: {n} inputs, worst {worst:.2} ulp on the GPU");
+}
+
 fn gpu_out_of_bounds_is_reported_not_performed(_: &Device) {
     let g = &harness::isolated_gpu();
     let x = g.upload(&vec![1.0f32; 1000]).unwrap();
@@ -760,6 +798,7 @@ fn main() {
             dropout16_masks_are_bit_identical_on_gpu_and_cpu,
         ),
         ("erf_is_within_two_ulp_of_float64", erf_is_within_two_ulp_of_float64),
+        ("sigmoid_is_within_three_ulp_of_float64", sigmoid_is_within_three_ulp_of_float64),
         ("gpu_out_of_bounds_is_reported_not_performed", gpu_out_of_bounds_is_reported_not_performed),
         (
             "chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit",

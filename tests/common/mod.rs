@@ -70,6 +70,14 @@ pub mod paths {
         store(out + offs, erf(load(x + offs, m)), m);
     }
 
+    /// `sigmoid` alone, for its accuracy over the whole float range (both of the GPU's branches).
+    #[fused_kernel]
+    pub fn sigmoid_only<const BLOCK: usize>(x: *const f32, out: *mut f32, n: i32) {
+        let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+        let m = offs < n;
+        store(out + offs, sigmoid(load(x + offs, m)), m);
+    }
+
     /// `rand(seed, offs) > p` and `p < rand(seed, offs)` (the GPU tests them on the Philox words
     /// with integer bounds) next to `rand(seed, offs) >= p` (tested on the floats).
     #[fused_kernel]

@@ -196,7 +196,7 @@ fn unary(op: UnaryOp, a: &Data, out: &mut Data, n: usize) -> Res {
                 UnaryOp::Rsqrt => map1(a, n, o, |x| 1.0 / x.sqrt()),
                 UnaryOp::Erf => map1(a, n, o, libm::erff),
                 UnaryOp::Tanh => map1(a, n, o, libm::tanhf),
-                UnaryOp::Sigmoid => map1(a, n, o, |x| 1.0 / (1.0 + libm::expf(-x))),
+                UnaryOp::Sigmoid => map1(a, n, o, sigmoid),
                 UnaryOp::Floor => map1(a, n, o, libm::floorf),
                 UnaryOp::Ceil => map1(a, n, o, libm::ceilf),
                 UnaryOp::Sin => map1(a, n, o, libm::sinf),
@@ -907,6 +907,18 @@ impl<'c, 'a> Prog<'c, 'a> {
         }
         std::mem::swap(&mut self.front[di], &mut self.back[di]);
         Ok(())
+    }
+}
+
+/// `1 / (1 + e^-x)` as the GPU's `fuse_sigmoid` takes it: where `1 + e^-x` reaches 2^126 (x below
+/// -87.3, `e^-x` overflowing to infinity from -88.7 on) the quotient would lose the tiny, subnormal
+/// result to 0, and `e^x` equals it to far below an ulp there.
+fn sigmoid(x: f32) -> f32 {
+    let y = 1.0 + libm::expf(-x);
+    if y < 8.507_059e37 {
+        1.0 / y
+    } else {
+        libm::expf(x)
     }
 }
 
