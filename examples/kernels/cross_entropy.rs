@@ -62,27 +62,28 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
         // its columns so far (exp(a) as exp2(a log2 e), as in `softmax`; exp2(-inf) = 0 for
         // masked lanes). A run with no column yet keeps the lowest finite max, so its
         // exp2(-inf - m) is 0, not NaN.
+        let log2e = 1.4426950408889634;
         let mut m = maximum(max(v, 1), f32::MIN);
-        let mut s = exp2((v - m.expand_dims(1)) * 1.4426950408889634);
+        let mut s = exp2((v - m.expand_dims(1)) * log2e);
         for start in (BLOCK..body_end).step_by(BLOCK) {
             let v = load(xa + start + arange(0, BLOCK)).reshape([BLOCK / 8, 8]);
             let m_new = maximum(m, max(v, 1));
-            s = s * exp2((m - m_new) * 1.4426950408889634).expand_dims(1)
-                + exp2((v - m_new.expand_dims(1)) * 1.4426950408889634);
+            s = s * exp2((m - m_new) * log2e).expand_dims(1)
+                + exp2((v - m_new.expand_dims(1)) * log2e);
             m = m_new;
         }
         // The last block (no column if the row ended in the first block or at a block's end).
         let cols = body_end + arange(0, BLOCK);
         let v = load(xa + cols, cols < end, f32::NEG_INFINITY).reshape([BLOCK / 8, 8]);
         let m_new = maximum(m, max(v, 1));
-        s = s * exp2((m - m_new) * 1.4426950408889634).expand_dims(1)
-            + exp2((v - m_new.expand_dims(1)) * 1.4426950408889634);
+        s = s * exp2((m - m_new) * log2e).expand_dims(1)
+            + exp2((v - m_new.expand_dims(1)) * log2e);
         // The runs folded into the row: its max, and every run's sums rescaled to it. (top -
         // target) + log(total): `top - target` is exact when the two are close (a confident
         // row whose logits are in the thousands), so the loss is not rounded at the scale of
         // `top`.
         let top = max(m_new);
-        let total = sum(s * exp2((m_new - top) * 1.4426950408889634).expand_dims(1));
+        let total = sum(s * exp2((m_new - top) * log2e).expand_dims(1));
         store(loss + row, (top - target) + log(total));
     }
 }
