@@ -20,6 +20,22 @@ for mode in "$@"; do
             T=200 bench rows_$r .gpu/bench-anchors FUSE_BENCH_ONLY=65536x128/float32,16384x256/float32,add_silu,add_gelu FUSE_BENCH_WITH_COPY=1 >/dev/null
             grep -E " fuse |copy" $L/rows_$r.log | sed "s/^/round $r: /"
         done ;;
+    add_sweep) # the add + activation rows at other blocks and warps
+        for blk in 1024 2048 4096; do for w in 2 4 8; do
+            T=100 bench add_${blk}_$w .gpu/bench-anchors FUSE_BENCH_ONLY=add_silu,add_gelu FUSE_BENCH_EW_BLOCK=$blk FUSE_BENCH_WARPS=$w >/dev/null
+            grep -E " fuse " $L/add_${blk}_$w.log | grep -v unfused | sed "s/^/block $blk warps $w: /"
+        done; done ;;
+    gptj_ab) # GPT-J RoPE with its weights read as whole rows and split (new) against the stride-2 reads
+        # (bench-anchors-old), 3 alternating rounds; then the new kernel at other warps and heads per program
+        for round in 1 2 3; do for v in old new; do
+            bin=.gpu/bench-anchors; [ $v = old ] && bin=.gpu/bench-anchors-old
+            T=120 bench gptj_${v}_$round $bin FUSE_BENCH_ONLY=qk_norm_rope >/dev/null
+            grep -E " fuse " $L/gptj_${v}_$round.log | grep -v unfused | sed "s/^/round $round $v: /"
+        done; done
+        for w in 2 4 8; do for h in 4 8 16; do
+            T=100 bench gptj_w${w}_h$h .gpu/bench-anchors FUSE_BENCH_ONLY=qk_norm_rope_gptj FUSE_BENCH_WARPS=$w FUSE_BENCH_QK_HEADS=$h >/dev/null
+            grep -E " fuse " $L/gptj_w${w}_h$h.log | grep -v unfused | sed "s/^/warps $w heads $h: /"
+        done; done ;;
     peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
     peers) PEERS="${PEERS:-layernorm softmax add}" peers_rows ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors

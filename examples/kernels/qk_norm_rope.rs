@@ -72,8 +72,12 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
 /// loaded once and split into its even and odd columns (`x1`, `x2`: `[HEADS, HALF]`, pair `i`
 /// is `(x1[i], x2[i])`), the rotated halves joined back for one contiguous store; `split` and
 /// `join` stay in registers (the half tiles' vectors are half as wide as the whole's). The
-/// weights' even and odd entries are read with a stride of 2 (two rows of the cache lines, hit in
-/// L1). Launch with [`launch`] and `neox` false.
+/// weights are read the same way: each head row of the tile reads the whole weight row of its
+/// kind (q or k; L1 hits after the first) in the tile's own layout, one vector per chunk, and
+/// splits it, where reading the even and odd entries apart with a stride of 2 took four
+/// scalar loads per element pair (H200, 2026-11-27, 8192x48x128 f16 at 4 warps: 0.0549-0.0550
+/// → 0.0514-0.0519 ms, `docs/runs/2026-11-27-h200-session18/call4`). Launch with [`launch`] and
+/// `neox` false.
 #[fused_kernel]
 pub fn qk_norm_rope_gptj<T: Float, const HEADS: usize, const HALF: usize>(
     qkv: *mut T,
@@ -105,9 +109,12 @@ pub fn qk_norm_rope_gptj<T: Float, const HEADS: usize, const HALF: usize>(
     let rstd = rsqrt((x1 * x1 + x2 * x2).sum(1) * inv_dim + eps).expand_dims(1);
     let j = arange(0, HALF);
     let j_ok = j < half;
-    let w1 = where_(is_q, load(q_w + 2 * j, j_ok).expand_dims(0), load(k_w + 2 * j, j_ok).expand_dims(0));
-    let w2 =
-        where_(is_q, load(q_w + 2 * j + 1, j_ok).expand_dims(0), load(k_w + 2 * j + 1, j_ok).expand_dims(0));
+    // The weight row in the tile's layout (a `[HALF]` tile split and broadcast down the heads
+    // would move through shared memory).
+    let wc = broadcast_to(cols.expand_dims(0), [HEADS, 2 * HALF]);
+    let wq = load(q_w + wc, mask & is_q, 0.0);
+    let wk = load(k_w + wc, mask & !is_q, 0.0);
+    let (w1, w2) = split(where_(is_q, wq, wk));
     let cos = load(row + j, j_ok).expand_dims(0);
     let sin = load(row + half + j, j_ok).expand_dims(0);
     let a = x1 * rstd * w1;
@@ -180,17 +187,13 @@ pub fn heads_per_program(h: Heads) -> usize {
     (1024 / h.dim.next_power_of_two()).clamp(1, (h.q + h.k).next_power_of_two())
 }
 
-/// The warps a launch takes when it names none: 2 for NeoX ([`qk_norm_rope`]; on an H100,
-/// 2026-11-24, 8192x48x128 with 8 heads per program took 0.068 / 0.069 / 0.075 ms (f16) at 2 / 4
-/// / 8 warps; 16 heads were slower), 4 for GPT-J ([`qk_norm_rope_gptj`]; Triton's best for its
-/// split kernel with 8 heads of 128 on the H200, where fuse's took 0.0556-0.0560 ms at 4 warps,
-/// session 15).
-pub fn default_warps(neox: bool) -> u32 {
-    if neox {
-        2
-    } else {
-        4
-    }
+/// The warps a launch takes when it names none: 2 for both pairings. NeoX ([`qk_norm_rope`]): on
+/// an H100, 2026-11-24, 8192x48x128 with 8 heads per program took 0.068 / 0.069 / 0.075 ms (f16)
+/// at 2 / 4 / 8 warps; 16 heads were slower. GPT-J ([`qk_norm_rope_gptj`]): on an H200,
+/// 2026-11-27, 8192x48x128 f16 with 8 heads took 0.0501 / 0.0522 / 0.0625 ms at 2 / 4 / 8 warps,
+/// 4 and 16 heads 0.055-0.061 at 2 warps (`docs/runs/2026-11-27-h200-session18/call4`).
+pub fn default_warps(_neox: bool) -> u32 {
+    2
 }
 
 /// Launches [`qk_norm_rope`] (`neox`) or [`qk_norm_rope_gptj`] over `tokens` tokens of `qkv`
