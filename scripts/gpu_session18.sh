@@ -11,6 +11,8 @@ for mode in "$@"; do
         for t in sigmoid_is_within add_activation_on_gpu; do
             run memcheck_$t timeout ${T:-240} compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples $t --test-threads=1
         done ;;
+    sanitize_rope) # memcheck on the RoPE kernels (GPT-J's weights read in the tile's layout, session 18)
+        run memcheck_qk_norm_rope timeout ${T:-240} compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples qk_norm_rope_on_gpu --test-threads=1 ;;
     harness) # hand-edited LayerNorm f32 16384x256 kernels (scripts/experiments/slab/gen18) beside torch.compile's cubin:
         # per call after a memset, a kernel flush, and a memset then the same kernel on other rows (code warm, data cold)
         INDUCTOR_DIR=scripts/experiments/slab/gen18/ind run h18 bash scripts/experiments/slab/run.sh scripts/experiments/slab/gen18 256
