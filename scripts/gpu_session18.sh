@@ -38,6 +38,18 @@ for mode in "$@"; do
             T=100 bench gptj_w${w}_h$h .gpu/bench-anchors FUSE_BENCH_ONLY=qk_norm_rope_gptj FUSE_BENCH_WARPS=$w FUSE_BENCH_QK_HEADS=$h >/dev/null
             grep -E " fuse " $L/gptj_w${w}_h$h.log | grep -v unfused | sed "s/^/warps $w heads $h: /"
         done; done ;;
+    rows_anchor) # LayerNorm 4096x1024 and softmax 1024x512 by the several-rows kernels ("fuse") beside the
+        # one-row kernels, at the default warps and at 2 (a row per warp for LayerNorm's [2, 1024]); then
+        # triton_anchor.py (a build of the bench with those cases added, not committed)
+        for w in def 2; do
+            envw=""; [ $w = def ] || envw="FUSE_BENCH_WARPS=$w"
+            for r in 1 2; do
+                T=100 bench ra_${w}_$r .gpu/bench-anchors FUSE_BENCH_ONLY=layernorm/4096x1024,softmax/1024x512 $envw >/dev/null
+                grep -E " fuse " $L/ra_${w}_$r.log | grep -v unfused | sed "s/^/warps $w round $r: /"
+            done
+        done
+        (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
+        grep -E "(layernorm +4096x1024|softmax +1024x512).*triton " $L/triton_anchor.log ;;
     peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
     peers) PEERS="${PEERS:-layernorm softmax add}" peers_rows ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors
