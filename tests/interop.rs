@@ -122,6 +122,7 @@ fn bounds_use_the_view_length_not_the_allocation() {
 }
 
 #[test]
+#[allow(clippy::reversed_empty_ranges)] // the reversed range is the point
 fn bad_ranges_are_errors_not_panics() {
     let dev = Device::cpu();
     let mut b = dev.zeros::<f32>(10).unwrap();

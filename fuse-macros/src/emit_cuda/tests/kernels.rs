@@ -354,7 +354,7 @@ pub fn bias_gelu_dropout(d: DType) -> Kernel {
     let v = b.bin("v", BinaryOp::Add, xf, bf);
     let half = b.lit_f("t9", 0.5);
     let t10 = b.bin("t10", BinaryOp::Mul, half, v);
-    let c = b.lit_f("t11", 0.7071067811865476);
+    let c = b.lit_f("t11", std::f64::consts::FRAC_1_SQRT_2);
     let t12 = b.bin("t12", BinaryOp::Mul, v, c);
     let e = b.un("t13", UnaryOp::Erf, t12);
     let one = b.lit_f("t14", 1.0);
