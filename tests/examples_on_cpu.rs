@@ -299,6 +299,24 @@ fn qk_norm_rope_neox_and_gptj_in_place_v_untouched() {
 }
 
 #[test]
+fn qk_norm_rope_refuses_an_odd_head_width() {
+    // RoPE pairs the columns: an odd width is a launch error, and the tensor is left as it was.
+    let d = cpu();
+    let h = qk_norm_rope::Heads { q: 2, k: 1, v: 1, dim: 65 };
+    let tokens = 3;
+    let input: Vec<f32> = (0..tokens * 4 * 65).map(|i| i as f32).collect();
+    let mut qkv = d.upload(&input).unwrap();
+    let pos = d.upload(&vec![0i64; tokens]).unwrap();
+    let (cs, w) = (d.upload(&vec![1.0f32; 8 * 65]).unwrap(), d.upload(&vec![1.0f32; 65]).unwrap());
+    for neox in [true, false] {
+        let err = qk_norm_rope::launch(&d, None, tokens, 4, &mut qkv, &pos, &cs, &w, &w, h, 1e-6, neox)
+            .expect_err("an odd head width must be refused");
+        assert!(matches!(err, fuse::Error::InvalidLaunch(ref m) if m.contains("odd")), "{err}");
+    }
+    assert_eq!(qkv.to_vec().unwrap(), input);
+}
+
+#[test]
 fn qk_norm_rope_styles_differ() {
     // The two pairings must give different results (the check above can tell them apart).
     let mut rng = Rng::fresh("qk_norm_rope styles");

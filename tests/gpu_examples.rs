@@ -364,9 +364,12 @@ fn erf_is_within_two_ulp_of_float64(g: &Device) {
 /// `sigmoid` against float64 on both of the GPU's branches: dense over [-100, 100] (the
 /// reciprocal fast path where `1 + e^-x < 2^126`, `e^x` past x = -87.3), every float near the
 /// switch, signed zeros, infinities and NaN; and against the CPU interpreter on the same inputs.
-/// The bound: `expf`'s 2 ulp on `e^-x`, damped by `e^-x / (1 + e^-x) < 1`, plus the roundings of
-/// the sum and the (correctly rounded) reciprocal.
-fn sigmoid_is_within_three_ulp_of_float64(g: &Device) {
+/// Errors in ulp of the float64 result rounded to f32 (the subnormal step below 2^-126). The bound:
+/// `expf`'s 2 ulp on `e^-x`, damped by `e^-x / (1 + e^-x) < 1`, plus the roundings of the sum and
+/// the (correctly rounded) reciprocal, and the ulp's halving at the result's binade edges. (H200,
+/// 2026-11-27: worst 1.70 in units of `|result| * 2^-23`, between one and two ulp each; the
+/// libm-based CPU interpreter measured 2.09 ulp.)
+fn sigmoid_is_within_four_ulp_of_float64(g: &Device) {
     let mut x: Vec<f32> = (0..(1 << 20)).map(|i| -100.0 + 200.0 * i as f32 / (1 << 20) as f32).collect();
     let switch = 87.33655f32; // 1 + e^x = 2^126 near here
     x.extend((-2000..2000).map(|k| f32::from_bits((-switch).to_bits().wrapping_add_signed(k))));
@@ -389,12 +392,13 @@ fn sigmoid_is_within_three_ulp_of_float64(g: &Device) {
             continue;
         }
         let want = 1.0 / (1.0 + (-f64::from(xi)).exp());
-        let ulp = f64::from((want as f32).abs().max(f32::MIN_POSITIVE)) * f64::from(f32::EPSILON);
+        let near = (want as f32).abs();
+        let ulp = f64::from(f32::from_bits(near.to_bits() + 1)) - f64::from(near);
         let err = (f64::from(yi) - want).abs() / ulp;
         worst = worst.max(err);
-        assert!(err <= 3.0, "sigmoid({xi:e}) = {yi:e} on the GPU, float64 {want:e}: {err:.2} ulp");
+        assert!(err <= 4.0, "sigmoid({xi:e}) = {yi:e} on the GPU, float64 {want:e}: {err:.2} ulp");
         let cpu_err = (f64::from(ci) - want).abs() / ulp;
-        assert!(cpu_err <= 3.0, "sigmoid({xi:e}) = {ci:e} on the CPU, float64 {want:e}: {cpu_err:.2} ulp");
+        assert!(cpu_err <= 4.0, "sigmoid({xi:e}) = {ci:e} on the CPU, float64 {want:e}: {cpu_err:.2} ulp");
     }
     println!("sigmoid: {n} inputs, worst {worst:.2} ulp on the GPU");
 }
@@ -798,7 +802,7 @@ fn main() {
             dropout16_masks_are_bit_identical_on_gpu_and_cpu,
         ),
         ("erf_is_within_two_ulp_of_float64", erf_is_within_two_ulp_of_float64),
-        ("sigmoid_is_within_three_ulp_of_float64", sigmoid_is_within_three_ulp_of_float64),
+        ("sigmoid_is_within_four_ulp_of_float64", sigmoid_is_within_four_ulp_of_float64),
         ("gpu_out_of_bounds_is_reported_not_performed", gpu_out_of_bounds_is_reported_not_performed),
         (
             "chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit",

@@ -199,7 +199,7 @@ pub fn default_warps(_neox: bool) -> u32 {
 /// Launches [`qk_norm_rope`] (`neox`) or [`qk_norm_rope_gptj`] over `tokens` tokens of `qkv`
 /// with `heads` heads per program (a power of two up to 64) and the tile width the head width
 /// rounds up to (64, 128 or 256; `HALF` is half of it), with `warps` warps ([`default_warps`] if
-/// `None`).
+/// `None`). The head width must be even (the rotation pairs columns); an odd one is refused.
 #[allow(clippy::too_many_arguments)]
 pub fn launch<T: fuse::Float>(
     device: &fuse::Device,
@@ -215,6 +215,14 @@ pub fn launch<T: fuse::Float>(
     eps: f32,
     neox: bool,
 ) -> fuse::Result<()> {
+    if h.dim % 2 != 0 {
+        // Both pairings rotate columns in pairs; an odd width would leave one column unpaired
+        // (GPT-J's kernel would zero it, NeoX's would leave it out of the norm and unrotated).
+        return Err(fuse::Error::InvalidLaunch(format!(
+            "qk_norm_rope: head width {} is odd; rotary embedding pairs the columns",
+            h.dim
+        )));
+    }
     let too_big =
         |what: &str| fuse::Error::InvalidLaunch(format!("qk_norm_rope: {what} does not fit an i32"));
     let n = |v: usize, what: &str| i32::try_from(v).map_err(|_| too_big(what));

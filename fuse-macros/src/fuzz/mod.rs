@@ -16,7 +16,7 @@
 //!   right: they must check and expand without errors; half of them get one statement that is
 //!   wrong in a known way (axis out of range or not a literal, a reduction of a scalar, a reshape
 //!   to another lane count, `trans` of a 1-D tile, shapes that do not broadcast, ...) and must give
-//!   a spanned error (see "(c) typed 2-D kernels").
+//!   a spanned error (see `typed.rs`).
 //!
 //! `FUSE_FUZZ_CASES` overrides the number of cases of the first two kinds (default 12,000),
 //! `FUSE_FUZZ_TYPED_CASES` of the third (default 2,000); `FUSE_FUZZ_SEED` the seed.

@@ -2,8 +2,7 @@
 
 use super::*;
 
-//
-// The grammar above mostly makes wrong kernels; this one builds kernels that are right by
+// The grammar of `grammar.rs` mostly makes wrong kernels; this one builds kernels that are right by
 // construction, from a model of the tile language's types (compute dtype and shape, with NumPy
 // broadcasting over dims that are products of a power-of-two literal and the const generics `R`
 // and `C`), so that they reach the emitter: 2-D tiles from `expand_dims` of aranges and loads,

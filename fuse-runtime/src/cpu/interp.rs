@@ -910,9 +910,10 @@ impl<'c, 'a> Prog<'c, 'a> {
     }
 }
 
-/// `1 / (1 + e^-x)` as the GPU's `fuse_sigmoid` takes it: where `1 + e^-x` reaches 2^126 (x below
-/// -87.3, `e^-x` overflowing to infinity from -88.7 on) the quotient would lose the tiny, subnormal
-/// result to 0, and `e^x` equals it to far below an ulp there.
+/// `1 / (1 + e^-x)` as the GPU's `fuse_sigmoid` takes it: `e^x` where `1 + e^-x` reaches 2^126 (x
+/// below -87.3), where the two agree to far below an ulp. The GPU switches there to keep its fast
+/// reciprocal in range; a plain quotient would lose the tiny result to 0 once `e^-x` overflows (x
+/// below -88.7).
 fn sigmoid(x: f32) -> f32 {
     let y = 1.0 + libm::expf(-x);
     if y < 8.507_059e37 {
