@@ -947,6 +947,52 @@ fn error_if_condition_tile() {
 }
 
 #[test]
+fn documented_forms_of_the_language_reference_check() {
+    // README's reference names these as accepted: float `%`, `offs + ptr` and `ptr - offs`, a
+    // pointer variable advanced by `+=`, a `[N]` tile assigned into a `[M, N]` variable, `for _`,
+    // method forms of `load`/`store`/`where_`, an integer literal to a math function, and an
+    // expression statement.
+    let src = "fn k<const BLOCK: usize>(x: *const f32, y: *mut f32, n: i32, s: f32) {
+        let o = arange(0, BLOCK);
+        let m = o < n;
+        let v = (o + x).load(m) % s;
+        let mut p = y + o;
+        for _ in 0..n { p += 1; }
+        let mut t = zeros([4, BLOCK]);
+        t = v;
+        load(x - 0);
+        let w = m.where_(v * exp(1), 0.0);
+        p.store(w + sum(t, 0), m);
+    }";
+    if let Err(e) = compile(src) {
+        panic!("{:#?}", spanned(e));
+    }
+}
+
+#[test]
+fn documented_errors_of_the_language_reference() {
+    // README's reference names these as compile errors; each is one error at its token.
+    one_error(&body("for i in 0..n { break; }"), "unsupported syntax: `break`", "break");
+    one_error(&body("for i in 0..n { continue; }"), "unsupported syntax: `continue`", "continue");
+    one_error(&body("let a = 7 / 0; store(y, a.to(f32));"), "division by zero in a constant expression", "/");
+    one_error(
+        &body("let o = arange(BLOCK, 2 * BLOCK); store(y + o, 1.0);"),
+        "the start of `arange` must be an integer literal, found the const generic `BLOCK`",
+        "BLOCK",
+    );
+    one_error(
+        &body("let o = arange(0, BLOCK); let b = o && o;"),
+        "`&&` cannot be applied to i32 tile of length BLOCK: `&&` and `||` take bools",
+        "&&",
+    );
+    one_error(
+        &body("let o = arange(0, BLOCK); store(y + o, o);"),
+        "mismatched types: the value stored into `y` must be f32, found i32 tile of length BLOCK",
+        "o",
+    );
+}
+
+#[test]
 fn error_loop_bounds() {
     one_error(&body("for i in 0..s { }"), "the loop end must be an integer scalar, found f32 scalar", "s");
     one_error(&body("for i in (0..n).step_by(0) { }"), "`step_by` needs a positive step, found 0", "0");
