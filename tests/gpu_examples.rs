@@ -382,8 +382,14 @@ fn sigmoid_is_within_four_ulp_of_float64(g: &Device) {
     let out = out.to_vec().unwrap();
     let c = Device::cpu();
     let mut cpu = c.upload(&vec![f32::NAN; n]).unwrap();
-    paths::sigmoid_only::launch::<1024>(&c, n.div_ceil(1024) as u32, &c.upload(&x).unwrap(), &mut cpu, n as i32)
-        .unwrap();
+    paths::sigmoid_only::launch::<1024>(
+        &c,
+        n.div_ceil(1024) as u32,
+        &c.upload(&x).unwrap(),
+        &mut cpu,
+        n as i32,
+    )
+    .unwrap();
     let cpu = cpu.to_vec().unwrap();
     let mut worst = 0.0f64;
     for ((&xi, &yi), &ci) in x.iter().zip(&out).zip(&cpu) {

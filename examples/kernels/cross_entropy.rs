@@ -68,16 +68,14 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
         for start in (BLOCK..body_end).step_by(BLOCK) {
             let v = load(xa + start + arange(0, BLOCK)).reshape([BLOCK / 8, 8]);
             let m_new = maximum(m, max(v, 1));
-            s = s * exp2((m - m_new) * log2e).expand_dims(1)
-                + exp2((v - m_new.expand_dims(1)) * log2e);
+            s = s * exp2((m - m_new) * log2e).expand_dims(1) + exp2((v - m_new.expand_dims(1)) * log2e);
             m = m_new;
         }
         // The last block (no column if the row ended in the first block or at a block's end).
         let cols = body_end + arange(0, BLOCK);
         let v = load(xa + cols, cols < end, f32::NEG_INFINITY).reshape([BLOCK / 8, 8]);
         let m_new = maximum(m, max(v, 1));
-        s = s * exp2((m - m_new) * log2e).expand_dims(1)
-            + exp2((v - m_new.expand_dims(1)) * log2e);
+        s = s * exp2((m - m_new) * log2e).expand_dims(1) + exp2((v - m_new.expand_dims(1)) * log2e);
         // The runs folded into the row: its max, and every run's sums rescaled to it. (top -
         // target) + log(total): `top - target` is exact when the two are close (a confident
         // row whose logits are in the thousands), so the loss is not rounded at the scale of
