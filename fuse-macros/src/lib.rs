@@ -13,8 +13,6 @@ mod ast;
 mod autotune;
 mod check;
 mod diag;
-// Explicit while the placeholder `emit_cuda.rs` still sits beside `emit_cuda/`; plain `mod` once it is gone.
-#[path = "emit_cuda/mod.rs"]
 mod emit_cuda;
 mod expand;
 mod generic;
@@ -34,7 +32,7 @@ mod tests;
 /// `fuse::Device` (a GPU, or the CPU interpreter).
 ///
 /// The body is not compiled as Rust: it is a tile program in the Triton style (one *program* per
-/// grid point, values that are scalars or 1-D tiles of power-of-two length). The language (every
+/// grid point, values that are scalars or 1-D and 2-D tiles whose dims are powers of two). The language (every
 /// operation, the typing rules, masks and bounds) is documented in the workspace `README.md`,
 /// section "The language", and the diagnostics in its section "Diagnostics".
 ///
