@@ -14,8 +14,10 @@
 //! see [`super::layout`]) folds each chunk in its thread and combines the `C / VEC` threads of a
 //! row by butterfly shuffles (plus one exchange through shared memory when a row spans several
 //! warps); the rows stay in registers in a row layout ([`super::slices`]), from which a broadcast
-//! back over the columns is free. Other axis reductions and arg-reductions fold their row or
-//! column serially per output lane (in lane order, deterministic) through the scratch.
+//! back over the columns is free (in a warp slab a row is one warp's: no shared memory at all).
+//! Axis-0 reductions and arg-reductions (`reduce_down`, `fold_columns`, `arg_rows`) fold each
+//! thread's chunks of the same columns in registers, then across threads by shuffles, and use
+//! the scratch only between warps or to post a result in another layout.
 use super::ctype::{self, c_type};
 use super::reduce::{accumulate, combine, identity, Acc, Fold};
 use super::slices;
