@@ -109,7 +109,7 @@ pub fn qk_norm_rope_gptj<T: Float, const HEADS: usize, const HALF: usize>(
     let rstd = rsqrt((x1 * x1 + x2 * x2).sum(1) * inv_dim + eps).expand_dims(1);
     let j = arange(0, HALF);
     let j_ok = j < half;
-    // The weight row in the tile's layout (a `[HALF]` tile split and broadcast down the heads
+    // The weight row in the tile's layout (a `[2 * HALF]` tile split and broadcast down the heads
     // would move through shared memory).
     let wc = broadcast_to(cols.expand_dims(0), [HEADS, 2 * HALF]);
     let wq = load(q_w + wc, mask & is_q, 0.0);
@@ -191,7 +191,7 @@ pub fn heads_per_program(h: Heads) -> usize {
 /// an H100, 2026-11-24, 8192x48x128 with 8 heads per program took 0.068 / 0.069 / 0.075 ms (f16)
 /// at 2 / 4 / 8 warps; 16 heads were slower. GPT-J ([`qk_norm_rope_gptj`]): on an H200,
 /// 2026-11-27, 8192x48x128 f16 with 8 heads took 0.0501 / 0.0522 / 0.0625 ms at 2 / 4 / 8 warps,
-/// 4 and 16 heads 0.055-0.061 at 2 warps (`docs/runs/2026-11-27-h200-session18/call4`).
+/// 4 and 16 heads 0.055-0.059 at 2 warps (`docs/runs/2026-11-27-h200-session18/call4`).
 pub fn default_warps(_neox: bool) -> u32 {
     2
 }
