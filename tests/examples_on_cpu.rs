@@ -299,6 +299,29 @@ fn qk_norm_rope_neox_and_gptj_in_place_v_untouched() {
 }
 
 #[test]
+fn float_constants_are_each_types_values() {
+    // `T::INFINITY` .. `T::EPSILON` of f32, f16 and bf16 as the kernel stores them (README's
+    // table): Rust's and the `half` crate's values, NaN a NaN.
+    fn case<T: Elem>(want: [f64; 7]) {
+        let d = cpu();
+        let mut out = d.upload(&vec![T::from_f32s(&[1.5])[0]; 8]).unwrap();
+        paths::float_consts::launch::<T>(&d, 1, &mut out).unwrap();
+        let got = T::to_f64s(&out.to_vec().unwrap());
+        for (k, (&g, &w)) in got.iter().zip(want.iter().chain([0.0].iter())).enumerate() {
+            if w.is_nan() {
+                assert!(g.is_nan(), "{} constant {k}: {g}, want NaN", T::NAME);
+            } else {
+                assert_eq!(g, w, "{} constant {k}", T::NAME);
+            }
+        }
+    }
+    let f = |m: f64, mp: f64, e: f64| [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, m, -m, mp, e];
+    case::<f32>(f(f32::MAX.into(), f32::MIN_POSITIVE.into(), f32::EPSILON.into()));
+    case::<f16>(f(f16::MAX.into(), f16::MIN_POSITIVE.into(), f16::EPSILON.into()));
+    case::<bf16>(f(bf16::MAX.into(), bf16::MIN_POSITIVE.into(), bf16::EPSILON.into()));
+}
+
+#[test]
 fn qk_norm_rope_refuses_an_odd_head_width() {
     // RoPE pairs the columns: an odd width is a launch error, and the tensor is left as it was.
     let d = cpu();

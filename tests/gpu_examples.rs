@@ -409,6 +409,26 @@ fn sigmoid_is_within_four_ulp_of_float64(g: &Device) {
     println!("sigmoid: {n} inputs, worst {worst:.2} ulp on the GPU");
 }
 
+/// `T::INFINITY` .. `T::EPSILON` (and `T::NAN`'s bit pattern) stored by the GPU as by the CPU
+/// interpreter, bit for bit, in f32, f16 and bf16.
+fn float_constants_match_cpu_bit_for_bit(g: &Device) {
+    macro_rules! case {
+        ($t:ty) => {{
+            let c = Device::cpu();
+            let mut bits = Vec::new();
+            for d in [g, &c] {
+                let mut out = d.upload(&vec![<$t as Elem>::from_f32s(&[1.5])[0]; 8]).unwrap();
+                paths::float_consts::launch::<$t>(d, 1, &mut out).unwrap();
+                bits.push(out.to_vec().unwrap().iter().map(|v| u64::from(v.to_bits())).collect::<Vec<_>>());
+            }
+            assert_eq!(bits[0], bits[1], "{}: GPU and CPU constants differ", <$t as Elem>::NAME);
+        }};
+    }
+    case!(f32);
+    case!(f16);
+    case!(fuse::half::bf16);
+}
+
 fn gpu_out_of_bounds_is_reported_not_performed(_: &Device) {
     let g = &harness::isolated_gpu();
     let x = g.upload(&vec![1.0f32; 1000]).unwrap();
@@ -809,6 +829,7 @@ fn main() {
         ),
         ("erf_is_within_two_ulp_of_float64", erf_is_within_two_ulp_of_float64),
         ("sigmoid_is_within_four_ulp_of_float64", sigmoid_is_within_four_ulp_of_float64),
+        ("float_constants_match_cpu_bit_for_bit", float_constants_match_cpu_bit_for_bit),
         ("gpu_out_of_bounds_is_reported_not_performed", gpu_out_of_bounds_is_reported_not_performed),
         (
             "chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit",

@@ -56,8 +56,7 @@ pub fn cross_entropy<T: Float, const BLOCK: usize>(
     } else {
         // The label's logit, read now: its latency hides behind the loop.
         let valid = (label >= 0) & (label < n_cols.to(i64));
-        let nan = f32::INFINITY - f32::INFINITY; // the language has no `f32::NAN`
-        let target = load(x + label.to(i32), valid, nan);
+        let target = load(x + label.to(i32), valid, f32::NAN);
         // `m`: per run of 8, the running max so far; `s`: per lane, the sum of exp(x - m) over
         // its columns so far (exp(a) as exp2(a log2 e), as in `softmax`; exp2(-inf) = 0 for
         // masked lanes). A run with no column yet keeps the lowest finite max, so its

@@ -204,8 +204,9 @@ fn known_bound(b: &syn::TypeParamBound) -> Option<TypeBound> {
     TypeBound::ALL.into_iter().find(|b| b.name() == last)
 }
 
-/// The value of `NAME` (`INFINITY`, `MAX`, ...) for a float element type, as in Rust (`f16`/`bf16`
-/// as in the `half` crate); every one is exact in f32.
+/// The value of `NAME` (`INFINITY`, `NAN`, `MAX`, ...) for a float element type, as in Rust
+/// (`f16`/`bf16` as in the `half` crate); every one is exact in f32 (`NAN` the quiet NaN, which
+/// stores as each type's canonical quiet NaN).
 fn float_const(d: DType, name: &str) -> Option<f64> {
     let (max, min_positive, epsilon) = match d {
         DType::F32 => (f64::from(f32::MAX), f64::from(f32::MIN_POSITIVE), f64::from(f32::EPSILON)),
@@ -218,6 +219,7 @@ fn float_const(d: DType, name: &str) -> Option<f64> {
     Some(match name {
         "INFINITY" => f64::INFINITY,
         "NEG_INFINITY" => f64::NEG_INFINITY,
+        "NAN" => f64::NAN,
         "MAX" => max,
         "MIN" => -max,
         "MIN_POSITIVE" => min_positive,
@@ -1081,7 +1083,7 @@ impl Parser<'_> {
                         self.diags.error_help(
                             Sp::of(p),
                             format!("unsupported syntax: the constant `{ty}::{name}` is not part of the fuse tile language"),
-                            format!("the float constants are `{ty}::INFINITY`, `{ty}::NEG_INFINITY`, `{ty}::MAX`, `{ty}::MIN`, `{ty}::MIN_POSITIVE` and `{ty}::EPSILON`"),
+                            format!("the float constants are `{ty}::INFINITY`, `{ty}::NEG_INFINITY`, `{ty}::NAN`, `{ty}::MAX`, `{ty}::MIN`, `{ty}::MIN_POSITIVE` and `{ty}::EPSILON`"),
                         );
                         return ExprKind::Error;
                     }

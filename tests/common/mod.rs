@@ -70,6 +70,16 @@ pub mod paths {
         store(out + offs, erf(load(x + offs, m)), m);
     }
 
+    /// Every float constant of `T`, stored in this order: `INFINITY`, `NEG_INFINITY`, `NAN`, `MAX`,
+    /// `MIN`, `MIN_POSITIVE`, `EPSILON`, then 0.
+    #[fused_kernel]
+    pub fn float_consts<T: Float>(out: *mut T) {
+        let i = arange(0, 8);
+        let low = where_(i == 0, T::INFINITY, where_(i == 1, T::NEG_INFINITY, where_(i == 2, T::NAN, T::MAX)));
+        let high = where_(i == 4, T::MIN, where_(i == 5, T::MIN_POSITIVE, where_(i == 6, T::EPSILON, 0.0)));
+        store(out + i, where_(i < 4, low, high));
+    }
+
     /// `sigmoid` alone, for its accuracy over the whole float range (both of the GPU's branches).
     #[fused_kernel]
     pub fn sigmoid_only<const BLOCK: usize>(x: *const f32, out: *mut f32, n: i32) {
@@ -283,6 +293,9 @@ pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
         (&paths::rand_threshold::SPEC, vec![1024]),
         (&paths::rand16_threshold::SPEC, vec![1024]),
         (&paths::erf_only::SPEC, vec![1024]),
+        (&paths::float_consts::f32::SPEC, vec![]),
+        (&paths::float_consts::f16::SPEC, vec![]),
+        (&paths::float_consts::bf16::SPEC, vec![]),
         (&paths::pair_rotate::SPEC, vec![128]),
         (&paths::layout_totals::SPEC, vec![128]),
         (&paths::row_stats::SPEC, vec![256]),

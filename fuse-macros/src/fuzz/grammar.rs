@@ -155,7 +155,7 @@ impl Gen<'_> {
                     let ty = if self.rng.chance(50) { self.elem_type() } else { "f32".into() };
                     format!(
                         "{ty}::{}",
-                        self.rng.pick(&["NEG_INFINITY", "INFINITY", "MAX", "MIN", "EPSILON", "ONE"])
+                        self.rng.pick(&["NEG_INFINITY", "INFINITY", "NAN", "MAX", "MIN", "EPSILON", "ONE"])
                     )
                 }
                 _ => self.name(),
