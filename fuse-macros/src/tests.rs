@@ -975,7 +975,11 @@ fn documented_errors_of_the_language_reference() {
     one_error(&body("for i in 0..n { break; }"), "unsupported syntax: `break`", "break");
     one_error(&body("for i in 0..n { continue; }"), "unsupported syntax: `continue`", "continue");
     let errs = errors(&body("store(y, f32::PI);"));
-    assert_one_error(&errs, "unsupported syntax: the constant `f32::PI` is not part of the fuse tile language", "f32::PI");
+    assert_one_error(
+        &errs,
+        "unsupported syntax: the constant `f32::PI` is not part of the fuse tile language",
+        "f32::PI",
+    );
     assert!(errs[0].0.contains("`f32::NAN`"), "the help lists the constants: {}", errs[0].0);
     one_error(&body("let a = 7 / 0; store(y, a.to(f32));"), "division by zero in a constant expression", "/");
     one_error(

@@ -75,7 +75,8 @@ pub mod paths {
     #[fused_kernel]
     pub fn float_consts<T: Float>(out: *mut T) {
         let i = arange(0, 8);
-        let low = where_(i == 0, T::INFINITY, where_(i == 1, T::NEG_INFINITY, where_(i == 2, T::NAN, T::MAX)));
+        let low =
+            where_(i == 0, T::INFINITY, where_(i == 1, T::NEG_INFINITY, where_(i == 2, T::NAN, T::MAX)));
         let high = where_(i == 4, T::MIN, where_(i == 5, T::MIN_POSITIVE, where_(i == 6, T::EPSILON, 0.0)));
         store(out + i, where_(i < 4, low, high));
     }
