@@ -78,6 +78,7 @@ const IDENTS: &[&str] = &[
     "rows",
     "INFINITY",
     "NEG_INFINITY",
+    "NAN",
     "MAX",
     "MIN",
     "EPSILON",

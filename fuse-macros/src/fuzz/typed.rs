@@ -368,7 +368,9 @@ impl Typed<'_> {
                 format!("arange(0, {}).expand_dims({axis})", self.dim_text(d))
             }
             (Dt::F32, _) if self.rng.chance(50) => format!("zeros({sh})"),
-            (Dt::F32, _) => format!("full({sh}, {})", self.rng.word(&["0.5", "s", "-1.0", "f32::INFINITY"])),
+            (Dt::F32, _) => {
+                format!("full({sh}, {})", self.rng.word(&["0.5", "s", "-1.0", "f32::INFINITY", "f32::NAN"]))
+            }
             (Dt::I32, _) => format!("full({sh}, {})", self.rng.word(&["3", "n_cols", "-1", "program_id(0)"])),
             (Dt::Bool, _) => match self.rng.below(3) {
                 0 => format!("full({sh}, true)"),
