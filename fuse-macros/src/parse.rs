@@ -205,8 +205,9 @@ fn known_bound(b: &syn::TypeParamBound) -> Option<TypeBound> {
 }
 
 /// The value of `NAME` (`INFINITY`, `NAN`, `MAX`, ...) for a float element type, as in Rust
-/// (`f16`/`bf16` as in the `half` crate); every one is exact in f32 (`NAN` the quiet NaN, which
-/// stores as each type's canonical quiet NaN).
+/// (`f16`/`bf16` as in the `half` crate); every one is exact in f32. `NAN` is the quiet NaN: Rust's
+/// `f32::NAN` (`0x7fc00000`) in f32, and stored to f16 or bf16 as every NaN converts (`0x7fff`),
+/// not `half`'s own NaN bits.
 fn float_const(d: DType, name: &str) -> Option<f64> {
     let (max, min_positive, epsilon) = match d {
         DType::F32 => (f64::from(f32::MAX), f64::from(f32::MIN_POSITIVE), f64::from(f32::EPSILON)),

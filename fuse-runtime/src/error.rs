@@ -58,7 +58,10 @@ pub enum Error {
     /// A buffer lives on another device than the one launching or copying.
     WrongDevice(String),
 
-    /// The kernel's IR could not be read (a `KernelSpec` whose JSON is not a `fuse_ir::Kernel`).
+    /// The kernel itself is malformed or does not fit a back end: its IR could not be read (a
+    /// `KernelSpec` whose JSON is not a `fuse_ir::Kernel`), the CPU interpreter's re-check refused it
+    /// (broken IR rules; const generics, arguments or a grid too large for it), or its CUDA
+    /// module is malformed (a NUL in the source, a shared-memory symbol of the wrong size).
     InvalidKernel(String),
 
     /// A CUDA call failed after setup (allocation, copy, module load, launch, synchronize).

@@ -28,7 +28,11 @@ pub fn unsigned_of(d: DType) -> &'static str {
 
 pub fn f32_lit(x: f32) -> String {
     if x.is_nan() {
-        "__int_as_float(0x7fc00000)".into()
+        // The NaN's own bits (sign and payload), as the CPU interpreter keeps them: `-f32::NAN`.
+        match x.to_bits() {
+            b if b < 0x8000_0000 => format!("__int_as_float(0x{b:08x})"),
+            b => format!("__int_as_float((int)0x{b:08x}u)"),
+        }
     } else if x == f32::INFINITY {
         "__int_as_float(0x7f800000)".into()
     } else if x == f32::NEG_INFINITY {

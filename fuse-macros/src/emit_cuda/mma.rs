@@ -106,7 +106,7 @@ impl MmaLayout {
             // The preprocessor picks each level's side, so a level names the one before it once:
             // as a ternary (`grow && split ? 2 * wm : wm`, the split test naming wm and wn again)
             // the expansion grew ~6x a level, to 1.4 MB of tokens per FUSE_IDX<k> at level 5 and
-            // 7-16 s of NVRTC front end per mma.sync variant (docs/PERF.md, session 13).
+            // 6.5-15 s of NVRTC front end per mma.sync variant (docs/PERF.md, session 13).
             for (side, prev, test) in [("M", &wm, format!("FUSE_SPLITM{k}_{s}")), ("N", &wn, split_n)] {
                 out.push(format!("#if ({grow}) && ({test})"));
                 out.push(format!("#define FUSE_W{side}{k}_{s} (2 * {prev})"));

@@ -21,9 +21,8 @@ fn emit_is_deterministic() {
         let b = emit_cuda(&k.clone());
         assert_eq!(a.source, b.source, "{}", k.name);
         assert_eq!(a.specializations, b.specializations, "{}", k.name);
-        // Also independent of a JSON round trip (what the runtime sees). Note: serde_json writes
-        // non-finite float literals (softmax's -inf) as null and cannot read them back; that is
-        // fuse-ir's to fix, so such kernels are skipped here.
+        // Also independent of a JSON round trip (what the runtime sees; float literals serialise
+        // by their bits, so infinities and NaN survive it).
         if let Ok(k2) = Kernel::from_json(&k.to_json()) {
             assert_eq!(a.source, emit_cuda(&k2).source, "{}", k.name);
         }
@@ -436,6 +435,10 @@ fn emit_literals() {
     assert_eq!(f32_lit(0.5), "0.5f");
     assert_eq!(f32_lit(-1e-5), "(-1e-5f)");
     assert_eq!(f32_lit(f32::NEG_INFINITY), "__int_as_float((int)0xff800000u)");
+    // A NaN keeps its bits, sign included, as the CPU interpreter's literal does (`-f32::NAN`).
+    assert_eq!(f32_lit(f32::NAN), "__int_as_float(0x7fc00000)");
+    assert_eq!(f32_lit(-f32::NAN), "__int_as_float((int)0xffc00000u)");
+    assert_eq!((-f64::NAN) as f32, -f32::NAN, "the IR's f64 literal keeps the sign as f32");
 }
 
 #[test]
