@@ -12,7 +12,7 @@ fn warps(spec: &fuse::KernelSpec, consts: &[u64]) -> u32 {
 #[test]
 fn axis_reductions_of_2d_tiles_get_16_elements_per_thread() {
     // qk_norm_rope with 8 heads of 128 (HALF = 64): NeoX's widest tile is [8, 64], 1 warp;
-    // GPT-J's is [8, 128], 2 warps. (Their launcher takes 2 for both: `qk_norm_rope::default_warps`.)
+    // GPT-J's is [8, 128], 2 warps. (Their launcher takes 2 for both: `qk_norm_rope::DEFAULT_WARPS`.)
     assert_eq!(warps(qk_norm_rope::qk_norm_rope::spec::<f16>(), &[8, 64]), 1);
     assert_eq!(warps(qk_norm_rope::qk_norm_rope_gptj::spec::<f16>(), &[8, 64]), 2);
     // The rows kernels' [ROWS, BLOCK] tiles of 2048 lanes.

@@ -187,18 +187,16 @@ pub fn heads_per_program(h: Heads) -> usize {
     (1024 / h.dim.next_power_of_two()).clamp(1, (h.q + h.k).next_power_of_two())
 }
 
-/// The warps a launch takes when it names none: 2 for both pairings. NeoX ([`qk_norm_rope`]): on
+/// The warps a launch takes when it names none, for both pairings. NeoX ([`qk_norm_rope`]): on
 /// an H100, 2026-11-24, 8192x48x128 with 8 heads per program took 0.068 / 0.069 / 0.075 ms (f16)
 /// at 2 / 4 / 8 warps; 16 heads were slower. GPT-J ([`qk_norm_rope_gptj`]): on an H200,
 /// 2026-11-27, 8192x48x128 f16 with 8 heads took 0.0501 / 0.0522 / 0.0625 ms at 2 / 4 / 8 warps,
 /// 4 and 16 heads 0.055-0.059 at 2 warps (`docs/runs/2026-11-27-h200-session18/call4`).
-pub fn default_warps(_neox: bool) -> u32 {
-    2
-}
+pub const DEFAULT_WARPS: u32 = 2;
 
 /// Launches [`qk_norm_rope`] (`neox`) or [`qk_norm_rope_gptj`] over `tokens` tokens of `qkv`
 /// with `heads` heads per program (a power of two up to 64) and the tile width the head width
-/// rounds up to (64, 128 or 256; `HALF` is half of it), with `warps` warps ([`default_warps`] if
+/// rounds up to (64, 128 or 256; `HALF` is half of it), with `warps` warps ([`DEFAULT_WARPS`] if
 /// `None`). The head width must be even (the rotation pairs columns); an odd one is refused.
 #[allow(clippy::too_many_arguments)]
 pub fn launch<T: fuse::Float>(
@@ -230,7 +228,7 @@ pub fn launch<T: fuse::Float>(
         u32::try_from(tokens).map_err(|_| too_big("tokens"))?,
         u32::try_from((h.q + h.k).div_ceil(heads.max(1))).map_err(|_| too_big("heads"))?,
     ));
-    let grid = grid.num_warps(warps.unwrap_or(default_warps(neox)));
+    let grid = grid.num_warps(warps.unwrap_or(DEFAULT_WARPS));
     let (nq, nk, nv, dim) = (n(h.q, "n_q")?, n(h.k, "n_k")?, n(h.v, "n_v")?, n(h.dim, "head_dim")?);
     macro_rules! go {
         ($H:literal, $HALF:literal) => {

@@ -915,8 +915,9 @@ impl<'c, 'a> Prog<'c, 'a> {
 /// reciprocal in range; a plain quotient would lose the tiny result to 0 once `e^-x` overflows (x
 /// below -88.7).
 fn sigmoid(x: f32) -> f32 {
+    const SWITCH: f32 = f32::from_bits((127 + 126) << 23); // 2^126, as in the prelude's fuse_sigmoid
     let y = 1.0 + libm::expf(-x);
-    if y < 8.507_059e37 {
+    if y < SWITCH {
         1.0 / y
     } else {
         libm::expf(x)
