@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Joins the fuse anchor bench JSON with triton_anchor.py's JSON (same run) into one table:
 fuse vs Triton GB/s, ratio, and fuse as a share of the copy ceiling for the same bytes.
-Usage: compare.py FUSE_JSON TRITON_JSON [--markdown]"""
+Usage: compare.py FUSE_JSON TRITON_JSON [MORE_PEER_JSON ...] [--markdown]
+A later peer file's row replaces an earlier one's with the same key and impl (peers_small.json's
+5-run Triton rows replace triton_anchor.py's one-run rows of the short anchors)."""
 import json, sys
 
-fuse = json.load(open(sys.argv[1]))
-peers = json.load(open(sys.argv[2]))
+files = [a for a in sys.argv[1:] if not a.startswith("--")]
+fuse = json.load(open(files[0]))
+peers = [r for f in files[1:] for r in json.load(open(f))]
 md = "--markdown" in sys.argv
 key = lambda r: (r["pattern"], str(r["shape"]), r["dtype"])
 by = {}

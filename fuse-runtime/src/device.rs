@@ -251,7 +251,55 @@ impl Device {
             Inner::Cuda(d) => d.median_ms(reps, &mut setup, &mut f),
         }
     }
+
+    /// `triton.testing.do_bench(fn, warmup, rep, return_mode="median")` with `setup` as its L2
+    /// flush: one call, an estimate from five `setup(); f()` pairs, then `warmup_ms` worth of
+    /// back-to-back `f()` calls (which also bring the clocks up), then the median of `rep_ms`
+    /// worth of calls, each timed alone after an untimed `setup()` (at most 20,000 of either).
+    /// Numbers taken so sit beside Triton's own; a fixed count of [`Device::median_ms`] starts
+    /// timing before the device has warmed up.
+    pub fn do_bench_ms(
+        &self,
+        warmup_ms: f64,
+        rep_ms: f64,
+        mut setup: impl FnMut() -> Result<()>,
+        mut f: impl FnMut() -> Result<()>,
+    ) -> Result<f64> {
+        const ESTIMATE_CALLS: usize = 5;
+        let estimate_ms = self.time_ms(ESTIMATE_CALLS, || {
+            setup()?;
+            f()
+        })?;
+        let (warmups, reps) = do_bench_counts(estimate_ms, warmup_ms, rep_ms);
+        for _ in 0..warmups {
+            f()?;
+        }
+        self.median_ms(reps, setup, f)
+    }
 }
+
+/// `triton.testing.do_bench`'s call counts for a call estimated at `estimate_ms` (its setup
+/// included): `(warm-up calls, timed calls)`, each `max(1, budget / estimate)` rounded down, and
+/// at most `MAX_BENCH_CALLS` (a call too short to measure would otherwise ask for millions).
+fn do_bench_counts(estimate_ms: f64, warmup_ms: f64, rep_ms: f64) -> (usize, usize) {
+    let count = |budget_ms: f64| {
+        let n = budget_ms / estimate_ms;
+        if n.is_nan() || n < 1.0 {
+            // A NaN budget or estimate asks for nothing; a zero estimate for as many as allowed.
+            if estimate_ms == 0.0 && budget_ms > 0.0 {
+                MAX_BENCH_CALLS
+            } else {
+                1
+            }
+        } else {
+            (n as usize).min(MAX_BENCH_CALLS)
+        }
+    };
+    (count(warmup_ms), count(rep_ms))
+}
+
+/// The most warm-up or timed calls `Device::do_bench_ms` makes.
+const MAX_BENCH_CALLS: usize = 20_000;
 
 fn alloc<T: Element>(d: &CudaDevice, len: usize) -> Result<CudaSlice<T>> {
     d.capture.refuse_on_this_thread("allocate device memory")?;
@@ -446,5 +494,45 @@ impl<T: Element> Buffer<T> {
             Storage::Cuda { ptr, .. } => Some(*ptr),
             Storage::Cpu(_) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn do_bench_counts_follow_triton() {
+        // do_bench: n = max(1, int(budget / estimate)).
+        assert_eq!(do_bench_counts(0.07, 25.0, 100.0), (357, 1428));
+        assert_eq!(do_bench_counts(30.0, 25.0, 100.0), (1, 3));
+        assert_eq!(do_bench_counts(1e-6, 25.0, 100.0), (MAX_BENCH_CALLS, MAX_BENCH_CALLS));
+        assert_eq!(do_bench_counts(0.0, 25.0, 100.0), (MAX_BENCH_CALLS, MAX_BENCH_CALLS));
+        assert_eq!(do_bench_counts(f64::NAN, 25.0, 100.0), (1, 1));
+        assert_eq!(do_bench_counts(1.0, 0.0, f64::INFINITY), (1, MAX_BENCH_CALLS));
+    }
+
+    #[test]
+    fn do_bench_on_the_cpu_runs_setup_before_every_timed_call() {
+        let dev = Device::cpu();
+        let (mut setups, mut calls) = (0usize, 0usize);
+        let ms = dev
+            .do_bench_ms(
+                0.0,
+                0.0,
+                || {
+                    setups += 1;
+                    Ok(())
+                },
+                || {
+                    calls += 1;
+                    Ok(())
+                },
+            )
+            .unwrap();
+        assert!(ms >= 0.0 && ms.is_finite(), "{ms}");
+        // estimate: 1 + 5 pairs; warm-up: 1 call; timed: 1 call after one untimed call.
+        assert_eq!(setups, 6 + 1);
+        assert_eq!(calls, 6 + 1 + 2);
     }
 }
