@@ -66,6 +66,16 @@ fn fixed_reps() -> Option<usize> {
     *R.get_or_init(|| std::env::var("FUSE_BENCH_FIXED_REPS").ok().and_then(|v| v.parse().ok()))
 }
 
+/// `FUSE_BENCH_PTRS=1`: print where each case's input and output start within a 2 MiB page (the
+/// pool allocator does not align them to one; a diagnostic for the short rows' spread).
+fn print_placement(case: &str, bufs: &[(&str, Option<u64>)]) {
+    if std::env::var("FUSE_BENCH_PTRS").is_ok_and(|v| v == "1") {
+        let at: Vec<String> =
+            bufs.iter().map(|(n, p)| format!("{n} {:?}", p.map(|p| p % (2 << 20)))).collect();
+        println!("placement {case}: {}", at.join(", "));
+    }
+}
+
 fn with_copy() -> bool {
     std::env::var("FUSE_BENCH_WITH_COPY").is_ok_and(|v| v == "1")
 }
@@ -357,6 +367,7 @@ impl Bench {
         let b = d.upload(&conv(&randn(cols, 5)))?;
         let (mut y, mut t) = (d.zeros::<T>(rows * cols)?, d.zeros::<T>(rows * cols)?);
         let (mut r1, mut r2) = (d.zeros::<T>(rows)?, d.zeros::<T>(rows)?);
+        print_placement(&format!("{pattern}/{rows}x{cols}/{dtype}"), &[("x", x.cuda_device_ptr()), ("y", y.cuda_device_ptr())]);
         let es = std::mem::size_of::<T>();
         let bytes =
             if pattern == "layernorm" { (2 * rows * cols + 2 * cols) * es } else { 2 * rows * cols * es };
@@ -392,6 +403,52 @@ fn randn(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// `buf` (padded by 2 MiB) from its first element at a 2 MiB boundary: where the element there starts.
+fn aligned_start<T: Element>(buf: &Buffer<T>) -> usize {
+    let page = 2usize << 20;
+    let at = buf.cuda_device_ptr().unwrap_or(0) as usize % page;
+    (page - at) % page / std::mem::size_of::<T>()
+}
+
+/// `FUSE_BENCH_ALIGN=1`: add_mul 1M and softmax 1024x512 with their buffers where the pool put
+/// them ("fuse tune pool") and moved to 2 MiB boundaries ("fuse tune 2MiB-aligned"), alternated
+/// twice in one process (torch's caching allocator gives these sizes 2 MiB-aligned memory).
+fn alignment_probe<T: fuse::Float>(b: &mut Bench, dt: &'static str, conv: fn(&[f32]) -> Vec<T>) -> Result<()> {
+    let d = b.dev.clone();
+    let pad = (2usize << 20) / std::mem::size_of::<T>();
+    let n = 1usize << 20;
+    let host = conv(&randn(n + pad, 1));
+    let (x, y, z) = (d.upload(&host)?, d.upload(&host)?, d.upload(&host)?);
+    let mut o = d.zeros::<T>(n + pad)?;
+    let (xs, ys, zs, os) = (aligned_start(&x), aligned_start(&y), aligned_start(&z), aligned_start(&o));
+    let shape = n.to_string();
+    let bytes = 4 * n * std::mem::size_of::<T>();
+    for _ in 0..2 {
+        b.time("add_mul", &shape, dt, "fuse tune pool", bytes, || {
+            add_mul::add_mul::launch::<T, EW>(&d, cfg(grid(n, EW)), &x, &y, &z, &mut o, n as i32)
+        });
+        b.time("add_mul", &shape, dt, "fuse tune 2MiB-aligned", bytes, || {
+            let (xv, yv, zv) = (x.slice(xs..xs + n)?, y.slice(ys..ys + n)?, z.slice(zs..zs + n)?);
+            add_mul::add_mul::launch::<T, EW>(&d, cfg(grid(n, EW)), &xv, &yv, &zv, &mut o.slice_mut(os..os + n)?, n as i32)
+        });
+    }
+    let (rows, cols) = (1024usize, 512usize);
+    let xin = d.upload(&conv(&randn(rows * cols + pad, 3)))?;
+    let mut out = d.zeros::<T>(rows * cols + pad)?;
+    let (xs, os) = (aligned_start(&xin), aligned_start(&out));
+    let (m, c) = (rows * cols, cols as i32);
+    let bytes = 2 * m * std::mem::size_of::<T>();
+    for _ in 0..2 {
+        b.time("softmax", "1024x512", dt, "fuse tune pool", bytes, || {
+            softmax::softmax::launch::<T, 512>(&d, cfg(rows as u32), &mut out, &xin, c, c, c)
+        });
+        b.time("softmax", "1024x512", dt, "fuse tune 2MiB-aligned", bytes, || {
+            softmax::softmax::launch::<T, 512>(&d, cfg(rows as u32), &mut out.slice_mut(os..os + m)?, &xin.slice(xs..xs + m)?, c, c, c)
+        });
+    }
+    Ok(())
+}
+
 fn as_f16(v: &[f32]) -> Vec<f16> {
     v.iter().map(|&x| f16::from_f32(x)).collect()
 }
@@ -408,6 +465,7 @@ macro_rules! add_mul_case {
         let host: Vec<$T> = $conv(&randn(n, 1));
         let (x, y, z) = (d.upload(&host)?, d.upload(&host)?, d.upload(&host)?);
         let (mut o, mut t) = (d.zeros::<$T>(n)?, d.zeros::<$T>(n)?);
+        print_placement(&format!("add_mul/{n}/{}", $dt), &[("x", x.cuda_device_ptr()), ("o", o.cuda_device_ptr())]);
         let bytes = 4 * n * std::mem::size_of::<$T>();
         let (g, len, shape) = (grid(n, EW), n as i32, n.to_string());
         let eb = ew_block();
@@ -467,6 +525,10 @@ fn run() -> Result<()> {
     for n in [1usize << 20, 64 << 20] {
         add_mul_case!(b, n, f32, "float32", |v: &[f32]| v.to_vec());
         add_mul_case!(b, n, f16, "float16", as_f16);
+    }
+    if std::env::var("FUSE_BENCH_ALIGN").is_ok_and(|v| v == "1") {
+        alignment_probe(&mut b, "float32", |v: &[f32]| v.to_vec())?;
+        alignment_probe(&mut b, "float16", as_f16)?;
     }
 
     // The row patterns in one dtype (the element type of the buffers `$conv` makes). The narrow

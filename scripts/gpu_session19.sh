@@ -46,6 +46,18 @@ for mode in "$@"; do
         done; done
         (cd $O && PYTHONUNBUFFERED=1 timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/peers_small.log 2>&1; echo "peers_small rc $?"
         grep -E "runs|Error|assert" $L/peers_small.log | head ;;
+    placement) # the short anchors in four bench processes and two Triton ones, with where each buffer starts in its 2 MiB page
+        for r in 1 2 3 4; do
+            T=100 bench pl_$r .gpu/bench-anchors FUSE_BENCH_PTRS=1 FUSE_BENCH_ONLY=add_mul/1048576,softmax/1024x512,layernorm/4096x1024 >/dev/null
+            grep -E "^placement| fuse " $L/pl_$r.log | grep -v unfused | sed "s/^/fuse $r: /"
+        done
+        for r in 1 2; do
+            (cd $O && timeout 100 python $OLDPWD/scripts/peers_small.py placement) >$L/pl_triton_$r.log 2>&1; echo "peers_small rc $?"
+            grep -E "^placement|runs" $L/pl_triton_$r.log | sed "s/^/triton $r: /"
+        done ;;
+    align) # add_mul 1M and softmax 1024x512 with their buffers where the pool put them and at 2 MiB boundaries, alternated, one process
+        T=150 bench align .gpu/bench-anchors FUSE_BENCH_ALIGN=1 FUSE_BENCH_ONLY=add_mul/1048576,softmax/1024x512 >/dev/null
+        grep -E " fuse" $L/align.log | grep -v unfused ;;
     peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors,
         # then Triton's short anchors by the bench's 5-run rule (peers_small.py)

@@ -119,17 +119,27 @@ def timed(pattern, shape, name, fn, ref, got, nbytes):
 
 
 SAMPLES = "samples" in sys.argv[1:]
+
+
+def placement(label, **tensors):
+    """`placement` in argv: where each tensor starts within a 2 MiB page (the bench's FUSE_BENCH_PTRS)."""
+    if "placement" in sys.argv[1:]:
+        print(f"placement {label}: " + ", ".join(f"{k} {t.data_ptr() % (2 << 20)}" for k, t in tensors.items()), flush=True)
+
+
 for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
     n = 1 << 20
     x, y, z = (torch.randn(n, device=dev, dtype=dt) for _ in range(3))
     o = torch.empty_like(x)
     grid = (triton.cdiv(n, 1024),)
+    placement(f"add_mul/{n}/{name}", x=x, o=o)
     timed("add_mul", n, name, lambda: add_mul_k[grid](x, y, z, o, n, BLOCK=1024), ((x + y) * z).float(), lambda: o,
           4 * n * x.element_size())
 for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
     M, N = 1024, 512
     x = torch.randn(M, N, device=dev, dtype=dt)
     o = torch.empty_like(x)
+    placement(f"softmax/{M}x{N}/{name}", x=x, y=o)
     timed("softmax", f"{M}x{N}", name, lambda: softmax_k[(M,)](o, x, x.stride(0), o.stride(0), N, BLOCK=512, num_warps=4),
           torch.softmax(x.float(), -1), lambda: o, 2 * M * N * x.element_size())
 for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
@@ -137,6 +147,7 @@ for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
     x = torch.randn(M, N, device=dev, dtype=dt)
     w = torch.rand(N, device=dev, dtype=dt); bb = torch.randn(N, device=dev, dtype=dt)
     yv = torch.empty_like(x)
+    placement(f"layernorm/{M}x{N}/{name}", x=x, y=yv)
     timed("layernorm", f"{M}x{N}", name, lambda: ln_k[(M,)](x, yv, w, bb, x.stride(0), N, 1e-5, BLOCK=1024, num_warps=4),
           F.layer_norm(x.float(), (N,), w.float(), bb.float(), 1e-5), lambda: yv,
           2 * M * N * x.element_size() + 2 * N * x.element_size())
