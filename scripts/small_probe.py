@@ -4,18 +4,10 @@ each launched 30 times after an L2 flush: for `ncu` to read their device times a
 beside fuse's (scripts/gpu_session15.sh `ncu_small`)."""
 import torch, triton, triton.language as tl
 from peers_v2 import ln_1row_k, softmax_1row_k  # triton_anchor.py's kernels, as peers_v2.py keeps them
+from peers_small import add_mul_k
 
 dev = "cuda"
 flush = torch.empty(64 << 20, dtype=torch.float32, device=dev)
-
-
-@triton.jit
-def add_mul_k(x, y, z, o, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    xv = tl.load(x + offs, mask=m); yv = tl.load(y + offs, mask=m); zv = tl.load(z + offs, mask=m)
-    tl.store(o + offs, (xv + yv) * zv, mask=m)
 
 
 def reps(fn, k=30):
