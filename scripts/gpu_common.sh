@@ -39,3 +39,6 @@ peers_rows() { # Triton, torch eager and torch.compile on issue 14's rows (scrip
     (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/scripts/peers_v2.py ${PEERS:-}) >$L/peers_v2.log 2>&1; echo "peers_v2 rc $?"
     cp -f $O/*.json $L/ 2>/dev/null; grep -E "^(ok|best|FAILED)" $L/peers_v2.log | tail -60
 }
+triton_anchors() { # triton_anchor.py (Triton, torch eager and torch.compile on the anchors): $L/triton_anchor.log, JSON in $O
+    (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
+}

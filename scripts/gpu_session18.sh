@@ -48,13 +48,13 @@ for mode in "$@"; do
                 grep -E " fuse " $L/ra_${w}_$r.log | grep -v unfused | sed "s/^/warps $w round $r: /"
             done
         done
-        (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
+        triton_anchors
         grep -E "(layernorm +4096x1024|softmax +1024x512).*triton " $L/triton_anchor.log ;;
     peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
     peers) PEERS="${PEERS:-layernorm softmax add}" peers_rows ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors
         T=500 bench fuse_anchors .gpu/bench-anchors
-        (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
+        triton_anchors
         cp -f $O/*.json $L/ 2>/dev/null ;;
     esac
     tar czf $O/logs.tgz -C $O logs

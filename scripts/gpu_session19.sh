@@ -63,7 +63,7 @@ for mode in "$@"; do
         # then Triton's short anchors by the bench's 5-run rule (peers_small.py)
         clocks anchors
         T=500 bench fuse_anchors .gpu/bench-anchors
-        (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
+        triton_anchors
         (cd $O && PYTHONUNBUFFERED=1 timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/peers_small.log 2>&1; echo "peers_small rc $?"
         grep -E "runs|Error|assert" $L/peers_small.log | head
         kill $CLOCKS_PID
