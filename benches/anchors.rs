@@ -57,10 +57,8 @@ fn ew_block() -> usize {
     *B.get_or_init(|| std::env::var("FUSE_BENCH_EW_BLOCK").ok().and_then(|v| v.parse().ok()).unwrap_or(1024))
 }
 
-/// `FUSE_BENCH_WITH_COPY=1`: with `FUSE_BENCH_ONLY`, also time the matching cases' same-bytes
-/// copies (for a quick fused-against-copy look at a few rows).
 /// `FUSE_BENCH_FIXED_REPS=n`: the timing before session 19, one warm-up call and the median of
-/// `n` flushed calls, for comparing with older runs (it starts timing before the clocks are up).
+/// `n` flushed calls (one run, whatever the call's length), for comparing with older runs.
 fn fixed_reps() -> Option<usize> {
     static R: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *R.get_or_init(|| std::env::var("FUSE_BENCH_FIXED_REPS").ok().and_then(|v| v.parse().ok()))
@@ -76,6 +74,8 @@ fn print_placement(case: &str, bufs: &[(&str, Option<u64>)]) {
     }
 }
 
+/// `FUSE_BENCH_WITH_COPY=1`: with `FUSE_BENCH_ONLY`, also time the matching cases' same-bytes
+/// copies (for a quick fused-against-copy look at a few rows).
 fn with_copy() -> bool {
     std::env::var("FUSE_BENCH_WITH_COPY").is_ok_and(|v| v == "1")
 }
@@ -206,8 +206,8 @@ const REP_MS: f64 = 100.0;
 /// A call shorter than this is timed by `SHORT_RUNS` do_bench runs, its row the least of their
 /// medians. Each run's calls settle, for the whole 100 ms, on one of two levels ~0.7 us apart
 /// (session 19's per-call samples, H200; fuse's, Triton's and the driver's copy alike), which
-/// level a coin toss per run: 7-13 % of a 5-10 us call. The lower level repeats to within 0.03 us
-/// from run to run. `scripts/peers_small.py` and `peers_v2.py` time their peers by the same rule.
+/// level a coin toss per run: 7-13 % of a 5-10 us call. Inside one process the lower level repeats
+/// to within 0.03 us (between processes it moves by up to 0.5 us: docs/PERF.md "Session 19"). `scripts/peers_small.py` and `peers_v2.py` time their peers by the same rule.
 const SHORT_MS: f64 = 0.02;
 const SHORT_RUNS: usize = 5;
 
@@ -367,7 +367,10 @@ impl Bench {
         let b = d.upload(&conv(&randn(cols, 5)))?;
         let (mut y, mut t) = (d.zeros::<T>(rows * cols)?, d.zeros::<T>(rows * cols)?);
         let (mut r1, mut r2) = (d.zeros::<T>(rows)?, d.zeros::<T>(rows)?);
-        print_placement(&format!("{pattern}/{rows}x{cols}/{dtype}"), &[("x", x.cuda_device_ptr()), ("y", y.cuda_device_ptr())]);
+        print_placement(
+            &format!("{pattern}/{rows}x{cols}/{dtype}"),
+            &[("x", x.cuda_device_ptr()), ("y", y.cuda_device_ptr())],
+        );
         let es = std::mem::size_of::<T>();
         let bytes =
             if pattern == "layernorm" { (2 * rows * cols + 2 * cols) * es } else { 2 * rows * cols * es };
@@ -413,7 +416,11 @@ fn aligned_start<T: Element>(buf: &Buffer<T>) -> usize {
 /// `FUSE_BENCH_ALIGN=1`: add_mul 1M and softmax 1024x512 with their buffers where the pool put
 /// them ("fuse tune pool") and moved to 2 MiB boundaries ("fuse tune 2MiB-aligned"), alternated
 /// twice in one process (torch's caching allocator gives these sizes 2 MiB-aligned memory).
-fn alignment_probe<T: fuse::Float>(b: &mut Bench, dt: &'static str, conv: fn(&[f32]) -> Vec<T>) -> Result<()> {
+fn alignment_probe<T: fuse::Float>(
+    b: &mut Bench,
+    dt: &'static str,
+    conv: fn(&[f32]) -> Vec<T>,
+) -> Result<()> {
     let d = b.dev.clone();
     let pad = (2usize << 20) / std::mem::size_of::<T>();
     let n = 1usize << 20;
@@ -429,7 +436,15 @@ fn alignment_probe<T: fuse::Float>(b: &mut Bench, dt: &'static str, conv: fn(&[f
         });
         b.time("add_mul", &shape, dt, "fuse tune 2MiB-aligned", bytes, || {
             let (xv, yv, zv) = (x.slice(xs..xs + n)?, y.slice(ys..ys + n)?, z.slice(zs..zs + n)?);
-            add_mul::add_mul::launch::<T, EW>(&d, cfg(grid(n, EW)), &xv, &yv, &zv, &mut o.slice_mut(os..os + n)?, n as i32)
+            add_mul::add_mul::launch::<T, EW>(
+                &d,
+                cfg(grid(n, EW)),
+                &xv,
+                &yv,
+                &zv,
+                &mut o.slice_mut(os..os + n)?,
+                n as i32,
+            )
         });
     }
     let (rows, cols) = (1024usize, 512usize);
@@ -443,7 +458,15 @@ fn alignment_probe<T: fuse::Float>(b: &mut Bench, dt: &'static str, conv: fn(&[f
             softmax::softmax::launch::<T, 512>(&d, cfg(rows as u32), &mut out, &xin, c, c, c)
         });
         b.time("softmax", "1024x512", dt, "fuse tune 2MiB-aligned", bytes, || {
-            softmax::softmax::launch::<T, 512>(&d, cfg(rows as u32), &mut out.slice_mut(os..os + m)?, &xin.slice(xs..xs + m)?, c, c, c)
+            softmax::softmax::launch::<T, 512>(
+                &d,
+                cfg(rows as u32),
+                &mut out.slice_mut(os..os + m)?,
+                &xin.slice(xs..xs + m)?,
+                c,
+                c,
+                c,
+            )
         });
     }
     Ok(())

@@ -254,10 +254,9 @@ impl Device {
 
     /// `triton.testing.do_bench(fn, warmup, rep, return_mode="median")` with `setup` as its L2
     /// flush: one call, an estimate from five `setup(); f()` pairs, then `warmup_ms` worth of
-    /// back-to-back `f()` calls (which also bring the clocks up), then the median of `rep_ms`
-    /// worth of calls, each timed alone after an untimed `setup()` (at most 20,000 of either).
-    /// Numbers taken so sit beside Triton's own; a fixed count of [`Device::median_ms`] starts
-    /// timing before the device has warmed up.
+    /// back-to-back `f()` calls, then the median of `rep_ms` worth of calls, each timed alone
+    /// after an untimed `setup()` (at most 20,000 of either). Numbers taken so follow the
+    /// schedule of Triton's own, call for call.
     pub fn do_bench_ms(
         &self,
         warmup_ms: f64,
