@@ -5,8 +5,9 @@
 //! beside), QK-norm + RoPE (NeoX and GPT-J), cross-entropy over torch_peers.py's vocabularies, and
 //! residual add + GELU / SiLU. Timing is `triton.testing.do_bench`'s (`Device::do_bench_ms`): 25 ms
 //! of warm-up calls, then the median of 100 ms of per-call CUDA-event times, L2 flushed before each
-//! call.
-//! Prints a table; writes JSON rows `{pattern, shape, dtype, impl, ms, gbs}` to `$FUSE_BENCH_JSON`.
+//! call; a call under 30 us is timed by five such runs, the least of their medians (`SHORT_MS`).
+//! Prints a table; writes JSON rows `{pattern, shape, dtype, impl, ms, gbs, tflops, runs_ms}` (every
+//! run's median) to `$FUSE_BENCH_JSON`.
 //!
 //! `cargo bench --bench anchors` (needs a GPU; prints why it skips otherwise).
 #![allow(dead_code)] // the kernel files also hold float64 references the bench does not use
@@ -64,12 +65,19 @@ fn fixed_reps() -> Option<usize> {
     *R.get_or_init(|| std::env::var("FUSE_BENCH_FIXED_REPS").ok().and_then(|v| v.parse().ok()))
 }
 
-/// `FUSE_BENCH_PTRS=1`: print where each case's input and output start within a 2 MiB page (the
-/// pool allocator does not align them to one; a diagnostic for the short rows' spread).
-fn print_placement(case: &str, bufs: &[(&str, Option<u64>)]) {
-    if std::env::var("FUSE_BENCH_PTRS").is_ok_and(|v| v == "1") {
-        let at: Vec<String> =
-            bufs.iter().map(|(n, p)| format!("{n} {:?}", p.map(|p| p % (2 << 20)))).collect();
+/// Whether `FUSE_BENCH_ONLY` (if set) selects the case `pattern/shape/dtype`.
+fn selected(case: &str) -> bool {
+    only().is_none_or(|o| o.split(',').any(|part| case.contains(part)))
+}
+
+/// `FUSE_BENCH_PTRS=1`: print where each selected case's input and output start within a 2 MiB
+/// page (the pool allocator does not align them to one; a diagnostic for the short rows' spread).
+fn print_placement<T: Element>(case: &str, bufs: &[(&str, &Buffer<T>)]) {
+    if std::env::var("FUSE_BENCH_PTRS").is_ok_and(|v| v == "1") && selected(case) {
+        let at: Vec<String> = bufs
+            .iter()
+            .filter_map(|(n, b)| b.cuda_device_ptr().map(|p| format!("{n} {}", p % (2 << 20))))
+            .collect();
         println!("placement {case}: {}", at.join(", "));
     }
 }
@@ -204,11 +212,12 @@ const EW: usize = 1024; // block of the element-wise kernels
 const WARMUP_MS: f64 = 25.0;
 const REP_MS: f64 = 100.0;
 /// A call shorter than this is timed by `SHORT_RUNS` do_bench runs, its row the least of their
-/// medians. Each run's calls settle, for the whole 100 ms, on one of two levels ~0.7 us apart
-/// (session 19's per-call samples, H200; fuse's, Triton's and the driver's copy alike), which
-/// level a coin toss per run: 7-13 % of a 5-10 us call. Inside one process the lower level repeats
-/// to within 0.03 us (between processes it moves by up to 0.5 us: docs/PERF.md "Session 19"). `scripts/peers_small.py` and `peers_v2.py` time their peers by the same rule.
-const SHORT_MS: f64 = 0.02;
+/// medians. A run of a short call mostly settles on one of two levels ~0.7 us apart (session 19's
+/// per-call samples, H200; fuse's, Triton's and the driver's copy alike), which level a coin toss
+/// per run: 7-13 % of a 5-10 us call (docs/PERF.md "Session 19"). No row lies between 23 and
+/// 37 us, so fuse and its peers (`scripts/peers_small.py`, `peers_v2.py`: the same rule) take
+/// the same rows as short.
+const SHORT_MS: f64 = 0.03;
 const SHORT_RUNS: usize = 5;
 
 struct Row {
@@ -236,6 +245,15 @@ struct Bench {
     rows: Vec<Row>,
 }
 
+/// `x` as a JSON number; `null` where JSON has none (NaN, infinities).
+fn json_number(x: f64) -> String {
+    if x.is_finite() {
+        x.to_string()
+    } else {
+        "null".into()
+    }
+}
+
 fn least(xs: &[f64]) -> f64 {
     xs.iter().copied().fold(f64::INFINITY, f64::min)
 }
@@ -261,7 +279,7 @@ impl Bench {
             return;
         }
         let case = format!("{pattern}/{shape}/{dtype}");
-        if only().is_some_and(|o| !o.split(',').any(|part| case.contains(part))) {
+        if !selected(&case) {
             return;
         }
         let (flops, dot_flops) = if is_fused(imp) {
@@ -279,7 +297,9 @@ impl Bench {
         let n = flush.len();
         let mut flush_l2 = || unfused::fill::launch::<f32, EW>(dev, grid(n, EW), flush, n as i32);
         if std::env::var("FUSE_BENCH_SAMPLES").is_ok_and(|v| v == "1") {
-            if let Err(e) = samples::report(dev, &format!("{case} {imp}"), &mut flush_l2, &mut f) {
+            if let Err(e) =
+                samples::report(dev, &format!("{case} {imp}"), (WARMUP_MS, REP_MS), &mut flush_l2, &mut f)
+            {
                 println!("{case} {imp}: samples: ERROR {e}");
             }
         }
@@ -367,10 +387,7 @@ impl Bench {
         let b = d.upload(&conv(&randn(cols, 5)))?;
         let (mut y, mut t) = (d.zeros::<T>(rows * cols)?, d.zeros::<T>(rows * cols)?);
         let (mut r1, mut r2) = (d.zeros::<T>(rows)?, d.zeros::<T>(rows)?);
-        print_placement(
-            &format!("{pattern}/{rows}x{cols}/{dtype}"),
-            &[("x", x.cuda_device_ptr()), ("y", y.cuda_device_ptr())],
-        );
+        print_placement(&format!("{pattern}/{rows}x{cols}/{dtype}"), &[("x", &x), ("y", &y)]);
         let es = std::mem::size_of::<T>();
         let bytes =
             if pattern == "layernorm" { (2 * rows * cols + 2 * cols) * es } else { 2 * rows * cols * es };
@@ -406,7 +423,8 @@ fn randn(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// `buf` (padded by 2 MiB) from its first element at a 2 MiB boundary: where the element there starts.
+/// The index of `buf`'s first element that starts on a 2 MiB boundary (`buf` is padded by 2 MiB,
+/// so the rest of it still holds the case).
 fn aligned_start<T: Element>(buf: &Buffer<T>) -> usize {
     let page = 2usize << 20;
     let at = buf.cuda_device_ptr().unwrap_or(0) as usize % page;
@@ -414,7 +432,7 @@ fn aligned_start<T: Element>(buf: &Buffer<T>) -> usize {
 }
 
 /// `FUSE_BENCH_ALIGN=1`: add_mul 1M and softmax 1024x512 with their buffers where the pool put
-/// them ("fuse tune pool") and moved to 2 MiB boundaries ("fuse tune 2MiB-aligned"), alternated
+/// them ("fuse tune pool") and moved to 2 MiB boundaries ("fuse tune aligned"), alternated
 /// twice in one process (torch's caching allocator gives these sizes 2 MiB-aligned memory).
 fn alignment_probe<T: fuse::Float>(
     b: &mut Bench,
@@ -434,7 +452,7 @@ fn alignment_probe<T: fuse::Float>(
         b.time("add_mul", &shape, dt, "fuse tune pool", bytes, || {
             add_mul::add_mul::launch::<T, EW>(&d, cfg(grid(n, EW)), &x, &y, &z, &mut o, n as i32)
         });
-        b.time("add_mul", &shape, dt, "fuse tune 2MiB-aligned", bytes, || {
+        b.time("add_mul", &shape, dt, "fuse tune aligned", bytes, || {
             let (xv, yv, zv) = (x.slice(xs..xs + n)?, y.slice(ys..ys + n)?, z.slice(zs..zs + n)?);
             add_mul::add_mul::launch::<T, EW>(
                 &d,
@@ -457,7 +475,7 @@ fn alignment_probe<T: fuse::Float>(
         b.time("softmax", "1024x512", dt, "fuse tune pool", bytes, || {
             softmax::softmax::launch::<T, 512>(&d, cfg(rows as u32), &mut out, &xin, c, c, c)
         });
-        b.time("softmax", "1024x512", dt, "fuse tune 2MiB-aligned", bytes, || {
+        b.time("softmax", "1024x512", dt, "fuse tune aligned", bytes, || {
             softmax::softmax::launch::<T, 512>(
                 &d,
                 cfg(rows as u32),
@@ -488,7 +506,7 @@ macro_rules! add_mul_case {
         let host: Vec<$T> = $conv(&randn(n, 1));
         let (x, y, z) = (d.upload(&host)?, d.upload(&host)?, d.upload(&host)?);
         let (mut o, mut t) = (d.zeros::<$T>(n)?, d.zeros::<$T>(n)?);
-        print_placement(&format!("add_mul/{n}/{}", $dt), &[("x", x.cuda_device_ptr()), ("o", o.cuda_device_ptr())]);
+        print_placement(&format!("add_mul/{n}/{}", $dt), &[("x", &x), ("o", &o)]);
         let bytes = 4 * n * std::mem::size_of::<$T>();
         let (g, len, shape) = (grid(n, EW), n as i32, n.to_string());
         let eb = ew_block();
@@ -806,9 +824,16 @@ fn run() -> Result<()> {
             .map(|r| {
                 // add_mul shapes are numbers in triton_anchor.py's JSON; the others strings.
                 let shape = if r.pattern == "add_mul" { r.shape.clone() } else { format!("\"{}\"", r.shape) };
+                let runs: Vec<String> = r.runs.iter().map(|&x| json_number(x)).collect();
                 format!(
-                    "{{\"pattern\": \"{}\", \"shape\": {shape}, \"dtype\": \"{}\", \"impl\": \"{}\", \"ms\": {}, \"gbs\": {}, \"tflops\": {}, \"runs_ms\": {:?}}}",
-                    r.pattern, r.dtype, r.imp, r.ms, r.gbs, r.flops as f64 / (r.ms * 1e-3) / 1e12, r.runs
+                    "{{\"pattern\": \"{}\", \"shape\": {shape}, \"dtype\": \"{}\", \"impl\": \"{}\", \"ms\": {}, \"gbs\": {}, \"tflops\": {}, \"runs_ms\": [{}]}}",
+                    r.pattern,
+                    r.dtype,
+                    r.imp,
+                    json_number(r.ms),
+                    json_number(r.gbs),
+                    json_number(r.flops as f64 / (r.ms * 1e-3) / 1e12),
+                    runs.join(", ")
                 )
             })
             .collect();

@@ -2,8 +2,8 @@
 """Joins the fuse anchor bench JSON with triton_anchor.py's JSON (same run) into one table:
 fuse vs Triton GB/s, ratio, and fuse as a share of the copy ceiling for the same bytes.
 Usage: compare.py FUSE_JSON TRITON_JSON [MORE_PEER_JSON ...] [--markdown]
-A later peer file's row replaces an earlier one's with the same key and impl (peers_small.json's
-5-run Triton rows replace triton_anchor.py's one-run rows of the short anchors)."""
+Where several peer files time the same key and impl (peers_small.json's 5-run Triton rows of the
+short anchors beside triton_anchor.py's one-run rows), the fastest of them is kept."""
 import json, sys
 
 files = [a for a in sys.argv[1:] if not a.startswith("--")]
@@ -12,8 +12,11 @@ peers = [r for f in files[1:] for r in json.load(open(f))]
 md = "--markdown" in sys.argv
 key = lambda r: (r["pattern"], str(r["shape"]), r["dtype"])
 by = {}
-for r in fuse + peers:
+for r in fuse:
     by.setdefault(key(r), {})[r["impl"]] = r["gbs"]
+for r in peers:
+    seen = by.setdefault(key(r), {})
+    seen[r["impl"]] = max(seen.get(r["impl"], 0.0), r["gbs"])
 copy268 = next((r["gbs"] for r in peers if r["pattern"] == "copy"), None)
 cols = ["fuse", "triton", "fuse/triton", "torch.compile", "torch eager", "fuse unfused chain", "fuse copy (d2d)", "fuse/copy"]
 if md:

@@ -2,7 +2,7 @@
 f32, softmax 1024x512 f32, LayerNorm 4096x1024 f32), as triton_anchor.py writes and launches them,
 each launched 30 times after an L2 flush: for `ncu` to read their device times and launch facts
 beside fuse's (scripts/gpu_session15.sh `ncu_small`)."""
-import torch, triton, triton.language as tl
+import torch
 from peers_v2 import ln_1row_k, softmax_1row_k  # triton_anchor.py's kernels, as peers_v2.py keeps them
 from peers_small import add_mul_k
 

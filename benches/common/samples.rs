@@ -32,15 +32,14 @@ fn per_call_ms(
     let mut left = reps;
     while left > 0 {
         let n = left.min(chunk);
-        let mut pairs = Vec::with_capacity(n);
-        for _ in 0..n {
-            let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda)?;
-            let end = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda)?;
+        let event = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda);
+        // Made before the first launch, as do_bench and `Device::median_ms` make theirs.
+        let pairs = (0..n).map(|_| Ok((event()?, event()?))).collect::<Result<Vec<_>>>()?;
+        for (start, end) in &pairs {
             flush()?;
             start.record(stream).map_err(cuda)?;
             f()?;
             end.record(stream).map_err(cuda)?;
-            pairs.push((start, end));
         }
         dev.synchronize()?;
         for (s, e) in &pairs {
@@ -77,10 +76,23 @@ fn summary(times: &[f64]) -> String {
     )
 }
 
-/// Prints the three schedules' samples of `f` for the row `label`.
+/// Calls for `budget_ms` at `estimate_ms` a call: do_bench's `max(1, int(budget / estimate))`,
+/// at most 20,000.
+fn calls(budget_ms: f64, estimate_ms: f64) -> usize {
+    let n = budget_ms / estimate_ms;
+    if n.is_nan() {
+        1
+    } else {
+        (n.min(20_000.0) as usize).max(1)
+    }
+}
+
+/// Prints the three schedules' samples of `f` for the row `label` (`warmup_ms`, `rep_ms`: the
+/// do_bench budgets).
 pub fn report(
     dev: &Device,
     label: &str,
+    (warmup_ms, rep_ms): (f64, f64),
     flush: &mut dyn FnMut() -> Result<()>,
     f: &mut dyn FnMut() -> Result<()>,
 ) -> Result<()> {
@@ -88,8 +100,7 @@ pub fn report(
         flush()?;
         f()
     })?;
-    let warmups = ((25.0 / estimate) as usize).max(1);
-    let reps = ((100.0 / estimate) as usize).clamp(1, 20_000);
+    let (warmups, reps) = (calls(warmup_ms, estimate), calls(rep_ms, estimate));
     let schedules = [
         ("do_bench", warmups, reps, usize::MAX),
         ("chunks of 100", warmups, reps, 100),

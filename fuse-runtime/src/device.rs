@@ -245,18 +245,17 @@ impl Device {
                     f()?;
                     times.push(t.elapsed().as_secs_f64() * 1e3);
                 }
-                times.sort_by(f64::total_cmp);
-                Ok(times[reps / 2])
+                Ok(median(&mut times))
             }
             Inner::Cuda(d) => d.median_ms(reps, &mut setup, &mut f),
         }
     }
 
     /// `triton.testing.do_bench(fn, warmup, rep, return_mode="median")` with `setup` as its L2
-    /// flush: one call, an estimate from five `setup(); f()` pairs, then `warmup_ms` worth of
-    /// back-to-back `f()` calls, then the median of `rep_ms` worth of calls, each timed alone
-    /// after an untimed `setup()` (at most 20,000 of either). Numbers taken so follow the
-    /// schedule of Triton's own, call for call.
+    /// flush: an untimed `setup(); f()`, an estimate from five more such pairs, then `warmup_ms`
+    /// worth of back-to-back `f()` calls, then (after one more untimed `f()`) the median of
+    /// `rep_ms` worth of calls, each timed alone after an untimed `setup()`; at most 20,000
+    /// warm-up or timed calls. The schedule of Triton's own numbers.
     pub fn do_bench_ms(
         &self,
         warmup_ms: f64,
@@ -274,6 +273,18 @@ impl Device {
             f()?;
         }
         self.median_ms(reps, setup, f)
+    }
+}
+
+/// The median of `times` (reordered): the middle one, or the mean of the two middle ones for an
+/// even count, as Python's `statistics.median` (do_bench's `return_mode="median"`).
+pub(crate) fn median(times: &mut [f64]) -> f64 {
+    times.sort_by(f64::total_cmp);
+    let n = times.len();
+    if n % 2 == 1 {
+        times[n / 2]
+    } else {
+        (times[n / 2 - 1] + times[n / 2]) / 2.0
     }
 }
 
@@ -509,6 +520,13 @@ mod tests {
         assert_eq!(do_bench_counts(0.0, 25.0, 100.0), (MAX_BENCH_CALLS, MAX_BENCH_CALLS));
         assert_eq!(do_bench_counts(f64::NAN, 25.0, 100.0), (1, 1));
         assert_eq!(do_bench_counts(1.0, 0.0, f64::INFINITY), (1, MAX_BENCH_CALLS));
+    }
+
+    #[test]
+    fn median_is_pythons() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&mut [7.0]), 7.0);
     }
 
     #[test]

@@ -300,13 +300,13 @@ const SIGMOID: &str = r#"// 1 / (1 + e^-x) without a division's slow-path call: 
 // past it (x < -87.3, where 1 / (1 + e^-x) = e^x to far below an ulp) `expf(x)`, NaN included.
 __device__ __forceinline__ float fuse_sigmoid(float x) {
   const float y = 1.0f + expf(-x);
-  const bool finite_reciprocal = y < 8.50705917e+37f;  // 2^126
+  const bool normal_reciprocal = y < 8.50705917e+37f;  // 2^126
 #ifdef __CUDA_ARCH__
   float r;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
-  return finite_reciprocal ? fmaf(r, fmaf(-y, r, 1.0f), r) : expf(x);
+  return normal_reciprocal ? fmaf(r, fmaf(-y, r, 1.0f), r) : expf(x);
 #else
-  return finite_reciprocal ? 1.0f / y : expf(x);
+  return normal_reciprocal ? 1.0f / y : expf(x);
 #endif
 }
 "#;

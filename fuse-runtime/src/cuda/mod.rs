@@ -531,8 +531,7 @@ impl CudaDevice {
             .iter()
             .map(|(s, e)| s.elapsed_ms(e).map(f64::from).map_err(|e| Error::Cuda(drv(e))))
             .collect::<Result<Vec<_>>>()?;
-        times.sort_by(f64::total_cmp);
-        Ok(times[times.len() / 2])
+        Ok(crate::device::median(&mut times))
     }
 }
 
