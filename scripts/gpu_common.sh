@@ -42,3 +42,13 @@ peers_rows() { # Triton, torch eager and torch.compile on issue 14's rows (scrip
 triton_anchors() { # triton_anchor.py (Triton, torch eager and torch.compile on the anchors): $L/triton_anchor.log, JSON in $O
     (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
 }
+short_rounds() { # $1 rounds of fuse's short anchors (bench-anchors) and Triton's (peers_small.py), one process each, alternated; then scripts/short_anchors.py over them
+    local only=add_mul/1048576,softmax/1024x512,layernorm/4096x1024 k fuse_json="" triton_json=""
+    for k in $(seq 1 ${1:-3}); do
+        T=150 bench short_fuse_$k .gpu/bench-anchors FUSE_BENCH_ONLY=$only >/dev/null
+        (cd $O && timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/short_triton_$k.log 2>&1; echo "peers_small rc $?"
+        cp -f $O/peers_small.json $L/short_triton_$k.json 2>/dev/null
+        fuse_json="$fuse_json $L/short_fuse_$k.json"; triton_json="$triton_json $L/short_triton_$k.json"
+    done
+    python3 scripts/short_anchors.py --fuse $fuse_json --triton $triton_json | tee $L/short_anchors.txt
+}
