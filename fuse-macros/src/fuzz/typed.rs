@@ -427,61 +427,29 @@ impl Typed<'_> {
                         self.ex(dt, &sb).text
                     };
                     let f = self.rng.word(&["maximum", "minimum"]);
-                    TExpr::of(if self.rng.chance(50) {
-                        format!("{f}({}, {b})", a.text)
-                    } else {
-                        format!("{}.{f}({b})", paren(&a.text))
-                    })
+                    TExpr::of(self.spell(f, &a.text, &b))
                 }
                 8 if two_d && (shape[0] == ONE) != (shape[1] == ONE) => {
                     let axis = if shape[0] == ONE { 0 } else { 1 };
                     let src = vec![shape[1 - axis]];
                     let a = self.ex(dt, &src);
-                    TExpr {
-                        text: if self.rng.chance(50) {
-                            format!("expand_dims({}, {axis})", a.text)
-                        } else {
-                            format!("{}.expand_dims({axis})", paren(&a.text))
-                        },
-                        storage: a.storage,
-                    }
+                    TExpr { text: self.spell("expand_dims", &a.text, &axis.to_string()), storage: a.storage }
                 }
                 9 if !shape.is_empty() => {
                     let src = self.sub_shape(shape, true);
                     let a = self.ex(dt, &src);
                     let sh = self.shape_text(shape);
-                    TExpr {
-                        text: if self.rng.chance(50) {
-                            format!("broadcast_to({}, {sh})", a.text)
-                        } else {
-                            format!("{}.broadcast_to({sh})", paren(&a.text))
-                        },
-                        storage: a.storage,
-                    }
+                    TExpr { text: self.spell("broadcast_to", &a.text, &sh), storage: a.storage }
                 }
                 10 if !shape.is_empty() => {
                     let src = self.same_lanes(shape);
                     let a = self.ex(dt, &src);
                     let sh = self.shape_text(shape);
-                    TExpr {
-                        text: if self.rng.chance(50) {
-                            format!("reshape({}, {sh})", a.text)
-                        } else {
-                            format!("{}.reshape({sh})", paren(&a.text))
-                        },
-                        storage: a.storage,
-                    }
+                    TExpr { text: self.spell("reshape", &a.text, &sh), storage: a.storage }
                 }
                 11 if two_d => {
                     let a = self.ex(dt, &[shape[1], shape[0]]);
-                    TExpr {
-                        text: if self.rng.chance(50) {
-                            format!("trans({})", a.text)
-                        } else {
-                            format!("{}.trans()", paren(&a.text))
-                        },
-                        storage: a.storage,
-                    }
+                    TExpr { text: self.spell("trans", &a.text, ""), storage: a.storage }
                 }
                 12 | 13 | 19 if dt != Dt::Bool && shape.len() < 2 => self.reduction(dt, shape),
                 14 | 15 if dt != Dt::Bool => self.load(dt, shape),
@@ -543,11 +511,7 @@ impl Typed<'_> {
         let k = *self.rng.pick(DOT_DIMS);
         let (a, b) = self.dot_operands(dt, m, k, n);
         let acc = if self.rng.chance(50) { format!(", {}", self.ex(dt, shape).text) } else { String::new() };
-        TExpr::of(if self.rng.chance(50) {
-            format!("dot({a}, {b}{acc})")
-        } else {
-            format!("{}.dot({b}{acc})", paren(&a))
-        })
+        TExpr::of(self.spell("dot", &a, &format!("{b}{acc}")))
     }
 
     /// One `dot` wrong in a known way.
@@ -1103,6 +1067,16 @@ impl Typed<'_> {
         }
     }
 
+    /// `f` applied to `receiver` and `args` (comma-separated, or empty), spelled at random as a
+    /// function call or as method sugar on the receiver: both spellings must check alike.
+    fn spell(&mut self, f: &str, receiver: &str, args: &str) -> String {
+        match (self.rng.chance(50), args.is_empty()) {
+            (true, true) => format!("{f}({receiver})"),
+            (true, false) => format!("{f}({receiver}, {args})"),
+            (false, _) => format!("{}.{f}({args})", paren(receiver)),
+        }
+    }
+
     /// One wrong statement and what is wrong with it.
     fn broken_stmt(&mut self) -> (String, &'static str) {
         let name = self.fresh_name("bad");
@@ -1116,11 +1090,7 @@ impl Typed<'_> {
                 } else {
                     self.rng.word(&["1", "2", "-1"])
                 };
-                let e = if self.rng.chance(50) {
-                    format!("{red}({t}, {axis})")
-                } else {
-                    format!("{t}.{red}({axis})")
-                };
+                let e = self.spell(red, &t, axis);
                 (format!("let {name} = {e};\n"), "axis out of range")
             }
             2 => {
@@ -1136,11 +1106,7 @@ impl Typed<'_> {
                     "(n_rows - n_rows)",
                     "1u32",
                 ]);
-                let e = if self.rng.chance(50) {
-                    format!("{red}({t}, {axis})")
-                } else {
-                    format!("{t}.{red}({axis})")
-                };
+                let e = self.spell(red, &t, axis);
                 (format!("let {name} = {e};\n"), "axis not a literal")
             }
             3 => {
@@ -1175,11 +1141,7 @@ impl Typed<'_> {
                     to = vec![self.dim(), self.dim(), ONE];
                 }
                 let sh = self.shape_text(&to);
-                let e = if self.rng.chance(50) {
-                    format!("reshape({t}, {sh})")
-                } else {
-                    format!("{t}.reshape({sh})")
-                };
+                let e = self.spell("reshape", &t, &sh);
                 (format!("let {name} = {e};\n"), "reshape changes the lane count")
             }
             5 if self.rng.chance(25) => {
@@ -1193,21 +1155,13 @@ impl Typed<'_> {
             }
             5 => {
                 let t = if self.rng.chance(80) { self.tile_of_rank(1).0 } else { self.ex(Dt::F32, &[]).text };
-                let e = if self.rng.chance(50) {
-                    format!("trans({t})")
-                } else {
-                    format!("{}.trans()", paren(&t))
-                };
+                let e = self.spell("trans", &t, "");
                 (format!("let {name} = {e};\n"), "trans of a 1-D tile or scalar")
             }
             6 => {
                 let (t, _, _) = self.tile_of_rank(2);
                 let axis = self.rng.word(&["0", "1"]);
-                let e = if self.rng.chance(50) {
-                    format!("expand_dims({t}, {axis})")
-                } else {
-                    format!("{t}.expand_dims({axis})")
-                };
+                let e = self.spell("expand_dims", &t, axis);
                 (format!("let {name} = {e};\n"), "expand_dims of a 2-D tile")
             }
             7 => {
