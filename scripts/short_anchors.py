@@ -6,7 +6,9 @@ have a lower level that moves by up to 0.5 us from one process to the next (docs
 row each side's least time over every run of every process, the spread of the per-process
 figures, and fuse/Triton.
 
-Usage: short_anchors.py --fuse F1.json [F2.json ...] --triton T1.json [T2.json ...] [--markdown]
+Usage: short_anchors.py --fuse F1.json [F2.json ...] [--OTHER G1.json ...] --triton T1.json [T2.json ...] [--markdown]
+(each --OTHER group is more fuse bench JSONs, e.g. the same build under another setting, with
+its own column)
 (gpu_common.sh's `short_rounds N` writes $L/short_fuse_K.json and $L/short_triton_K.json)."""
 import json, sys
 
@@ -26,24 +28,43 @@ def load(paths, impl):
     return out
 
 
+def groups(args):
+    """`--NAME files...` groups in order: {name: [files]}."""
+    out, name = {}, None
+    for a in args:
+        if a.startswith("--"):
+            name = a[2:]
+            out[name] = []
+        elif name is None:
+            sys.exit(__doc__)
+        else:
+            out[name].append(a)
+    return out
+
+
 def main(argv):
     md = "--markdown" in argv
-    args = [a for a in argv if a != "--markdown"]
-    if "--fuse" not in args or "--triton" not in args:
+    g = groups([a for a in argv if a != "--markdown"])
+    if "fuse" not in g or "triton" not in g:
         sys.exit(__doc__)
-    i, j = args.index("--fuse"), args.index("--triton")
-    fuse_files = args[i + 1:j] if i < j else args[i + 1:]
-    triton_files = args[j + 1:] if j > i else args[j + 1:i]
-    fuse, triton = load(fuse_files, "fuse"), load(triton_files, "triton")
+    # Every group but triton holds fuse bench JSONs (e.g. --fuse and --pool: one build, two settings).
+    sides = {name: load(files, "triton" if name == "triton" else "fuse") for name, files in g.items()}
+    triton = sides["triton"]
+    mine = [n for n in g if n != "triton"]
     us = lambda xs: f"{min(xs) * 1e3:.2f} (up to {max(xs) * 1e3:.2f} over {len(xs)})"
-    head = ["pattern", "shape", "dtype", "fuse us (worst process, processes)", "triton us (same)", "fuse/triton"]
+    head = ["pattern", "shape", "dtype"] + [f"{n} us (worst process, processes)" for n in mine]
+    head += ["triton us (same)"] + [f"{n}/triton" for n in mine]
     if md:
         print("| " + " | ".join(head) + " |\n" + "|---" * len(head) + "|")
     else:
         print("  ".join(head))
-    for k in sorted(fuse.keys() & triton.keys()):
-        f, t = fuse[k], triton[k]
-        cells = [*k, us(f), us(t), f"{min(t) / min(f):.3f}"]
+    keys = set(triton)
+    for n in mine:
+        keys &= sides[n].keys()
+    for k in sorted(keys):
+        t = triton[k]
+        cells = [*k] + [us(sides[n][k]) for n in mine] + [us(t)]
+        cells += [f"{min(t) / min(sides[n][k]):.3f}" for n in mine]
         print(("| " + " | ".join(cells) + " |") if md else "  ".join(cells))
 
 

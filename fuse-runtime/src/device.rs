@@ -168,13 +168,18 @@ impl Device {
         let storage = match &self.inner {
             Inner::Cpu => Storage::Cpu(host.to_vec()),
             Inner::Cuda(d) => {
-                let mut slice = alloc::<T>(d, host.len())?;
-                if !host.is_empty() {
-                    d.stream.memcpy_htod(host, &mut slice).map_err(|e| {
-                        Error::Cuda(format!("copying {} elements to the GPU: {}", host.len(), drv(e)))
-                    })?;
+                let storage = alloc::<T>(d, host.len())?;
+                if let (Storage::Cuda { ptr, .. }, false) = (&storage, host.is_empty()) {
+                    d.ctx.bind_to_thread().map_err(|e| Error::Cuda(drv(e)))?;
+                    // SAFETY: `ptr` addresses the new allocation's `host.len()` elements; the copy
+                    // is queued on the device's stream before any use of the buffer and reads
+                    // `host` before returning (pageable memory is staged).
+                    unsafe { cudarc::driver::result::memcpy_htod_async(*ptr, host, d.stream.cu_stream()) }
+                        .map_err(|e| {
+                            Error::Cuda(format!("copying {} elements to the GPU: {}", host.len(), drv(e)))
+                        })?;
                 }
-                cuda_storage(d, slice)
+                storage
             }
         };
         Ok(Buffer { device: self.clone(), len: host.len(), storage })
@@ -187,7 +192,7 @@ impl Device {
     pub fn zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
         let storage = match &self.inner {
             Inner::Cpu => Storage::Cpu(vec![T::default(); len]),
-            Inner::Cuda(d) => cuda_storage(d, alloc::<T>(d, len)?),
+            Inner::Cuda(d) => alloc::<T>(d, len)?,
         };
         Ok(Buffer { device: self.clone(), len, storage })
     }
@@ -311,24 +316,50 @@ fn do_bench_counts(estimate_ms: f64, warmup_ms: f64, rep_ms: f64) -> (usize, usi
 /// The most warm-up or timed calls `Device::do_bench_ms` makes.
 const MAX_BENCH_CALLS: usize = 20_000;
 
-fn alloc<T: Element>(d: &CudaDevice, len: usize) -> Result<CudaSlice<T>> {
+/// A new zeroed GPU buffer of `len` elements. One of `PAGE_ALIGNED_FROM` bytes or more starts at
+/// a multiple of `page_alignment(bytes)`, so it spans no more 2 MiB pages than it must: the
+/// stream-ordered pool hands out addresses 16 KiB or more into a page, and short kernels measured
+/// up to 4 % slower on such buffers (H200, 2026-11-27, `docs/PERF.md` "Session 19"). PyTorch's
+/// allocator places its large tensors at page starts too. The cost is up to one alignment of
+/// padding behind each large buffer; `FUSE_PAGE_ALIGN=0` turns it off.
+fn alloc<T: Element>(d: &CudaDevice, len: usize) -> Result<Storage<T>> {
     d.capture.refuse_on_this_thread("allocate device memory")?;
     // Zero-length allocations are refused by the driver: keep one element behind empty buffers.
     let n = len.max(1);
-    d.stream.alloc_zeros::<T>(n).map_err(|e| {
+    let size = std::mem::size_of::<T>();
+    let align = if d.page_align { page_alignment(n.saturating_mul(size)) } else { 0 };
+    // `align` is a power of two of at least 1 MiB, so a whole number of elements.
+    let padded = n.checked_add(align / size);
+    let failed = |e: String| {
         Error::Cuda(format!(
-            "allocating {} bytes on device {}: {}",
-            n.saturating_mul(std::mem::size_of::<T>()),
-            d.ordinal,
-            drv(e)
+            "allocating {} bytes on device {}: {e}",
+            padded.unwrap_or(n).saturating_mul(size),
+            d.ordinal
         ))
-    })
+    };
+    let padded = padded.ok_or_else(|| failed("the size overflows".into()))?;
+    let slice = d.stream.alloc_zeros::<T>(padded).map_err(|e| failed(drv(e)))?;
+    let (base, guard) = slice.device_ptr(&d.stream);
+    drop(guard);
+    // At most `align - size` bytes past `base`: the padding covers it.
+    let ptr = if align == 0 { base } else { base.next_multiple_of(align as u64) };
+    Ok(Storage::Cuda { slice: Arc::new(slice), ptr })
 }
 
-fn cuda_storage<T: Element>(d: &CudaDevice, slice: CudaSlice<T>) -> Storage<T> {
-    let (ptr, guard) = slice.device_ptr(&d.stream);
-    drop(guard);
-    Storage::Cuda { slice: Arc::new(slice), ptr }
+/// Buffers of this many bytes or more start on a page boundary ([`page_alignment`]).
+const PAGE_ALIGNED_FROM: usize = 1 << 20;
+/// The GPU's large page.
+const LARGE_PAGE: usize = 2 << 20;
+
+/// Where a buffer of `bytes` starts: a multiple of the largest power of two not above `bytes`,
+/// at most the 2 MiB page, for buffers of at least `PAGE_ALIGNED_FROM` bytes; `0` (wherever the
+/// pool puts it) for smaller ones.
+fn page_alignment(bytes: usize) -> usize {
+    if bytes < PAGE_ALIGNED_FROM {
+        0
+    } else {
+        (1usize << bytes.ilog2()).min(LARGE_PAGE)
+    }
 }
 
 /// A buffer's memory. On a GPU the allocation is shared with the graphs that launched kernels on
@@ -383,14 +414,21 @@ impl<T: Element> Buffer<T> {
     pub(crate) fn range_to_vec(&self, start: usize, len: usize) -> Result<Vec<T>> {
         match &self.storage {
             Storage::Cpu(v) => Ok(v[start..start + len].to_vec()),
-            Storage::Cuda { slice, .. } => {
+            Storage::Cuda { ptr, .. } => {
                 let d = self.device.cuda_inner().expect("a CUDA buffer's device is CUDA");
                 d.synchronize()?;
                 let mut out = vec![T::default(); len];
                 if len > 0 {
-                    d.stream.memcpy_dtoh(&slice.slice(start..start + len), &mut out).map_err(|e| {
-                        Error::Cuda(format!("copying {len} elements from the GPU: {}", drv(e)))
-                    })?;
+                    d.ctx.bind_to_thread().map_err(|e| Error::Cuda(drv(e)))?;
+                    let src = ptr + (start * std::mem::size_of::<T>()) as u64;
+                    // SAFETY: `start..start + len` lies inside this buffer (the caller's
+                    // contract), so `src` addresses `len` elements of it; `out` holds `len`
+                    // elements and outlives the copy, which the stream synchronisation below
+                    // waits for.
+                    unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut out, src, d.stream.cu_stream()) }
+                        .map_err(|e| {
+                            Error::Cuda(format!("copying {len} elements from the GPU: {}", drv(e)))
+                        })?;
                     d.stream.synchronize().map_err(|e| Error::Cuda(drv(e)))?;
                 }
                 Ok(out)
@@ -551,5 +589,15 @@ mod tests {
         // estimate: 1 + 5 pairs; warm-up: 1 call; timed: 1 call after one untimed call.
         assert_eq!(setups, 6 + 1);
         assert_eq!(calls, 6 + 1 + 2);
+    }
+
+    #[test]
+    fn large_buffers_start_on_page_boundaries_small_ones_anywhere() {
+        assert_eq!(page_alignment(0), 0);
+        assert_eq!(page_alignment((1 << 20) - 1), 0);
+        assert_eq!(page_alignment(1 << 20), 1 << 20);
+        assert_eq!(page_alignment(3 << 19), 1 << 20); // 1.5 MiB: within one 2 MiB page
+        assert_eq!(page_alignment(2 << 20), 2 << 20);
+        assert_eq!(page_alignment(usize::MAX), 2 << 20);
     }
 }

@@ -5,7 +5,7 @@ mod common;
 mod harness;
 
 use common::*;
-use fuse_runtime::{launch, Device, Error, KernelArg, KernelSpec, LaunchConfig};
+use fuse_runtime::{launch, Device, DeviceRead, DeviceWrite, Error, KernelArg, KernelSpec, LaunchConfig};
 
 fn run_add_one(d: &Device, n: usize, block: u64) -> Vec<f32> {
     let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.25 - 7.0).collect();
@@ -279,9 +279,57 @@ fn dynamic_shared_memory_past_the_limit_is_an_error(d: &Device) {
     run_add_one(d, 1000, 256);
 }
 
+/// Buffers of 1 MiB or more start on a page boundary (the largest power of two not above their
+/// size, at most 2 MiB), and every way in and out of them addresses the aligned start: upload,
+/// zeros, views, device copies and a kernel over a view.
+fn large_buffers_start_on_page_boundaries(d: &Device) {
+    for (n, align) in
+        [(262_144usize, 1u64 << 20), (393_216, 1 << 20), (524_288, 2 << 20), (3_000_001, 2 << 20)]
+    {
+        let host: Vec<f32> = (0..n).map(|i| (i as f32).mul_add(0.5, -3.0)).collect();
+        let up = d.upload(&host).unwrap();
+        let mut zeros = d.zeros::<f32>(n).unwrap();
+        for (what, b) in [("upload", &up), ("zeros", &zeros)] {
+            let ptr = b.cuda_device_ptr().unwrap();
+            assert_eq!(ptr % align, 0, "{what} of {n} f32 at {ptr:#x}, expected a multiple of {align:#x}");
+        }
+        assert_eq!(up.to_vec().unwrap(), host, "upload round trip, {n} f32");
+        assert!(zeros.to_vec().unwrap().iter().all(|&z| z == 0.0), "zeros of {n} f32");
+        let (a, b) = (n / 3, n / 3 + 1001);
+        assert_eq!(up.slice(a..b).unwrap().to_vec().unwrap(), host[a..b], "view {a}..{b} of {n}");
+        zeros.copy_from(&up).unwrap();
+        assert_eq!(zeros.to_vec().unwrap(), host, "device copy of {n} f32");
+        // A kernel through views at an offset: out[a..b] = up[a..b] + 1, the rest untouched.
+        let len = b - a;
+        let (src, mut dst) = (up.slice(a..b).unwrap(), zeros.slice_mut(a..b).unwrap());
+        launch(
+            add_one_spec(),
+            d,
+            (len as u32).div_ceil(256).into(),
+            &[256],
+            &mut [src.kernel_arg(), dst.kernel_arg_mut(), (len as i32).into()],
+        )
+        .unwrap();
+        let got = zeros.to_vec().unwrap();
+        for (i, (g, h)) in got.iter().zip(&host).enumerate() {
+            let want = if (a..b).contains(&i) { h + 1.0 } else { *h };
+            assert_eq!(*g, want, "element {i} of {n} after the kernel over {a}..{b}");
+        }
+    }
+    // Other element sizes: the padding is a whole number of elements.
+    let h16: Vec<half::f16> = (0..1_500_000).map(|i| half::f16::from_f32((i % 2000) as f32)).collect();
+    let b16 = d.upload(&h16).unwrap();
+    assert_eq!(b16.cuda_device_ptr().unwrap() % (2 << 20), 0);
+    assert_eq!(b16.to_vec().unwrap(), h16);
+    let b64 = d.upload(&vec![7i64; 200_000]).unwrap();
+    assert_eq!(b64.cuda_device_ptr().unwrap() % (1 << 20), 0);
+    assert_eq!(b64.slice(199_990..).unwrap().to_vec().unwrap(), vec![7i64; 10]);
+}
+
 fn main() {
     harness::run(harness::gpu_trials(vec![
         ("upload_launch_read_back", upload_launch_read_back),
+        ("large_buffers_start_on_page_boundaries", large_buffers_start_on_page_boundaries),
         ("out_of_bounds_is_reported_at_the_next_sync", out_of_bounds_is_reported_at_the_next_sync),
         ("cuda_launch_validation", cuda_launch_validation),
         ("aot_compile_then_launch_and_time_ms", aot_compile_then_launch_and_time_ms),

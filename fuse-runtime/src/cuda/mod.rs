@@ -133,6 +133,9 @@ pub(crate) struct CudaDevice {
     /// Whether pipelined `dot` operands may be copied with TMA (`FUSE_TMA_<k>`): an `sm_90a`
     /// target, unless `FUSE_TMA=0` (then every copy is `cp.async`).
     pub(crate) tma: bool,
+    /// Whether buffers of 1 MiB or more start on a page boundary (`Device::zeros`/`upload`),
+    /// unless `FUSE_PAGE_ALIGN=0` (then wherever the pool puts them, with no padding).
+    pub(crate) page_align: bool,
     pub(crate) max_grid: [u32; 3],
     /// Streaming multiprocessors (for the default `num_warps` of small grids).
     pub(crate) sm_count: u32,
@@ -261,6 +264,7 @@ impl CudaDevice {
             arch: format!("sm_{major}{minor}"),
             tma: target == "sm_90a" && std::env::var("FUSE_TMA").ok().as_deref() != Some("0"),
             target,
+            page_align: std::env::var("FUSE_PAGE_ALIGN").ok().as_deref() != Some("0"),
             max_grid,
             sm_count,
             smem_limits,
