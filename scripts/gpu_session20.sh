@@ -10,8 +10,9 @@ for mode in "$@"; do
     verify) # every GPU test: the runtime's (page-aligned buffers among them) and the examples'
         run gpu_runtime timeout ${T:-200} .gpu/test-gpu --test-threads=4
         run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4 ;;
-    sanitize) # memcheck over the runtime's buffer paths and the short anchors' example kernels
-        run memcheck_runtime timeout ${T:-300} compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu --test-threads=1
+    sanitize) # memcheck over the runtime's buffer paths and the short anchors' example kernels (the runtime
+        # probes modules for an optional symbol, a CUDA_ERROR_NOT_FOUND memcheck would list as an API error)
+        run memcheck_runtime timeout ${T:-300} compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 .gpu/test-gpu --test-threads=1
         for t in add_mul softmax_and rows_kernels; do
             run memcheck_$t timeout ${T:-240} compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples $t --test-threads=1
         done ;;
@@ -34,6 +35,16 @@ for mode in "$@"; do
         triton_anchors
         (cd $O && PYTHONUNBUFFERED=1 timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/peers_small.log 2>&1; echo "peers_small rc $?"
         cp -f $O/*.json $L/ 2>/dev/null ;;
+    short_rounds) short_rounds 2 ;; # the short anchors over 2 alternated fuse and Triton processes
+    add_rounds) # the residual add + activation rows, fuse's and torch.compile's (peers_v2.py add), 2 alternated rounds
+        f="" t=""
+        for k in 1 2; do
+            T=150 bench add_fuse_$k .gpu/bench-anchors FUSE_BENCH_ONLY=add_ >/dev/null
+            (cd $O && timeout 200 python $OLDPWD/scripts/peers_v2.py add) >$L/add_peers_$k.log 2>&1; echo "peers_v2 add rc $?"
+            cp -f $O/peers_v2.json $L/add_peers_$k.json 2>/dev/null
+            f="$f $L/add_fuse_$k.json"; t="$t $L/add_peers_$k.json"
+        done
+        python3 scripts/short_anchors.py --every-row --peer-impl torch.compile --fuse $f --triton $t | tee $L/add_rounds.txt ;;
     peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
     esac
     tar czf $O/logs.tgz -C $O logs

@@ -8,22 +8,23 @@ figures, and fuse/Triton.
 
 Usage: short_anchors.py --fuse F1.json [F2.json ...] [--OTHER G1.json ...] --triton T1.json [T2.json ...] [--markdown]
 (each --OTHER group is more fuse bench JSONs, e.g. the same build under another setting, with
-its own column)
+its own column; `--every-row` takes rows of any length, `--peer-impl NAME` the --triton group's
+rows of impl NAME, e.g. "torch.compile" from peers_v2.py)
 (gpu_common.sh's `short_rounds N` writes $L/short_fuse_K.json and $L/short_triton_K.json)."""
 import json, sys
 
 SHORT_MS = 0.03  # benches/anchors.rs's SHORT_MS
 
 
-def load(paths, impl):
-    """{key: [per-process least ms]} of the rows named `impl` under SHORT_MS."""
+def load(paths, impl, limit_ms=SHORT_MS):
+    """{key: [per-process least ms]} of the rows named `impl` under `limit_ms`."""
     out = {}
     for path in paths:
         for r in json.load(open(path)):
             if r["impl"] != impl:
                 continue
             runs = [x for x in r.get("runs_ms", [r["ms"]]) if x is not None]
-            if runs and min(runs) < SHORT_MS:
+            if runs and min(runs) < limit_ms:
                 out.setdefault((r["pattern"], str(r["shape"]), r["dtype"]), []).append(min(runs))
     return out
 
@@ -44,16 +45,22 @@ def groups(args):
 
 def main(argv):
     md = "--markdown" in argv
-    g = groups([a for a in argv if a != "--markdown"])
+    every = "--every-row" in argv  # not only the short rows
+    peer = "triton"
+    if "--peer-impl" in argv:  # the peer group's impl, e.g. "torch.compile" from peers_v2.py
+        k = argv.index("--peer-impl")
+        peer, argv = argv[k + 1], argv[:k] + argv[k + 2:]
+    g = groups([a for a in argv if a not in ("--markdown", "--every-row")])
     if "fuse" not in g or "triton" not in g:
         sys.exit(__doc__)
     # Every group but triton holds fuse bench JSONs (e.g. --fuse and --pool: one build, two settings).
-    sides = {name: load(files, "triton" if name == "triton" else "fuse") for name, files in g.items()}
+    limit = float("inf") if every else SHORT_MS
+    sides = {name: load(files, peer if name == "triton" else "fuse", limit) for name, files in g.items()}
     triton = sides["triton"]
     mine = [n for n in g if n != "triton"]
     us = lambda xs: f"{min(xs) * 1e3:.2f} (up to {max(xs) * 1e3:.2f} over {len(xs)})"
     head = ["pattern", "shape", "dtype"] + [f"{n} us (worst process, processes)" for n in mine]
-    head += ["triton us (same)"] + [f"{n}/triton" for n in mine]
+    head += [f"{peer} us (same)"] + [f"{n}/{peer}" for n in mine]
     if md:
         print("| " + " | ".join(head) + " |\n" + "|---" * len(head) + "|")
     else:

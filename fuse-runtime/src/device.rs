@@ -172,8 +172,9 @@ impl Device {
                 if let (Storage::Cuda { ptr, .. }, false) = (&storage, host.is_empty()) {
                     d.ctx.bind_to_thread().map_err(|e| Error::Cuda(drv(e)))?;
                     // SAFETY: `ptr` addresses the new allocation's `host.len()` elements; the copy
-                    // is queued on the device's stream before any use of the buffer and reads
-                    // `host` before returning (pageable memory is staged).
+                    // is queued on the device's stream before any use of the buffer. `host` is
+                    // pageable memory, which the driver stages before returning (what cudarc's
+                    // own `memcpy_htod` of a slice relies on, and `copy_from_host` below).
                     unsafe { cudarc::driver::result::memcpy_htod_async(*ptr, host, d.stream.cu_stream()) }
                         .map_err(|e| {
                             Error::Cuda(format!("copying {} elements to the GPU: {}", host.len(), drv(e)))
@@ -191,7 +192,18 @@ impl Device {
     /// [`Error::Cuda`] when the allocation fails.
     pub fn zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
         let storage = match &self.inner {
-            Inner::Cpu => Storage::Cpu(vec![T::default(); len]),
+            Inner::Cpu => {
+                // A size the host cannot hold is an error here, not an abort in `vec!`.
+                let mut v = Vec::new();
+                v.try_reserve_exact(len).map_err(|e| {
+                    Error::InvalidArgument(format!(
+                        "allocating {len} elements of {} on the CPU: {e}",
+                        T::DTYPE
+                    ))
+                })?;
+                v.resize(len, T::default());
+                Storage::Cpu(v)
+            }
             Inner::Cuda(d) => alloc::<T>(d, len)?,
         };
         Ok(Buffer { device: self.clone(), len, storage })
@@ -327,21 +339,29 @@ fn alloc<T: Element>(d: &CudaDevice, len: usize) -> Result<Storage<T>> {
     // Zero-length allocations are refused by the driver: keep one element behind empty buffers.
     let n = len.max(1);
     let size = std::mem::size_of::<T>();
-    let align = if d.page_align { page_alignment(n.saturating_mul(size)) } else { 0 };
-    // `align` is a power of two of at least 1 MiB, so a whole number of elements.
-    let padded = n.checked_add(align / size);
-    let failed = |e: String| {
-        Error::Cuda(format!(
-            "allocating {} bytes on device {}: {e}",
-            padded.unwrap_or(n).saturating_mul(size),
+    // Sizes are checked here, in bytes and within `isize::MAX` as for host memory: cudarc
+    // multiplies the element count by the element size unchecked.
+    let within = |b: Option<usize>| b.filter(|&b| b <= isize::MAX as usize);
+    let too_large = || {
+        Error::InvalidArgument(format!(
+            "allocating {len} elements of {} on device {}: more bytes than an allocation can hold",
+            T::DTYPE,
             d.ordinal
         ))
     };
-    let padded = padded.ok_or_else(|| failed("the size overflows".into()))?;
-    let slice = d.stream.alloc_zeros::<T>(padded).map_err(|e| failed(drv(e)))?;
+    let bytes = within(n.checked_mul(size)).ok_or_else(too_large)?;
+    let align = if d.page_align { page_alignment(bytes) } else { 0 };
+    // `align` is 0 or a power of two of at least 1 MiB: a whole number of elements.
+    let padded = within(bytes.checked_add(align)).ok_or_else(too_large)? / size;
+    let slice = d.stream.alloc_zeros::<T>(padded).map_err(|e| {
+        let padding =
+            if align == 0 { String::new() } else { format!(" (+{align} to start on a page boundary)") };
+        Error::Cuda(format!("allocating {bytes} bytes{padding} on device {}: {}", d.ordinal, drv(e)))
+    })?;
     let (base, guard) = slice.device_ptr(&d.stream);
     drop(guard);
-    // At most `align - size` bytes past `base`: the padding covers it.
+    // `base` is element-aligned, so this is at most `align - size` bytes past it: inside the
+    // padding.
     let ptr = if align == 0 { base } else { base.next_multiple_of(align as u64) };
     Ok(Storage::Cuda { slice: Arc::new(slice), ptr })
 }
@@ -589,6 +609,12 @@ mod tests {
         // estimate: 1 + 5 pairs; warm-up: 1 call; timed: 1 call after one untimed call.
         assert_eq!(setups, 6 + 1);
         assert_eq!(calls, 6 + 1 + 2);
+    }
+
+    #[test]
+    fn impossible_cpu_buffers_are_errors() {
+        let e = Device::cpu().zeros::<f32>(usize::MAX / 2).unwrap_err();
+        assert!(e.to_string().contains("elements of f32 on the CPU"), "{e}");
     }
 
     #[test]

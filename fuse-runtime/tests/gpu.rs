@@ -283,6 +283,9 @@ fn dynamic_shared_memory_past_the_limit_is_an_error(d: &Device) {
 /// size, at most 2 MiB), and every way in and out of them addresses the aligned start: upload,
 /// zeros, views, device copies and a kernel over a view.
 fn large_buffers_start_on_page_boundaries(d: &Device) {
+    // A small buffer first, so the pool's next addresses are unlikely to be page starts (the
+    // aligned address then differs from the allocation's).
+    let _small = d.upload(&[1.0f32; 1000]).unwrap();
     for (n, align) in
         [(262_144usize, 1u64 << 20), (393_216, 1 << 20), (524_288, 2 << 20), (3_000_001, 2 << 20)]
     {
@@ -299,6 +302,9 @@ fn large_buffers_start_on_page_boundaries(d: &Device) {
         assert_eq!(up.slice(a..b).unwrap().to_vec().unwrap(), host[a..b], "view {a}..{b} of {n}");
         zeros.copy_from(&up).unwrap();
         assert_eq!(zeros.to_vec().unwrap(), host, "device copy of {n} f32");
+        let mut host_copy = d.zeros::<f32>(n).unwrap();
+        host_copy.copy_from_host(&host).unwrap();
+        assert_eq!(host_copy.to_vec().unwrap(), host, "copy_from_host of {n} f32");
         // A kernel through views at an offset: out[a..b] = up[a..b] + 1, the rest untouched.
         let len = b - a;
         let (src, mut dst) = (up.slice(a..b).unwrap(), zeros.slice_mut(a..b).unwrap());
@@ -324,6 +330,17 @@ fn large_buffers_start_on_page_boundaries(d: &Device) {
     let b64 = d.upload(&vec![7i64; 200_000]).unwrap();
     assert_eq!(b64.cuda_device_ptr().unwrap() % (1 << 20), 0);
     assert_eq!(b64.slice(199_990..).unwrap().to_vec().unwrap(), vec![7i64; 10]);
+    let bytes: Vec<u8> = (0..(3usize << 20) + 5).map(|i| (i % 251) as u8).collect();
+    let b8 = d.upload(&bytes).unwrap();
+    assert_eq!(b8.cuda_device_ptr().unwrap() % (2 << 20), 0);
+    assert_eq!(b8.to_vec().unwrap(), bytes);
+    // Sizes no allocation can hold are errors, not wrapped-around small allocations.
+    for len in [1usize << 62, usize::MAX] {
+        let e = d.zeros::<f32>(len).unwrap_err();
+        assert!(e.to_string().contains("more bytes than an allocation can hold"), "{e}");
+    }
+    let e = d.zeros::<u8>((isize::MAX as usize) - 5).unwrap_err();
+    assert!(e.to_string().contains("more bytes than an allocation can hold"), "{e}");
 }
 
 fn main() {
