@@ -4,12 +4,13 @@
 //! `0 <= offset < len` (one unsigned compare), then accesses memory or records the error.
 //! Where the offsets are provably contiguous in VEC-aligned chunks (see `affine`) the source also
 //! carries a vector path under `#if FUSE_ALIGN16_<p> && <divisibility>`. The thread first sorts
-//! its chunks: "vector" (every lane's mask true, the whole chunk in bounds) or "off" (no lane's
-//! mask true). If every chunk is one or the other, the fast path does one 4/8/16-byte access per
-//! vector chunk (read-only params through the non-coherent path); otherwise the thread takes the
-//! per-lane path for the whole access. Two straight-line paths rather than a fallback inside
-//! every chunk keep register pressure at the fast path's (measured: 94 → 62 registers for an
-//! 8192-wide f16 LayerNorm at 8 warps).
+//! its chunks: "vector" (every lane's mask true, the whole chunk in bounds), "off" (no lane's
+//! mask true) or neither. A vector chunk is one 4/8/16-byte access (read-only params through the
+//! non-coherent path), an off chunk takes `other`, and only a chunk that is neither (a ragged
+//! mask edge, or a chunk not wholly in bounds) takes the per-lane path. Where the launch proved
+//! the access in bounds and the mask uniform per chunk (`unchecked_cond`), the fast path is all
+//! there is. The per-lane path costs registers even when no chunk takes it: 40 → 63 registers
+//! for QK-norm + RoPE's two gathers at loaded positions (docs/PERF.md "Session 20").
 //! An out-of-bounds lane is noted in the thread's `fuse_bad`/`fuse_bad_at` and reported once at
 //! the end of the kernel: no call on the lane path (a call costs registers everywhere).
 use super::affine::Fact;
