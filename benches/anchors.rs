@@ -71,7 +71,8 @@ fn selected(case: &str) -> bool {
 }
 
 /// `FUSE_BENCH_PTRS=1`: print where each selected case's input and output start within a 2 MiB
-/// page (the pool allocator does not align them to one; a diagnostic for the short rows' spread).
+/// page (0 since fuse-runtime starts buffers of 1 MiB or more on page boundaries; with
+/// `FUSE_PAGE_ALIGN=0` where the stream-ordered pool puts them; a diagnostic for the short rows).
 fn print_placement<T: Element>(case: &str, bufs: &[(&str, &Buffer<T>)]) {
     if std::env::var("FUSE_BENCH_PTRS").is_ok_and(|v| v == "1") && selected(case) {
         let at: Vec<String> = bufs
@@ -431,9 +432,10 @@ fn aligned_start<T: Element>(buf: &Buffer<T>) -> usize {
     (page - at) % page / std::mem::size_of::<T>()
 }
 
-/// `FUSE_BENCH_ALIGN=1`: add_mul 1M and softmax 1024x512 with their buffers where the pool put
-/// them ("fuse tune pool") and moved to 2 MiB boundaries ("fuse tune aligned"), alternated
-/// twice in one process (torch's caching allocator gives these sizes 2 MiB-aligned memory).
+/// `FUSE_BENCH_ALIGN=1`: add_mul 1M and softmax 1024x512 with their buffers where the allocator
+/// put them ("fuse tune pool") and moved to 2 MiB boundaries ("fuse tune aligned"), alternated
+/// twice in one process. Run it with `FUSE_PAGE_ALIGN=0` to compare the stream-ordered pool's
+/// placement (session 19's probe): by default fuse-runtime aligns both already.
 fn alignment_probe<T: fuse::Float>(
     b: &mut Bench,
     dt: &'static str,

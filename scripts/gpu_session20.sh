@@ -46,9 +46,8 @@ for mode in "$@"; do
         done
         python3 scripts/short_anchors.py --every-row --peer-impl torch.compile --fuse $f --triton $t | tee $L/add_rounds.txt ;;
     triton_sass) # Triton's compiled short-anchor kernels (peers_small.py's, from its cache): PTX and SASS
-        export TRITON_CACHE_DIR=$O/triton-cache
-        (cd $O && timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/sass_peers.log 2>&1; echo "peers_small rc $?"
-        for c in $(find $TRITON_CACHE_DIR -name "*.cubin"); do
+        (cd $O && TRITON_CACHE_DIR=$O/triton-cache timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/sass_peers.log 2>&1; echo "peers_small rc $?"
+        for c in $(find $O/triton-cache -name "*.cubin"); do
             k=$(basename $c .cubin); h=$(basename $(dirname $c))
             cuobjdump -sass $c >$L/triton_${k}_${h:0:8}.sass 2>&1
             cp $(dirname $c)/$k.ptx $L/triton_${k}_${h:0:8}.ptx 2>/dev/null
@@ -59,6 +58,7 @@ for mode in "$@"; do
         # temporary patch, since reverted (no effect beyond noise: docs/PERF.md "Session 20"): with
         # FUSE_EXP_PLAIN_LOADS=1 the runtime defined FUSE_PLAIN_LOADS and the prelude's
         # fuse_ldg_words loaded through inline-PTX ld.global instead of __ldg
+        grep -q FUSE_EXP_PLAIN_LOADS .gpu/bench-anchors || { echo "plain_ab: the bench lacks the patch"; status=1; continue; }
         only=add_mul,softmax/1024x512,softmax/8192x8192,layernorm/4096x1024,layernorm/8192x8192
         a="" p=""
         for k in 1 2 3; do
@@ -66,23 +66,24 @@ for mode in "$@"; do
             T=150 bench plain_$k .gpu/bench-anchors FUSE_BENCH_ONLY=$only FUSE_EXP_PLAIN_LOADS=1 >/dev/null
             a="$a $L/nc_$k.json"; p="$p $L/plain_$k.json"
         done
-        python3 scripts/short_anchors.py --every-row --peer-impl fuse --fuse $p --triton $a | tee $L/plain_ab.txt ;;
+        python3 scripts/short_anchors.py --every-row --peer-impl fuse --fuse $p --peer $a | tee $L/plain_ab.txt ;;
     qk_ncu) # fuse's NeoX QK-norm + RoPE f16 at 2 and 4 warps and 8 or 16 heads a program, then Nsight
         # Compute sections of fuse's default and Triton's fastest (scripts/qk_probe.py), and Triton's SASS
         for cfg in "2 8" "4 8" "2 16" "4 16"; do
-            set -- $cfg
-            T=100 bench qk_w$1_h$2 .gpu/bench-anchors FUSE_BENCH_ONLY=qk_norm_rope_neox/8192x48x128/float16 FUSE_BENCH_WARPS=$1 FUSE_BENCH_QK_HEADS=$2 >/dev/null
-            grep -E " fuse " $L/qk_w$1_h$2.log | sed "s/^/warps $1 heads $2: /"
+            read w h <<<"$cfg"
+            T=100 bench qk_w${w}_h$h .gpu/bench-anchors FUSE_BENCH_ONLY=qk_norm_rope_neox/8192x48x128/float16 FUSE_BENCH_WARPS=$w FUSE_BENCH_QK_HEADS=$h >/dev/null
+            grep -E " fuse " $L/qk_w${w}_h$h.log | sed "s/^/warps $w heads $h: /"
         done
         SECTIONS="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats --section InstructionStats --section MemoryWorkloadAnalysis"
         run ncu_qk_fuse timeout 200 env FUSE_BENCH_ONLY=qk_norm_rope_neox/8192x48x128/float16 FUSE_BENCH_JSON=/dev/null ncu --clock-control none --kernel-name regex:qk_norm_rope --launch-skip 2 --launch-count 5 --csv $SECTIONS .gpu/bench-anchors
-        export TRITON_CACHE_DIR=$O/qk-triton-cache
-        run ncu_qk_triton timeout 200 ncu --clock-control none --kernel-name regex:qk_split_k --launch-skip 2 --launch-count 5 --csv $SECTIONS python scripts/qk_probe.py
-        for c in $(find $TRITON_CACHE_DIR -name "qk_split_k.cubin"); do cuobjdump -sass $c >$L/triton_qk_split_k.sass 2>&1; done
-        rm -rf $TRITON_CACHE_DIR
-        python3 scripts/ncu_summary.py $L/ncu_qk_fuse.log $L/ncu_qk_triton.log | tee $L/ncu_qk.txt | head -80 ;;
+        run ncu_qk_triton timeout 200 env TRITON_CACHE_DIR=$O/qk-triton-cache ncu --clock-control none --kernel-name regex:qk_split_k --launch-skip 2 --launch-count 5 --csv $SECTIONS python scripts/qk_probe.py
+        for c in $(find $O/qk-triton-cache -name "qk_split_k.cubin"); do cuobjdump -sass $c >$L/triton_qk_split_k.sass 2>&1; done
+        rm -rf $O/qk-triton-cache
+        python3 scripts/ncu_summary.py $L/ncu_qk_fuse.log $L/ncu_qk_triton.log >$L/ncu_qk.txt
+        grep -E "grid|Duration|Registers|Occupancy" $L/ncu_qk.txt ;;
     minb_ab) # QK-norm + RoPE with __launch_bounds__(threads, B) (a temporary patch, FUSE_EXP_MINB=B:
         # ptxas caps registers for B programs an SM), against the default, 2 alternated rounds
+        grep -q FUSE_EXP_MINB .gpu/bench-anchors || { echo "minb_ab: the bench lacks the patch"; status=1; continue; }
         a="" p16="" p24="" p32=""
         for k in 1 2; do
             for b in 0 24 32; do
@@ -92,8 +93,9 @@ for mode in "$@"; do
             T=100 bench minb16w4_$k .gpu/bench-anchors FUSE_BENCH_ONLY=qk_norm_rope FUSE_EXP_MINB=16 FUSE_BENCH_WARPS=4 >/dev/null
             a="$a $L/minb0_$k.json"; p24="$p24 $L/minb24_$k.json"; p32="$p32 $L/minb32_$k.json"; p16="$p16 $L/minb16w4_$k.json"
         done
-        python3 scripts/short_anchors.py --every-row --peer-impl fuse --b24 $p24 --b32 $p32 --b16w4 $p16 --fuse $a --triton $a | tee $L/minb_ab.txt ;;
+        python3 scripts/short_anchors.py --every-row --peer-impl fuse --b24 $p24 --b32 $p32 --b16w4 $p16 --fuse $a --peer $a | tee $L/minb_ab.txt ;;
     peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
+    *) echo "unknown mode $mode"; status=1 ;;
     esac
     tar czf $O/logs.tgz -C $O logs
 done

@@ -7,6 +7,7 @@ row each side's least time over every run of every process, the spread of the pe
 figures, and fuse/Triton.
 
 Usage: short_anchors.py --fuse F1.json [F2.json ...] [--OTHER G1.json ...] --triton T1.json [T2.json ...] [--markdown]
+(or --peer instead of --triton, e.g. `--peer-impl fuse --peer BASELINE.json` for an A/B of fuse's own)
 (each --OTHER group is more fuse bench JSONs, e.g. the same build under another setting, with
 its own column; `--every-row` takes rows of any length, `--peer-impl NAME` the --triton group's
 rows of impl NAME, e.g. "torch.compile" from peers_v2.py)
@@ -30,16 +31,19 @@ def load(paths, impl, limit_ms=SHORT_MS):
 
 
 def groups(args):
-    """`--NAME files...` groups in order: {name: [files]}."""
+    """`--NAME files...` groups in order: {name: [files]} (a repeated name adds to its group)."""
     out, name = {}, None
     for a in args:
         if a.startswith("--"):
             name = a[2:]
-            out[name] = []
+            out.setdefault(name, [])
         elif name is None:
-            sys.exit(__doc__)
+            sys.exit(f"{a}: a file before any --GROUP\n\n{__doc__}")
         else:
             out[name].append(a)
+    empty = [n for n, files in out.items() if not files]
+    if empty:
+        sys.exit(f"no files after --{', --'.join(empty)} (a misspelt option?)\n\n{__doc__}")
     return out
 
 
@@ -49,15 +53,19 @@ def main(argv):
     peer = "triton"
     if "--peer-impl" in argv:  # the peer group's impl, e.g. "torch.compile" from peers_v2.py
         k = argv.index("--peer-impl")
+        if k + 1 >= len(argv):
+            sys.exit(f"--peer-impl needs an impl name\n\n{__doc__}")
         peer, argv = argv[k + 1], argv[:k] + argv[k + 2:]
     g = groups([a for a in argv if a not in ("--markdown", "--every-row")])
-    if "fuse" not in g or "triton" not in g:
+    # The peer's group is --triton (or --peer, e.g. a baseline of fuse's own with --peer-impl fuse).
+    peer_group = "peer" if "peer" in g else "triton"
+    if "fuse" not in g or peer_group not in g:
         sys.exit(__doc__)
-    # Every group but triton holds fuse bench JSONs (e.g. --fuse and --pool: one build, two settings).
+    # Every other group holds fuse bench JSONs (e.g. --fuse and --pool: one build, two settings).
     limit = float("inf") if every else SHORT_MS
-    sides = {name: load(files, peer if name == "triton" else "fuse", limit) for name, files in g.items()}
-    triton = sides["triton"]
-    mine = [n for n in g if n != "triton"]
+    sides = {name: load(files, peer if name == peer_group else "fuse", limit) for name, files in g.items()}
+    theirs = sides[peer_group]
+    mine = [n for n in g if n != peer_group]
     us = lambda xs: f"{min(xs) * 1e3:.2f} (up to {max(xs) * 1e3:.2f} over {len(xs)})"
     head = ["pattern", "shape", "dtype"] + [f"{n} us (worst process, processes)" for n in mine]
     head += [f"{peer} us (same)"] + [f"{n}/{peer}" for n in mine]
@@ -65,11 +73,11 @@ def main(argv):
         print("| " + " | ".join(head) + " |\n" + "|---" * len(head) + "|")
     else:
         print("  ".join(head))
-    keys = set(triton)
+    keys = set(theirs)
     for n in mine:
         keys &= sides[n].keys()
     for k in sorted(keys):
-        t = triton[k]
+        t = theirs[k]
         cells = [*k] + [us(sides[n][k]) for n in mine] + [us(t)]
         cells += [f"{min(t) / min(sides[n][k]):.3f}" for n in mine]
         print(("| " + " | ".join(cells) + " |") if md else "  ".join(cells))

@@ -163,24 +163,25 @@ impl Device {
     /// A new buffer holding a copy of `host`.
     ///
     /// # Errors
-    /// [`Error::Cuda`] when the allocation or the copy fails.
+    /// [`Error::Cuda`] when the allocation or the copy fails; [`Error::InvalidArgument`] for a
+    /// size no allocation can hold.
     pub fn upload<T: Element>(&self, host: &[T]) -> Result<Buffer<T>> {
         let storage = match &self.inner {
             Inner::Cpu => Storage::Cpu(host.to_vec()),
             Inner::Cuda(d) => {
-                let storage = alloc::<T>(d, host.len())?;
-                if let (Storage::Cuda { ptr, .. }, false) = (&storage, host.is_empty()) {
+                let (slice, ptr) = alloc::<T>(d, host.len())?;
+                if !host.is_empty() {
                     d.ctx.bind_to_thread().map_err(|e| Error::Cuda(drv(e)))?;
                     // SAFETY: `ptr` addresses the new allocation's `host.len()` elements; the copy
                     // is queued on the device's stream before any use of the buffer. `host` is
                     // pageable memory, which the driver stages before returning (what cudarc's
                     // own `memcpy_htod` of a slice relies on, and `copy_from_host` below).
-                    unsafe { cudarc::driver::result::memcpy_htod_async(*ptr, host, d.stream.cu_stream()) }
+                    unsafe { cudarc::driver::result::memcpy_htod_async(ptr, host, d.stream.cu_stream()) }
                         .map_err(|e| {
                             Error::Cuda(format!("copying {} elements to the GPU: {}", host.len(), drv(e)))
                         })?;
                 }
-                storage
+                Storage::Cuda { slice: Arc::new(slice), ptr }
             }
         };
         Ok(Buffer { device: self.clone(), len: host.len(), storage })
@@ -189,7 +190,8 @@ impl Device {
     /// A new buffer of `len` zeros.
     ///
     /// # Errors
-    /// [`Error::Cuda`] when the allocation fails.
+    /// [`Error::Cuda`] when a GPU allocation fails; [`Error::InvalidArgument`] for a size no
+    /// allocation can hold, or one the host cannot give on the CPU.
     pub fn zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
         let storage = match &self.inner {
             Inner::Cpu => {
@@ -204,7 +206,10 @@ impl Device {
                 v.resize(len, T::default());
                 Storage::Cpu(v)
             }
-            Inner::Cuda(d) => alloc::<T>(d, len)?,
+            Inner::Cuda(d) => {
+                let (slice, ptr) = alloc::<T>(d, len)?;
+                Storage::Cuda { slice: Arc::new(slice), ptr }
+            }
         };
         Ok(Buffer { device: self.clone(), len, storage })
     }
@@ -331,17 +336,19 @@ const MAX_BENCH_CALLS: usize = 20_000;
 /// A new zeroed GPU buffer of `len` elements. One of `PAGE_ALIGNED_FROM` bytes or more starts at
 /// a multiple of `page_alignment(bytes)`, so it spans no more 2 MiB pages than it must: the
 /// stream-ordered pool hands out addresses 16 KiB or more into a page, and short kernels measured
-/// up to 4 % slower on such buffers (H200, 2026-11-27, `docs/PERF.md` "Session 19"). PyTorch's
-/// allocator places its large tensors at page starts too. The cost is up to one alignment of
-/// padding behind each large buffer; `FUSE_PAGE_ALIGN=0` turns it off.
-fn alloc<T: Element>(d: &CudaDevice, len: usize) -> Result<Storage<T>> {
+/// up to 4 % slower on such buffers (H200, 2026-11-27, `docs/PERF.md` "Session 19"), where
+/// PyTorch's caching allocator had put the same tensors at page starts. The cost is one whole
+/// alignment of padding behind each large buffer (a 1 or 2 MiB buffer takes twice its size);
+/// `FUSE_PAGE_ALIGN=0` turns it off. Returns the allocation and the address of the buffer's
+/// first element in it.
+fn alloc<T: Element>(d: &CudaDevice, len: usize) -> Result<(CudaSlice<T>, u64)> {
     d.capture.refuse_on_this_thread("allocate device memory")?;
     // Zero-length allocations are refused by the driver: keep one element behind empty buffers.
     let n = len.max(1);
     let size = std::mem::size_of::<T>();
     // Sizes are checked here, in bytes and within `isize::MAX` as for host memory: cudarc
     // multiplies the element count by the element size unchecked.
-    let within = |b: Option<usize>| b.filter(|&b| b <= isize::MAX as usize);
+    let within_isize_max = |b: Option<usize>| b.filter(|&b| b <= isize::MAX as usize);
     let too_large = || {
         Error::InvalidArgument(format!(
             "allocating {len} elements of {} on device {}: more bytes than an allocation can hold",
@@ -349,10 +356,10 @@ fn alloc<T: Element>(d: &CudaDevice, len: usize) -> Result<Storage<T>> {
             d.ordinal
         ))
     };
-    let bytes = within(n.checked_mul(size)).ok_or_else(too_large)?;
+    let bytes = within_isize_max(n.checked_mul(size)).ok_or_else(too_large)?;
     let align = if d.page_align { page_alignment(bytes) } else { 0 };
     // `align` is 0 or a power of two of at least 1 MiB: a whole number of elements.
-    let padded = within(bytes.checked_add(align)).ok_or_else(too_large)? / size;
+    let padded = within_isize_max(bytes.checked_add(align)).ok_or_else(too_large)? / size;
     let slice = d.stream.alloc_zeros::<T>(padded).map_err(|e| {
         let padding =
             if align == 0 { String::new() } else { format!(" (+{align} to start on a page boundary)") };
@@ -363,7 +370,7 @@ fn alloc<T: Element>(d: &CudaDevice, len: usize) -> Result<Storage<T>> {
     // `base` is element-aligned, so this is at most `align - size` bytes past it: inside the
     // padding.
     let ptr = if align == 0 { base } else { base.next_multiple_of(align as u64) };
-    Ok(Storage::Cuda { slice: Arc::new(slice), ptr })
+    Ok((slice, ptr))
 }
 
 /// Buffers of this many bytes or more start on a page boundary ([`page_alignment`]).
