@@ -345,8 +345,10 @@ fn large_buffers_start_on_page_boundaries(d: &Device) {
         let e = d.zeros::<f32>(len).unwrap_err();
         assert!(e.to_string().contains("more bytes than an allocation can hold"), "{e}");
     }
+    // Within isize::MAX alone, but not with its page-alignment padding (without it, the driver's
+    // out-of-memory error).
     let e = d.zeros::<u8>((isize::MAX as usize) - 5).unwrap_err();
-    assert!(e.to_string().contains("more bytes than an allocation can hold"), "{e}");
+    assert!(!aligned || e.to_string().contains("more bytes than an allocation can hold"), "{e}");
 }
 
 fn main() {
