@@ -10,6 +10,11 @@ for mode in "$@"; do
     verify) # every GPU test: the runtime's (page-aligned buffers among them) and the examples'
         run gpu_runtime timeout ${T:-200} .gpu/test-gpu --test-threads=4
         run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4 ;;
+    sanitize_chunks) # memcheck over the example tests whose loads take the whole-chunk path (QK's gathers,
+        # the out-of-bounds test's chunks past the end) and the rows kernels
+        for t in gpu_out_of_bounds qk_norm_rope_on_gpu add_mul_on_gpu rows_kernels cross_entropy_on_gpu; do
+            run memcheck_$t timeout ${T:-240} compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples $t --test-threads=1
+        done ;;
     sanitize) # memcheck over the runtime's buffer paths and the short anchors' example kernels (the runtime
         # probes modules for an optional symbol, a CUDA_ERROR_NOT_FOUND memcheck would list as an API error)
         run memcheck_runtime timeout ${T:-300} compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 .gpu/test-gpu --test-threads=1

@@ -9,6 +9,7 @@ mod common;
 mod harness;
 
 use common::*;
+use fuse::fuse_ir::Specialization;
 use fuse::half::f16;
 use fuse::Device;
 
@@ -443,6 +444,15 @@ fn gpu_out_of_bounds_is_reported_not_performed(_: &Device) {
     let mut out2 = g.upload(&vec![0.0f32; 1000]).unwrap();
     add_mul::add_mul::launch::<f32, 1024>(&g, 1, &x, &x, &x, &mut out2, 1000).unwrap();
     assert!(out2.to_vec().unwrap().iter().all(|&v| v == 2.0));
+    // 1000 f32 are whole 16-byte units, so the loads above took whole chunks (each in bounds or
+    // wholly past the end). 1001 are not: the chunk at 1000..1004 straddles the end, takes the
+    // per-lane path, and still reads element 1000.
+    let x = g.upload(&vec![1.0f32; 1001]).unwrap();
+    let mut out = g.upload(&vec![0.0f32; 1001]).unwrap();
+    let r = add_mul::add_mul::launch::<f32, 1024>(&g, 2, &x, &x, &x, &mut out, 2000)
+        .and_then(|_| g.synchronize());
+    assert!(matches!(r, Err(fuse::Error::OutOfBounds { .. })), "{r:?}");
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == 2.0));
 }
 
 fn chunk_uniform_masks_and_rem_gathers_match_cpu_bit_for_bit(g: &Device) {
@@ -798,13 +808,22 @@ fn newer_example_kernels_compile_with_nvrtc() {
     ];
     let mut compiled = 0;
     for (spec, consts) in specs {
+        // Every fact on, every fact off, and a launch that proves no access in bounds and no mask
+        // true but passes buffers of whole 16-byte units (the checked whole-chunk loads).
+        let n = spec.specializations().len();
+        let unproven: Vec<bool> = spec
+            .specializations()
+            .iter()
+            .map(|s| !matches!(s, Specialization::InBounds(_) | Specialization::AllTrue(_)))
+            .collect();
         for arch in ["sm_80", "sm_90"] {
-            for all in [true, false] {
-                let values = vec![all; spec.specializations().len()];
+            for (what, values) in
+                [("on", vec![true; n]), ("off", vec![false; n]), ("unproven", unproven.clone())]
+            {
                 match spec.compile_for_arch_with(arch, &consts, 4, &values) {
                     Ok(cubin) => assert!(cubin.len() > 64, "{} {arch}: empty cubin", spec.name()),
                     Err(e) => {
-                        panic!("{} {consts:?} for {arch} (specialisations {all}) failed:\n{e}", spec.name())
+                        panic!("{} {consts:?} for {arch} (specialisations {what}) failed:\n{e}", spec.name())
                     }
                 }
                 compiled += 1;
