@@ -10,8 +10,8 @@ for mode in "$@"; do
     verify) # every GPU test: the runtime's (page-aligned buffers among them) and the examples'
         run gpu_runtime timeout ${T:-200} .gpu/test-gpu --test-threads=4
         run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4 ;;
-    sanitize_chunks) # memcheck over the example tests whose loads take the whole-chunk path (QK's gathers,
-        # the out-of-bounds test's chunks past the end) and the rows kernels
+    sanitize_chunks) # memcheck over the example tests whose loads took commit 24206f6's whole-chunk path
+        # (QK's gathers, the out-of-bounds test's chunks past the end; reverted since) and the rows kernels
         for t in gpu_out_of_bounds qk_norm_rope_on_gpu add_mul_on_gpu rows_kernels cross_entropy_on_gpu; do
             run memcheck_$t timeout ${T:-240} compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples $t --test-threads=1
         done ;;
@@ -99,6 +99,20 @@ for mode in "$@"; do
             a="$a $L/minb0_$k.json"; p24="$p24 $L/minb24_$k.json"; p32="$p32 $L/minb32_$k.json"; p16="$p16 $L/minb16w4_$k.json"
         done
         python3 scripts/short_anchors.py --every-row --peer-impl fuse --b24 $p24 --b32 $p32 --b16w4 $p16 --fuse $a --peer $a | tee $L/minb_ab.txt ;;
+    len16_ab) # commit 24206f6's whole-chunk checked loads (FUSE_LEN16 facts as computed) against the same
+        # binary with them off (EXP_NOLEN16=1, a temporary patch on top), on the rows with unproven
+        # loads and the short anchors, 2 alternated rounds; then Triton's QK (peers_v2.py qk).
+        # Mixed results: 24206f6 was reverted (docs/PERF.md "Session 20")
+        grep -q EXP_NOLEN16 .gpu/bench-anchors || { echo "len16_ab: the bench lacks the patch"; status=1; continue; }
+        only=qk_norm_rope,cross_entropy,add_mul/1048576,softmax/1024x512,layernorm/4096x1024
+        a="" p=""
+        for k in 1 2; do
+            T=200 bench len16_$k .gpu/bench-anchors FUSE_BENCH_ONLY=$only >/dev/null
+            T=200 bench nolen16_$k .gpu/bench-anchors FUSE_BENCH_ONLY=$only EXP_NOLEN16=1 >/dev/null
+            a="$a $L/len16_$k.json"; p="$p $L/nolen16_$k.json"
+        done
+        python3 scripts/short_anchors.py --every-row --peer-impl fuse --fuse $a --peer $p | tee $L/len16_ab.txt
+        PEERS=qk peers_rows >/dev/null; grep -E "qk_norm.*(triton|torch.compile) " $L/peers_v2.log ;;
     peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
     *) echo "unknown mode $mode"; status=1 ;;
     esac

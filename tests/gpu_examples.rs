@@ -444,9 +444,9 @@ fn gpu_out_of_bounds_is_reported_not_performed(_: &Device) {
     let mut out2 = g.upload(&vec![0.0f32; 1000]).unwrap();
     add_mul::add_mul::launch::<f32, 1024>(&g, 1, &x, &x, &x, &mut out2, 1000).unwrap();
     assert!(out2.to_vec().unwrap().iter().all(|&v| v == 2.0));
-    // 1000 f32 are whole 16-byte units, so the loads above took whole chunks (each in bounds or
-    // wholly past the end). 1001 are not: the chunk at 1000..1004 straddles the end, takes the
-    // per-lane path, and still reads element 1000.
+    // Above, every 4-lane chunk was wholly in bounds or wholly past the end. With 1001 elements
+    // the chunk at 1000..1004 straddles the end: it takes the per-lane path and still reads
+    // element 1000.
     let x = g.upload(&vec![1.0f32; 1001]).unwrap();
     let mut out = g.upload(&vec![0.0f32; 1001]).unwrap();
     let r = add_mul::add_mul::launch::<f32, 1024>(&g, 2, &x, &x, &x, &mut out, 2000)
@@ -809,7 +809,7 @@ fn newer_example_kernels_compile_with_nvrtc() {
     let mut compiled = 0;
     for (spec, consts) in specs {
         // Every fact on, every fact off, and a launch that proves no access in bounds and no mask
-        // true but passes buffers of whole 16-byte units (the checked whole-chunk loads).
+        // true but passes aligned buffers (the checked vector paths).
         let n = spec.specializations().len();
         let unproven: Vec<bool> = spec
             .specializations()

@@ -19,9 +19,6 @@ mod matmul;
 #[path = "../examples/kernels/matmul_int8.rs"]
 #[allow(dead_code)]
 mod matmul_int8;
-#[path = "../examples/kernels/qk_norm_rope.rs"]
-#[allow(dead_code)]
-mod qk_norm_rope;
 
 use fuse::fuse_ir::Specialization;
 use fuse::{KernelSpec, PtxasReport};
@@ -130,34 +127,8 @@ fn wide_f32_rows_reduce_without_barriers() {
     }
 }
 
-/// QK-norm + RoPE reads its cos/sin rows at loaded positions, which no launch can prove in
-/// bounds. With buffers of whole 16-byte units (any cache of `max_pos x head_dim` 16-bit values
-/// with head_dim a multiple of 8) those loads take the whole-chunk path: a chunk is a checked
-/// vector access or wholly out of bounds, with no per-lane path. f16 `[8, 64]` at the launcher's
-/// 2 warps: 48 registers, where the per-lane path took 63 (16 programs a multiprocessor instead of
-/// 21; H200 2026-11-27, docs/PERF.md "Session 20").
-fn qk_gathers_take_whole_chunks() {
-    for spec in [&qk_norm_rope::qk_norm_rope::f16::SPEC, &qk_norm_rope::qk_norm_rope::bf16::SPEC] {
-        // The cos/sin loads are accesses 7 and 8 (after the position, x1, x2 and four weights).
-        let facts: Vec<bool> =
-            spec.specializations().iter().map(|s| !matches!(s, Specialization::InBounds(7 | 8))).collect();
-        let r = spec
-            .ptxas_report("sm_90", &[8, 64], qk_norm_rope::DEFAULT_WARPS, 1, &facts)
-            .unwrap_or_else(|e| panic!("{}: {e}", spec.name()));
-        println!("{} [8, 64], cos/sin unproven: {} registers", spec.name(), r.registers);
-        assert!(
-            r.registers <= 48 && r.spill_store_bytes == 0,
-            "{}: {} registers, {} bytes spilled",
-            spec.name(),
-            r.registers,
-            r.spill_store_bytes
-        );
-    }
-}
-
 fn main() {
     harness::run(harness::nvrtc_trials(vec![
-        ("qk_gathers_take_whole_chunks", qk_gathers_take_whole_chunks),
         ("narrow_row_layernorm_fits_32_registers", narrow_row_layernorm_fits_32_registers),
         ("wide_f32_rows_reduce_without_barriers", wide_f32_rows_reduce_without_barriers),
         ("matmul_k_loops_stay_in_flight", matmul_k_loops_stay_in_flight),

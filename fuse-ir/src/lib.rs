@@ -1041,11 +1041,6 @@ pub enum Specialization {
     /// passes it as the kernel's extra parameter `fuse_tmap<k>`, so the source may copy the box
     /// with TMA instead of `cp.async`.
     TensorBox(u32),
-    /// Index of a pointer parameter: `FUSE_LEN16_<param name>` is 1 when the buffer (or view)
-    /// the launch passes holds a multiple of 16 bytes, so each aligned vector chunk of at most
-    /// 16 bytes lies wholly inside it or wholly outside: a checked vector load then needs no
-    /// per-lane path for a chunk that straddles the end.
-    LenDiv16(u32),
 }
 
 impl Specialization {
@@ -1059,8 +1054,8 @@ impl Specialization {
     /// ```
     ///
     /// # Panics
-    /// If a [`Specialization::Align16`], [`Specialization::Div16`] or
-    /// [`Specialization::LenDiv16`] index is out of range of `kernel_params`.
+    /// If a [`Specialization::Align16`] or [`Specialization::Div16`] index is out of range of
+    /// `kernel_params`.
     pub fn macro_name(self, kernel_params: &[Param]) -> String {
         match self {
             Specialization::Align16(p) => format!("FUSE_ALIGN16_{}", kernel_params[p as usize].name),
@@ -1070,7 +1065,6 @@ impl Specialization {
             Specialization::BranchTaken(k) => format!("FUSE_IFT_{k}"),
             Specialization::BranchSkipped(k) => format!("FUSE_IFF_{k}"),
             Specialization::TensorBox(k) => format!("FUSE_TMA_{k}"),
-            Specialization::LenDiv16(p) => format!("FUSE_LEN16_{}", kernel_params[p as usize].name),
         }
     }
 }

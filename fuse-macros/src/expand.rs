@@ -188,7 +188,6 @@ fn spec_list(specs: &[Specialization]) -> TokenStream2 {
         Specialization::BranchTaken(i) => quote! { ::fuse::fuse_ir::Specialization::BranchTaken(#i) },
         Specialization::BranchSkipped(i) => quote! { ::fuse::fuse_ir::Specialization::BranchSkipped(#i) },
         Specialization::TensorBox(i) => quote! { ::fuse::fuse_ir::Specialization::TensorBox(#i) },
-        Specialization::LenDiv16(i) => quote! { ::fuse::fuse_ir::Specialization::LenDiv16(#i) },
     });
     quote! { &[#(#specs),*] }
 }

@@ -1166,9 +1166,6 @@ fn expands_to_module_with_launcher() {
             Specialization::TensorBox(i) => {
                 format!(":: fuse :: fuse_ir :: Specialization :: TensorBox ({i}u32)")
             }
-            Specialization::LenDiv16(i) => {
-                format!(":: fuse :: fuse_ir :: Specialization :: LenDiv16 ({i}u32)")
-            }
         };
         assert!(text.contains(&spelled), "missing {spelled}");
     }

@@ -802,9 +802,6 @@ fn specialization_bits(
             }
             // Set by `tma_bits`, where this launch has the tensor map.
             Specialization::TensorBox(_) => false,
-            Specialization::LenDiv16(p) => {
-                args.get(p as usize).and_then(byte_len).is_some_and(|b| b % 16 == 0)
-            }
         };
         bits |= u64::from(on) << i;
     }
@@ -942,15 +939,6 @@ pub(crate) fn device_address(a: &KernelArg<'_>) -> Option<u64> {
     match a {
         KernelArg::Buffer(BufferArg { data: Data::Cuda { ptr, .. }, .. })
         | KernelArg::BufferMut(BufferArgMut { data: DataMut::Cuda { ptr, .. }, .. }) => Some(*ptr),
-        _ => None,
-    }
-}
-
-/// The bytes a buffer argument holds (its length in elements times their size).
-fn byte_len(a: &KernelArg<'_>) -> Option<usize> {
-    match a {
-        KernelArg::Buffer(BufferArg { dtype, len, .. })
-        | KernelArg::BufferMut(BufferArgMut { dtype, len, .. }) => len.checked_mul(dtype.size_bytes()),
         _ => None,
     }
 }

@@ -191,7 +191,7 @@ impl KernelSpec {
         let nbranches = branches.len();
         for s in self.specializations {
             let ok = match *s {
-                Specialization::Align16(p) | Specialization::LenDiv16(p) => {
+                Specialization::Align16(p) => {
                     matches!(kernel.params.get(p as usize).map(|p| p.kind), Some(ParamKind::Ptr { .. }))
                 }
                 Specialization::Div16(p) => {
@@ -511,9 +511,7 @@ pub(crate) fn full_source_for(
     let _ = writeln!(s, "#define FUSE_NUM_STAGES {num_stages}");
     for (i, sp) in specs.iter().enumerate() {
         let named = match *sp {
-            Specialization::Align16(p) | Specialization::Div16(p) | Specialization::LenDiv16(p) => {
-                (p as usize) < k.params.len()
-            }
+            Specialization::Align16(p) | Specialization::Div16(p) => (p as usize) < k.params.len(),
             Specialization::InBounds(_)
             | Specialization::AllTrue(_)
             | Specialization::BranchTaken(_)

@@ -31,21 +31,6 @@ struct Access {
     inb: String,
 }
 
-/// The three vector paths of a load.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum VectorPath {
-    /// In bounds (proven at launch) and whole chunks ([`Ctx::whole_chunks_cond`]): a chunk is
-    /// on when its first lane is, and then one vector access.
-    Unchecked,
-    /// Whole chunks of a buffer of whole 16-byte units (`FUSE_LEN16_<p>`): an on chunk is one
-    /// vector access when its run is in bounds, and otherwise wholly out of bounds (its first
-    /// lane noted, `other` taken), so no chunk needs the per-lane path and its registers.
-    WholeChunks,
-    /// Anything else: a chunk that is neither a whole in-bounds vector nor off takes the
-    /// per-lane path (a ragged mask edge, a remainder that wraps, a chunk that straddles the end).
-    Checked,
-}
-
 impl Ctx<'_> {
     fn access(&mut self, param: u32, offset: VarId, mask: Option<VarId>) -> Access {
         // Accesses are numbered in program order, as `Kernel::accesses` lists them.
@@ -137,31 +122,12 @@ impl Ctx<'_> {
         }
     }
 
-    /// "The run at `fuse_c` is inside the buffer" (or proven so): 0 <= c <= len - run as one
-    /// unsigned compare against a uniform limit (0 when len < run).
-    fn run_in_bounds(&self, a: &Access, k: usize) -> String {
-        let run = self.run_len(a, k);
-        format!(
-            "({inb} || (unsigned long long)fuse_c < (unsigned long long)({len} >= {run} ? {len} - ({run} - 1) : 0))",
-            inb = a.inb,
-            len = a.len
-        )
-    }
-
     /// The `#if` condition under which a vector access needs neither a bounds check nor a per-lane
     /// path: proven in bounds, contiguous offsets (not a remainder, which may wrap inside a chunk),
     /// and a mask that is constant on each chunk. `None` if the offsets or mask never allow it.
     /// (The runtime's proof is per lane; reading a chunk's mask at its first lane is sound because
     /// `affine::Fact::ChunkUniform` proves every lane of the chunk has that value.)
     fn unchecked_cond(&self, a: &Access, vector_cond: &str) -> Option<String> {
-        Some(format!("{} && {}", a.inb, self.whole_chunks_cond(a, vector_cond)?))
-    }
-
-    /// The `#if` condition under which every chunk of a vector access is one run of consecutive
-    /// offsets whose lanes the mask treats alike: contiguous offsets (not a remainder) and a mask
-    /// constant on each chunk. Then a chunk is either a whole vector access or no access at all,
-    /// once its bounds are known.
-    fn whole_chunks_cond(&self, a: &Access, vector_cond: &str) -> Option<String> {
         let (Fact::Contig(_) | Fact::ChunkContig(..) | Fact::ChunkXor(..) | Fact::ChunkHalf(..)) =
             self.facts.get(a.offset)
         else {
@@ -172,7 +138,7 @@ impl Ctx<'_> {
             _ => "1".to_string(),
         };
         let uniform = if uniform == "1" { String::new() } else { format!(" && {uniform}") };
-        Some(format!("{vector_cond}{uniform}"))
+        Some(format!("{} && {vector_cond}{uniform}", a.inb))
     }
 
     /// The lane condition: chunk inside the tile (`ok`) and mask true.
@@ -236,19 +202,14 @@ impl Ctx<'_> {
                 self.load_lane(&a, dst, other, "fuse_i", Some(&ok), &each(&format!("FUSE_EPT{k}"), "fuse_i"));
             }
             Some(cond) => {
-                if let Some(whole) = self.whole_chunks_cond(&a, &cond) {
-                    self.w.pp(format!("#if {} && {whole}", a.inb));
-                    self.vector_load(&a, dst, other, k, &ok, VectorPath::Unchecked);
-                    // A buffer of whole 16-byte units: an aligned chunk is in it or past it.
-                    self.spec(Specialization::LenDiv16(a.param));
-                    let whole_units = Specialization::LenDiv16(a.param).macro_name(&self.k.params);
-                    self.w.pp(format!("#elif {whole_units} && {whole}"));
-                    self.vector_load(&a, dst, other, k, &ok, VectorPath::WholeChunks);
+                if let Some(unchecked) = self.unchecked_cond(&a, &cond) {
+                    self.w.pp(format!("#if {unchecked}"));
+                    self.vector_load(&a, dst, other, k, &ok, true);
                     self.w.pp(format!("#elif {cond}"));
                 } else {
                     self.w.pp(format!("#if {cond}"));
                 }
-                self.vector_load(&a, dst, other, k, &ok, VectorPath::Checked);
+                self.vector_load(&a, dst, other, k, &ok, false);
                 self.w.pp("#else");
                 self.w.pp("#pragma unroll");
                 self.load_lane(&a, dst, other, "fuse_i", Some(&ok), &each(&format!("FUSE_EPT{k}"), "fuse_i"));
@@ -260,7 +221,8 @@ impl Ctx<'_> {
     /// The vector path of a load (inside its `#if`): the fast path (one vector access per vector
     /// chunk, `other` for chunks that are off) or the per-lane path. Both fill the access's 32-bit
     /// words and the lanes are unpacked once after them, so narrow elements stay packed in
-    /// registers (two f16 per word) on either path. See [`VectorPath`] for the three kinds.
+    /// registers (two f16 per word) on either path. `unchecked` (under [`Ctx::unchecked_cond`]):
+    /// the fast path alone, a chunk being on when its first lane is.
     fn vector_load(
         &mut self,
         a: &Access,
@@ -268,7 +230,7 @@ impl Ctx<'_> {
         other: Option<VarId>,
         k: usize,
         ok: &str,
-        path: VectorPath,
+        unchecked: bool,
     ) {
         self.needs.words = true;
         let (to, d) = (self.dtype(dst), self.name(dst).to_string());
@@ -276,27 +238,18 @@ impl Ctx<'_> {
         let nw = format!("FUSE_VEC{k} * {sz} / 4");
         let zeroed = if sz < 4 { " = {}" } else { "" };
         let words = format!("unsigned int fuse_wd[FUSE_EPT{k} * {sz} / 4]{zeroed};");
-        let chunk_on = match path {
-            VectorPath::Unchecked | VectorPath::WholeChunks => {
-                self.w.open("");
-                self.w.line(words);
-                self.chunk_on(a, k)
-            }
-            VectorPath::Checked => {
-                self.sort_chunks(a, k, &words);
-                "fuse_vec[fuse_j]".to_string()
-            }
+        let chunk_on = if unchecked {
+            self.w.open("");
+            self.w.line(words);
+            self.chunk_on(a, k)
+        } else {
+            self.sort_chunks(a, k, &words);
+            "fuse_vec[fuse_j]".to_string()
         };
         // Fast path.
         self.w.open_unrolled("fuse_j", &format!("FUSE_NCH{k}"));
         self.w.line(format!("const int fuse_b = fuse_j * FUSE_VEC{k};"));
-        if path == VectorPath::WholeChunks {
-            self.w.line(format!("const bool fuse_on = {chunk_on};"));
-            self.w.line(format!("const long long fuse_c = (long long){};", self.run_start(a, "fuse_b")));
-            self.w.open(format!("if (fuse_on && {})", self.run_in_bounds(a, k)));
-        } else {
-            self.w.open(format!("if ({chunk_on})"));
-        }
+        self.w.open(format!("if ({chunk_on})"));
         let f = if a.mutable { "fuse_ld_words" } else { "fuse_ldg_words" };
         let first = self.run_start(a, "fuse_b");
         if let Fact::ChunkHalf(..) = self.facts.get(a.offset) {
@@ -312,21 +265,11 @@ impl Ctx<'_> {
         } else {
             self.w.line(format!("{f}<{nw}>(fuse_wd + fuse_j * ({nw}), {} + (long long){first});", a.ptr));
         }
-        if path == VectorPath::Checked {
+        if !unchecked {
             self.w.reopen("} else if (fuse_some[fuse_j]) {");
             self.per_lane_load(a, other, k, ok);
         }
         self.w.reopen("} else {");
-        if path == VectorPath::WholeChunks {
-            // Every lane of an on chunk that is not in bounds is out of bounds: the first is the
-            // one the per-lane path would note.
-            self.needs.oob = true;
-            self.w.line(format!(
-                "if (fuse_on && fuse_bad == 0u) {{ fuse_bad = {}u; fuse_bad_at = (long long){}; }}",
-                a.param + 1,
-                self.at(a.offset, "fuse_b")
-            ));
-        }
         let init = self.other_or_zero(a, other, "fuse_b + fuse_v");
         let slot = self.word_slot(a, "(fuse_b + fuse_v)");
         self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), pack(a.elem, "fuse_wd", &slot, &init));
@@ -419,7 +362,13 @@ impl Ctx<'_> {
             self.w.unrolled("fuse_v", &format!("FUSE_VEC{k}"), format!("{{ {all} {any} }}"));
             self.w.line("fuse_any = fuse_any && fuse_on;");
         }
-        let mut in_bounds = self.run_in_bounds(a, k);
+        // 0 <= c <= len - VEC as one unsigned compare against a uniform limit (0 when len < VEC).
+        let run = self.run_len(a, k);
+        let mut in_bounds = format!(
+            "({inb} || (unsigned long long)fuse_c < (unsigned long long)({len} >= {run} ? {len} - ({run} - 1) : 0))",
+            inb = a.inb,
+            len = a.len
+        );
         if let Fact::ContigRem(_) = self.facts.get(a.offset) {
             // Consecutive: the remainder did not wrap inside the chunk. For i32 offsets in 32-bit
             // arithmetic: the chunk's first offset is in [0, len - VEC] (checked, or proven with

@@ -300,8 +300,6 @@ impl Ctx<'_> {
             Specialization::BranchTaken(b) => (4, b),
             Specialization::BranchSkipped(b) => (5, b),
             Specialization::TensorBox(a) => (6, a),
-            // Last, so that adding it left the other facts' indices as they were.
-            Specialization::LenDiv16(p) => (7, p),
         });
         let mut out = Writer::new(0);
         out.line(format!(
@@ -337,12 +335,6 @@ impl Ctx<'_> {
                 }
                 Specialization::TensorBox(a) => {
                     format!("1 if the runtime passes a tensor map for load {a} (fuse_tmap{a}), else 0")
-                }
-                Specialization::LenDiv16(p) => {
-                    format!(
-                        "1 if buffer `{}` holds a multiple of 16 bytes, else 0",
-                        k.params[p as usize].name
-                    )
                 }
             };
             required.push((s.macro_name(&k.params), what));

@@ -73,24 +73,12 @@ fn emit_add_mul_signature_and_specializations() {
             Specialization::InBounds(1),
             Specialization::InBounds(2),
             Specialization::InBounds(3),
-            Specialization::AllTrue(0),
-            Specialization::LenDiv16(0),
-            Specialization::LenDiv16(1),
-            Specialization::LenDiv16(2)
+            Specialization::AllTrue(0)
         ]
     );
     // Proven in bounds at launch, with a chunk-uniform mask: vector accesses, no check, no
     // per-lane path; else the checked fast/per-lane paths.
     assert!(src.contains("#if FUSE_INB_0 && FUSE_ALIGN16_x && (BLOCK % FUSE_VEC0 == 0) && FUSE_VEC0 >= 2 && ((BLOCK % FUSE_VEC0 == 0) && ((FUSE_DIV16_n ? 16 : 1) % FUSE_VEC0 == 0))"), "{src}");
-    // Not proven, but a buffer of whole 16-byte units: a chunk is a checked vector access or
-    // wholly out of bounds (its first lane noted), with no per-lane path.
-    assert!(src.contains("#elif FUSE_LEN16_x && FUSE_ALIGN16_x && (BLOCK % FUSE_VEC0 == 0) && FUSE_VEC0 >= 2 && ((BLOCK % FUSE_VEC0 == 0) && ((FUSE_DIV16_n ? 16 : 1) % FUSE_VEC0 == 0))"), "{src}");
-    assert!(
-        src.contains(
-            "if (fuse_on && fuse_bad == 0u) { fuse_bad = 1u; fuse_bad_at = (long long)offs[fuse_b]; }"
-        ),
-        "{src}"
-    );
     assert!(src.contains("#elif FUSE_ALIGN16_x && (BLOCK % FUSE_VEC0 == 0) && FUSE_VEC0 >= 2"), "{src}");
     assert!(
         src.contains(
@@ -139,8 +127,7 @@ fn emit_softmax_reads_stride_divisibility() {
             Specialization::Div16(4),
             Specialization::InBounds(0),
             Specialization::InBounds(1),
-            Specialization::AllTrue(0),
-            Specialization::LenDiv16(1)
+            Specialization::AllTrue(0)
         ]
     );
     let src = &out.source;
