@@ -65,6 +65,13 @@ fn fixed_reps() -> Option<usize> {
     *R.get_or_init(|| std::env::var("FUSE_BENCH_FIXED_REPS").ok().and_then(|v| v.parse().ok()))
 }
 
+/// `FUSE_BENCH_SAMPLES=1`: print every per-call time of each timed case under three schedules
+/// (`common/samples.rs`) before its row is timed.
+fn samples_wanted() -> bool {
+    static S: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *S.get_or_init(|| std::env::var("FUSE_BENCH_SAMPLES").is_ok_and(|v| v == "1"))
+}
+
 /// Whether `FUSE_BENCH_ONLY` (if set) selects the case `pattern/shape/dtype`.
 fn selected(case: &str) -> bool {
     only().is_none_or(|o| o.split(',').any(|part| case.contains(part)))
@@ -297,7 +304,7 @@ impl Bench {
         let (dev, flush) = (&self.dev, &mut self.flush);
         let n = flush.len();
         let mut flush_l2 = || unfused::fill::launch::<f32, EW>(dev, grid(n, EW), flush, n as i32);
-        if std::env::var("FUSE_BENCH_SAMPLES").is_ok_and(|v| v == "1") {
+        if samples_wanted() {
             if let Err(e) =
                 samples::report(dev, &format!("{case} {imp}"), (WARMUP_MS, REP_MS), &mut flush_l2, &mut f)
             {
@@ -318,17 +325,20 @@ impl Bench {
             Ok(runs)
         });
         match res {
-            Ok(runs) => self.rows.push(Row {
-                pattern,
-                shape: shape.into(),
-                dtype,
-                imp,
-                ms: least(&runs),
-                gbs: bytes as f64 / (least(&runs) * 1e-3) / 1e9,
-                runs,
-                flops,
-                dot_flops,
-            }),
+            Ok(runs) => {
+                let ms = least(&runs);
+                self.rows.push(Row {
+                    pattern,
+                    shape: shape.into(),
+                    dtype,
+                    imp,
+                    ms,
+                    gbs: bytes as f64 / (ms * 1e-3) / 1e9,
+                    runs,
+                    flops,
+                    dot_flops,
+                })
+            }
             Err(e) => println!("{pattern} {shape} {dtype} {imp}: ERROR {e}"),
         }
     }
@@ -424,74 +434,6 @@ fn randn(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// The index of `buf`'s first element that starts on a 2 MiB boundary (`buf` is padded by 2 MiB,
-/// so the rest of it still holds the case).
-fn aligned_start<T: Element>(buf: &Buffer<T>) -> usize {
-    let page = 2usize << 20;
-    let at = buf.cuda_device_ptr().unwrap_or(0) as usize % page;
-    (page - at) % page / std::mem::size_of::<T>()
-}
-
-/// `FUSE_BENCH_ALIGN=1`: add_mul 1M and softmax 1024x512 with their buffers where the allocator
-/// put them ("fuse tune pool") and moved to 2 MiB boundaries ("fuse tune aligned"), alternated
-/// twice in one process. Run it with `FUSE_PAGE_ALIGN=0` to compare the stream-ordered pool's
-/// placement (session 19's probe): by default fuse-runtime aligns both already.
-fn alignment_probe<T: fuse::Float>(
-    b: &mut Bench,
-    dt: &'static str,
-    conv: fn(&[f32]) -> Vec<T>,
-) -> Result<()> {
-    let d = b.dev.clone();
-    let pad = (2usize << 20) / std::mem::size_of::<T>();
-    let n = 1usize << 20;
-    let host = conv(&randn(n + pad, 1));
-    let (x, y, z) = (d.upload(&host)?, d.upload(&host)?, d.upload(&host)?);
-    let mut o = d.zeros::<T>(n + pad)?;
-    let (xs, ys, zs, os) = (aligned_start(&x), aligned_start(&y), aligned_start(&z), aligned_start(&o));
-    let shape = n.to_string();
-    let bytes = 4 * n * std::mem::size_of::<T>();
-    for _ in 0..2 {
-        b.time("add_mul", &shape, dt, "fuse tune pool", bytes, || {
-            add_mul::add_mul::launch::<T, EW>(&d, cfg(grid(n, EW)), &x, &y, &z, &mut o, n as i32)
-        });
-        b.time("add_mul", &shape, dt, "fuse tune aligned", bytes, || {
-            let (xv, yv, zv) = (x.slice(xs..xs + n)?, y.slice(ys..ys + n)?, z.slice(zs..zs + n)?);
-            add_mul::add_mul::launch::<T, EW>(
-                &d,
-                cfg(grid(n, EW)),
-                &xv,
-                &yv,
-                &zv,
-                &mut o.slice_mut(os..os + n)?,
-                n as i32,
-            )
-        });
-    }
-    let (rows, cols) = (1024usize, 512usize);
-    let xin = d.upload(&conv(&randn(rows * cols + pad, 3)))?;
-    let mut out = d.zeros::<T>(rows * cols + pad)?;
-    let (xs, os) = (aligned_start(&xin), aligned_start(&out));
-    let (m, c) = (rows * cols, cols as i32);
-    let bytes = 2 * m * std::mem::size_of::<T>();
-    for _ in 0..2 {
-        b.time("softmax", "1024x512", dt, "fuse tune pool", bytes, || {
-            softmax::softmax::launch::<T, 512>(&d, cfg(rows as u32), &mut out, &xin, c, c, c)
-        });
-        b.time("softmax", "1024x512", dt, "fuse tune aligned", bytes, || {
-            softmax::softmax::launch::<T, 512>(
-                &d,
-                cfg(rows as u32),
-                &mut out.slice_mut(os..os + m)?,
-                &xin.slice(xs..xs + m)?,
-                c,
-                c,
-                c,
-            )
-        });
-    }
-    Ok(())
-}
-
 fn as_f16(v: &[f32]) -> Vec<f16> {
     v.iter().map(|&x| f16::from_f32(x)).collect()
 }
@@ -568,10 +510,6 @@ fn run() -> Result<()> {
     for n in [1usize << 20, 64 << 20] {
         add_mul_case!(b, n, f32, "float32", |v: &[f32]| v.to_vec());
         add_mul_case!(b, n, f16, "float16", as_f16);
-    }
-    if std::env::var("FUSE_BENCH_ALIGN").is_ok_and(|v| v == "1") {
-        alignment_probe(&mut b, "float32", |v: &[f32]| v.to_vec())?;
-        alignment_probe(&mut b, "float16", as_f16)?;
     }
 
     // The row patterns in one dtype (the element type of the buffers `$conv` makes). The narrow

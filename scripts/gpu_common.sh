@@ -1,4 +1,4 @@
-# Sourced by the device scripts (gpu_interop.sh, gpu_tiles2d.sh): CUDA on the paths, a log folder
+# Sourced by the device scripts (gpu_interop.sh, gpu_tiles2d.sh, gpu_sessionN.sh): CUDA on the paths, a log folder
 # under $OUT, `run NAME CMD..` which logs CMD to $L/NAME.log, prints its summary lines and
 # sets status=1 when it fails, and `bench NAME BINARY ENV..` for one bench run.
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -51,4 +51,19 @@ short_rounds() { # $1 rounds of fuse's short anchors (bench-anchors) and Triton'
         fuse_json="$fuse_json $L/short_fuse_$k.json"; triton_json="$triton_json $L/short_triton_$k.json"
     done
     python3 scripts/short_anchors.py --fuse $fuse_json --triton $triton_json | tee $L/short_anchors.txt
+}
+anchors_all() { # the bench (every anchor shape and issue 14's rows, with the same-bytes copy), triton_anchor.py, then
+    # Triton's short anchors by the bench's 5-run rule (peers_small.py); JSON into $L
+    T=500 bench fuse_anchors .gpu/bench-anchors
+    triton_anchors
+    (cd $O && PYTHONUNBUFFERED=1 timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/peers_small.log 2>&1; echo "peers_small rc $?"
+    grep -E "runs|Error|assert" $L/peers_small.log | head
+    cp -f $O/*.json $L/ 2>/dev/null
+}
+pack_logs() { # $L as $OUT/logs.tgz (after each mode, so a later mode's timeout keeps the earlier logs)
+    tar czf $O/logs.tgz -C $O logs
+}
+session_end() { # the logs only in the archive; the script's status
+    rm -rf $L
+    exit $status
 }

@@ -57,7 +57,6 @@ for mode in "$@"; do
         triton_anchors
         cp -f $O/*.json $L/ 2>/dev/null ;;
     esac
-    tar czf $O/logs.tgz -C $O logs
+    pack_logs
 done
-rm -rf $L
-exit $status
+session_end

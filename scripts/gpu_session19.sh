@@ -56,20 +56,16 @@ for mode in "$@"; do
             grep -E "^placement|runs" $L/pl_triton_$r.log | sed "s/^/triton $r: /"
         done ;;
     align) # add_mul 1M and softmax 1024x512 with their buffers where the pool put them and at 2 MiB boundaries, alternated, one process
+        # (session 19's bench, 3ca3bea: FUSE_BENCH_ALIGN left the bench when fuse-runtime began aligning large buffers)
         T=150 bench align .gpu/bench-anchors FUSE_BENCH_ALIGN=1 FUSE_BENCH_ONLY=add_mul/1048576,softmax/1024x512 >/dev/null
         grep -E " fuse" $L/align.log | grep -v unfused ;;
     peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors,
         # then Triton's short anchors by the bench's 5-run rule (peers_small.py)
         clocks anchors
-        T=500 bench fuse_anchors .gpu/bench-anchors
-        triton_anchors
-        (cd $O && PYTHONUNBUFFERED=1 timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/peers_small.log 2>&1; echo "peers_small rc $?"
-        grep -E "runs|Error|assert" $L/peers_small.log | head
-        kill $CLOCKS_PID
-        cp -f $O/*.json $L/ 2>/dev/null ;;
+        anchors_all
+        kill $CLOCKS_PID ;;
     esac
-    tar czf $O/logs.tgz -C $O logs
+    pack_logs
 done
-rm -rf $L
-exit $status
+session_end

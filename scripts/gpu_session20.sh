@@ -36,10 +36,7 @@ for mode in "$@"; do
         python3 scripts/short_anchors.py --fuse $a --pool $p --triton $t | tee $L/align_rounds.txt ;;
     anchors) # every anchor shape and issue 14's rows (with the same-bytes copy), then Triton's anchors
         # and Triton's short anchors by the bench's 5-run rule (peers_small.py)
-        T=500 bench fuse_anchors .gpu/bench-anchors
-        triton_anchors
-        (cd $O && PYTHONUNBUFFERED=1 timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/peers_small.log 2>&1; echo "peers_small rc $?"
-        cp -f $O/*.json $L/ 2>/dev/null ;;
+        anchors_all ;;
     short_rounds) short_rounds 2 ;; # the short anchors over 2 alternated fuse and Triton processes
     add_rounds) # the residual add + activation rows, fuse's and torch.compile's (peers_v2.py add), 2 alternated rounds
         f="" t=""
@@ -116,7 +113,6 @@ for mode in "$@"; do
     peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
     *) echo "unknown mode $mode"; status=1 ;;
     esac
-    tar czf $O/logs.tgz -C $O logs
+    pack_logs
 done
-rm -rf $L
-exit $status
+session_end

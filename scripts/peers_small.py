@@ -14,8 +14,8 @@ warm-up call then 100 flushed calls), printed in the bench's `samples` format.""
 import json, os, sys
 import torch, triton, triton.language as tl
 import torch.nn.functional as F
-from triton.testing import do_bench
-from peers_v2 import ln_1row_k, softmax_1row_k  # triton_anchor.py's kernels, as peers_v2.py keeps them
+# triton_anchor.py's kernels as peers_v2.py keeps them, and its timing rule (5 runs under 30 us)
+from peers_v2 import bench_runs, ln_1row_k, softmax_1row_k
 
 dev = "cuda"
 _cache = []
@@ -84,7 +84,6 @@ def report(label, fn):
         print(f"samples {label} triton [{name}]: {summary(per_call_ms(fn, w, r, chunk))}", flush=True)
 
 
-SHORT_MS, SHORT_RUNS = 0.03, 5  # benches/anchors.rs's rule
 rows = []
 
 
@@ -94,9 +93,7 @@ def timed(pattern, shape, name, fn, ref, got, nbytes):
     assert torch.allclose(got().float(), ref, atol=2e-2), f"{pattern} {shape} {name}"
     if SAMPLES:
         return report(f"{pattern}/{shape}/{name}", fn)
-    runs = [do_bench(fn, warmup=25, rep=100, return_mode="median")]
-    if runs[0] < SHORT_MS:
-        runs += [do_bench(fn, warmup=25, rep=100, return_mode="median") for _ in range(SHORT_RUNS - 1)]
+    runs = bench_runs(fn)
     ms = min(runs)
     rows.append(dict(pattern=pattern, shape=shape, dtype=name, impl="triton", ms=ms,
                      gbs=nbytes / (ms * 1e-3) / 1e9, runs_ms=runs))

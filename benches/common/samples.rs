@@ -76,17 +76,6 @@ fn summary(times: &[f64]) -> String {
     )
 }
 
-/// Calls for `budget_ms` at `estimate_ms` a call: do_bench's `max(1, int(budget / estimate))`,
-/// at most 20,000.
-fn calls(budget_ms: f64, estimate_ms: f64) -> usize {
-    let n = budget_ms / estimate_ms;
-    if n.is_nan() {
-        1
-    } else {
-        (n.min(20_000.0) as usize).max(1)
-    }
-}
-
 /// Prints the three schedules' samples of `f` for the row `label` (`warmup_ms`, `rep_ms`: the
 /// do_bench budgets).
 pub fn report(
@@ -100,7 +89,7 @@ pub fn report(
         flush()?;
         f()
     })?;
-    let (warmups, reps) = (calls(warmup_ms, estimate), calls(rep_ms, estimate));
+    let (warmups, reps) = fuse::do_bench_counts(estimate, warmup_ms, rep_ms);
     let schedules = [
         ("do_bench", warmups, reps, usize::MAX),
         ("chunks of 100", warmups, reps, 100),

@@ -311,9 +311,10 @@ pub(crate) fn median(times: &mut [f64]) -> f64 {
 }
 
 /// `triton.testing.do_bench`'s call counts for a call estimated at `estimate_ms` (its setup
-/// included): `(warm-up calls, timed calls)`, each `max(1, budget / estimate)` rounded down, and
-/// at most `MAX_BENCH_CALLS` (a call too short to measure would otherwise ask for millions).
-fn do_bench_counts(estimate_ms: f64, warmup_ms: f64, rep_ms: f64) -> (usize, usize) {
+/// included), as [`Device::do_bench_ms`] takes them: `(warm-up calls, timed calls)`, each
+/// `max(1, budget / estimate)` rounded down, and at most 20,000 (a call too short to measure
+/// would otherwise ask for millions).
+pub fn do_bench_counts(estimate_ms: f64, warmup_ms: f64, rep_ms: f64) -> (usize, usize) {
     let count = |budget_ms: f64| {
         let n = budget_ms / estimate_ms;
         if n.is_nan() || n < 1.0 {

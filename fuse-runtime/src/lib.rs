@@ -39,7 +39,7 @@ pub use cuda::nvrtc::PtxasReport;
 pub use cuda::{dot_path, tma_loads, DotPath};
 /// cudarc, the CUDA binding fuse runs on (the version whose memory and streams fuse accepts).
 pub use cudarc;
-pub use device::{Buffer, Device};
+pub use device::{do_bench_counts, Buffer, Device};
 pub use element::{Element, Float, Half};
 pub use error::{Error, Result};
 pub use graph::Graph;
