@@ -167,7 +167,11 @@ impl Device {
     /// size no allocation can hold.
     pub fn upload<T: Element>(&self, host: &[T]) -> Result<Buffer<T>> {
         let storage = match &self.inner {
-            Inner::Cpu => Storage::Cpu(host.to_vec()),
+            Inner::Cpu => {
+                let mut v = host_vec::<T>(host.len(), "on the CPU")?;
+                v.extend_from_slice(host);
+                Storage::Cpu(v)
+            }
             Inner::Cuda(d) => {
                 let (slice, ptr) = alloc::<T>(d, host.len())?;
                 if !host.is_empty() {
@@ -195,14 +199,7 @@ impl Device {
     pub fn zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
         let storage = match &self.inner {
             Inner::Cpu => {
-                // A size the host cannot hold is an error here, not an abort in `vec!`.
-                let mut v = Vec::new();
-                v.try_reserve_exact(len).map_err(|e| {
-                    Error::InvalidArgument(format!(
-                        "allocating {len} elements of {} on the CPU: {e}",
-                        T::DTYPE
-                    ))
-                })?;
+                let mut v = host_vec::<T>(len, "on the CPU")?;
                 v.resize(len, T::default());
                 Storage::Cpu(v)
             }
@@ -334,6 +331,16 @@ pub fn do_bench_counts(estimate_ms: f64, warmup_ms: f64, rep_ms: f64) -> (usize,
 /// The most warm-up or timed calls `Device::do_bench_ms` makes.
 const MAX_BENCH_CALLS: usize = 20_000;
 
+/// An empty host vector with room for `len` elements: a size the host cannot give is an
+/// [`Error::InvalidArgument`] naming `place`, where `vec!` or `to_vec` would abort the process.
+fn host_vec<T: Element>(len: usize, place: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|e| {
+        Error::InvalidArgument(format!("allocating {len} elements of {} {place}: {e}", T::DTYPE))
+    })?;
+    Ok(v)
+}
+
 /// A new zeroed GPU buffer of `len` elements. One of `PAGE_ALIGNED_FROM` bytes or more starts at
 /// a multiple of `page_alignment(bytes)`, so it spans no more 2 MiB pages than it must: the
 /// stream-ordered pool hands out addresses 16 KiB or more into a page, and short kernels measured
@@ -441,11 +448,16 @@ impl<T: Element> Buffer<T> {
     /// Elements `start..start + len` (inside the buffer) copied to the host, as [`Buffer::to_vec`].
     pub(crate) fn range_to_vec(&self, start: usize, len: usize) -> Result<Vec<T>> {
         match &self.storage {
-            Storage::Cpu(v) => Ok(v[start..start + len].to_vec()),
+            Storage::Cpu(v) => {
+                let mut out = host_vec::<T>(len, "on the host")?;
+                out.extend_from_slice(&v[start..start + len]);
+                Ok(out)
+            }
             Storage::Cuda { ptr, .. } => {
                 let d = self.device.cuda_inner().expect("a CUDA buffer's device is CUDA");
                 d.synchronize()?;
-                let mut out = vec![T::default(); len];
+                let mut out = host_vec::<T>(len, "on the host")?;
+                out.resize(len, T::default());
                 if len > 0 {
                     d.ctx.bind_to_thread().map_err(|e| Error::Cuda(drv(e)))?;
                     let src = ptr + (start * std::mem::size_of::<T>()) as u64;
@@ -623,6 +635,10 @@ mod tests {
     fn impossible_cpu_buffers_are_errors() {
         let e = Device::cpu().zeros::<f32>(usize::MAX / 2).unwrap_err();
         assert!(e.to_string().contains("elements of f32 on the CPU"), "{e}");
+        // Uploads and reads back to the host reserve through the same check.
+        let e = host_vec::<f32>(usize::MAX / 2, "on the host").unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("f32 on the host"), "{e}");
+        assert_eq!(host_vec::<f32>(3, "on the host").unwrap().capacity(), 3);
     }
 
     #[test]
