@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""fuse's own cubins timed inside Triton's harness, beside Triton's kernels: for the short anchors
+(add_mul 1M, softmax 1024x512, LayerNorm 4096x1024; f32 and f16), does the gap the bench shows
+come from the kernels or from around them (the harness, the allocator, the launch path)?
+
+`python scripts/same_harness.py CUBINS [ncu]`: CUBINS holds one folder per case, named
+`<pattern>_<dtype>` (e.g. `softmax_float32`), each a FUSE_CACHE_DIR the anchor bench filled with
+`FUSE_BENCH_ONLY` set to that case, so it holds the cubin the bench launched (and the bench's L2
+flush kernel). Each cubin is loaded through the driver (ctypes, libcuda), launched on torch
+tensors with the arguments the fuse launcher passes (user parameters, one element count per
+pointer, the error words), checked against torch, then timed by `triton.testing.do_bench` in
+alternated rounds with Triton's kernel of triton_anchor.py (`ROUNDS` rounds of 5 do_bench runs a
+side; each side's best median). Rows go to $OUT/same_harness.json. With `ncu`, each kernel is
+instead launched 20 times with an L2 flush before each, for Nsight Compute to measure."""
+import ctypes, glob, json, os, re, sys
+import torch, triton
+import torch.nn.functional as F
+from triton.testing import do_bench
+from peers_v2 import ln_1row_k, softmax_1row_k
+from peers_small import add_mul_k, flush_l2
+
+dev = "cuda"
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+HEADER = 120  # fuse-runtime/src/disk_cache.rs: the entry header before the cubin
+cuda = ctypes.CDLL("libcuda.so.1")
+
+
+def check(rc, what):
+    if rc != 0:
+        name = ctypes.c_char_p()
+        cuda.cuGetErrorName(rc, ctypes.byref(name))
+        raise RuntimeError(f"{what}: {name.value.decode() if name.value else rc}")
+
+
+class Cubin:
+    """The fuse kernel named `pattern_<suffix>` among the cubins in `folder`."""
+
+    def __init__(self, folder, pattern):
+        self.name = None
+        for path in sorted(glob.glob(os.path.join(folder, "*.cubin"))):
+            data = open(path, "rb").read()
+            assert data[:8] == b"FUSECUBN", path
+            image = data[HEADER:]
+            names = [n.decode() for n in re.findall(rb"\.text\.([A-Za-z_][A-Za-z0-9_]*)", image)]
+            hit = [n for n in names if re.fullmatch(pattern + r"_(f32|f16|bf16)", n)]
+            if hit:
+                assert self.name is None, f"two cubins in {folder} hold {pattern}"
+                self.name, self.path, self.image = hit[0], path, image
+        assert self.name, f"no {pattern} kernel in {folder}"
+        self.module = ctypes.c_void_p()
+        check(cuda.cuModuleLoadData(ctypes.byref(self.module), ctypes.c_char_p(self.image)), "cuModuleLoadData")
+        self.func = ctypes.c_void_p()
+        check(cuda.cuModuleGetFunction(ctypes.byref(self.func), self.module, self.name.encode()), "cuModuleGetFunction")
+
+        def attr(a):
+            v = ctypes.c_int()
+            check(cuda.cuFuncGetAttribute(ctypes.byref(v), a, self.func), "cuFuncGetAttribute")
+            return v.value
+
+        # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (the kernel's __launch_bounds__, FUSE_THREADS),
+        # SHARED_SIZE_BYTES, NUM_REGS
+        self.threads, self.smem, self.regs = attr(0), attr(1), attr(4)
+
+    def launcher(self, grid, args):
+        """A no-argument function launching the kernel on `grid` programs with `args` (ctypes values,
+        kept alive by the closure) on torch's current stream."""
+        keep = list(args)
+        params = (ctypes.c_void_p * len(keep))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in keep])
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        func, threads = self.func, self.threads
+
+        def go():
+            check(cuda.cuLaunchKernel(func, grid, 1, 1, threads, 1, 1, 0, stream, params, None), "cuLaunchKernel")
+        go.keep = (keep, params)
+        return go
+
+
+def ptr(t):
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def lens(*ts):
+    return [ctypes.c_longlong(t.numel()) for t in ts]
+
+
+def cases(cubins):
+    """(pattern, shape, dtype name, fuse launcher, Triton launcher, output, reference) per case."""
+    err = torch.zeros(64, dtype=torch.int64, device=dev)
+    for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
+        n = 1 << 20
+        x, y, z = (torch.randn(n, device=dev, dtype=dt) for _ in range(3))
+        o = torch.full_like(x, float("nan"))
+        k = Cubin(os.path.join(cubins, f"add_mul_{name}"), "add_mul")
+        fuse = k.launcher(triton.cdiv(n, 1024), [ptr(x), ptr(y), ptr(z), ptr(o), ctypes.c_int(n), *lens(x, y, z, o), ptr(err)])
+        tri = lambda x=x, y=y, z=z, o=o, n=n: add_mul_k[(triton.cdiv(n, 1024),)](x, y, z, o, n, BLOCK=1024)
+        yield "add_mul", str(n), name, k, fuse, tri, o, ((x + y) * z).float(), 4 * n * x.element_size()
+    for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
+        M, N = 1024, 512
+        x = torch.randn(M, N, device=dev, dtype=dt)
+        o = torch.full_like(x, float("nan"))
+        k = Cubin(os.path.join(cubins, f"softmax_{name}"), "softmax")
+        fuse = k.launcher(M, [ptr(o), ptr(x), ctypes.c_int(N), ctypes.c_int(N), ctypes.c_int(N), *lens(o, x), ptr(err)])
+        tri = lambda x=x, o=o: softmax_1row_k[(M,)](o, x, x.stride(0), o.stride(0), N, BLOCK=512, num_warps=4)
+        yield "softmax", f"{M}x{N}", name, k, fuse, tri, o, torch.softmax(x.float(), -1), 2 * M * N * x.element_size()
+    for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
+        M, N = 4096, 1024
+        x = torch.randn(M, N, device=dev, dtype=dt)
+        w = torch.rand(N, device=dev, dtype=dt); b = torch.randn(N, device=dev, dtype=dt)
+        o = torch.full_like(x, float("nan"))
+        k = Cubin(os.path.join(cubins, f"layernorm_{name}"), "layernorm")
+        fuse = k.launcher(M, [ptr(x), ptr(o), ptr(w), ptr(b), ctypes.c_int(N), ctypes.c_int(N), ctypes.c_float(1e-5),
+                              *lens(x, o, w, b), ptr(err)])
+        tri = lambda x=x, o=o, w=w, b=b: ln_1row_k[(M,)](x, o, w, b, x.stride(0), N, 1e-5, BLOCK=1024, num_warps=4)
+        ref = F.layer_norm(x.float(), (N,), w.float(), b.float(), 1e-5)
+        yield "layernorm", f"{M}x{N}", name, k, fuse, tri, o, ref, 2 * M * N * x.element_size() + 2 * N * x.element_size()
+    torch.cuda.synchronize()
+    assert int(err.abs().sum()) == 0, f"a fuse kernel reported an out-of-bounds access: {err.tolist()[:2]}"
+
+
+def checked(label, fn, out, ref):
+    out.fill_(float("nan"))
+    fn()
+    torch.cuda.synchronize()
+    got = out.float()
+    assert not got.isnan().any(), f"{label}: NaN in the output"
+    assert torch.allclose(got, ref, atol=2e-2, rtol=1e-2), f"{label}: max err {(got - ref).abs().max().item():.3g}"
+
+
+def main():
+    cubins = sys.argv[1]
+    profile = "ncu" in sys.argv[2:]
+    rows = []
+    for pattern, shape, name, k, fuse, tri, out, ref, nbytes in cases(cubins):
+        label = f"{pattern}/{shape}/{name}"
+        checked(f"{label} fuse", fuse, out, ref)
+        checked(f"{label} triton", tri, out, ref)
+        print(f"{label}: fuse {k.name} ({os.path.basename(k.path)[:12]}) {k.threads} threads, {k.regs} registers, "
+              f"{k.smem} B static shared", flush=True)
+        if profile:
+            for fn in (fuse, tri):
+                for _ in range(20):
+                    flush_l2()
+                    fn()
+            torch.cuda.synchronize()
+            continue
+        runs = {"fuse cubin": [], "triton": []}
+        for r in range(ROUNDS):
+            order = ("fuse cubin", "triton") if r % 2 == 0 else ("triton", "fuse cubin")
+            for side in order:
+                fn = fuse if side == "fuse cubin" else tri
+                runs[side] += [do_bench(fn, warmup=25, rep=100, return_mode="median") for _ in range(5)]
+        best = {s: min(v) for s, v in runs.items()}
+        for side, v in runs.items():
+            rows.append(dict(pattern=pattern, shape=shape, dtype=name, impl=side, ms=best[side],
+                             gbs=nbytes / (best[side] * 1e-3) / 1e9, runs_ms=v))
+        print(f"{label}: fuse cubin {best['fuse cubin']:.4f} ms, triton {best['triton']:.4f} ms, "
+              f"fuse/triton speed {best['triton'] / best['fuse cubin']:.3f} "
+              f"(medians of their runs {sorted(runs['fuse cubin'])[len(runs['fuse cubin']) // 2]:.4f} / "
+              f"{sorted(runs['triton'])[len(runs['triton']) // 2]:.4f})", flush=True)
+    out = os.environ.get("OUT")
+    if out and not profile:
+        json.dump(rows, open(os.path.join(out, "same_harness.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
