@@ -52,6 +52,22 @@ short_rounds() { # $1 rounds of fuse's short anchors (bench-anchors) and Triton'
     done
     python3 scripts/short_anchors.py --fuse $fuse_json --triton $triton_json | tee $L/short_anchors.txt
 }
+peer_rounds() { # name, rounds, the bench's FUSE_BENCH_ONLY, peers_v2.py's patterns...: fuse's rows and torch.compile's
+    # in alternated processes ($L/<name>_fuse_N, <name>_peers_N), then scripts/short_anchors.py over them
+    local name=$1 n=$2 only=$3 k f="" t=""; shift 3
+    for k in $(seq 1 $n); do
+        T=150 bench ${name}_fuse_$k .gpu/bench-anchors FUSE_BENCH_ONLY=$only >/dev/null
+        (cd $O && timeout 300 python $OLDPWD/scripts/peers_v2.py "$@") >$L/${name}_peers_$k.log 2>&1; echo "peers_v2 $* rc $?"
+        cp -f $O/peers_v2.json $L/${name}_peers_$k.json 2>/dev/null
+        f="$f $L/${name}_fuse_$k.json"; t="$t $L/${name}_peers_$k.json"
+    done
+    python3 scripts/short_anchors.py --every-row --peer-impl torch.compile --fuse $f --triton $t | tee $L/${name}_rounds.txt
+}
+add_rounds() { peer_rounds add ${1:-2} add_ add; } # the residual add + activation rows against torch.compile
+verify_all() { # every GPU test: the runtime's and the examples'
+    run gpu_runtime timeout ${T:-200} .gpu/test-gpu --test-threads=4
+    run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4
+}
 anchors_all() { # the bench (every anchor shape and issue 14's rows, with the same-bytes copy), triton_anchor.py, then
     # Triton's short anchors by the bench's 5-run rule (peers_small.py); JSON into $L
     T=500 bench fuse_anchors .gpu/bench-anchors

@@ -7,9 +7,7 @@ source scripts/gpu_common.sh
 session_start
 for mode in "$@"; do
     case $mode in
-    verify) # every GPU test: the runtime's (page-aligned buffers among them) and the examples'
-        run gpu_runtime timeout ${T:-200} .gpu/test-gpu --test-threads=4
-        run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4 ;;
+    verify) verify_all ;; # every GPU test: the runtime's (page-aligned buffers among them) and the examples'
     sanitize_chunks) # memcheck over the example tests whose loads took commit 24206f6's whole-chunk path
         # (QK's gathers, the out-of-bounds test's chunks past the end; reverted since) and the rows kernels
         for t in gpu_out_of_bounds qk_norm_rope_on_gpu add_mul_on_gpu rows_kernels cross_entropy_on_gpu; do
@@ -38,15 +36,7 @@ for mode in "$@"; do
         # and Triton's short anchors by the bench's 5-run rule (peers_small.py)
         anchors_all ;;
     short_rounds) short_rounds 2 ;; # the short anchors over 2 alternated fuse and Triton processes
-    add_rounds) # the residual add + activation rows, fuse's and torch.compile's (peers_v2.py add), 2 alternated rounds
-        f="" t=""
-        for k in 1 2; do
-            T=150 bench add_fuse_$k .gpu/bench-anchors FUSE_BENCH_ONLY=add_ >/dev/null
-            (cd $O && timeout 200 python $OLDPWD/scripts/peers_v2.py add) >$L/add_peers_$k.log 2>&1; echo "peers_v2 add rc $?"
-            cp -f $O/peers_v2.json $L/add_peers_$k.json 2>/dev/null
-            f="$f $L/add_fuse_$k.json"; t="$t $L/add_peers_$k.json"
-        done
-        python3 scripts/short_anchors.py --every-row --peer-impl torch.compile --fuse $f --triton $t | tee $L/add_rounds.txt ;;
+    add_rounds) add_rounds 2 ;; # the residual add + activation rows, fuse's and torch.compile's, 2 alternated rounds
     triton_sass) # Triton's compiled short-anchor kernels (peers_small.py's, from its cache): PTX and SASS
         (cd $O && TRITON_CACHE_DIR=$O/triton-cache timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/sass_peers.log 2>&1; echo "peers_small rc $?"
         for c in $(find $O/triton-cache -name "*.cubin"); do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 21 on the device (bench staged by scripts/stage.sh into .gpu/).
-# Staging: rm -rf .gpu && bash scripts/stage.sh -p fuse --bench anchors && cp ../shared/anchors/*.py .gpu/
+# Staging: rm -rf .gpu && bash scripts/stage.sh -p fuse --test gpu_examples --bench anchors
+#          && bash scripts/stage.sh -p fuse-runtime --test gpu; cp ../shared/anchors/*.py .gpu/
 # Usage: bash scripts/gpu_session21.sh MODE ...   (modes below; logs and JSON in $OUT/logs.tgz)
 source scripts/gpu_common.sh
 session_start
@@ -36,6 +37,13 @@ for mode in "$@"; do
             PEERS=add_gelu peers_rows >/dev/null; cp -f $L/peers_v2.json $L/peers_add_$round.json; cp -f $L/peers_v2.log $L/peers_add_$round.log
             grep -E "torch.compile|copy" $L/peers_add_$round.log | tail -6
         done ;;
+    verify) verify_all ;; # every GPU test (the host copies' checked reservation among them)
+    anchors) anchors_all ;; # the bench (every anchor and issue 14's rows), triton_anchor.py, peers_small.py
+    peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
+    short_rounds) short_rounds 3 ;; # the short anchors over 3 alternated fuse and Triton processes
+    add_rounds) add_rounds 2 ;; # the add rows against torch.compile, 2 alternated rounds
+    rows_rounds) # the narrow-row softmax and LayerNorm rows against torch.compile, 2 alternated rounds
+        peer_rounds rows 2 65536x128,16384x256 softmax layernorm ;;
     *) echo "unknown mode $mode"; status=1 ;;
     esac
     pack_logs
