@@ -5,6 +5,15 @@
 # Usage: bash scripts/gpu_session21.sh MODE ...   (modes below; logs and JSON in $OUT/logs.tgz)
 source scripts/gpu_common.sh
 session_start
+ROWS="softmax/65536x128/float32 softmax/65536x128/float16 layernorm/65536x128/float32 layernorm/65536x128/float16 softmax/16384x256/float32 softmax/16384x256/float16 layernorm/16384x256/float32 layernorm/16384x256/float16"
+cubin_cases() { # log prefix, cases (pattern/shape/dtype): one bench process a case, each with its own cubin cache $O/cubins/<pattern>_<shape>_<dtype>
+    local prefix=$1 c p s d; shift
+    for c in "$@"; do
+        IFS=/ read p s d <<<"$c"
+        FUSE_CACHE_DIR=$O/cubins/${p}_${s}_$d T=100 bench ${prefix}_${p}_${s}_$d .gpu/bench-anchors FUSE_BENCH_ONLY=$c >/dev/null
+        grep -E " fuse " $L/${prefix}_${p}_${s}_$d.log | head -1 | sed "s/^/$prefix: /"
+    done
+}
 SHORT="add_mul/1048576/float32 add_mul/1048576/float16 softmax/1024x512/float32 softmax/1024x512/float16 layernorm/4096x1024/float32 layernorm/4096x1024/float16"
 for mode in "$@"; do
     case $mode in
@@ -12,12 +21,15 @@ for mode in "$@"; do
         # those cubins in Triton's harness beside Triton's kernels (scripts/same_harness.py), then the
         # bench processes again
         for round in 1 2; do
-            for c in $SHORT; do
-                IFS=/ read p s d <<<"$c"
-                FUSE_CACHE_DIR=$O/cubins/${p}_$d T=100 bench rust_${round}_${p}_$d .gpu/bench-anchors FUSE_BENCH_ONLY=$c >/dev/null
-                grep -E " fuse " $L/rust_${round}_${p}_$d.log | head -2 | sed "s/^/round $round: /"
-            done
+            cubin_cases rust_$round $SHORT
             [ $round = 1 ] && { (cd $O && PYTHONUNBUFFERED=1 timeout 300 python $OLDPWD/scripts/same_harness.py $O/cubins) >$L/same_harness.log 2>&1; echo "same_harness rc $?"; cp -f $O/same_harness.json $L/ 2>/dev/null; grep -E "fuse|Error|assert" $L/same_harness.log | head -20; }
+        done ;;
+    same_rows) # issue 14's narrow rows: fuse's cubins (one bench process each) against torch.compile in
+        # Triton's harness, in two processes (torch.compile's autotuning may pick differently in each)
+        cubin_cases rows_rust $ROWS
+        for k in 1 2; do
+            (cd $O && PYTHONUNBUFFERED=1 timeout 300 python $OLDPWD/scripts/same_harness.py $O/cubins rows) >$L/same_rows_$k.log 2>&1; echo "same_harness rows rc $?"
+            cp -f $O/same_harness_rows.json $L/same_rows_$k.json 2>/dev/null; grep -E "speed|Error|assert" $L/same_rows_$k.log | head -20
         done ;;
     ncu) # Nsight Compute on the same kernels, both sides, in Triton's harness (boost clocks kept)
         run ncu_same timeout 300 ncu --clock-control none --csv --kernel-name regex:'^(add_mul|softmax|layernorm|ln_1row)' \

@@ -1,22 +1,26 @@
 #!/usr/bin/env python3
-"""fuse's own cubins timed inside Triton's harness, beside Triton's kernels: for the short anchors
-(add_mul 1M, softmax 1024x512, LayerNorm 4096x1024; f32 and f16), does the gap the bench shows
-come from the kernels or from around them (the harness, the allocator, the launch path)?
+"""fuse's own cubins timed inside Triton's harness, beside a peer's kernels: does a gap the bench
+shows come from the kernels or from around them (the harness, the allocator, the launch path, the
+process)?
 
-`python scripts/same_harness.py CUBINS [ncu]`: CUBINS holds one folder per case, named
-`<pattern>_<dtype>` (e.g. `softmax_float32`), each a FUSE_CACHE_DIR the anchor bench filled with
-`FUSE_BENCH_ONLY` set to that case, so it holds the cubin the bench launched (and the bench's L2
-flush kernel). Each cubin is loaded through the driver (ctypes, libcuda), launched on torch
-tensors with the arguments the fuse launcher passes (user parameters, one element count per
-pointer, the error words), checked against torch, then timed by `triton.testing.do_bench` in
-alternated rounds with Triton's kernel of triton_anchor.py (`ROUNDS` rounds of 5 do_bench runs a
-side; each side's best median). Rows go to $OUT/same_harness.json. With `ncu`, each kernel is
-instead launched 20 times with an L2 flush before each, for Nsight Compute to measure."""
+`python scripts/same_harness.py CUBINS [rows] [ncu]`: CUBINS holds one folder per case, named
+`<pattern>_<shape>_<dtype>` (e.g. `softmax_1024x512_float32`), each a FUSE_CACHE_DIR the anchor
+bench filled with `FUSE_BENCH_ONLY` set to that case, so it holds the cubin the bench launched
+(and the bench's L2 flush kernel). Each cubin is loaded through the driver (ctypes, libcuda),
+launched on torch tensors with the arguments the fuse launcher passes (user parameters, one
+element count per pointer, the error words), checked against torch, then timed by
+`triton.testing.do_bench` in alternated rounds with the peer (`ROUNDS` rounds of 5 do_bench runs
+a side; each side's best median). The short anchors (add_mul 1M, softmax 1024x512, LayerNorm
+4096x1024; f32 and f16) go against Triton's kernels of triton_anchor.py; with `rows`, issue 14's
+narrow-row softmax and LayerNorm go against torch.compile (compiled as peers_v2.py compiles them;
+its autotuning may pick another tile in another process). Rows go to $OUT/same_harness.json (or
+same_harness_rows.json). With `ncu`, each kernel is instead launched 20 times with an L2 flush
+before each, for Nsight Compute to measure."""
 import ctypes, glob, json, os, re, sys
 import torch, triton
 import torch.nn.functional as F
 from triton.testing import do_bench
-from peers_v2 import ln_1row_k, softmax_1row_k
+from peers_v2 import compiled, ln_1row_k, softmax_1row_k
 from peers_small import add_mul_k, flush_l2
 
 dev = "cuda"
@@ -83,14 +87,13 @@ def lens(*ts):
     return [ctypes.c_longlong(t.numel()) for t in ts]
 
 
-def cases(cubins):
-    """(pattern, shape, dtype name, fuse launcher, Triton launcher, output, reference) per case."""
-    err = torch.zeros(64, dtype=torch.int64, device=dev)
+def short_cases(cubins, err):
+    """(pattern, shape, dtype name, cubin, fuse launcher, Triton launcher, output, reference, bytes) per case."""
     for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
         n = 1 << 20
         x, y, z = (torch.randn(n, device=dev, dtype=dt) for _ in range(3))
         o = torch.full_like(x, float("nan"))
-        k = Cubin(os.path.join(cubins, f"add_mul_{name}"), "add_mul")
+        k = Cubin(os.path.join(cubins, f"add_mul_{n}_{name}"), "add_mul")
         fuse = k.launcher(triton.cdiv(n, 1024), [ptr(x), ptr(y), ptr(z), ptr(o), ctypes.c_int(n), *lens(x, y, z, o), ptr(err)])
         tri = lambda x=x, y=y, z=z, o=o, n=n: add_mul_k[(triton.cdiv(n, 1024),)](x, y, z, o, n, BLOCK=1024)
         yield "add_mul", str(n), name, k, fuse, tri, o, ((x + y) * z).float(), 4 * n * x.element_size()
@@ -98,7 +101,7 @@ def cases(cubins):
         M, N = 1024, 512
         x = torch.randn(M, N, device=dev, dtype=dt)
         o = torch.full_like(x, float("nan"))
-        k = Cubin(os.path.join(cubins, f"softmax_{name}"), "softmax")
+        k = Cubin(os.path.join(cubins, f"softmax_{M}x{N}_{name}"), "softmax")
         fuse = k.launcher(M, [ptr(o), ptr(x), ctypes.c_int(N), ctypes.c_int(N), ctypes.c_int(N), *lens(o, x), ptr(err)])
         tri = lambda x=x, o=o: softmax_1row_k[(M,)](o, x, x.stride(0), o.stride(0), N, BLOCK=512, num_warps=4)
         yield "softmax", f"{M}x{N}", name, k, fuse, tri, o, torch.softmax(x.float(), -1), 2 * M * N * x.element_size()
@@ -107,21 +110,47 @@ def cases(cubins):
         x = torch.randn(M, N, device=dev, dtype=dt)
         w = torch.rand(N, device=dev, dtype=dt); b = torch.randn(N, device=dev, dtype=dt)
         o = torch.full_like(x, float("nan"))
-        k = Cubin(os.path.join(cubins, f"layernorm_{name}"), "layernorm")
+        k = Cubin(os.path.join(cubins, f"layernorm_{M}x{N}_{name}"), "layernorm")
         fuse = k.launcher(M, [ptr(x), ptr(o), ptr(w), ptr(b), ctypes.c_int(N), ctypes.c_int(N), ctypes.c_float(1e-5),
                               *lens(x, o, w, b), ptr(err)])
         tri = lambda x=x, o=o, w=w, b=b: ln_1row_k[(M,)](x, o, w, b, x.stride(0), N, 1e-5, BLOCK=1024, num_warps=4)
         ref = F.layer_norm(x.float(), (N,), w.float(), b.float(), 1e-5)
         yield "layernorm", f"{M}x{N}", name, k, fuse, tri, o, ref, 2 * M * N * x.element_size() + 2 * N * x.element_size()
-    torch.cuda.synchronize()
-    assert int(err.abs().sum()) == 0, f"a fuse kernel reported an out-of-bounds access: {err.tolist()[:2]}"
+
+
+def rows_cases(cubins, err):
+    """As short_cases, for the narrow rows (the tile `[2048 / N, N]` the bench's launch_rows picks)
+    against torch.compile; the peer's output is its return value."""
+    for (M, N) in ((65536, 128), (16384, 256)):
+        rows_per_program = 2048 // N
+        for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
+            x = torch.randn(M, N, device=dev, dtype=dt)
+            o = torch.full_like(x, float("nan"))
+            k = Cubin(os.path.join(cubins, f"softmax_{M}x{N}_{name}"), "softmax_rows")
+            fuse = k.launcher(triton.cdiv(M, rows_per_program),
+                              [ptr(o), ptr(x), ctypes.c_int(N), ctypes.c_int(N), ctypes.c_int(M), ctypes.c_int(N), *lens(o, x), ptr(err)])
+            cf = compiled(lambda x: torch.softmax(x, -1))
+            yield "softmax", f"{M}x{N}", name, k, fuse, (lambda cf=cf, x=x: cf(x)), o, torch.softmax(x.float(), -1), 2 * M * N * x.element_size()
+        for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
+            x = torch.randn(M, N, device=dev, dtype=dt)
+            w = (1 + 0.1 * torch.randn(N, device=dev)).to(dt); b = (0.1 * torch.randn(N, device=dev)).to(dt)
+            o = torch.full_like(x, float("nan"))
+            k = Cubin(os.path.join(cubins, f"layernorm_{M}x{N}_{name}"), "layernorm_rows")
+            fuse = k.launcher(triton.cdiv(M, rows_per_program),
+                              [ptr(x), ptr(o), ptr(w), ptr(b), ctypes.c_int(N), ctypes.c_int(M), ctypes.c_int(N),
+                               ctypes.c_float(1e-5), *lens(x, o, w, b), ptr(err)])
+            cf = compiled(lambda x, w, b: F.layer_norm(x, (N,), w, b, 1e-5))
+            ref = F.layer_norm(x.float(), (N,), w.float(), b.float(), 1e-5)
+            yield "layernorm", f"{M}x{N}", name, k, fuse, (lambda cf=cf, x=x, w=w, b=b: cf(x, w, b)), o, ref, \
+                2 * M * N * x.element_size() + 2 * N * x.element_size()
 
 
 def checked(label, fn, out, ref):
+    """Runs fn on a poisoned `out` and checks `out` (or fn's return value, for torch.compile's)."""
     out.fill_(float("nan"))
-    fn()
+    ret = fn()
     torch.cuda.synchronize()
-    got = out.float()
+    got = (ret if isinstance(ret, torch.Tensor) else out).float()
     assert not got.isnan().any(), f"{label}: NaN in the output"
     assert torch.allclose(got, ref, atol=2e-2, rtol=1e-2), f"{label}: max err {(got - ref).abs().max().item():.3g}"
 
@@ -129,37 +158,42 @@ def checked(label, fn, out, ref):
 def main():
     cubins = sys.argv[1]
     profile = "ncu" in sys.argv[2:]
+    narrow = "rows" in sys.argv[2:]
+    peer = "torch.compile" if narrow else "triton"
     rows = []
-    for pattern, shape, name, k, fuse, tri, out, ref, nbytes in cases(cubins):
+    err = torch.zeros(64, dtype=torch.int64, device=dev)
+    for pattern, shape, name, k, fuse, other, out, ref, nbytes in (rows_cases if narrow else short_cases)(cubins, err):
         label = f"{pattern}/{shape}/{name}"
         checked(f"{label} fuse", fuse, out, ref)
-        checked(f"{label} triton", tri, out, ref)
+        checked(f"{label} {peer}", other, out, ref)
         print(f"{label}: fuse {k.name} ({os.path.basename(k.path)[:12]}) {k.threads} threads, {k.regs} registers, "
               f"{k.smem} B static shared", flush=True)
         if profile:
-            for fn in (fuse, tri):
+            for fn in (fuse, other):
                 for _ in range(20):
                     flush_l2()
                     fn()
             torch.cuda.synchronize()
             continue
-        runs = {"fuse cubin": [], "triton": []}
+        runs = {"fuse cubin": [], peer: []}
         for r in range(ROUNDS):
-            order = ("fuse cubin", "triton") if r % 2 == 0 else ("triton", "fuse cubin")
+            order = ("fuse cubin", peer) if r % 2 == 0 else (peer, "fuse cubin")
             for side in order:
-                fn = fuse if side == "fuse cubin" else tri
+                fn = fuse if side == "fuse cubin" else other
                 runs[side] += [do_bench(fn, warmup=25, rep=100, return_mode="median") for _ in range(5)]
         best = {s: min(v) for s, v in runs.items()}
         for side, v in runs.items():
             rows.append(dict(pattern=pattern, shape=shape, dtype=name, impl=side, ms=best[side],
                              gbs=nbytes / (best[side] * 1e-3) / 1e9, runs_ms=v))
-        print(f"{label}: fuse cubin {best['fuse cubin']:.4f} ms, triton {best['triton']:.4f} ms, "
-              f"fuse/triton speed {best['triton'] / best['fuse cubin']:.3f} "
-              f"(medians of their runs {sorted(runs['fuse cubin'])[len(runs['fuse cubin']) // 2]:.4f} / "
-              f"{sorted(runs['triton'])[len(runs['triton']) // 2]:.4f})", flush=True)
+        med = {s: sorted(v)[len(v) // 2] for s, v in runs.items()}
+        print(f"{label}: fuse cubin {best['fuse cubin']:.4f} ms, {peer} {best[peer]:.4f} ms, "
+              f"fuse/{peer} speed {best[peer] / best['fuse cubin']:.3f} "
+              f"(medians of their runs {med['fuse cubin']:.4f} / {med[peer]:.4f})", flush=True)
+    torch.cuda.synchronize()
+    assert int(err.abs().sum()) == 0, f"a fuse kernel reported an out-of-bounds access: {err.tolist()[:2]}"
     out = os.environ.get("OUT")
     if out and not profile:
-        json.dump(rows, open(os.path.join(out, "same_harness.json"), "w"), indent=1)
+        json.dump(rows, open(os.path.join(out, "same_harness_rows.json" if narrow else "same_harness.json"), "w"), indent=1)
 
 
 if __name__ == "__main__":
