@@ -164,7 +164,7 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Cuda`] when the allocation or the copy fails; [`Error::InvalidArgument`] for a
-    /// size no allocation can hold.
+    /// size no allocation can hold, or one the host cannot give on the CPU.
     pub fn upload<T: Element>(&self, host: &[T]) -> Result<Buffer<T>> {
         let storage = match &self.inner {
             Inner::Cpu => {
@@ -440,7 +440,8 @@ impl<T: Element> Buffer<T> {
     }
 
     /// Copies the contents to the host. On a GPU this waits for all queued work first and reports
-    /// an out-of-bounds access recorded since the last check (see [`Device::synchronize`]).
+    /// an out-of-bounds access recorded since the last check (see [`Device::synchronize`]); a copy
+    /// the host has no memory for is [`Error::InvalidArgument`].
     pub fn to_vec(&self) -> Result<Vec<T>> {
         self.range_to_vec(0, self.len)
     }
@@ -638,7 +639,7 @@ mod tests {
         // Uploads and reads back to the host reserve through the same check.
         let e = host_vec::<f32>(usize::MAX / 2, "on the host").unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("f32 on the host"), "{e}");
-        assert_eq!(host_vec::<f32>(3, "on the host").unwrap().capacity(), 3);
+        assert!(host_vec::<f32>(3, "on the host").unwrap().capacity() >= 3);
     }
 
     #[test]
