@@ -1,6 +1,7 @@
 # Sourced by the device scripts (gpu_interop.sh, gpu_tiles2d.sh, gpu_sessionN.sh): CUDA on the paths, a log folder
 # under $OUT, `run NAME CMD..` which logs CMD to $L/NAME.log, prints its summary lines and
-# sets status=1 when it fails, and `bench NAME BINARY ENV..` for one bench run.
+# sets status=1 when it fails, `py NAME LIMIT SCRIPT ARGS..` for a Python script and `bench NAME BINARY ENV..` for one
+# bench run (both also set status=1 when they fail).
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda/bin:$PATH
 L=${OUT:-/tmp}/logs
@@ -12,9 +13,16 @@ run() { # name, command...
     if "$@" >"$L/$name.log" 2>&1; then echo "    ok"; else echo "    FAILED (rc $?)"; status=1; fi
     grep -E "^test result|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|PASS|FAIL" "$L/$name.log" | head -20
 }
+py() { # name, time limit (s), script (repository path), arguments...: the script run in $O, its output in $L/name.log;
+    # a failure sets status=1
+    local name=$1 limit=$2 script=$3; shift 3
+    (cd $O && PYTHONUNBUFFERED=1 timeout $limit python $OLDPWD/$script "$@") >$L/$name.log 2>&1
+    local rc=$?; echo "$name rc $rc"; [ $rc = 0 ] || status=1
+}
 bench() { # name, binary, env...: one bench run (limit $T s, default 240), its table kept in $L/name.log, JSON in $L/name.json
     local name=$1 bin=$2; shift 2
-    env "$@" FUSE_BENCH_JSON=$L/$name.json timeout ${T:-240} $bin >$L/$name.log 2>&1; echo "$name rc $?"
+    env "$@" FUSE_BENCH_JSON=$L/$name.json timeout ${T:-240} $bin >$L/$name.log 2>&1
+    local rc=$?; echo "$name rc $rc"; [ $rc = 0 ] || status=1
 }
 session_start() { # the session scripts' preamble: the cubin cache, $O, and which GPU and when
     export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache}
@@ -22,8 +30,8 @@ session_start() { # the session scripts' preamble: the cubin cache, $O, and whic
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
 }
 peers() { # triton_dot.py (Triton's matmul + epilogue and FlashAttention forward, cuBLAS), and torch_peers.py when TORCH_PEERS is set; JSON into $L
-    (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/triton_dot.py) >$L/triton_dot.log 2>&1; echo "triton_dot rc $?"
-    [ -n "${TORCH_PEERS:-}" ] && { (cd $O && timeout ${T:-300} python $OLDPWD/.gpu/torch_peers.py) >$L/torch_peers.log 2>&1; echo "torch_peers rc $?"; }
+    py triton_dot ${T:-300} .gpu/triton_dot.py
+    [ -n "${TORCH_PEERS:-}" ] && py torch_peers ${T:-300} .gpu/torch_peers.py
     cp -f $O/*.json $L/ 2>/dev/null
 }
 sanitize_dot() { # gpu_dot's test $1 under memcheck, racecheck and synccheck
@@ -36,17 +44,19 @@ rows_bench() { # issue 14's rows alone, beside the same-bytes copy (bench-anchor
     grep -E "fuse|copy" $L/rows.log | head -70
 }
 peers_rows() { # Triton, torch eager and torch.compile on issue 14's rows (scripts/peers_v2.py; $PEERS selects patterns)
-    (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/scripts/peers_v2.py ${PEERS:-}) >$L/peers_v2.log 2>&1; echo "peers_v2 rc $?"
+    rm -f $O/peers_v2.json
+    py peers_v2 ${T:-400} scripts/peers_v2.py ${PEERS:-}
     cp -f $O/*.json $L/ 2>/dev/null; grep -E "^(ok|best|FAILED)" $L/peers_v2.log | tail -60
 }
 triton_anchors() { # triton_anchor.py (Triton, torch eager and torch.compile on the anchors): $L/triton_anchor.log, JSON in $O
-    (cd $O && PYTHONUNBUFFERED=1 timeout ${T:-400} python $OLDPWD/.gpu/triton_anchor.py) >$L/triton_anchor.log 2>&1; echo "triton_anchor rc $?"
+    py triton_anchor ${T:-400} .gpu/triton_anchor.py
 }
 short_rounds() { # $1 rounds of fuse's short anchors (bench-anchors) and Triton's (peers_small.py), one process each, alternated; then scripts/short_anchors.py over them
     local only=add_mul/1048576,softmax/1024x512,layernorm/4096x1024 k fuse_json="" triton_json=""
     for k in $(seq 1 ${1:-3}); do
         T=150 bench short_fuse_$k .gpu/bench-anchors FUSE_BENCH_ONLY=$only >/dev/null
-        (cd $O && timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/short_triton_$k.log 2>&1; echo "peers_small rc $?"
+        rm -f $O/peers_small.json
+        py short_triton_$k 200 scripts/peers_small.py
         cp -f $O/peers_small.json $L/short_triton_$k.json 2>/dev/null
         fuse_json="$fuse_json $L/short_fuse_$k.json"; triton_json="$triton_json $L/short_triton_$k.json"
     done
@@ -57,13 +67,14 @@ peer_rounds() { # name, rounds, the bench's FUSE_BENCH_ONLY, peers_v2.py's patte
     local name=$1 n=$2 only=$3 k f="" t=""; shift 3
     for k in $(seq 1 $n); do
         T=150 bench ${name}_fuse_$k .gpu/bench-anchors FUSE_BENCH_ONLY=$only >/dev/null
-        (cd $O && timeout 300 python $OLDPWD/scripts/peers_v2.py "$@") >$L/${name}_peers_$k.log 2>&1; echo "peers_v2 $* rc $?"
+        rm -f $O/peers_v2.json  # a failed run must not pass an earlier run's JSON on as its own
+        py ${name}_peers_$k 300 scripts/peers_v2.py "$@"
         cp -f $O/peers_v2.json $L/${name}_peers_$k.json 2>/dev/null
         f="$f $L/${name}_fuse_$k.json"; t="$t $L/${name}_peers_$k.json"
     done
     python3 scripts/short_anchors.py --every-row --peer-impl torch.compile --fuse $f --triton $t | tee $L/${name}_rounds.txt
 }
-add_rounds() { peer_rounds add ${1:-2} add_ add; } # the residual add + activation rows against torch.compile
+add_rounds() { peer_rounds add ${1:-2} add_gelu,add_silu add; } # the residual add + activation rows against torch.compile
 verify_all() { # every GPU test: the runtime's and the examples'
     run gpu_runtime timeout ${T:-200} .gpu/test-gpu --test-threads=4
     run gpu_examples timeout ${T:-300} .gpu/test-gpu_examples --test-threads=4
@@ -72,7 +83,7 @@ anchors_all() { # the bench (every anchor shape and issue 14's rows, with the sa
     # Triton's short anchors by the bench's 5-run rule (peers_small.py); JSON into $L
     T=500 bench fuse_anchors .gpu/bench-anchors
     triton_anchors
-    (cd $O && PYTHONUNBUFFERED=1 timeout 200 python $OLDPWD/scripts/peers_small.py) >$L/peers_small.log 2>&1; echo "peers_small rc $?"
+    py peers_small 200 scripts/peers_small.py
     grep -E "runs|Error|assert" $L/peers_small.log | head
     cp -f $O/*.json $L/ 2>/dev/null
 }

@@ -22,20 +22,26 @@ for mode in "$@"; do
         # bench processes again
         for round in 1 2; do
             cubin_cases rust_$round $SHORT
-            [ $round = 1 ] && { (cd $O && PYTHONUNBUFFERED=1 timeout 300 python $OLDPWD/scripts/same_harness.py $O/cubins) >$L/same_harness.log 2>&1; echo "same_harness rc $?"; cp -f $O/same_harness.json $L/ 2>/dev/null; grep -E "fuse|Error|assert" $L/same_harness.log | head -20; }
+            if [ $round = 1 ]; then
+                rm -f $O/same_harness.json
+                py same_harness 300 scripts/same_harness.py $O/cubins
+                cp -f $O/same_harness.json $L/ 2>/dev/null; grep -E "fuse|Error|assert" $L/same_harness.log | head -20
+            fi
         done ;;
     same_rows) # issue 14's narrow rows: fuse's cubins (one bench process each) against torch.compile in
         # Triton's harness, in two processes (torch.compile's autotuning may pick differently in each)
         cubin_cases rows_rust $ROWS
         for k in 1 2; do
-            (cd $O && PYTHONUNBUFFERED=1 timeout 300 python $OLDPWD/scripts/same_harness.py $O/cubins rows) >$L/same_rows_$k.log 2>&1; echo "same_harness rows rc $?"
+            rm -f $O/same_harness_rows.json
+            py same_rows_$k 300 scripts/same_harness.py $O/cubins rows
             cp -f $O/same_harness_rows.json $L/same_rows_$k.json 2>/dev/null; grep -E "speed|Error|assert" $L/same_rows_$k.log | head -20
         done ;;
-    ncu) # Nsight Compute on the same kernels, both sides, in Triton's harness (boost clocks kept)
+    ncu) # Nsight Compute on the same kernels, both sides, in Triton's harness (boost clocks kept); needs
+        # mode `same` earlier in the same call (its cubins)
         run ncu_same timeout 300 ncu --clock-control none --csv --kernel-name regex:'^(add_mul|softmax|layernorm|ln_1row)' \
             --metrics gpu__time_duration.sum,launch__registers_per_thread,launch__occupancy_limit_registers,sm__warps_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,launch__grid_size,launch__block_size \
             python scripts/same_harness.py $O/cubins ncu
-        python3 scripts/ncu_summary.py $L/ncu_same.log >$L/ncu_same.txt; cat $L/ncu_same.txt ;;
+        python3 scripts/ncu_summary.py --runs $L/ncu_same.log >$L/ncu_same.txt; cat $L/ncu_same.txt ;;
     cs_ab) # streaming cache hints (evict-first loads, stores, both; a temporary patch that reads
         # FUSE_EXP_DEFINES, reverted after) on the streaming rows, 2 alternated rounds, with
         # torch.compile's add rows (peers_v2.py) between them
@@ -49,7 +55,10 @@ for mode in "$@"; do
             PEERS=add_gelu peers_rows >/dev/null; cp -f $L/peers_v2.json $L/peers_add_$round.json; cp -f $L/peers_v2.log $L/peers_add_$round.log
             grep -E "torch.compile|copy" $L/peers_add_$round.log | tail -6
         done ;;
-    verify) verify_all ;; # every GPU test (the host copies' checked reservation among them)
+    verify) verify_all ;; # every GPU test (every result read back through Buffer::to_vec)
+    memcheck_runtime) # the runtime's GPU tests under memcheck (API errors not listed: the runtime probes
+        # modules for an optional symbol, a CUDA_ERROR_NOT_FOUND memcheck would list)
+        run memcheck_runtime timeout ${T:-300} compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 .gpu/test-gpu --test-threads=1 ;;
     anchors) anchors_all ;; # the bench (every anchor and issue 14's rows), triton_anchor.py, peers_small.py
     peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
     short_rounds) short_rounds 3 ;; # the short anchors over 3 alternated fuse and Triton processes

@@ -17,18 +17,19 @@ for path in [a for a in sys.argv[1:] if a != "--runs"]:
     try:
         ik, ig, im, iv = (head.index(k) for k in ("Kernel Name", "Grid Size", "Metric Name", "Metric Value"))
         ib = head.index("Block Size") if "Block Size" in head else ig
-        iid = head.index("ID")
+        iid = head.index("ID") if "ID" in head else None  # without it, every row counts as a launch
     except ValueError:
         print(f"{path}: unexpected header {head}"); continue
     launches = {}  # launch ID -> ((kernel, grid), {metric: value}), in launch order
-    for r in rows[1:]:
+    for n, r in enumerate(rows[1:]):
         if len(r) <= iv:
             continue
         try:
             v = float(r[iv].replace(",", ""))
         except ValueError:
             continue
-        launches.setdefault(r[iid], ((r[ik][:60], r[ig] + " block " + r[ib]), {}))[1][r[im]] = v
+        launch = r[iid] if iid is not None else f"row {n}"
+        launches.setdefault(launch, ((r[ik][:60], r[ig] + " block " + r[ib]), {}))[1][r[im]] = v
     groups, by_key = [], {}  # [(key, {metric: [values]})]: per key, or per run of one key (--runs)
     for key, metrics in launches.values():
         if RUNS:

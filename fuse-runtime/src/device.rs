@@ -332,7 +332,8 @@ pub fn do_bench_counts(estimate_ms: f64, warmup_ms: f64, rep_ms: f64) -> (usize,
 const MAX_BENCH_CALLS: usize = 20_000;
 
 /// An empty host vector with room for `len` elements: a size the host cannot give is an
-/// [`Error::InvalidArgument`] naming `place`, where `vec!` or `to_vec` would abort the process.
+/// [`Error::InvalidArgument`] naming `place`, where `vec!` or `to_vec` would panic (a size past
+/// `isize::MAX` bytes) or abort the process (memory exhausted).
 fn host_vec<T: Element>(len: usize, place: &str) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(len).map_err(|e| {
@@ -440,8 +441,11 @@ impl<T: Element> Buffer<T> {
     }
 
     /// Copies the contents to the host. On a GPU this waits for all queued work first and reports
-    /// an out-of-bounds access recorded since the last check (see [`Device::synchronize`]); a copy
-    /// the host has no memory for is [`Error::InvalidArgument`].
+    /// an out-of-bounds access recorded since the last check (see [`Device::synchronize`]).
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] for such an access, [`Error::Cuda`] when a kernel or the copy
+    /// failed, [`Error::InvalidArgument`] for a copy the host has no memory for.
     pub fn to_vec(&self) -> Result<Vec<T>> {
         self.range_to_vec(0, self.len)
     }
@@ -457,20 +461,31 @@ impl<T: Element> Buffer<T> {
             Storage::Cuda { ptr, .. } => {
                 let d = self.device.cuda_inner().expect("a CUDA buffer's device is CUDA");
                 d.synchronize()?;
+                // The copy fills the reserved capacity directly: zeroing it first would be one
+                // more pass over host memory for every read back.
                 let mut out = host_vec::<T>(len, "on the host")?;
-                out.resize(len, T::default());
                 if len > 0 {
                     d.ctx.bind_to_thread().map_err(|e| Error::Cuda(drv(e)))?;
-                    let src = ptr + (start * std::mem::size_of::<T>()) as u64;
+                    let size = std::mem::size_of::<T>();
+                    let src = ptr + (start * size) as u64;
                     // SAFETY: `start..start + len` lies inside this buffer (the caller's
-                    // contract), so `src` addresses `len` elements of it; `out` holds `len`
+                    // contract), so `src` addresses `len` elements of it; `out` has room for `len`
                     // elements and outlives the copy, which the stream synchronisation below
-                    // waits for.
-                    unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut out, src, d.stream.cu_stream()) }
-                        .map_err(|e| {
-                            Error::Cuda(format!("copying {len} elements from the GPU: {}", drv(e)))
-                        })?;
+                    // waits for before the elements are marked initialised.
+                    unsafe {
+                        cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
+                            out.as_mut_ptr().cast(),
+                            src,
+                            len * size,
+                            d.stream.cu_stream(),
+                        )
+                    }
+                    .result()
+                    .map_err(|e| Error::Cuda(format!("copying {len} elements from the GPU: {}", drv(e))))?;
                     d.stream.synchronize().map_err(|e| Error::Cuda(drv(e)))?;
+                    // SAFETY: the copy above wrote all `len` elements (any bit pattern is a valid
+                    // `Element`: plain integers and floats) and has completed.
+                    unsafe { out.set_len(len) };
                 }
                 Ok(out)
             }
@@ -636,7 +651,8 @@ mod tests {
     fn impossible_cpu_buffers_are_errors() {
         let e = Device::cpu().zeros::<f32>(usize::MAX / 2).unwrap_err();
         assert!(e.to_string().contains("elements of f32 on the CPU"), "{e}");
-        // Uploads and reads back to the host reserve through the same check.
+        // Uploads and reads back to the host reserve through the same check (only the impossible
+        // size is testable here; running out of memory takes the same path).
         let e = host_vec::<f32>(usize::MAX / 2, "on the host").unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("f32 on the host"), "{e}");
         assert!(host_vec::<f32>(3, "on the host").unwrap().capacity() >= 3);
