@@ -29,7 +29,7 @@ for mode in "$@"; do
             fi
         done ;;
     same_rows) # issue 14's narrow rows: fuse's cubins (one bench process each) against torch.compile in
-        # Triton's harness, in two processes (torch.compile's autotuning may pick differently in each)
+        # Triton's harness, in two processes (torch.compile's runs may settle on another level in each: docs/PERF.md "Session 21")
         cubin_cases rows_rust $ROWS
         for k in 1 2; do
             rm -f $O/same_harness_rows.json

@@ -13,7 +13,7 @@ element count per pointer, the error words), checked against torch, then timed b
 a side; each side's best median). The short anchors (add_mul 1M, softmax 1024x512, LayerNorm
 4096x1024; f32 and f16) go against Triton's kernels of triton_anchor.py; with `rows`, issue 14's
 narrow-row softmax and LayerNorm go against torch.compile (compiled as peers_v2.py compiles them;
-its autotuning may pick another tile in another process). Rows go to $OUT/same_harness.json (or
+its runs may settle on another level in another process). Rows go to $OUT/same_harness.json (or
 same_harness_rows.json). With `ncu`, each kernel is instead launched 20 times with an L2 flush
 before each, for Nsight Compute to measure."""
 import ctypes, glob, json, os, re, sys
