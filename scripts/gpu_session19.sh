@@ -56,7 +56,9 @@ for mode in "$@"; do
             grep -E "^placement|runs" $L/pl_triton_$r.log | sed "s/^/triton $r: /"
         done ;;
     align) # add_mul 1M and softmax 1024x512 with their buffers where the pool put them and at 2 MiB boundaries, alternated, one process
-        # (session 19's bench, 3ca3bea: FUSE_BENCH_ALIGN left the bench when fuse-runtime began aligning large buffers)
+        # (session 19's bench, 3ca3bea: FUSE_BENCH_ALIGN left the bench when fuse-runtime began aligning large buffers;
+        # a later bench would ignore it and time nothing new, so the mode refuses one without the probe)
+        grep -q FUSE_BENCH_ALIGN .gpu/bench-anchors || { echo "align: this bench has no FUSE_BENCH_ALIGN probe (built before 929e6af)"; status=1; continue; }
         T=150 bench align .gpu/bench-anchors FUSE_BENCH_ALIGN=1 FUSE_BENCH_ONLY=add_mul/1048576,softmax/1024x512 >/dev/null
         grep -E " fuse" $L/align.log | grep -v unfused ;;
     peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
