@@ -119,11 +119,12 @@ def short_cases(cubins, err):
 
 
 def rows_cases(cubins, err):
-    """As short_cases, for the narrow rows (the tile `[2048 / N, N]` the bench's launch_rows picks)
-    against torch.compile; the peer's output is its return value."""
+    """As short_cases, for the narrow rows (the tile the bench's launch_rows picks: `[1024 / N, N]`
+    for f32, `[2048 / N, N]` for f16; the cubin's threads) against torch.compile; the peer's output
+    is its return value."""
     for (M, N) in ((65536, 128), (16384, 256)):
-        rows_per_program = 2048 // N
         for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
+            rows_per_program = (1024 if dt == torch.float32 else 2048) // N
             x = torch.randn(M, N, device=dev, dtype=dt)
             o = torch.full_like(x, float("nan"))
             k = Cubin(os.path.join(cubins, f"softmax_{M}x{N}_{name}"), "softmax_rows")
@@ -132,6 +133,7 @@ def rows_cases(cubins, err):
             cf = compiled(lambda x: torch.softmax(x, -1))
             yield "softmax", f"{M}x{N}", name, k, fuse, (lambda cf=cf, x=x: cf(x)), o, torch.softmax(x.float(), -1), 2 * M * N * x.element_size()
         for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
+            rows_per_program = (1024 if dt == torch.float32 else 2048) // N
             x = torch.randn(M, N, device=dev, dtype=dt)
             w = (1 + 0.1 * torch.randn(N, device=dev)).to(dt); b = (0.1 * torch.randn(N, device=dev)).to(dt)
             o = torch.full_like(x, float("nan"))

@@ -2,8 +2,8 @@
 //! the K loops keep their wgmma instructions in flight (ptxas did not serialise them, its
 //! "Potential Performance Loss" note), the matmul epilogues do not spill by the hundred bytes, and
 //! the attention kernels the bench runs (dropout compiled out) do not spill at all, and the
-//! narrow-row f16/bf16 LayerNorm fits 32 registers (16 programs of 4 warps a multiprocessor). Each report is
-//! printed. harness = false (fuse-runtime/tests/common/harness.rs): without NVRTC the tests are
+//! narrow-row f16/bf16 LayerNorm fits 32 registers (16 programs of 4 warps a multiprocessor), the
+//! f32 one on one warp 64 (32 programs). Each report is printed. harness = false (fuse-runtime/tests/common/harness.rs): without NVRTC the tests are
 //! ignored, with the reason (under CI=true they fail).
 #[path = "../examples/kernels/attention.rs"]
 #[allow(dead_code)]
@@ -117,6 +117,22 @@ fn narrow_row_layernorm_fits_32_registers() {
     }
 }
 
+/// The narrow-row LayerNorm of f32 rows at the launcher's one-warp tiles (`[4, 256]`, `[8, 128]`,
+/// 32 lanes a thread) in at most 64 registers without spills, so 32 programs (a multiprocessor's
+/// most) fit. Before one-warp kernels asked for 32 blocks (`__launch_bounds__(32, 32)`,
+/// emit_cuda/mod.rs) ptxas took 71 at `[4, 256]`, and only 28 fitted.
+fn narrow_f32_rows_on_one_warp_fit_64_registers() {
+    for tile in [[4u64, 256], [8, 128]] {
+        let r = report(&layernorm::layernorm_rows::f32::SPEC, &tile, 1, 1, false);
+        assert!(
+            r.registers <= 64 && r.spill_store_bytes == 0,
+            "{tile:?}: {} registers, {} bytes spilled",
+            r.registers,
+            r.spill_store_bytes
+        );
+    }
+}
+
 /// A 256-column f32 row is 64 chunks: in warp slabs one warp holds it, so the narrow-row
 /// LayerNorm's two row reductions need no barrier (ptxas reports "used 0 barriers"; the plain
 /// order spread each row over two warps and folded them through shared memory).
@@ -130,6 +146,7 @@ fn wide_f32_rows_reduce_without_barriers() {
 fn main() {
     harness::run(harness::nvrtc_trials(vec![
         ("narrow_row_layernorm_fits_32_registers", narrow_row_layernorm_fits_32_registers),
+        ("narrow_f32_rows_on_one_warp_fit_64_registers", narrow_f32_rows_on_one_warp_fit_64_registers),
         ("wide_f32_rows_reduce_without_barriers", wide_f32_rows_reduce_without_barriers),
         ("matmul_k_loops_stay_in_flight", matmul_k_loops_stay_in_flight),
         ("attention_d128_does_not_spill", attention_d128_does_not_spill),

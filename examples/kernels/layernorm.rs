@@ -97,9 +97,10 @@ pub fn layernorm_rows<T: Float, const ROWS: usize, const BLOCK: usize>(
 }
 
 /// Launches [`layernorm_rows`] over a contiguous `n_rows x n_cols` matrix (`n_cols <= 1024`)
-/// with the tile `[ROWS, BLOCK]` the width calls for: BLOCK the next power of two of the row (at
-/// least 16), ROWS = 2048 / BLOCK (at most 64): 16 rows of 128, 8 of 256. `warps`: the runtime's
-/// default if `None`.
+/// with the tile `[ROWS, BLOCK]` the width calls for (`rows_tile.rs`): BLOCK the next power of two
+/// of the row (at least 16), ROWS = 2048 / BLOCK (at most 64): 16 rows of 128, 8 of 256; f32 rows
+/// of 128 or 256 take 1024 lanes (8 rows of 128, 4 of 256) on one warp. `warps`: if `None`, one
+/// for those f32 rows, else the runtime's default.
 #[allow(clippy::too_many_arguments)]
 pub fn launch_rows<T: fuse::Float>(
     device: &fuse::Device,
@@ -113,6 +114,8 @@ pub fn launch_rows<T: fuse::Float>(
     eps: f32,
 ) -> fuse::Result<()> {
     let (r, c) = rows_tile::dims("layernorm_rows", n_rows, n_cols)?;
+    let bytes = std::mem::size_of::<T>();
+    let warps = rows_tile::warps(warps, n_cols, bytes, None);
     macro_rules! go {
         ($R:literal, $B:literal) => {
             layernorm_rows::launch::<T, $R, $B>(
@@ -129,7 +132,7 @@ pub fn launch_rows<T: fuse::Float>(
             )
         };
     }
-    with_rows_tile!(n_cols, "layernorm_rows", "layernorm", go)
+    with_rows_tile!(n_cols, bytes, "layernorm_rows", "layernorm", go)
 }
 
 /// Float64 reference over a row-major `rows x cols` matrix.

@@ -54,11 +54,12 @@ pub fn softmax_rows<T: Float, const ROWS: usize, const BLOCK: usize>(
 }
 
 /// Launches [`softmax_rows`] over a contiguous `n_rows x n_cols` matrix (`n_cols <= 1024`) with
-/// the tile `[ROWS, BLOCK]` the width calls for: BLOCK the next power of two of the row (at least
-/// 16), ROWS = 2048 / BLOCK (at most 64), so a tile of 1024–2048 lanes: 16 rows of 128, 8 of 256.
-/// `warps`: if `None`, 4 for rows of up to 128 columns (H100, 2026-11-25, 65536x128 f16: 0.0163 ms
-/// at 4 warps against 0.0170 at the runtime's 8, the copy of the same bytes 0.0164;
-/// `docs/runs/2026-11-25-h100-session7/call2`), else the runtime's default.
+/// the tile `[ROWS, BLOCK]` the width calls for (`rows_tile.rs`): BLOCK the next power of two of
+/// the row (at least 16), ROWS = 2048 / BLOCK (at most 64), so a tile of 1024–2048 lanes: 16 rows
+/// of 128, 8 of 256; f32 rows of 128 or 256 take 1024 lanes (8 rows of 128, 4 of 256) on one warp.
+/// `warps`: if `None`, one for those f32 rows, 4 for other rows of up to 128 columns (H100,
+/// 2026-11-25, 65536x128 f16: 0.0163 ms at 4 warps against 0.0170 at the runtime's 8, the copy of
+/// the same bytes 0.0164; `docs/runs/2026-11-25-h100-session7/call2`), else the runtime's default.
 pub fn launch_rows<T: fuse::Float>(
     device: &fuse::Device,
     warps: Option<u32>,
@@ -68,13 +69,14 @@ pub fn launch_rows<T: fuse::Float>(
     n_cols: usize,
 ) -> fuse::Result<()> {
     let (r, c) = rows_tile::dims("softmax_rows", n_rows, n_cols)?;
-    let warps = warps.or(if n_cols <= 128 { Some(4) } else { None });
+    let bytes = std::mem::size_of::<T>();
+    let warps = rows_tile::warps(warps, n_cols, bytes, if n_cols <= 128 { Some(4) } else { None });
     macro_rules! go {
         ($R:literal, $B:literal) => {
             softmax_rows::launch::<T, $R, $B>(device, rows_tile::grid(n_rows, $R, warps), out, x, c, c, r, c)
         };
     }
-    with_rows_tile!(n_cols, "softmax_rows", "softmax", go)
+    with_rows_tile!(n_cols, bytes, "softmax_rows", "softmax", go)
 }
 
 /// Float64 reference over a row-major `rows x cols` matrix.

@@ -103,32 +103,68 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     let few_lanes = cx.layout.lanes_at_most(16);
     if !order.head.is_empty() {
         cx.w.pp(format!("#if {few_lanes}"));
-        cx.body(&order.head);
+        cx.top_level(&order.head, &order.accesses_before);
         cx.w.pp("#endif");
     }
     for part in [&order.prologue, &order.uniform] {
-        cx.body_unless_late(part, &order.late, &few_lanes);
+        cx.body_unless_late(part, &order.late, &few_lanes, &order.accesses_before);
     }
-    let uniform = order.head.iter().chain(&order.prologue).chain(&order.uniform);
-    cx.hoisted_rand_bounds(uniform, &order.rest);
-    cx.body(&order.rest);
-    // FUSE_INB_<k> names access k of `Kernel::accesses`: a mismatch would unguard the wrong one.
-    assert_eq!(cx.accesses as usize, kernel.accesses().len(), "accesses are numbered in program order");
+    let uniform: Vec<Stmt> = order
+        .head
+        .iter()
+        .chain(&order.prologue)
+        .chain(&order.uniform)
+        .map(|&i| kernel.body[i].clone())
+        .collect();
+    let rest: Vec<Stmt> = order.rest.iter().map(|&i| kernel.body[i].clone()).collect();
+    cx.hoisted_rand_bounds(uniform.iter(), &rest);
+    // The early loads: with the first load on one warp, in place on more (schedule.rs says why).
+    if !order.early.is_empty() {
+        let masks_named = cx.masks_named; // a mask among them is emitted twice, counted once
+        cx.w.pp("#if FUSE_NUM_WARPS == 1");
+        cx.top_level(&order.early, &order.accesses_before);
+        cx.w.pp("#endif");
+        cx.masks_named = masks_named;
+    }
+    let is_early = |i: &usize| order.early.contains(i);
+    for run in order.rest.chunk_by(|a, b| is_early(a) == is_early(b)) {
+        if is_early(&run[0]) {
+            cx.w.pp("#if FUSE_NUM_WARPS != 1");
+            cx.top_level(run, &order.accesses_before);
+            cx.w.pp("#endif");
+        } else {
+            cx.top_level(run, &order.accesses_before);
+        }
+    }
+    assert_eq!(order.accesses_before[kernel.body.len()] as usize, kernel.accesses().len());
     assert_eq!(cx.masks_named, cx.masks.len(), "every mask's one assignment is emitted");
     cx.finish()
 }
 
 impl Ctx<'_> {
-    /// `stmts`, with each run of statements that assign a `late` var under `#if !(few_lanes)`.
-    fn body_unless_late(&mut self, stmts: &[Stmt], late: &[bool], few_lanes: &str) {
-        let is_late = |s: &Stmt| matches!(s, Stmt::Assign { dst, .. } if late[dst.0 as usize]);
-        for run in stmts.chunk_by(|a, b| is_late(a) == is_late(b)) {
+    /// The top-level statements `order` (indices into `Kernel::body`), each numbering its
+    /// accesses from `accesses_before[i]` (their place in program order) wherever it is emitted.
+    fn top_level(&mut self, order: &[usize], accesses_before: &[u32]) {
+        for &i in order {
+            self.accesses = accesses_before[i];
+            self.body(std::slice::from_ref(&self.k.body[i]));
+            // FUSE_INB_<k> names access k of `Kernel::accesses`: a mismatch would unguard the wrong one.
+            assert_eq!(self.accesses, accesses_before[i + 1], "accesses are numbered in program order");
+        }
+    }
+
+    /// [`Ctx::top_level`], with each run of statements that assign a `late` var under
+    /// `#if !(few_lanes)`.
+    fn body_unless_late(&mut self, order: &[usize], late: &[bool], few_lanes: &str, accesses_before: &[u32]) {
+        let k = self.k;
+        let is_late = |&i: &usize| matches!(&k.body[i], Stmt::Assign { dst, .. } if late[dst.0 as usize]);
+        for run in order.chunk_by(|a, b| is_late(a) == is_late(b)) {
             if is_late(&run[0]) {
                 self.w.pp(format!("#if !({few_lanes})"));
-                self.body(run);
+                self.top_level(run, accesses_before);
                 self.w.pp("#endif");
             } else {
-                self.body(run);
+                self.top_level(run, accesses_before);
             }
         }
     }
@@ -432,7 +468,17 @@ impl Ctx<'_> {
                 params.push(format!("const __grid_constant__ fuse_tmap_t fuse_tmap{a}"));
             }
         }
-        out.line(format!("extern \"C\" __global__ void __launch_bounds__(FUSE_THREADS) {}(", k.name));
+        // On one warp a multiprocessor holds at most 32 blocks (sm_80, sm_90), which 64 registers a
+        // thread already allow: a kernel holding at most 32 lanes of each tile a thread is held
+        // to them, where ptxas would take a few more for its schedule and lose blocks (LayerNorm
+        // f32 `[4, 256]`: 71 registers, 28 blocks; docs/PERF.md, session 22). Elsewhere the
+        // one-argument form: an explicit minimum of 1 changes ptxas's register targets.
+        out.pp(format!("#if FUSE_NUM_WARPS == 1 && {}", self.layout.lanes_at_most(32)));
+        out.pp("#define FUSE_LAUNCH_BOUNDS __launch_bounds__(FUSE_THREADS, 32)");
+        out.pp("#else");
+        out.pp("#define FUSE_LAUNCH_BOUNDS __launch_bounds__(FUSE_THREADS)");
+        out.pp("#endif");
+        out.line(format!("extern \"C\" __global__ void FUSE_LAUNCH_BOUNDS {}(", k.name));
         for (i, p) in params.iter().enumerate() {
             out.line(format!("    {p}{}", if i + 1 == params.len() { ") {" } else { "," }));
         }

@@ -1,4 +1,5 @@
-//! Statement order: uniform scalars before the tile math.
+//! Statement order: uniform scalars before the tile math; on one warp, read-only loads that need
+//! no loaded value with the first load ([`early_loads`]).
 //!
 //! A scalar that depends only on parameters, const generics, program ids and other such scalars
 //! (`1 / (1 - p)`, the `rand > p` bound, a row's start) is the same for every lane. Computed where
@@ -33,20 +34,27 @@
 //! LayerNorm to 32.
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Stmt, UnaryOp, VarId};
 
-/// The kernel's top-level statements in emission order.
+/// The kernel's top-level statements in emission order, as indices into `Kernel::body`.
 pub(super) struct Schedule {
     /// The uniform scalars with a slow-path call and the uniform scalars they read, wherever
     /// they are, in program order: emitted first where a thread holds few lanes.
-    pub head: Vec<Stmt>,
+    pub head: Vec<usize>,
     /// Per var: assigned by a statement of `head` that comes after the first load, so emitted
     /// in `prologue` or `uniform` only where `head` is not.
     pub late: Vec<bool>,
     /// In program order, up to the first statement that reads a loaded value.
-    pub prologue: Vec<Stmt>,
+    pub prologue: Vec<usize>,
     /// The uniform scalar statements moved up from after the prologue, in program order.
-    pub uniform: Vec<Stmt>,
-    /// The remaining statements, in program order.
-    pub rest: Vec<Stmt>,
+    pub uniform: Vec<usize>,
+    /// The early loads ([`early_loads`]) and the statements computing their offsets and masks,
+    /// in program order: emitted after `uniform` on one warp, and in place (in `rest`) on more.
+    pub early: Vec<usize>,
+    /// The remaining statements, in program order (`early` among them).
+    pub rest: Vec<usize>,
+    /// Per statement of `Kernel::body` (and one past the last): how many loads and stores come
+    /// before it in program order, the number `FUSE_INB_<k>` gives its first access wherever
+    /// the statement is emitted.
+    pub accesses_before: Vec<u32>,
 }
 
 /// `assignments[v]` is how many statements assign var `v`.
@@ -74,33 +82,30 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
         _ => true,
     };
     let split = k.body.iter().position(reads_loaded).unwrap_or(k.body.len());
-    let prologue = k.body[..split].to_vec();
+    let prologue: Vec<usize> = (0..split).collect();
     let mut available: Vec<VarId> = prologue
         .iter()
-        .filter_map(|s| match s {
+        .filter_map(|&i| match &k.body[i] {
             Stmt::Assign { dst, .. } if once(dst) => Some(*dst),
             _ => None,
         })
         .collect();
-    let (mut uniform, mut rest) = (Vec::new(), Vec::new());
-    for s in &k.body[split..] {
+    let (mut uniform, mut later) = (Vec::new(), Vec::new());
+    for (i, s) in k.body.iter().enumerate().skip(split) {
         match s {
             Stmt::Assign { dst, expr }
                 if movable_scalar(k, &once, *dst, expr)
                     && expr.operands().iter().all(|o| available.contains(o)) =>
             {
                 available.push(*dst);
-                uniform.push(s.clone());
+                uniform.push(i);
             }
-            _ => rest.push(s.clone()),
+            _ => later.push(i),
         }
     }
     let in_head = head_vars(k, &once);
-    let head: Vec<Stmt> = k
-        .body
-        .iter()
-        .filter(|s| matches!(s, Stmt::Assign { dst, .. } if in_head[dst.0 as usize]))
-        .cloned()
+    let head: Vec<usize> = (0..k.body.len())
+        .filter(|&i| matches!(&k.body[i], Stmt::Assign { dst, .. } if in_head[dst.0 as usize]))
         .collect();
     let first_load = k.body.iter().position(|s| matches!(s, Stmt::Assign { expr: Expr::Load { .. }, .. }));
     let mut late = vec![false; k.vars.len()];
@@ -118,11 +123,110 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
             converts |= t.shape.len().is_some() && matches!(t.dtype, DType::F16 | DType::BF16);
         }
     });
-    if converts && late.contains(&true) {
-        Schedule { head, late, prologue, uniform, rest }
-    } else {
-        Schedule { head: Vec::new(), late: vec![false; k.vars.len()], prologue, uniform, rest }
+    let early = if converts { Vec::new() } else { early_loads(k, &once, &loaded, &available, &later) };
+    let rest = later;
+    let mut accesses_before = Vec::with_capacity(k.body.len() + 1);
+    let mut count = 0u32;
+    for s in &k.body {
+        accesses_before.push(count);
+        fuse_ir::visit_stmts(std::slice::from_ref(s), &mut |s| {
+            if matches!(s, Stmt::Assign { expr: Expr::Load { .. }, .. } | Stmt::Store { .. }) {
+                count += 1;
+            }
+        });
     }
+    accesses_before.push(count);
+    if converts && late.contains(&true) {
+        Schedule { head, late, prologue, uniform, early, rest, accesses_before }
+    } else {
+        let late = vec![false; k.vars.len()];
+        Schedule { head: Vec::new(), late, prologue, uniform, early, rest, accesses_before }
+    }
+}
+
+/// The loads to issue right after the prologue (and its uniform scalars), with the statements
+/// their offsets and masks need: in the straight-line code that follows the prologue (up to the
+/// first `if`, `for` or store), a load from a read-only pointer whose operands are available
+/// there or computed without any loaded value (pure element-wise, index and shape statements).
+/// Written where the user needs them (LayerNorm's weight and bias after the row statistics),
+/// such loads wait behind the statistics' warp shuffles, which NVRTC does not move loads across;
+/// issued with the first load, their latency hides behind its own. Only in kernels without a
+/// 16-bit float tile load, and only on one warp (an `#if` on the launch's warps): measured on an
+/// H200 (2026-11-27, session 22), narrow-row LayerNorm 16384x256 f32 on one warp 12.54 → 12.35
+/// µs (65536x128 level), but the one-row LayerNorm 4096x1024 f32 on 4 warps 0.0136 → 0.0139-0.0146
+/// ms and the 16-bit rows level or slower at every tile.
+fn early_loads(
+    k: &Kernel,
+    once: &dyn Fn(&VarId) -> bool,
+    loaded: &[bool],
+    available: &[VarId],
+    later: &[usize],
+) -> Vec<usize> {
+    let straight = later
+        .iter()
+        .take_while(|&&i| matches!(&k.body[i], Stmt::Assign { dst, .. } if once(dst)))
+        .copied()
+        .collect::<Vec<_>>();
+    // Per var: computable at the end of the prologue (available there, or by statements of
+    // `straight` that are pure and read no loaded value, or read-only loads of such operands).
+    let mut ready = vec![false; k.vars.len()];
+    for v in available {
+        ready[v.0 as usize] = true;
+    }
+    let mut loads = Vec::new();
+    for &i in &straight {
+        let Stmt::Assign { dst, expr } = &k.body[i] else { continue };
+        let operands_ready = expr.operands().iter().all(|o| ready[o.0 as usize]);
+        let read_only_load = match expr {
+            Expr::Load { param, .. } => {
+                matches!(k.params[*param as usize].kind, fuse_ir::ParamKind::Ptr { mutable: false, .. })
+            }
+            _ => false,
+        };
+        // Element-wise, index and shape statements (no reduction, `rand`, `dot`, `trans`,
+        // `split` or `join`): pure, and cheap to compute early.
+        let pure = !loaded[dst.0 as usize]
+            && matches!(
+                expr,
+                Expr::Copy(_)
+                    | Expr::Lit(_)
+                    | Expr::Param(_)
+                    | Expr::ConstGeneric(_)
+                    | Expr::ProgramId(_)
+                    | Expr::NumPrograms(_)
+                    | Expr::Arange { .. }
+                    | Expr::Splat(_)
+                    | Expr::Unary(..)
+                    | Expr::Binary(..)
+                    | Expr::Cast(_)
+                    | Expr::Where(..)
+                    | Expr::Broadcast(_)
+                    | Expr::Reshape(_)
+            );
+        if operands_ready && (read_only_load || pure) {
+            ready[dst.0 as usize] = true;
+            if read_only_load {
+                loads.push(*dst);
+            }
+        }
+    }
+    // The loads and, walking back, the statements of `straight` they read.
+    let mut needed = vec![false; k.vars.len()];
+    for v in &loads {
+        needed[v.0 as usize] = true;
+    }
+    for &i in straight.iter().rev() {
+        let Stmt::Assign { dst, expr } = &k.body[i] else { continue };
+        if needed[dst.0 as usize] {
+            for o in expr.operands() {
+                needed[o.0 as usize] = true;
+            }
+        }
+    }
+    straight
+        .into_iter()
+        .filter(|&i| matches!(&k.body[i], Stmt::Assign { dst, .. } if needed[dst.0 as usize] && ready[dst.0 as usize]))
+        .collect()
 }
 
 /// A scalar statement that may move up to where its operands are: `dst` assigned once, and

@@ -35,8 +35,11 @@ fn emit_structure_of_every_kernel() {
         let src = emit_cuda(&k).source;
         assert!(!src.contains("#include"), "{}: self-contained", k.name);
         assert!(src.starts_with(&format!("// fuse: CUDA C for kernel `{}`", k.name)), "{}", k.name);
-        assert!(src
-            .contains(&format!("extern \"C\" __global__ void __launch_bounds__(FUSE_THREADS) {}(", k.name)));
+        assert!(src.contains(&format!("extern \"C\" __global__ void FUSE_LAUNCH_BOUNDS {}(", k.name)));
+        // One warp and at most 32 lanes of each tile a thread: at most 64 registers (32 blocks).
+        assert!(src.contains(
+            "#define FUSE_LAUNCH_BOUNDS __launch_bounds__(FUSE_THREADS, 32)\n#else\n#define FUSE_LAUNCH_BOUNDS __launch_bounds__(FUSE_THREADS)\n#endif"
+        ));
         assert!(src.contains("    unsigned long long* fuse_err) {"), "{}", k.name);
         for c in &k.consts {
             assert!(src.contains(&format!("#ifndef {c}\n#error")), "{}: guard for {c}", k.name);

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Issue 14's narrow rows (softmax and LayerNorm, 65536x128 and 16384x256, f32 and f16): every
+`[ROWS, BLOCK]` tile x warps variant of fuse's `softmax_rows` / `layernorm_rows` (cubins compiled
+from the emitted sources by nvrtc_regs.py, named `<pattern>_<dtype>_<R>x<B>_w<W>[_minbN].cubin`)
+timed beside torch.compile in Triton's harness (scripts/same_harness.py's launch path), alternated
+rounds, each side's least median. `python rows_sweep.py DIR` (run from scripts/); JSON to
+$OUT/rows_sweep.json."""
+import ctypes, glob, json, os, re, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # scripts/
+import torch, triton
+import torch.nn.functional as F
+from triton.testing import do_bench
+from peers_v2 import close, compiled
+from same_harness import check, cuda, ptr, lens
+
+dev = "cuda"
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+RUNS = int(os.environ.get("RUNS", "3"))
+
+
+class Raw:
+    def __init__(self, path, name):
+        self.path, self.name = path, name
+        image = open(path, "rb").read()
+        self.module = ctypes.c_void_p()
+        check(cuda.cuModuleLoadData(ctypes.byref(self.module), ctypes.c_char_p(image)), "cuModuleLoadData")
+        self.func = ctypes.c_void_p()
+        check(cuda.cuModuleGetFunction(ctypes.byref(self.func), self.module, name.encode()), "cuModuleGetFunction")
+        v = ctypes.c_int()
+        check(cuda.cuFuncGetAttribute(ctypes.byref(v), 4, self.func), "attr")
+        self.regs = v.value
+
+    def launcher(self, grid, threads, args):
+        keep = list(args)
+        params = (ctypes.c_void_p * len(keep))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in keep])
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        func = self.func
+
+        def go():
+            check(cuda.cuLaunchKernel(func, grid, 1, 1, threads, 1, 1, 0, stream, params, None), "cuLaunchKernel")
+        go.keep = (keep, params)
+        return go
+
+
+def main():
+    folder = sys.argv[1]
+    only = sys.argv[2] if len(sys.argv) > 2 else ""
+    profile = os.environ.get("NCU") == "1"  # torch.compile's kernels only, 5 launches each, for Nsight Compute
+    err = torch.zeros(64, dtype=torch.int64, device=dev)
+    out_rows = []
+    for (M, N) in ((65536, 128), (16384, 256)):
+        for pattern in ("softmax", "layernorm"):
+            for dt, dname, sfx in ((torch.float32, "float32", "f32"), (torch.float16, "float16", "f16")):
+                label = f"{pattern}/{M}x{N}/{dname}"
+                if only and not re.search(only, label):
+                    continue
+                x = torch.randn(M, N, device=dev, dtype=dt)
+                o = torch.full_like(x, float("nan"))
+                if pattern == "softmax":
+                    ref = torch.softmax(x.float(), -1)
+                    cf = compiled(lambda x: torch.softmax(x, -1))
+                    peer = lambda cf=cf, x=x: cf(x)
+                    nbytes = 2 * M * N * x.element_size()
+                else:
+                    w = (1 + 0.1 * torch.randn(N, device=dev)).to(dt); b = (0.1 * torch.randn(N, device=dev)).to(dt)
+                    ref = F.layer_norm(x.float(), (N,), w.float(), b.float(), 1e-5)
+                    cf = compiled(lambda x, w, b: F.layer_norm(x, (N,), w, b, 1e-5))
+                    peer = lambda cf=cf, x=x, w=w, b=b: cf(x, w, b)
+                    nbytes = 2 * M * N * x.element_size() + 2 * N * x.element_size()
+                sides = {"torch.compile": peer}
+                if profile:
+                    for _ in range(6):
+                        peer()
+                    torch.cuda.synchronize()
+                    continue
+                for path in sorted(glob.glob(os.path.join(folder, f"{pattern}_{dname}_*x{N}_w*.cubin"))):
+                    tag = os.path.basename(path)[len(f"{pattern}_{dname}_"):-6]
+                    R, W = int(tag.split("x")[0]), int(re.search(r"_w(\d+)", tag).group(1))
+                    k = Raw(path, f"{pattern}_rows_{sfx}")
+                    if pattern == "softmax":
+                        args = [ptr(o), ptr(x), ctypes.c_int(N), ctypes.c_int(N), ctypes.c_int(M), ctypes.c_int(N), *lens(o, x), ptr(err)]
+                    else:
+                        args = [ptr(x), ptr(o), ptr(w), ptr(b), ctypes.c_int(N), ctypes.c_int(M), ctypes.c_int(N),
+                                ctypes.c_float(1e-5), *lens(x, o, w, b), ptr(err)]
+                    sides[f"fuse {tag} ({k.regs} regs)"] = k.launcher(triton.cdiv(M, R), 32 * W, args)
+                for side, fn in sides.items():
+                    o.fill_(float("nan"))
+                    ret = fn()
+                    torch.cuda.synchronize()
+                    got = ret if isinstance(ret, torch.Tensor) else o
+                    assert not got.isnan().any(), f"{label} {side}: NaN"
+                    close(f"{label} {side}", got, ref)
+                    assert not (err != 0).any(), f"{label} {side}: out of bounds {err.tolist()[:2]}"
+                runs = {s: [] for s in sides}
+                names = list(sides)
+                for r in range(ROUNDS):
+                    order = names if r % 2 == 0 else names[::-1]
+                    for s in order:
+                        runs[s] += [do_bench(sides[s], warmup=25, rep=60, return_mode="median") for _ in range(RUNS)]
+                best = {s: min(v) for s, v in runs.items()}
+                tc = best["torch.compile"]
+                print(f"== {label}: torch.compile {tc * 1e3:.2f} us", flush=True)
+                for s in sorted(best, key=best.get):
+                    print(f"   {s:34s} {best[s] * 1e3:7.2f} us  vs torch.compile {tc / best[s]:.3f}", flush=True)
+                    out_rows.append(dict(pattern=pattern, shape=f"{M}x{N}", dtype=dname, impl=s, ms=best[s],
+                                         gbs=nbytes / (best[s] * 1e-3) / 1e9, runs_ms=runs[s]))
+    out = os.environ.get("OUT")
+    if out:
+        json.dump(out_rows, open(os.path.join(out, "rows_sweep.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
