@@ -87,6 +87,39 @@ anchors_all() { # the bench (every anchor shape and issue 14's rows, with the sa
     grep -E "runs|Error|assert" $L/peers_small.log | head
     cp -f $O/*.json $L/ 2>/dev/null
 }
+cubin_cases() { # log prefix, cases (pattern/shape/dtype): one bench process a case, each with its own cubin cache $O/cubins/<pattern>_<shape>_<dtype>
+    local prefix=$1 c p s d; shift
+    for c in "$@"; do
+        IFS=/ read p s d <<<"$c"
+        FUSE_CACHE_DIR=$O/cubins/${p}_${s}_$d T=100 bench ${prefix}_${p}_${s}_$d .gpu/bench-anchors FUSE_BENCH_ONLY=$c >/dev/null
+        grep -E " fuse " $L/${prefix}_${p}_${s}_$d.log | head -1 | sed "s/^/$prefix: /"
+    done
+}
+same_rows() { # issue 14's narrow rows: fuse's cubins (one bench process each) against torch.compile in
+    # Triton's harness (scripts/same_harness.py), in two processes (torch.compile's runs may settle
+    # on another level in each: docs/PERF.md "Session 21")
+    cubin_cases rows_rust softmax/65536x128/float32 softmax/65536x128/float16 layernorm/65536x128/float32 \
+        layernorm/65536x128/float16 softmax/16384x256/float32 softmax/16384x256/float16 layernorm/16384x256/float32 layernorm/16384x256/float16
+    local k
+    for k in 1 2; do
+        rm -f $O/same_harness_rows.json
+        py same_rows_$k 300 scripts/same_harness.py $O/cubins rows
+        cp -f $O/same_harness_rows.json $L/same_rows_$k.json 2>/dev/null; grep -E "speed|Error|assert" $L/same_rows_$k.log | head -20
+    done
+}
+common_mode() { # the modes the session scripts share (a session script's `*)` case); 1 for any other
+    case $1 in
+    verify) verify_all ;; # every GPU test (every result read back through Buffer::to_vec)
+    anchors) anchors_all ;; # the bench (every anchor and issue 14's rows), triton_anchor.py, peers_small.py
+    peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
+    short_rounds) short_rounds 3 ;; # the short anchors over 3 alternated fuse and Triton processes
+    add_rounds) add_rounds 2 ;; # the add rows against torch.compile, 2 alternated rounds
+    rows_rounds) peer_rounds rows 2 65536x128,16384x256 softmax layernorm ;; # the narrow rows against torch.compile, 2 alternated rounds
+    same_rows) same_rows ;; # the narrow rows against torch.compile in Triton's harness
+    *) return 1 ;;
+    esac
+    return 0 # a known mode, whatever its last command returned (failures set status)
+}
 pack_logs() { # $L as $OUT/logs.tgz (after each mode, so a later mode's timeout keeps the earlier logs)
     tar czf $O/logs.tgz -C $O logs
 }

@@ -5,15 +5,6 @@
 # Usage: bash scripts/gpu_session21.sh MODE ...   (modes below; logs and JSON in $OUT/logs.tgz)
 source scripts/gpu_common.sh
 session_start
-ROWS="softmax/65536x128/float32 softmax/65536x128/float16 layernorm/65536x128/float32 layernorm/65536x128/float16 softmax/16384x256/float32 softmax/16384x256/float16 layernorm/16384x256/float32 layernorm/16384x256/float16"
-cubin_cases() { # log prefix, cases (pattern/shape/dtype): one bench process a case, each with its own cubin cache $O/cubins/<pattern>_<shape>_<dtype>
-    local prefix=$1 c p s d; shift
-    for c in "$@"; do
-        IFS=/ read p s d <<<"$c"
-        FUSE_CACHE_DIR=$O/cubins/${p}_${s}_$d T=100 bench ${prefix}_${p}_${s}_$d .gpu/bench-anchors FUSE_BENCH_ONLY=$c >/dev/null
-        grep -E " fuse " $L/${prefix}_${p}_${s}_$d.log | head -1 | sed "s/^/$prefix: /"
-    done
-}
 SHORT="add_mul/1048576/float32 add_mul/1048576/float16 softmax/1024x512/float32 softmax/1024x512/float16 layernorm/4096x1024/float32 layernorm/4096x1024/float16"
 for mode in "$@"; do
     case $mode in
@@ -27,14 +18,6 @@ for mode in "$@"; do
                 py same_harness 300 scripts/same_harness.py $O/cubins
                 cp -f $O/same_harness.json $L/ 2>/dev/null; grep -E "fuse|Error|assert" $L/same_harness.log | head -20
             fi
-        done ;;
-    same_rows) # issue 14's narrow rows: fuse's cubins (one bench process each) against torch.compile in
-        # Triton's harness, in two processes (torch.compile's runs may settle on another level in each: docs/PERF.md "Session 21")
-        cubin_cases rows_rust $ROWS
-        for k in 1 2; do
-            rm -f $O/same_harness_rows.json
-            py same_rows_$k 300 scripts/same_harness.py $O/cubins rows
-            cp -f $O/same_harness_rows.json $L/same_rows_$k.json 2>/dev/null; grep -E "speed|Error|assert" $L/same_rows_$k.log | head -20
         done ;;
     ncu) # Nsight Compute on the same kernels, both sides, in Triton's harness (boost clocks kept); needs
         # mode `same` earlier in the same call (its cubins)
@@ -55,17 +38,10 @@ for mode in "$@"; do
             PEERS=add_gelu peers_rows >/dev/null; cp -f $L/peers_v2.json $L/peers_add_$round.json; cp -f $L/peers_v2.log $L/peers_add_$round.log
             grep -E "torch.compile|copy" $L/peers_add_$round.log | tail -6
         done ;;
-    verify) verify_all ;; # every GPU test (every result read back through Buffer::to_vec)
     memcheck_runtime) # the runtime's GPU tests under memcheck (API errors not listed: the runtime probes
         # modules for an optional symbol, a CUDA_ERROR_NOT_FOUND memcheck would list)
         run memcheck_runtime timeout ${T:-300} compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 .gpu/test-gpu --test-threads=1 ;;
-    anchors) anchors_all ;; # the bench (every anchor and issue 14's rows), triton_anchor.py, peers_small.py
-    peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
-    short_rounds) short_rounds 3 ;; # the short anchors over 3 alternated fuse and Triton processes
-    add_rounds) add_rounds 2 ;; # the add rows against torch.compile, 2 alternated rounds
-    rows_rounds) # the narrow-row softmax and LayerNorm rows against torch.compile, 2 alternated rounds
-        peer_rounds rows 2 65536x128,16384x256 softmax layernorm ;;
-    *) echo "unknown mode $mode"; status=1 ;;
+    *) common_mode $mode || { echo "unknown mode $mode"; status=1; } ;; # verify, anchors, peers_all, short_rounds, add_rounds, rows_rounds, same_rows (gpu_common.sh)
     esac
     pack_logs
 done

@@ -5,15 +5,6 @@
 # Usage: bash scripts/gpu_session22.sh MODE ...   (modes below; logs and JSON in $OUT/logs.tgz)
 source scripts/gpu_common.sh
 session_start
-ROWS="softmax/65536x128/float32 softmax/65536x128/float16 layernorm/65536x128/float32 layernorm/65536x128/float16 softmax/16384x256/float32 softmax/16384x256/float16 layernorm/16384x256/float32 layernorm/16384x256/float16"
-cubin_cases() { # log prefix, cases (pattern/shape/dtype): one bench process a case, each with its own cubin cache $O/cubins/<pattern>_<shape>_<dtype>
-    local prefix=$1 c p s d; shift
-    for c in "$@"; do
-        IFS=/ read p s d <<<"$c"
-        FUSE_CACHE_DIR=$O/cubins/${p}_${s}_$d T=100 bench ${prefix}_${p}_${s}_$d .gpu/bench-anchors FUSE_BENCH_ONLY=$c >/dev/null
-        grep -E " fuse " $L/${prefix}_${p}_${s}_$d.log | head -1 | sed "s/^/$prefix: /"
-    done
-}
 sweep() { # $1: a folder of emitted sources (zz_probe SWEEP mode, scripts/experiments/rows_sweep/variants.py):
     # compiled by the device's NVRTC, timed against torch.compile (rows_sweep.py, cases matching $ONLY);
     # torch.compile's generated code and Triton's PTX of it kept in $L/inductor.tgz
@@ -29,7 +20,6 @@ sweep() { # $1: a folder of emitted sources (zz_probe SWEEP mode, scripts/experi
 }
 for mode in "$@"; do
     case $mode in
-    verify) verify_all ;; # every GPU test (every result read back through Buffer::to_vec)
     sanitize) # the kernels whose code this session changed (early loads, one-warp launch bounds) under memcheck and racecheck
         for t in rows_kernels_on_gpu softmax_and_layernorm_on_gpu split_join_on_gpu; do
             for tool in memcheck racecheck; do
@@ -40,14 +30,6 @@ for mode in "$@"; do
     sweep3) ONLY="layernorm" ROUNDS=4 sweep .gpu/sweep3 ;; # LayerNorm: the weight and bias loaded first (ln_early), Inductor's rsqrt and division
     sweep4) ONLY="layernorm/.*/float32" ROUNDS=4 sweep .gpu/sweep4 ;; # LayerNorm f32 on one warp: early loads (the emitter), at most 64 registers (launch bounds)
     sweep5) ONLY="layernorm/.*/float16" ROUNDS=3 sweep .gpu/sweep5 ;; # LayerNorm f16: tiles x warps, with and without early loads (_e)
-    same_rows) # issue 14's narrow rows: fuse's cubins (one bench process each) against torch.compile in
-        # Triton's harness, in two processes (torch.compile's runs may settle on another level in each: docs/PERF.md "Session 21")
-        cubin_cases rows_rust $ROWS
-        for k in 1 2; do
-            rm -f $O/same_harness_rows.json
-            py same_rows_$k 300 scripts/same_harness.py $O/cubins rows
-            cp -f $O/same_harness_rows.json $L/same_rows_$k.json 2>/dev/null; grep -E "speed|Error|assert" $L/same_rows_$k.log | head -20
-        done ;;
     ab_early) # the early loads (emit_cuda/schedule.rs) against the same build without them
         # (bench-anchors-noearly), on every LayerNorm anchor and row, 2 alternated rounds
         for round in 1 2; do
@@ -57,12 +39,7 @@ for mode in "$@"; do
                 grep -E " fuse " $L/ab_${v}_$round.log | sed "s/^/$round $v: /"
             done
         done ;;
-    anchors) anchors_all ;;
-    short_rounds) short_rounds 3 ;; # the short anchors over 3 alternated fuse and Triton processes # the bench (every anchor and issue 14's rows), triton_anchor.py, peers_small.py
-    peers_all) peers_rows ;; # every issue-14 row's peers (peers_v2.py)
-    rows_rounds) # the narrow-row softmax and LayerNorm rows against torch.compile, 2 alternated rounds
-        peer_rounds rows 2 65536x128,16384x256 softmax layernorm ;;
-    *) echo "unknown mode $mode"; status=1 ;;
+    *) common_mode $mode || { echo "unknown mode $mode"; status=1; } ;; # verify, anchors, peers_all, short_rounds, add_rounds, rows_rounds, same_rows (gpu_common.sh)
     esac
     pack_logs
 done
