@@ -8,6 +8,12 @@
 #[path = "../examples/kernels/attention.rs"]
 #[allow(dead_code)]
 mod attention;
+#[path = "../examples/kernels/bias_gelu_dropout.rs"]
+#[allow(dead_code)]
+mod bias_gelu_dropout;
+#[path = "../examples/kernels/ffn_sublayer.rs"]
+#[allow(dead_code)]
+mod ffn_sublayer;
 #[path = "../fuse-runtime/tests/common/harness.rs"]
 mod harness;
 #[path = "../examples/kernels/layernorm.rs"]
@@ -133,6 +139,22 @@ fn narrow_f32_rows_on_one_warp_fit_64_registers() {
     }
 }
 
+/// One-warp variants that need more than 64 registers do not spill: the runtime compiles them
+/// again without the one-warp cap when it spills (cuda/nvrtc.rs `compile_capped`). With the
+/// cap kept: the FFN sublayer f16 32x32x32 spilled 522 bytes, bias+GELU+dropout f32 `[1024]` 208,
+/// the one-row LayerNorm f32 `[1024]` 116.
+fn one_warp_kernels_that_need_more_registers_do_not_spill() {
+    let cases: [(&KernelSpec, &[u64]); 3] = [
+        (&ffn_sublayer::ffn_sublayer::f16::SPEC, &[32, 32, 32]),
+        (&bias_gelu_dropout::bias_gelu_dropout::f32::SPEC, &[1024]),
+        (&layernorm::layernorm::f32::SPEC, &[1024]),
+    ];
+    for (spec, consts) in cases {
+        let r = report(spec, consts, 1, 1, false);
+        assert_eq!(r.spill_store_bytes, 0, "{} {consts:?} on one warp: {}", spec.name(), r.log);
+    }
+}
+
 /// A 256-column f32 row is 64 chunks: in warp slabs one warp holds it, so the narrow-row
 /// LayerNorm's two row reductions need no barrier (ptxas reports "used 0 barriers"; the plain
 /// order spread each row over two warps and folded them through shared memory).
@@ -147,6 +169,10 @@ fn main() {
     harness::run(harness::nvrtc_trials(vec![
         ("narrow_row_layernorm_fits_32_registers", narrow_row_layernorm_fits_32_registers),
         ("narrow_f32_rows_on_one_warp_fit_64_registers", narrow_f32_rows_on_one_warp_fit_64_registers),
+        (
+            "one_warp_kernels_that_need_more_registers_do_not_spill",
+            one_warp_kernels_that_need_more_registers_do_not_spill,
+        ),
         ("wide_f32_rows_reduce_without_barriers", wide_f32_rows_reduce_without_barriers),
         ("matmul_k_loops_stay_in_flight", matmul_k_loops_stay_in_flight),
         ("attention_d128_does_not_spill", attention_d128_does_not_spill),

@@ -99,8 +99,8 @@ pub fn layernorm_rows<T: Float, const ROWS: usize, const BLOCK: usize>(
 /// Launches [`layernorm_rows`] over a contiguous `n_rows x n_cols` matrix (`n_cols <= 1024`)
 /// with the tile `[ROWS, BLOCK]` the width calls for (`rows_tile.rs`): BLOCK the next power of two
 /// of the row (at least 16), ROWS = 2048 / BLOCK (at most 64): 16 rows of 128, 8 of 256; f32 rows
-/// of 128 or 256 take 1024 lanes (8 rows of 128, 4 of 256) on one warp. `warps`: if `None`, one
-/// for those f32 rows, else the runtime's default.
+/// of 65-256 columns take 1024 lanes (8 rows of 128, 4 of 256), on one warp unless `warps` says
+/// otherwise. `warps`: if `None`, one for those f32 rows, else the runtime's default.
 #[allow(clippy::too_many_arguments)]
 pub fn launch_rows<T: fuse::Float>(
     device: &fuse::Device,

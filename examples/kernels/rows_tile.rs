@@ -1,7 +1,7 @@
 //! The `[ROWS, BLOCK]` tile of the several-rows-per-program kernels (`softmax_rows`,
 //! `layernorm_rows`): BLOCK the next power of two of the row (at least 16) and ROWS = 2048 / BLOCK
 //! (at most 64), so a tile of 1024–2048 lanes: 16 rows of 128, 8 of 256; rows up to 1024 wide.
-//! Rows of 128 or 256 four-byte elements take a 1024-lane tile on one warp instead (8 rows of 128,
+//! Rows of 65-256 four-byte elements take a 1024-lane tile on one warp instead (8 rows of 128,
 //! 4 of 256; 32 elements a thread, as torch.compile's kernels for these rows take): the fastest
 //! of 15 tile x warps variants for f32 on an H200 (docs/PERF.md, session 22), where 2-byte rows
 //! keep 2048 lanes on the runtime's default warps.
@@ -31,7 +31,7 @@ fn tile_override() -> Option<usize> {
 }
 
 /// Whether rows of `n_cols` elements of `elem_bytes` bytes take the one-warp 1024-lane tile (4-byte
-/// rows of 128 or 256 columns, unless `FUSE_ROWS_TILE` picks the tile).
+/// rows of 65-256 columns, a `BLOCK` of 128 or 256, unless `FUSE_ROWS_TILE` picks the tile).
 fn one_warp_tile(n_cols: usize, elem_bytes: usize) -> bool {
     elem_bytes == 4 && matches!(n_cols.next_power_of_two(), 128 | 256) && tile_override().is_none()
 }
@@ -57,7 +57,7 @@ pub fn warps(warps: Option<u32>, n_cols: usize, elem_bytes: usize, otherwise: Op
 macro_rules! with_rows_tile {
     ($n_cols:expr, $elem_bytes:expr, $kernel:literal, $instead:literal, $go:ident) => {
         match (($n_cols).next_power_of_two().max(16), rows_tile::tile_elems($n_cols, $elem_bytes)) {
-            // 1024 lanes: f32 rows of 128 or 256 (one_warp_tile), or a FUSE_ROWS_TILE sweep, as
+            // 1024 lanes: f32 rows of 65-256 columns (one_warp_tile), or a FUSE_ROWS_TILE sweep, as
             // are 4096 and 8192.
             (128, 1024) => $go!(8, 128),
             (128, 4096) => $go!(32, 128),

@@ -432,8 +432,7 @@ impl KernelSpec {
         spec_values: &[bool],
     ) -> Result<crate::PtxasReport> {
         let source = self.checked_source(arch, consts, num_warps, num_stages, spec_values)?;
-        let (_, log) =
-            crate::cuda::nvrtc::compile_with_log(self.name, &source, arch, &["--ptxas-options=-v"])?;
+        let (_, log) = crate::cuda::nvrtc::compile_capped(self.name, &source, arch, &["--ptxas-options=-v"])?;
         Ok(crate::PtxasReport::parse(&log))
     }
 

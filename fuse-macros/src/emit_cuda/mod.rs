@@ -15,7 +15,7 @@
 //! Launch-time facts the source specialises on (`FUSE_ALIGN16_<p>`, `FUSE_DIV16_<p>`) are listed
 //! in [`CudaSource::specializations`]; the source tests them with `#if` and carries a plain
 //! fallback for when they are 0.
-use fuse_ir::{DType, Kernel, ParamKind, RandWidth, Specialization, Stmt, VarId};
+use fuse_ir::{DType, Expr, Kernel, ParamKind, RandWidth, Specialization, Stmt, VarId};
 
 mod affine;
 mod body;
@@ -118,10 +118,12 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         .collect();
     let rest: Vec<Stmt> = order.rest.iter().map(|&i| kernel.body[i].clone()).collect();
     cx.hoisted_rand_bounds(uniform.iter(), &rest);
-    // The early loads: with the first load on one warp, in place on more (schedule.rs says why).
+    // The early loads: with the first load on one warp where they are small beside it, else in
+    // place (schedule.rs says why).
+    let early_here = format!("FUSE_NUM_WARPS == 1 && {}", early_loads_small(kernel, &order.early));
     if !order.early.is_empty() {
         let masks_named = cx.masks_named; // a mask among them is emitted twice, counted once
-        cx.w.pp("#if FUSE_NUM_WARPS == 1");
+        cx.w.pp(format!("#if {early_here}"));
         cx.top_level(&order.early, &order.accesses_before);
         cx.w.pp("#endif");
         cx.masks_named = masks_named;
@@ -129,7 +131,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     let is_early = |i: &usize| order.early.contains(i);
     for run in order.rest.chunk_by(|a, b| is_early(a) == is_early(b)) {
         if is_early(&run[0]) {
-            cx.w.pp("#if FUSE_NUM_WARPS != 1");
+            cx.w.pp(format!("#if !({early_here})"));
             cx.top_level(run, &order.accesses_before);
             cx.w.pp("#endif");
         } else {
@@ -139,6 +141,26 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     assert_eq!(order.accesses_before[kernel.body.len()] as usize, kernel.accesses().len());
     assert_eq!(cx.masks_named, cx.masks.len(), "every mask's one assignment is emitted");
     cx.finish()
+}
+
+/// A preprocessor condition: the tiles that the early loads `early` load hold together at most
+/// half as many elements as the kernel's first loaded tile (LayerNorm's weight and bias rows
+/// beside its `[ROWS, BLOCK]` tile). Issued early, loads as large as that tile keep as many more
+/// registers live across the reductions (the one-row LayerNorm f32 `[1024]` on one warp spilled).
+fn early_loads_small(k: &Kernel, early: &[usize]) -> String {
+    let len_of = |s: &Stmt| match s {
+        Stmt::Assign { dst, expr: Expr::Load { .. } } => k.ty(*dst).shape.len().map(|l| l.c_expr(&k.consts)),
+        _ => None,
+    };
+    let Some(first) = k.body.iter().find(|s| matches!(s, Stmt::Assign { expr: Expr::Load { .. }, .. }))
+    else {
+        return "0".into();
+    };
+    let early: Vec<String> = early.iter().filter_map(|&i| len_of(&k.body[i])).collect();
+    match len_of(first) {
+        Some(big) if !early.is_empty() => format!("2 * ({}) <= ({big})", early.join(" + ")),
+        _ => "0".into(),
+    }
 }
 
 impl Ctx<'_> {
@@ -469,11 +491,13 @@ impl Ctx<'_> {
             }
         }
         // On one warp a multiprocessor holds at most 32 blocks (sm_80, sm_90), which 64 registers a
-        // thread already allow: a kernel holding at most 32 lanes of each tile a thread is held
-        // to them, where ptxas would take a few more for its schedule and lose blocks (LayerNorm
-        // f32 `[4, 256]`: 71 registers, 28 blocks; docs/PERF.md, session 22). Elsewhere the
-        // one-argument form: an explicit minimum of 1 changes ptxas's register targets.
-        out.pp(format!("#if FUSE_NUM_WARPS == 1 && {}", self.layout.lanes_at_most(32)));
+        // thread allow: a kernel holding at most 32 lanes of each tile a thread is held to them,
+        // where ptxas would take a few more for its schedule and lose blocks (LayerNorm f32
+        // `[4, 256]`: 71 registers, 28 blocks; docs/PERF.md, session 22). The runtime compiles it
+        // again without the cap (FUSE_NO_WARP_CAP) if that spills (cuda/nvrtc.rs
+        // `compile_capped`). Elsewhere the one-argument form: an explicit minimum of 1 changes
+        // ptxas's register targets.
+        out.pp(format!("#if FUSE_NUM_WARPS == 1 && {} && !FUSE_NO_WARP_CAP", self.layout.lanes_at_most(32)));
         out.pp("#define FUSE_LAUNCH_BOUNDS __launch_bounds__(FUSE_THREADS, 32)");
         out.pp("#else");
         out.pp("#define FUSE_LAUNCH_BOUNDS __launch_bounds__(FUSE_THREADS)");

@@ -146,15 +146,18 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
 
 /// The loads to issue right after the prologue (and its uniform scalars), with the statements
 /// their offsets and masks need: in the straight-line code that follows the prologue (up to the
-/// first `if`, `for` or store), a load from a read-only pointer whose operands are available
-/// there or computed without any loaded value (pure element-wise, index and shape statements).
+/// first `if`, `for`, store or var assigned twice), a load from a read-only pointer whose operands
+/// are available there (assigned in the prologue, loaded values included) or computed by pure
+/// element-wise, index and shape statements that read no loaded value.
 /// Written where the user needs them (LayerNorm's weight and bias after the row statistics),
 /// such loads wait behind the statistics' warp shuffles, which NVRTC does not move loads across;
 /// issued with the first load, their latency hides behind its own. Only in kernels without a
-/// 16-bit float tile load, and only on one warp (an `#if` on the launch's warps): measured on an
-/// H200 (2026-11-27, session 22), narrow-row LayerNorm 16384x256 f32 on one warp 12.54 → 12.35
-/// µs (65536x128 level), but the one-row LayerNorm 4096x1024 f32 on 4 warps 0.0136 → 0.0139-0.0146
-/// ms and the 16-bit rows level or slower at every tile.
+/// 16-bit float tile load, and the emitter puts them there only on one warp and where they are
+/// small beside the first load (emit_cuda/mod.rs `early_loads_small`): measured on an H200
+/// (2026-11-27, session 22), narrow-row LayerNorm 16384x256 f32 on one warp 12.54 → 12.35 µs
+/// (65536x128 level); the one-row LayerNorm 4096x1024 f32 on 4 warps 0.0137 / 0.0135 → 0.0139 /
+/// 0.0146 ms; 16-bit LayerNorm rows 0.8-1.2 % slower at the launcher's tiles (up to 1.5 % faster
+/// at others, one call).
 fn early_loads(
     k: &Kernel,
     once: &dyn Fn(&VarId) -> bool,

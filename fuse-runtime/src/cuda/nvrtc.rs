@@ -79,11 +79,43 @@ const WGMMA_SERIALIZED: &str = "wgmma.mma_async instructions are serialized";
 /// A ptxas note that the kernel's wgmma instructions were serialised is logged as a warning
 /// (the kernel is correct, and several times slower on its tensor cores).
 pub(crate) fn compile_cubin(kernel: &str, source: &str, arch: &str) -> Result<Vec<u8>> {
-    let (cubin, log) = compile_with_log(kernel, source, arch, &[])?;
+    let (cubin, log) = compile_capped(kernel, source, arch, &[])?;
     if log.contains(WGMMA_SERIALIZED) {
         log::warn!("fuse: ptxas serialised the wgmma instructions of `{kernel}` for {arch}:\n{log}");
     }
     Ok(cubin)
+}
+
+/// The emitter's one-warp register cap (`FUSE_LAUNCH_BOUNDS`, emit_cuda/mod.rs) is on unless the
+/// source defines this macro to 1.
+const NO_WARP_CAP: &str = "FUSE_NO_WARP_CAP";
+
+/// [`compile_with_log`] under the one-warp register cap's rule: a one-warp variant (the source
+/// defines `FUSE_NUM_WARPS 1`) is compiled with ptxas's report, and if it spills it is compiled
+/// again with the cap off (`FUSE_NO_WARP_CAP`): the cap is there to keep 32 blocks a
+/// multiprocessor where ptxas would take a few registers past 64, never to trade registers for
+/// local memory (a one-warp `dot` or several full-width tiles a thread need more than 64).
+pub(crate) fn compile_capped(
+    kernel: &str,
+    source: &str,
+    arch: &str,
+    extra: &[&str],
+) -> Result<(Vec<u8>, String)> {
+    let one_warp = source.lines().any(|l| l.trim_end() == "#define FUSE_NUM_WARPS 1");
+    if !one_warp || !source.contains(NO_WARP_CAP) {
+        return compile_with_log(kernel, source, arch, extra);
+    }
+    let verbose = "--ptxas-options=-v";
+    let mut with_report: Vec<&str> = extra.to_vec();
+    if !with_report.contains(&verbose) {
+        with_report.push(verbose);
+    }
+    let (cubin, log) = compile_with_log(kernel, source, arch, &with_report)?;
+    if PtxasReport::parse(&log).spill_store_bytes == 0 {
+        return Ok((cubin, log));
+    }
+    let uncapped = format!("#define {NO_WARP_CAP} 1\n{source}");
+    compile_with_log(kernel, &uncapped, arch, extra)
 }
 
 /// What ptxas reported for one kernel compiled with `--ptxas-options=-v` (see

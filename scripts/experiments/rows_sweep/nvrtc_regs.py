@@ -2,7 +2,9 @@
 """Compiles fuse sources (.cu, as `spec.full_source` writes them) with NVRTC through ctypes, as the
 runtime does (-default-device --std=c++17 --fmad=true, sm_90), and prints ptxas's registers and
 spills: a local look at variants before a device call. Usage: nvrtc_regs.py LIBNVRTC FILE.cu...
-(`MINB=N` adds a minimum of N blocks a multiprocessor to the kernel's __launch_bounds__.)"""
+(`MINB=N` adds a minimum of N blocks a multiprocessor to the one-argument __launch_bounds__: on
+sources from before session 22's FUSE_LAUNCH_BOUNDS, and on today's only where the one-warp cap is
+off. Unlike the runtime, this compiles one-warp variants with the cap even where it spills.)"""
 import ctypes, os, re, sys
 
 lib = ctypes.CDLL(sys.argv[1])

@@ -2,7 +2,7 @@
 //! float tile, at the head under `#if` (a thread holding at most 16 lanes) and in place under the
 //! complementary `#if`; for one that does not, in place and unconditionally. Where a read-only load
 //! written after a reduction goes: with the first load in a kernel without 16-bit float tiles on
-//! one warp, keeping its access number, and in place on more warps.
+//! one warp where it is small beside the first load, keeping its access number; else in place.
 use super::super::emit_cuda;
 use crate::tests::ok;
 
@@ -53,15 +53,26 @@ fn a_32_bit_kernel_computes_its_division_in_place_unconditionally() {
     assert!(!src.contains("FUSE_EPT0 <= 16"), "{src}");
 }
 
-/// A row scaled by its sum and a weight row loaded after the sum (`w` a `*const` or `*mut`).
-fn weighted_row(t: &str, w: &str) -> String {
+/// Four rows scaled by their sums and a weight row loaded after the sums (`w` a `*const` or
+/// `*mut`); with `rows` 1, one row of `[BLOCK]` (the weight row as large as the first tile).
+fn weighted_rows(t: &str, w: &str, rows: u32) -> String {
+    let (x_offs, sum, scale) = if rows == 1 {
+        ("program_id(0) * n + c".to_string(), "sum(v)", "s * wv")
+    } else {
+        (
+            format!("(program_id(0) * {rows} + arange(0, {rows})).expand_dims(1) * n + c.expand_dims(0)"),
+            "v.sum(1)",
+            "s.expand_dims(1) * wv.expand_dims(0)",
+        )
+    };
     format!(
-        "fn weighted_row<const BLOCK: usize>(x: *const {t}, w: {w} {t}, y: *mut {t}, n: i32) {{
+        "fn weighted_rows<const BLOCK: usize>(x: *const {t}, w: {w} {t}, y: *mut {t}, n: i32) {{
     let c = arange(0, BLOCK);
-    let v = load(x + program_id(0) * n + c, c < n, 0.0);
-    let s = sum(v);
+    let offs = {x_offs};
+    let v = load(x + offs);
+    let s = {sum};
     let wv = load(w + c, c < n, 0.0);
-    store(y + program_id(0) * n + c, v * s * wv, c < n);
+    store(y + offs, v * {scale});
 }}"
     )
 }
@@ -72,24 +83,31 @@ fn load_and_sum(src: &str) -> (usize, usize) {
 }
 
 #[test]
-fn a_32_bit_kernel_loads_a_read_only_row_with_its_first_load_on_one_warp() {
-    let src = emit_cuda(&ok(&weighted_row("f32", "*const"))).source;
+fn a_32_bit_kernel_loads_a_small_read_only_row_with_its_first_load_on_one_warp() {
+    let src = emit_cuda(&ok(&weighted_rows("f32", "*const", 4))).source;
     let (load, sum) = load_and_sum(&src);
     assert!(src.find("= load(x").unwrap() < load && load < sum, "{src}");
     // Still access 1 in program order (x is 0, the store 2): its bounds fact is FUSE_INB_1.
     let code = &src[load..sum];
     assert!(code.contains("FUSE_INB_1") && !code.contains("FUSE_INB_2"), "{src}");
     assert!(src[sum..].contains("FUSE_INB_2"), "{src}");
-    // On one warp there; on more in place, after the sum.
-    assert_eq!(guarded_by(&src, "= load(w"), ["#if FUSE_NUM_WARPS == 1", "#if FUSE_NUM_WARPS != 1"], "{src}");
+    // There on one warp where the row is at most half the first tile; else in place, after the sum.
+    let here = "FUSE_NUM_WARPS == 1 && 2 * (BLOCK) <= ((BLOCK * 4))";
+    assert_eq!(guarded_by(&src, "= load(w"), [format!("#if {here}"), format!("#if !({here})")], "{src}");
     assert!(src[sum..].contains("= load(w"), "{src}");
+}
+
+#[test]
+fn a_weight_row_as_large_as_the_first_tile_stays_in_place() {
+    let src = emit_cuda(&ok(&weighted_rows("f32", "*const", 1))).source;
+    assert!(src.contains("#if FUSE_NUM_WARPS == 1 && 2 * (BLOCK) <= (BLOCK)\n"), "{src}");
 }
 
 #[test]
 fn a_16_bit_kernel_or_a_writable_pointer_keeps_the_load_in_place() {
     for (t, w) in [("f16", "*const"), ("f32", "*mut")] {
-        let src = emit_cuda(&ok(&weighted_row(t, w))).source;
+        let src = emit_cuda(&ok(&weighted_rows(t, w, 4))).source;
         let (load, sum) = load_and_sum(&src);
-        assert!(sum < load, "{t} {w}: {src}");
+        assert!(sum < load && src.matches("= load(w").count() == 1, "{t} {w}: {src}");
     }
 }
