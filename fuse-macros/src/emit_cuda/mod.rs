@@ -15,7 +15,7 @@
 //! Launch-time facts the source specialises on (`FUSE_ALIGN16_<p>`, `FUSE_DIV16_<p>`) are listed
 //! in [`CudaSource::specializations`]; the source tests them with `#if` and carries a plain
 //! fallback for when they are 0.
-use fuse_ir::{DType, Expr, Kernel, ParamKind, RandWidth, Specialization, Stmt, VarId};
+use fuse_ir::{DType, Kernel, ParamKind, RandWidth, Specialization, Stmt, VarId};
 
 mod affine;
 mod body;
@@ -109,18 +109,11 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     for part in [&order.prologue, &order.uniform] {
         cx.body_unless_late(part, &order.late, &few_lanes, &order.accesses_before);
     }
-    let uniform: Vec<Stmt> = order
-        .head
-        .iter()
-        .chain(&order.prologue)
-        .chain(&order.uniform)
-        .map(|&i| kernel.body[i].clone())
-        .collect();
-    let rest: Vec<Stmt> = order.rest.iter().map(|&i| kernel.body[i].clone()).collect();
-    cx.hoisted_rand_bounds(uniform.iter(), &rest);
-    // The early loads: with the first load on one warp where they are small beside it, else in
-    // place (schedule.rs says why).
-    let early_here = format!("FUSE_NUM_WARPS == 1 && {}", early_loads_small(kernel, &order.early));
+    let at = |i: &usize| &kernel.body[*i];
+    let uniform = order.head.iter().chain(&order.prologue).chain(&order.uniform).map(at);
+    cx.hoisted_rand_bounds(uniform, order.rest.iter().map(at));
+    // The early loads: with the first load where `early_when` holds, else in place (schedule.rs).
+    let early_here = &order.early_when;
     if !order.early.is_empty() {
         let masks_named = cx.masks_named; // a mask among them is emitted twice, counted once
         cx.w.pp(format!("#if {early_here}"));
@@ -141,26 +134,6 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     assert_eq!(order.accesses_before[kernel.body.len()] as usize, kernel.accesses().len());
     assert_eq!(cx.masks_named, cx.masks.len(), "every mask's one assignment is emitted");
     cx.finish()
-}
-
-/// A preprocessor condition: the tiles that the early loads `early` load hold together at most
-/// half as many elements as the kernel's first loaded tile (LayerNorm's weight and bias rows
-/// beside its `[ROWS, BLOCK]` tile). Issued early, loads as large as that tile keep as many more
-/// registers live across the reductions (the one-row LayerNorm f32 `[1024]` on one warp spilled).
-fn early_loads_small(k: &Kernel, early: &[usize]) -> String {
-    let len_of = |s: &Stmt| match s {
-        Stmt::Assign { dst, expr: Expr::Load { .. } } => k.ty(*dst).shape.len().map(|l| l.c_expr(&k.consts)),
-        _ => None,
-    };
-    let Some(first) = k.body.iter().find(|s| matches!(s, Stmt::Assign { expr: Expr::Load { .. }, .. }))
-    else {
-        return "0".into();
-    };
-    let early: Vec<String> = early.iter().filter_map(|&i| len_of(&k.body[i])).collect();
-    match len_of(first) {
-        Some(big) if !early.is_empty() => format!("2 * ({}) <= ({big})", early.join(" + ")),
-        _ => "0".into(),
-    }
 }
 
 impl Ctx<'_> {

@@ -171,7 +171,7 @@ impl Ctx<'_> {
     pub(super) fn hoisted_rand_bounds<'s>(
         &mut self,
         uniform: impl Iterator<Item = &'s Stmt>,
-        later: &[Stmt],
+        later: impl Iterator<Item = &'s Stmt>,
     ) {
         let mut rands: Vec<(VarId, RandWidth)> = Vec::new();
         self.k.visit_stmts(&mut |s| {
@@ -180,15 +180,17 @@ impl Ctx<'_> {
             }
         });
         let mut thresholds: Vec<(VarId, VarId)> = Vec::new();
-        fuse_ir::visit_stmts(later, &mut |s| {
-            if let Stmt::Assign {
-                expr: Expr::Binary(BinaryOp::Gt, r, p) | Expr::Binary(BinaryOp::Lt, p, r),
-                ..
-            } = s
-            {
-                thresholds.push((*r, *p))
-            }
-        });
+        for s in later {
+            fuse_ir::visit_stmts(std::slice::from_ref(s), &mut |s| {
+                if let Stmt::Assign {
+                    expr: Expr::Binary(BinaryOp::Gt, r, p) | Expr::Binary(BinaryOp::Lt, p, r),
+                    ..
+                } = s
+                {
+                    thresholds.push((*r, *p))
+                }
+            });
+        }
         for s in uniform {
             let Stmt::Assign { dst: p, .. } = s else { continue };
             if self.assignments[p.0 as usize] != 1 || self.tile(*p).is_some() {

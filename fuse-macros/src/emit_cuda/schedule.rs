@@ -47,8 +47,11 @@ pub(super) struct Schedule {
     /// The uniform scalar statements moved up from after the prologue, in program order.
     pub uniform: Vec<usize>,
     /// The early loads ([`early_loads`]) and the statements computing their offsets and masks,
-    /// in program order: emitted after `uniform` on one warp, and in place (in `rest`) on more.
+    /// in program order: emitted after `uniform` where `early_when` holds, and in place (in
+    /// `rest`) where it does not.
     pub early: Vec<usize>,
+    /// The preprocessor condition for `early`'s place ([`early_when`]).
+    pub early_when: String,
     /// The remaining statements, in program order (`early` among them).
     pub rest: Vec<usize>,
     /// Per statement of `Kernel::body` (and one past the last): how many loads and stores come
@@ -90,7 +93,7 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
             _ => None,
         })
         .collect();
-    let (mut uniform, mut later) = (Vec::new(), Vec::new());
+    let (mut uniform, mut rest) = (Vec::new(), Vec::new());
     for (i, s) in k.body.iter().enumerate().skip(split) {
         match s {
             Stmt::Assign { dst, expr }
@@ -100,7 +103,7 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
                 available.push(*dst);
                 uniform.push(i);
             }
-            _ => later.push(i),
+            _ => rest.push(i),
         }
     }
     let in_head = head_vars(k, &once);
@@ -123,8 +126,8 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
             converts |= t.shape.len().is_some() && matches!(t.dtype, DType::F16 | DType::BF16);
         }
     });
-    let early = if converts { Vec::new() } else { early_loads(k, &once, &loaded, &available, &later) };
-    let rest = later;
+    let early = if converts { Vec::new() } else { early_loads(k, &once, &loaded, &available, &rest) };
+    let early_when = early_when(k, &early);
     let mut accesses_before = Vec::with_capacity(k.body.len() + 1);
     let mut count = 0u32;
     for s in &k.body {
@@ -137,10 +140,10 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
     }
     accesses_before.push(count);
     if converts && late.contains(&true) {
-        Schedule { head, late, prologue, uniform, early, rest, accesses_before }
+        Schedule { head, late, prologue, uniform, early, early_when, rest, accesses_before }
     } else {
         let late = vec![false; k.vars.len()];
-        Schedule { head: Vec::new(), late, prologue, uniform, early, rest, accesses_before }
+        Schedule { head: Vec::new(), late, prologue, uniform, early, early_when, rest, accesses_before }
     }
 }
 
@@ -152,8 +155,8 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
 /// Written where the user needs them (LayerNorm's weight and bias after the row statistics),
 /// such loads wait behind the statistics' warp shuffles, which NVRTC does not move loads across;
 /// issued with the first load, their latency hides behind its own. Only in kernels without a
-/// 16-bit float tile load, and the emitter puts them there only on one warp and where they are
-/// small beside the first load (emit_cuda/mod.rs `early_loads_small`): measured on an H200
+/// 16-bit float tile load, and there only on one warp and where they are small beside the first
+/// load ([`early_when`]): measured on an H200
 /// (2026-11-27, session 22), narrow-row LayerNorm 16384x256 f32 on one warp 12.54 → 12.35 µs
 /// (65536x128 level); the one-row LayerNorm 4096x1024 f32 on 4 warps 0.0137 / 0.0135 → 0.0139 /
 /// 0.0146 ms; 16-bit LayerNorm rows 0.8-1.2 % slower at the launcher's tiles (up to 1.5 % faster
@@ -163,9 +166,9 @@ fn early_loads(
     once: &dyn Fn(&VarId) -> bool,
     loaded: &[bool],
     available: &[VarId],
-    later: &[usize],
+    after: &[usize],
 ) -> Vec<usize> {
-    let straight = later
+    let straight = after
         .iter()
         .take_while(|&&i| matches!(&k.body[i], Stmt::Assign { dst, .. } if once(dst)))
         .copied()
@@ -230,6 +233,26 @@ fn early_loads(
         .into_iter()
         .filter(|&i| matches!(&k.body[i], Stmt::Assign { dst, .. } if needed[dst.0 as usize] && ready[dst.0 as usize]))
         .collect()
+}
+
+/// Where the early loads go with the first load (a preprocessor condition): on one warp, and where
+/// the tiles they load hold together at most half as many elements as the kernel's first loaded
+/// tile (LayerNorm's weight and bias rows beside its `[ROWS, BLOCK]` tile). Issued early, loads as
+/// large as that tile keep as many more registers live across the reductions (the one-row
+/// LayerNorm f32 `[1024]` on one warp spilled).
+fn early_when(k: &Kernel, early: &[usize]) -> String {
+    let len_of = |s: &Stmt| match s {
+        Stmt::Assign { dst, expr: Expr::Load { .. } } => k.ty(*dst).shape.len().map(|l| l.c_expr(&k.consts)),
+        _ => None,
+    };
+    let first = k.body.iter().find(|s| matches!(s, Stmt::Assign { expr: Expr::Load { .. }, .. }));
+    let early: Vec<String> = early.iter().filter_map(|&i| len_of(&k.body[i])).collect();
+    match first.and_then(len_of) {
+        Some(big) if !early.is_empty() => {
+            format!("FUSE_NUM_WARPS == 1 && 2 * ({}) <= ({big})", early.join(" + "))
+        }
+        _ => "0".into(),
+    }
 }
 
 /// A scalar statement that may move up to where its operands are: `dst` assigned once, and
