@@ -11,7 +11,7 @@ mod harness;
 use common::*;
 use fuse::fuse_ir::Specialization;
 use fuse::half::f16;
-use fuse::Device;
+use fuse::{Device, LaunchConfig};
 
 fn add_mul_on_gpu_matches_float64_and_cpu(g: &Device) {
     let c = Device::cpu();
@@ -782,6 +782,60 @@ fn add_activation_on_gpu_matches_float64_and_cpu(g: &Device) {
     case::<fuse::half::bf16>(g, &mut rng, 1e-3, 8e-3);
 }
 
+/// One-warp variants that need more than the one-warp cap of 64 registers (`FUSE_LAUNCH_BOUNDS`,
+/// emit_cuda/mod.rs), which the runtime compiles again without the cap where it spills
+/// (cuda/nvrtc.rs `compile_capped`; tests/ptxas_resources.rs checks the no-spill side with NVRTC
+/// alone): the one-row LayerNorm f32 `[1024]` against float64 and the CPU, and
+/// bias+GELU+dropout f32 `[1024]` against float64 with the CPU's mask, each on one warp.
+fn one_warp_variants_past_the_register_cap_match_float64(g: &Device) {
+    let c = Device::cpu();
+    let mut rng = Rng::fresh("one-warp variants past the cap");
+    for (rows, cols) in [(33usize, 1000usize), (8, 1024)] {
+        let x = rng.vec(rows * cols, 4.0);
+        let (w, b) = (rng.vec(cols, 1.0), rng.vec(cols, 1.0));
+        let want = layernorm::reference(&f64s(&x), &f64s(&w), &f64s(&b), rows, cols, 1e-5);
+        let mut got = Vec::new();
+        for d in [g, &c] {
+            let v = run_on(d, &[&x, &w, &b], rows * cols, |inputs, y| {
+                let grid = LaunchConfig::new(rows as u32).num_warps(1);
+                let n = cols as i32;
+                layernorm::layernorm::launch::<f32, 1024>(
+                    d, grid, inputs[0], y, inputs[1], inputs[2], n, n, 1e-5,
+                )
+            });
+            assert_close(
+                &format!("layernorm [1024] on one warp {rows}x{cols} on {}", d.description()),
+                &v,
+                &want,
+                3e-5,
+                2e-5,
+            );
+            got.push(v);
+        }
+        assert_close("layernorm [1024] on one warp, gpu vs cpu", &got[0], &got[1], 3e-5, 2e-5);
+    }
+    let (rows, h) = (9, 768);
+    let n = rows * h;
+    let (x, bias) = (rng.vec(n, 3.0), rng.vec(h, 1.0));
+    let seed = rng.next_u64();
+    let out = run_on(g, &[&x, &bias], n, |inputs, out| {
+        let grid = LaunchConfig::new(n.div_ceil(1024) as u32).num_warps(1);
+        bias_gelu_dropout::bias_gelu_dropout::launch::<f32, 1024>(
+            g, grid, inputs[0], inputs[1], out, seed, 0.1, n as i32, h as i32,
+        )
+    });
+    let gelu = bias_gelu_dropout::reference_gelu(&f64s(&x), &f64s(&bias), h);
+    for i in 0..n {
+        let keep = fuse::fuse_ir::philox::rand(seed, i as u64) > 0.1;
+        let want = if keep { gelu[i] / 0.9 } else { 0.0 };
+        assert!(
+            (out[i] - want).abs() <= 1e-5 + 1e-5 * want.abs(),
+            "bias_gelu_dropout [1024] on one warp, {i}: {} vs {want}",
+            out[i]
+        );
+    }
+}
+
 /// The kernels of the examples that have no emitted-CUDA snapshot compile with NVRTC (no GPU
 /// needed) for sm_80 and sm_90, at the tiles their launchers use, with every launch-time
 /// specialisation on (the proven, unchecked paths) and off (the checked ones).
@@ -861,6 +915,10 @@ fn main() {
         ("qk_norm_rope_on_gpu_matches_float64_and_cpu", qk_norm_rope_on_gpu_matches_float64_and_cpu),
         ("cross_entropy_on_gpu_matches_float64_and_cpu", cross_entropy_on_gpu_matches_float64_and_cpu),
         ("add_activation_on_gpu_matches_float64_and_cpu", add_activation_on_gpu_matches_float64_and_cpu),
+        (
+            "one_warp_variants_past_the_register_cap_match_float64",
+            one_warp_variants_past_the_register_cap_match_float64,
+        ),
     ]);
     trials.extend(harness::nvrtc_trials(vec![(
         "newer_example_kernels_compile_with_nvrtc",

@@ -30,22 +30,40 @@ class Raw:
         check(cuda.cuFuncGetAttribute(ctypes.byref(v), 4, self.func), "attr")
         self.regs = v.value
 
-    def launcher(self, grid, threads, args):
+    def launcher(self, grid, threads, args, shared=0):
         keep = list(args)
         params = (ctypes.c_void_p * len(keep))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in keep])
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         func = self.func
 
         def go():
-            check(cuda.cuLaunchKernel(func, grid, 1, 1, threads, 1, 1, 0, stream, params, None), "cuLaunchKernel")
+            check(cuda.cuLaunchKernel(func, grid, 1, 1, threads, 1, 1, shared, stream, params, None), "cuLaunchKernel")
         go.keep = (keep, params)
         return go
+
+
+def tc_cubins(n_cols, dname):
+    """[(cubin, rows a program, warps, dynamic shared bytes)] of torch.compile's LayerNorm kernels for `n_cols`-wide
+    `dname` rows in $TRITON_CACHE_DIR: every config Inductor compiled (it times them and keeps one)."""
+    elem = {"float16": "f16", "float32": "f32"}[dname]
+    found = []
+    for meta in glob.glob(os.path.join(os.environ.get("TRITON_CACHE_DIR", "/nonexistent"), "*", "triton_per_fused_native_layer_norm_0.json")):
+        d = os.path.dirname(meta)
+        ttgir = open(os.path.join(d, "triton_per_fused_native_layer_norm_0.ttgir")).read()
+        rows = [int(r) for r in re.findall(r"tensor<(\d+)x" + str(n_cols) + r"x", ttgir)]
+        if rows and f"!tt.ptr<{elem}>" in ttgir:
+            m = json.load(open(meta))
+            found.append((os.path.join(d, "triton_per_fused_native_layer_norm_0.cubin"), max(rows), m["num_warps"], m["shared"]))
+    return sorted(found)
 
 
 def main():
     folder = sys.argv[1]
     only = sys.argv[2] if len(sys.argv) > 2 else ""
-    profile = os.environ.get("NCU") == "1"  # torch.compile's kernels only, 5 launches each, for Nsight Compute
+    # NCU=1: torch.compile's kernels only, 6 launches each, for Nsight Compute; NCU=all: every side,
+    # checked and launched twice, untimed
+    profile = os.environ.get("NCU") == "1"
+    profile_all = os.environ.get("NCU") == "all"
     err = torch.zeros(64, dtype=torch.int64, device=dev)
     out_rows = []
     for (M, N) in ((65536, 128), (16384, 256)):
@@ -68,6 +86,16 @@ def main():
                     peer = lambda cf=cf, x=x, w=w, b=b: cf(x, w, b)
                     nbytes = 2 * M * N * x.element_size() + 2 * N * x.element_size()
                 sides = {"torch.compile": peer}
+                if os.environ.get("TC_CUBIN") and pattern == "layernorm":
+                    # torch.compile's own kernel launched by this script's ctypes path, as fuse's are:
+                    # separates the kernels from the ways they are launched
+                    peer()
+                    torch.cuda.synchronize()
+                    for path, rows, warps, shared in tc_cubins(N, dname):
+                        k = Raw(path, "triton_per_fused_native_layer_norm_0")
+                        null = ctypes.c_void_p(0)
+                        args = [ptr(x), ptr(w), ptr(b), ptr(o), ctypes.c_int(M), ctypes.c_int(N), null, null]
+                        sides[f"tc cubin {rows}x{N}_w{warps} by ctypes ({k.regs} regs)"] = k.launcher(triton.cdiv(M, rows), 32 * warps, args, shared)
                 if profile:
                     for _ in range(6):
                         peer()
@@ -76,7 +104,11 @@ def main():
                 for path in sorted(glob.glob(os.path.join(folder, f"{pattern}_{dname}_*x{N}_w*.cubin"))):
                     tag = os.path.basename(path)[len(f"{pattern}_{dname}_"):-6]
                     R, W = int(tag.split("x")[0]), int(re.search(r"_w(\d+)", tag).group(1))
-                    k = Raw(path, f"{pattern}_rows_{sfx}")
+                    name = f"{pattern}_rows_{sfx}"
+                    source = path[:-len(".cubin")] + ".cu"
+                    if os.path.exists(source):  # a variant may carry its own name (variants.py)
+                        name = re.search(r"__global__ void FUSE_LAUNCH_BOUNDS (\w+)\(", open(source).read()).group(1)
+                    k = Raw(path, name)
                     if pattern == "softmax":
                         args = [ptr(o), ptr(x), ctypes.c_int(N), ctypes.c_int(N), ctypes.c_int(M), ctypes.c_int(N), *lens(o, x), ptr(err)]
                     else:
@@ -91,6 +123,11 @@ def main():
                     assert not got.isnan().any(), f"{label} {side}: NaN"
                     close(f"{label} {side}", got, ref)
                     assert not (err != 0).any(), f"{label} {side}: out of bounds {err.tolist()[:2]}"
+                if profile_all:
+                    for fn in sides.values():
+                        fn()
+                    torch.cuda.synchronize()
+                    continue
                 runs = {s: [] for s in sides}
                 names = list(sides)
                 for r in range(ROUNDS):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 22 on the device: the narrow-row tile x warps sweep against torch.compile (rows_sweep.py),
 # then Nsight Compute on torch.compile's kernels (grid, block, registers). Sources in .gpu/sweep
-# (zz_probe SWEEP mode: the emitted CUDA of each variant with every launch fact proven).
+# (the emitted CUDA of each variant with every launch fact proven: rows_sources.rs, the
+# `rows_sources` example, since session 23; session 22 used an untracked probe).
 source scripts/gpu_common.sh
 session_start
 mkdir -p $O/cub && cp .gpu/sweep/*.cu $O/cub/

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Session 23 on the device: issue 14's f16 LayerNorm narrow rows against torch.compile.
+# Sources: .gpu/<folder>/*.cu, written by `cargo run --release --example rows_sources -- DIR
+# layernorm f16 8x256_w4 ...` (scripts/experiments/rows_sweep/rows_sources.rs: every launch fact
+# proven), then hand-edited by scripts/experiments/rows_sweep/variants.py; no Rust binaries needed
+# for the sweep modes. The `one_warp`, `ab_warps` and common modes need the staged tests and bench.
+# Usage: bash scripts/gpu_session23.sh MODE ...   (logs and JSON in $OUT/logs.tgz)
+source scripts/gpu_common.sh
+session_start
+S=$PWD/scripts/experiments/rows_sweep
+NVRTC=$(ls /usr/local/cuda/lib64/libnvrtc.so* | head -1)
+compile_folder() { # $1: folder of .cu -> $O/cub/*.cubin, ptxas's registers in $L/compile_<name>.log
+    rm -rf $O/cub && mkdir -p $O/cub && cp $1/*.cu $O/cub/
+    (cd $O/cub && CUBIN=1 python3 $S/nvrtc_regs.py $NVRTC *.cu) >$L/compile_$(basename $1).log 2>&1 || status=1
+}
+sweep() { # $1: folder; cases matching $ONLY timed against torch.compile (rows_sweep.py); torch.compile's
+    # code, Triton's PTX and SASS of its kernels kept in $L/inductor.tgz
+    compile_folder $1
+    rm -f $O/rows_sweep.json
+    TRITON_CACHE_DIR=$O/tcache TORCHINDUCTOR_CACHE_DIR=$O/icache py sweep_$(basename $1) 540 scripts/experiments/rows_sweep/rows_sweep.py $O/cub ${ONLY:-}
+    cp -f $O/rows_sweep.json $L/sweep_$(basename $1).json 2>/dev/null
+    grep -E "==|vs|Error|assert" $L/sweep_$(basename $1).log | head -100
+    (cd $O && for c in $(find tcache -name "*.cubin"); do echo "== $c"; cuobjdump -sass $c; done >tcache/sass.txt 2>&1
+     find tcache icache -name "*.ptx" -o -name "*.py" -o -name "*.ttgir" -o -name "*.json" -o -name sass.txt | tar czf $L/inductor.tgz -T -) 2>/dev/null
+    rm -rf $O/tcache $O/icache
+}
+ncu_all() { # $1: folder; Nsight Compute sections of every side (fuse's cubins and torch.compile's kernels), cases $ONLY
+    compile_folder $1
+    NCU=all run ncu_$(basename $1) timeout ${T:-300} ncu --clock-control none --csv --kernel-name regex:'triton|layernorm_rows' \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+        --section SchedulerStats --section WarpStateStats python $S/rows_sweep.py $O/cub ${ONLY:-}
+}
+for mode in "$@"; do
+    case $mode in
+    sweep6) ONLY="layernorm/.*/float16" ROUNDS=3 sweep .gpu/sweep6 ;; # LayerNorm f16: tiles x hand edits (early, last, plain, approx, vec16, nocap)
+    ncu6) ONLY="layernorm/16384x256/float16" ncu_all .gpu/ncu6 ;; # a few of them under Nsight Compute beside torch.compile
+    sweep7) ONLY="layernorm/.*/float16" ROUNDS=5 sweep .gpu/sweep7 ;; # LayerNorm f16: the launcher's tiles and one-warp ones, with L2 evict_last weight loads, approx
+    sweep8) ONLY="layernorm/.*/float16" ROUNDS=5 TC_CUBIN=1 sweep .gpu/sweep8 ;; # torch.compile's own cubins launched by rows_sweep.py's ctypes path, beside fuse's
+    ncu9) ONLY="layernorm/.*/float16" ncu_all .gpu/ncu9 ;; # the 16-bit rows tiles on 2 and 4 warps under Nsight Compute beside torch.compile
+    sweep10) ONLY="layernorm/.*/float16" ROUNDS=4 sweep .gpu/sweep10 ;; # LayerNorm f16: x loaded with L2 evict_first or ld.global.cs
+    one_warp) # the one-warp variants that the 64-register cap would spill (compiled again uncapped), then under memcheck
+        run one_warp timeout 200 .gpu/test-gpu_examples one_warp_variants_past_the_register_cap --test-threads=1
+        run memcheck_one_warp timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples one_warp_variants_past_the_register_cap --test-threads=1 ;;
+    ab_warps) # LayerNorm f16 narrow rows on 2 and on 4 warps (FUSE_BENCH_WARPS), 2 alternated rounds (session 23 ran it on a launcher that chose 2, reverted)
+        for round in 1 2; do
+            for w in 2 4; do
+                T=150 bench ab_w${w}_$round .gpu/bench-anchors FUSE_BENCH_ONLY=layernorm/65536x128/float16,layernorm/16384x256/float16 FUSE_BENCH_WARPS=$w >/dev/null
+                grep -E " fuse " $L/ab_w${w}_$round.log | sed "s/^/$round w$w: /"
+            done
+        done ;;
+    *) common_mode $mode || { echo "unknown mode $mode"; status=1; } ;;
+    esac
+    rm -rf $O/cub
+    pack_logs
+done
+session_end
