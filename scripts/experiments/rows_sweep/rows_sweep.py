@@ -53,7 +53,10 @@ def tc_cubins(n_cols, dname):
         rows = [int(r) for r in re.findall(r"tensor<(\d+)x" + str(n_cols) + r"x", ttgir)]
         if rows and f"!tt.ptr<{elem}>" in ttgir:
             m = json.load(open(meta))
+            # The launch passes null scratch pointers (Triton 3.6's two trailing arguments).
+            assert m.get("global_scratch_size", 0) == 0 and m.get("profile_scratch_size", 0) == 0, meta
             found.append((os.path.join(d, "triton_per_fused_native_layer_norm_0.cubin"), max(rows), m["num_warps"], m["shared"]))
+    assert found, f"TC_CUBIN: no Inductor LayerNorm cubin for {n_cols} {dname} in $TRITON_CACHE_DIR"
     return sorted(found)
 
 
@@ -107,7 +110,9 @@ def main():
                     name = f"{pattern}_rows_{sfx}"
                     source = path[:-len(".cubin")] + ".cu"
                     if os.path.exists(source):  # a variant may carry its own name (variants.py)
-                        name = re.search(r"__global__ void FUSE_LAUNCH_BOUNDS (\w+)\(", open(source).read()).group(1)
+                        m = re.search(r"__global__ void FUSE_LAUNCH_BOUNDS (\w+)\(", open(source).read())
+                        assert m, f"{source}: no kernel name"
+                        name = m.group(1)
                     k = Raw(path, name)
                     if pattern == "softmax":
                         args = [ptr(o), ptr(x), ctypes.c_int(N), ctypes.c_int(N), ctypes.c_int(M), ctypes.c_int(N), *lens(o, x), ptr(err)]

@@ -16,7 +16,7 @@ Edits:
           loads do for 4-byte kernels on one warp; Inductor writes them there too)
   nocap   no one-warp register cap (`FUSE_NO_WARP_CAP`, as the runtime compiles a variant the cap spills)
   vec16, vec32
-          16 or 32 consecutive elements of a row a thread (two or four 16-byte accesses) instead of
+          (x's tile) 16 or 32 consecutive elements of a row a thread (two or four 16-byte accesses) instead of
           8: a row over 16 or 8 lanes, so fewer shuffle rounds and fewer rows a thread
 """
 import re, sys
@@ -54,7 +54,9 @@ def sub_loads(s, ptr, fn):
     n = len(pat.findall(s))
     assert n >= 1, (ptr, n)
     # One call per 16 bytes of the chunk (FUSE_VEC * E / 4 words, 4 a call).
-    return pat.sub(lambda m: f"for (int fuse_q = 0; fuse_q < FUSE_VEC{m.group(1)} * {m.group(2)} / 16; ++fuse_q) "
+    # (A chunk under 16 bytes would run the loop no times and lose the load: refused at compile time.)
+    return pat.sub(lambda m: f"static_assert(FUSE_VEC{m.group(1)} * {m.group(2)} % 16 == 0, \"variants.py: 16-byte chunks only\"); "
+                   f"for (int fuse_q = 0; fuse_q < FUSE_VEC{m.group(1)} * {m.group(2)} / 16; ++fuse_q) "
                    f"{fn}({m.group(3)} + 4 * fuse_q, (const char*)({m.group(4)}) + 16 * fuse_q)", s)
 
 
@@ -86,6 +88,7 @@ def approx(s):
 
 def early(s):
     # The weight's load through the bias's copy (`wb`, `bb`), moved to after x's load block.
+    assert len(re.findall(r"  // t\d+ = load\(w\[", s)) == 1, "early: one weight load block expected"
     lines = s.split("\n")
     start = next(i for i, l in enumerate(lines) if re.match(r"  // t\d+ = load\(w\[", l))
     end = next(i for i, l in enumerate(lines) if i > start and re.search(r"\bbb\[fuse_i\] = ", l))
@@ -98,9 +101,11 @@ def early(s):
 
 def vec(n):
     def edit(s):
-        m = re.search(r"^#define FUSE_VEC2 .*$", s, re.M)
+        # The layout of x's tile (its load's vector width), whatever its number.
+        k = re.search(r"fuse_ldg_words<FUSE_VEC(\d+) \* \d / 4>\([^,]*, x \+", s).group(1)
+        m = re.search(r"^#define FUSE_VEC" + k + " .*$", s, re.M)
         assert m
-        return s[:m.end()] + f"\n#undef FUSE_VEC2\n#define FUSE_VEC2 {n}" + s[m.end():]
+        return s[:m.end()] + f"\n#undef FUSE_VEC{k}\n#define FUSE_VEC{k} {n}" + s[m.end():]
     return edit
 
 
