@@ -41,6 +41,7 @@ for mode in "$@"; do
     one_warp) # the one-warp variants that the 64-register cap would spill (compiled again uncapped), then under memcheck
         run one_warp timeout 200 .gpu/test-gpu_examples one_warp_variants_past_the_register_cap --test-threads=1
         run memcheck_one_warp timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples one_warp_variants_past_the_register_cap --test-threads=1 ;;
+    sweep11) ONLY="layernorm/.*/float16" ROUNDS=5 sweep .gpu/sweep11 ;; # LayerNorm f16: `1 / n` at the kernel's head (_head: hand-edited #if) on 1- and 2-warp tiles
     ab_warps) # LayerNorm f16 narrow rows on 2 and on 4 warps (FUSE_BENCH_WARPS), 2 alternated rounds (session 23 ran it on a launcher that chose 2, reverted)
         for round in 1 2; do
             for w in 2 4; do
