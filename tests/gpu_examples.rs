@@ -787,8 +787,8 @@ fn add_activation_on_gpu_matches_float64_and_cpu(g: &Device) {
 /// (cuda/nvrtc.rs `compile_capped`; tests/ptxas_resources.rs checks with NVRTC alone which
 /// variants take more than 64 registers, without spills): bias+GELU+dropout f32 `[1024]` against
 /// float64 with the CPU's mask, and the one-row LayerNorm f32 `[1024]` against float64 and the
-/// CPU, at 1000 columns (masked, checked paths; ptxas_resources finds that variant over the cap
-/// with no fact proven) and 1024 (every fact proven: within the cap), each on one warp.
+/// CPU, at 1000 columns (aligned and in bounds but masked: ptxas_resources finds that variant
+/// over the cap) and 1024 (every fact proven: within the cap), each on one warp.
 fn one_warp_variants_past_the_register_cap_match_float64(g: &Device) {
     let c = Device::cpu();
     let mut rng = Rng::fresh("one-warp variants past the cap");

@@ -142,24 +142,34 @@ fn narrow_f32_rows_on_one_warp_fit_64_registers() {
 /// One-warp variants that need more than 64 registers do not spill: the runtime compiles them
 /// again without the one-warp cap when it spills (cuda/nvrtc.rs `compile_capped`), and so they
 /// take more than 64. With the cap kept: the FFN sublayer f16 32x32x32 spilled 522 bytes,
-/// bias+GELU+dropout f32 `[1024]` 208 (with every launch fact proven; more with none, the checked
-/// paths). The one-row LayerNorm f32 `[1024]` fits 64 with every fact proven (it spilled 116
-/// bytes there while its weight loads came early; the early loads' size rule, emit_cuda/schedule.rs
-/// `early_when`, keeps them in place) and needs more with none.
+/// bias+GELU+dropout f32 `[1024]` 208 (with every launch fact proven). Checked for three sets of
+/// launch facts: every one proven; aligned and in bounds but masked (a row of 1000 columns: no
+/// divisibility, no all-true mask); none. The one-row LayerNorm f32 `[1024]` fits 64 with every
+/// fact proven (it spilled 116 bytes there while its weight loads came early; the early loads'
+/// size rule, emit_cuda/schedule.rs `early_when`, keeps them in place) and needs more masked.
 fn one_warp_kernels_that_need_more_registers_do_not_spill() {
-    // (kernel, consts, over the cap with every fact proven, with none)
-    let cases: [(&KernelSpec, &[u64], bool, bool); 3] = [
-        (&ffn_sublayer::ffn_sublayer::f16::SPEC, &[32, 32, 32], true, true),
-        (&bias_gelu_dropout::bias_gelu_dropout::f32::SPEC, &[1024], true, true),
-        (&layernorm::layernorm::f32::SPEC, &[1024], false, true),
+    // (kernel, consts, over the cap with every fact proven, masked, with none)
+    let cases: [(&KernelSpec, &[u64], [bool; 3]); 3] = [
+        (&ffn_sublayer::ffn_sublayer::f16::SPEC, &[32, 32, 32], [true; 3]),
+        (&bias_gelu_dropout::bias_gelu_dropout::f32::SPEC, &[1024], [true; 3]),
+        (&layernorm::layernorm::f32::SPEC, &[1024], [false, true, true]),
     ];
-    for (spec, consts, over_proven, over_checked) in cases {
-        let proven = report(spec, consts, 1, 1, false);
+    for (spec, consts, over) in cases {
+        let masked: Vec<bool> = spec
+            .specializations()
+            .iter()
+            .map(|s| matches!(s, Specialization::Align16(_) | Specialization::InBounds(_)))
+            .collect();
         let none = vec![false; spec.specializations().len()];
-        let checked = spec.ptxas_report("sm_90a", consts, 1, 1, &none).unwrap();
-        println!("{} {consts:?} on one warp, no launch facts: {} registers", spec.name(), checked.registers);
-        for (facts, r, over) in [("every", &proven, over_proven), ("no", &checked, over_checked)] {
-            let what = format!("{} {consts:?} on one warp, {facts} launch fact", spec.name());
+        let sets = [
+            ("every launch fact", facts(spec, false)),
+            ("masked launch facts", masked),
+            ("no launch fact", none),
+        ];
+        for ((what, set), over) in sets.into_iter().zip(over) {
+            let what = format!("{} {consts:?} on one warp, {what}", spec.name());
+            let r = spec.ptxas_report("sm_90a", consts, 1, 1, &set).unwrap_or_else(|e| panic!("{what}: {e}"));
+            println!("{what}: {} registers, {} bytes spilled", r.registers, r.spill_store_bytes);
             assert_eq!(r.spill_store_bytes, 0, "{what}: {}", r.log);
             // Over the cap's 64 only where the compile without it ran: the fallback.
             assert_eq!(r.registers > 64, over, "{what}: {} registers", r.registers);

@@ -88,7 +88,7 @@ def approx(s):
 
 def early(s):
     # The weight's load through the bias's copy (`wb`, `bb`), moved to after x's load block.
-    assert len(re.findall(r"  // t\d+ = load\(w\[", s)) == 1, "early: one weight load block expected"
+    assert len(re.findall(r"^  // t\d+ = load\(w\[", s, re.M)) == 1, "early: one weight load block expected"
     lines = s.split("\n")
     start = next(i for i, l in enumerate(lines) if re.match(r"  // t\d+ = load\(w\[", l))
     end = next(i for i, l in enumerate(lines) if i > start and re.search(r"\bbb\[fuse_i\] = ", l))
@@ -102,7 +102,10 @@ def early(s):
 def vec(n):
     def edit(s):
         # The layout of x's tile (its load's vector width), whatever its number.
-        k = re.search(r"fuse_ldg_words<FUSE_VEC(\d+) \* \d / 4>\([^,]*, x \+", s).group(1)
+        m = (re.search(r"fuse_ldg_words<FUSE_VEC(\d+) \* \d / 4>\([^,]*, x \+", s)
+             or re.search(r"fuse_q < FUSE_VEC(\d+) \* \d / 16; \+\+fuse_q\) fuse_ld_\w+\([^,]*, \(const char\*\)\(x \+", s))
+        assert m, "vec: no load of x"  # (plain, first or cs may have rewritten it already)
+        k = m.group(1)
         m = re.search(r"^#define FUSE_VEC" + k + " .*$", s, re.M)
         assert m
         return s[:m.end()] + f"\n#undef FUSE_VEC{k}\n#define FUSE_VEC{k} {n}" + s[m.end():]
