@@ -51,32 +51,42 @@ class Cubin:
                 assert self.name is None, f"two cubins in {folder} hold {pattern}"
                 self.name, self.path, self.image = hit[0], path, image
         assert self.name, f"no {pattern} kernel in {folder}"
-        self.module = ctypes.c_void_p()
-        check(cuda.cuModuleLoadData(ctypes.byref(self.module), ctypes.c_char_p(self.image)), "cuModuleLoadData")
-        self.func = ctypes.c_void_p()
-        check(cuda.cuModuleGetFunction(ctypes.byref(self.func), self.module, self.name.encode()), "cuModuleGetFunction")
-
-        def attr(a):
-            v = ctypes.c_int()
-            check(cuda.cuFuncGetAttribute(ctypes.byref(v), a, self.func), "cuFuncGetAttribute")
-            return v.value
-
+        self.module, self.func = load_function(self.image, self.name)
         # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (the kernel's __launch_bounds__, FUSE_THREADS),
         # SHARED_SIZE_BYTES, NUM_REGS
-        self.threads, self.smem, self.regs = attr(0), attr(1), attr(4)
+        self.threads, self.smem, self.regs = (func_attr(self.func, a) for a in (0, 1, 4))
 
     def launcher(self, grid, args):
-        """A no-argument function launching the kernel on `grid` programs with `args` (ctypes values,
-        kept alive by the closure) on torch's current stream."""
-        keep = list(args)
-        params = (ctypes.c_void_p * len(keep))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in keep])
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        func, threads = self.func, self.threads
+        return launcher(self.func, grid, self.threads, args)
 
-        def go():
-            check(cuda.cuLaunchKernel(func, grid, 1, 1, threads, 1, 1, 0, stream, params, None), "cuLaunchKernel")
-        go.keep = (keep, params)
-        return go
+
+def load_function(image, name):
+    """(module, function) for kernel `name` of the cubin bytes `image`, loaded through the driver."""
+    module = ctypes.c_void_p()
+    check(cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(image)), "cuModuleLoadData")
+    func = ctypes.c_void_p()
+    check(cuda.cuModuleGetFunction(ctypes.byref(func), module, name.encode()), "cuModuleGetFunction")
+    return module, func
+
+
+def func_attr(func, a):
+    v = ctypes.c_int()
+    check(cuda.cuFuncGetAttribute(ctypes.byref(v), a, func), "cuFuncGetAttribute")
+    return v.value
+
+
+def launcher(func, grid, threads, args, shared=0):
+    """A no-argument function launching `func` on `grid` programs of `threads` threads (`shared`
+    bytes of dynamic shared memory) with `args` (ctypes values, kept alive by the closure) on
+    torch's current stream."""
+    keep = list(args)
+    params = (ctypes.c_void_p * len(keep))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in keep])
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+    def go():
+        check(cuda.cuLaunchKernel(func, grid, 1, 1, threads, 1, 1, shared, stream, params, None), "cuLaunchKernel")
+    go.keep = (keep, params)
+    return go
 
 
 def ptr(t):

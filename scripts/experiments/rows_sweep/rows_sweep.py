@@ -11,7 +11,7 @@ import torch, triton
 import torch.nn.functional as F
 from triton.testing import do_bench
 from peers_v2 import close, compiled
-from same_harness import check, cuda, ptr, lens
+from same_harness import func_attr, launcher, load_function, ptr, lens
 
 dev = "cuda"
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
@@ -19,27 +19,15 @@ RUNS = int(os.environ.get("RUNS", "3"))
 
 
 class Raw:
+    """Kernel `name` of the cubin file `path`."""
+
     def __init__(self, path, name):
         self.path, self.name = path, name
-        image = open(path, "rb").read()
-        self.module = ctypes.c_void_p()
-        check(cuda.cuModuleLoadData(ctypes.byref(self.module), ctypes.c_char_p(image)), "cuModuleLoadData")
-        self.func = ctypes.c_void_p()
-        check(cuda.cuModuleGetFunction(ctypes.byref(self.func), self.module, name.encode()), "cuModuleGetFunction")
-        v = ctypes.c_int()
-        check(cuda.cuFuncGetAttribute(ctypes.byref(v), 4, self.func), "attr")
-        self.regs = v.value
+        self.module, self.func = load_function(open(path, "rb").read(), name)
+        self.regs = func_attr(self.func, 4)  # CU_FUNC_ATTRIBUTE_NUM_REGS
 
     def launcher(self, grid, threads, args, shared=0):
-        keep = list(args)
-        params = (ctypes.c_void_p * len(keep))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in keep])
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        func = self.func
-
-        def go():
-            check(cuda.cuLaunchKernel(func, grid, 1, 1, threads, 1, 1, shared, stream, params, None), "cuLaunchKernel")
-        go.keep = (keep, params)
-        return go
+        return launcher(self.func, grid, threads, args, shared)
 
 
 def tc_cubins(n_cols, dname):
