@@ -5,19 +5,9 @@
 # Usage: bash scripts/gpu_session22.sh MODE ...   (modes below; logs and JSON in $OUT/logs.tgz)
 source scripts/gpu_common.sh
 session_start
-sweep() { # $1: a folder of emitted sources (zz_probe SWEEP mode, scripts/experiments/rows_sweep/variants.py):
-    # compiled by the device's NVRTC, timed against torch.compile (rows_sweep.py, cases matching $ONLY);
-    # torch.compile's generated code and Triton's PTX of it kept in $L/inductor.tgz
-    local S=$PWD/scripts/experiments/rows_sweep NVRTC=$(ls /usr/local/cuda/lib64/libnvrtc.so* | head -1)
-    rm -rf $O/cub && mkdir -p $O/cub && cp $1/*.cu $O/cub/
-    (cd $O/cub && CUBIN=1 python3 $S/nvrtc_regs.py $NVRTC *.cu) >$L/compile_$(basename $1).log 2>&1 || status=1
-    rm -f $O/rows_sweep.json
-    TRITON_CACHE_DIR=$O/tcache TORCHINDUCTOR_CACHE_DIR=$O/icache py sweep_$(basename $1) 480 scripts/experiments/rows_sweep/rows_sweep.py $O/cub ${ONLY:-}
-    cp -f $O/rows_sweep.json $L/sweep_$(basename $1).json 2>/dev/null
-    grep -E "==|vs|Error|assert" $L/sweep_$(basename $1).log | head -80
-    (cd $O && find tcache icache -name "*.ptx" -o -name "*.py" -o -name "*.ttgir" -o -name "*.json" | tar czf $L/inductor.tgz -T -) 2>/dev/null
-    rm -rf $O/cub $O/tcache $O/icache
-}
+# sweep $1: a folder of emitted sources (rows_sources, variants.py) timed against torch.compile
+# (rows_sweep.py, cases matching $ONLY); torch.compile's code kept in $L/inductor.tgz
+source scripts/experiments/rows_sweep/sweep.sh
 for mode in "$@"; do
     case $mode in
     sanitize) # the kernels whose code this session changed (early loads, one-warp launch bounds) under memcheck and racecheck
