@@ -16,9 +16,11 @@ for mode in "$@"; do
     sweep8) ONLY="layernorm/.*/float16" ROUNDS=5 TC_CUBIN=1 sweep .gpu/sweep8 ;; # torch.compile's own cubins launched by rows_sweep.py's ctypes path, beside fuse's
     ncu9) ONLY="layernorm/.*/float16" ncu_all .gpu/ncu9 ;; # the 16-bit rows tiles on 2 and 4 warps under Nsight Compute beside torch.compile
     sweep10) ONLY="layernorm/.*/float16" ROUNDS=4 sweep .gpu/sweep10 ;; # LayerNorm f16: x loaded with L2 evict_first or ld.global.cs
-    one_warp) # the one-warp variants that the 64-register cap would spill (compiled again uncapped), then under memcheck
+    one_warp) # the one-warp variants that the 64-register cap would spill (compiled again uncapped), then under memcheck and racecheck
         run one_warp timeout 200 .gpu/test-gpu_examples one_warp_variants_past_the_register_cap --test-threads=1
-        run memcheck_one_warp timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples one_warp_variants_past_the_register_cap --test-threads=1 ;;
+        for tool in memcheck racecheck; do
+            run ${tool}_one_warp timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 .gpu/test-gpu_examples one_warp_variants_past_the_register_cap --test-threads=1
+        done ;;
     sweep11) ONLY="layernorm/.*/float16" ROUNDS=5 sweep .gpu/sweep11 ;; # LayerNorm f16: `1 / n` at the kernel's head (_head: hand-edited #if) on 1- and 2-warp tiles
     ab_warps) # LayerNorm f16 narrow rows on 2 and on 4 warps (FUSE_BENCH_WARPS), 2 alternated rounds (session 23 ran it on a launcher that chose 2, reverted)
         for round in 1 2; do
