@@ -8,7 +8,8 @@ process)?
 bench filled with `FUSE_BENCH_ONLY` set to that case, so it holds the cubin the bench launched
 (and the bench's L2 flush kernel). Each cubin is loaded through the driver (ctypes, libcuda),
 launched on torch tensors with the arguments the fuse launcher passes (user parameters, one
-element count per pointer, the error words), checked against torch, then timed by
+element count per pointer, the scalars the runtime computes (LayerNorm's `1 / n`), the error
+words), checked against torch, then timed by
 `triton.testing.do_bench` in alternated rounds with the peer (`ROUNDS` rounds of 5 do_bench runs
 a side; each side's best median). The short anchors (add_mul 1M, softmax 1024x512, LayerNorm
 4096x1024; f32 and f16) go against Triton's kernels of triton_anchor.py; with `rows`, issue 14's
@@ -97,6 +98,12 @@ def lens(*ts):
     return [ctypes.c_longlong(t.numel()) for t in ts]
 
 
+def host_inv(n):
+    """LayerNorm's `1.0 / n_cols as f32`, which fuse's runtime computes at launch and passes after
+    the lengths (fuse-ir's host_scalars.rs): an IEEE f32 division, as the runtime's."""
+    return ctypes.c_float(float(torch.tensor(1.0, dtype=torch.float32) / torch.tensor(float(n), dtype=torch.float32)))
+
+
 def short_cases(cubins, err):
     """(pattern, shape, dtype name, cubin, fuse launcher, Triton launcher, output, reference, bytes) per case."""
     for dt, name in ((torch.float32, "float32"), (torch.float16, "float16")):
@@ -122,7 +129,7 @@ def short_cases(cubins, err):
         o = torch.full_like(x, float("nan"))
         k = Cubin(os.path.join(cubins, f"layernorm_{M}x{N}_{name}"), "layernorm")
         fuse = k.launcher(M, [ptr(x), ptr(o), ptr(w), ptr(b), ctypes.c_int(N), ctypes.c_int(N), ctypes.c_float(1e-5),
-                              *lens(x, o, w, b), ptr(err)])
+                              *lens(x, o, w, b), host_inv(N), ptr(err)])
         tri = lambda x=x, o=o, w=w, b=b: ln_1row_k[(M,)](x, o, w, b, x.stride(0), N, 1e-5, BLOCK=1024, num_warps=4)
         ref = F.layer_norm(x.float(), (N,), w.float(), b.float(), 1e-5)
         yield "layernorm", f"{M}x{N}", name, k, fuse, tri, o, ref, 2 * M * N * x.element_size() + 2 * N * x.element_size()
@@ -150,7 +157,7 @@ def rows_cases(cubins, err):
             k = Cubin(os.path.join(cubins, f"layernorm_{M}x{N}_{name}"), "layernorm_rows")
             fuse = k.launcher(triton.cdiv(M, rows_per_program),
                               [ptr(x), ptr(o), ptr(w), ptr(b), ctypes.c_int(N), ctypes.c_int(M), ctypes.c_int(N),
-                               ctypes.c_float(1e-5), *lens(x, o, w, b), ptr(err)])
+                               ctypes.c_float(1e-5), *lens(x, o, w, b), host_inv(N), ptr(err)])
             cf = compiled(lambda x, w, b: F.layer_norm(x, (N,), w, b, 1e-5))
             ref = F.layer_norm(x.float(), (N,), w.float(), b.float(), 1e-5)
             yield "layernorm", f"{M}x{N}", name, k, fuse, (lambda cf=cf, x=x, w=w, b=b: cf(x, w, b)), o, ref, \

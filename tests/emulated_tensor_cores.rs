@@ -21,7 +21,7 @@ use common::dot::*;
 use common::matmul_int8::{self, Config};
 use common::quant_ffn::{assert_accumulator, int8s, Int8Case, Scales};
 use common::{Elem, Rng};
-use fuse::fuse_ir::{DType, ParamKind, Specialization};
+use fuse::fuse_ir::{DType, HostScalar, ParamKind, Specialization};
 use fuse::half::f16;
 use fuse::KernelSpec;
 use std::path::PathBuf;
@@ -151,6 +151,15 @@ fn program(
         }
     }
     call.extend(lens);
+    // The scalars the runtime computes at launch, after the arguments (`run` writes them).
+    for (i, h) in k.host_scalars().iter().enumerate() {
+        p.push_str(&format!("  long long h{i} = 0;\n  if (fread(&h{i}, 8, 1, in) != 1) return 2;\n"));
+        call.push(match h.dtype() {
+            DType::F32 => format!("__uint_as_float((unsigned int)h{i})"),
+            DType::I32 => format!("(int)h{i}"),
+            other => panic!("a {other} host scalar"),
+        });
+    }
     call.push("fuse_err".into());
     // The tensor maps (TMA is an sm_90a path; the emulation takes the cp.async one): zeros.
     for s in spec.specializations() {
@@ -234,6 +243,15 @@ fn run(
             Arg::I32(v) => input.extend(i64::from(*v).to_le_bytes()),
             Arg::F32(v) => input.extend(u64::from(v.to_bits()).to_le_bytes()),
         }
+    }
+    let param = |p: u32| match args.get(p as usize)? {
+        Arg::I32(v) => Some(HostScalar::Int((*v).into())),
+        Arg::F32(v) => Some(HostScalar::Float((*v).into())),
+        Arg::Buf(..) => None,
+    };
+    for h in spec.kernel().expect("the kernel's IR").host_scalars() {
+        let v = h.eval(&param, consts).expect("a host scalar of these arguments");
+        input.extend(v.launch_word().to_le_bytes());
     }
     let tag = format!("{}_{:016x}", std::process::id(), hash(&format!("{name}{}", input.len())));
     let (inp, outp) = (dir.join(format!("in_{tag}")), dir.join(format!("out_{tag}")));

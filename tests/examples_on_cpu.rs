@@ -738,3 +738,44 @@ fn launches_record_their_cost_while_recording() {
     add_mul::add_mul::launch::<f32, 1024>(&d, 3, &x, &x, &x, &mut o, n as i32).unwrap();
     assert!(fuse::cost::take_recorded_costs().is_empty(), "recording stopped");
 }
+
+/// The scalars the runtime computes at each launch (fuse-ir's host_scalars.rs): LayerNorm's
+/// `1 / n_cols` and dropout's `0.5 / (1 - p)` are found, evaluate to the f32 the device's IEEE `/`
+/// gives, and a source that does not declare them as parameters is refused.
+#[test]
+fn divisions_of_arguments_are_computed_by_the_host_with_f32_rounding() {
+    use fuse::fuse_ir::{HostScalar, Kernel};
+    fn only(k: &Kernel, var: &str) -> fuse::fuse_ir::HostProgram {
+        let hs = k.host_scalars();
+        assert_eq!(hs.len(), 1, "{}", k.name);
+        assert_eq!(k.var(hs[0].cond()).name, var, "{}", k.name);
+        hs.into_iter().next().unwrap()
+    }
+    let param = |k: &Kernel, name: &str| k.params.iter().position(|p| p.name == name).unwrap() as u32;
+    for spec in [&layernorm::layernorm::f32::SPEC, &layernorm::layernorm::f16::SPEC] {
+        let k = spec.kernel().unwrap();
+        let (program, n_cols) = (only(k, "inv_n"), param(k, "n_cols"));
+        for n in [1i32, 3, 7, 1000, 50257, 0] {
+            let got = program.eval(&|p| (p == n_cols).then_some(HostScalar::Int(n.into())), &[1024]);
+            assert_eq!(got, Some(HostScalar::Float(f64::from(1.0f32 / n as f32))), "{} n = {n}", k.name);
+            assert_eq!(got.unwrap().launch_word(), u64::from((1.0f32 / n as f32).to_bits()));
+        }
+    }
+    let k = bias_gelu_dropout::bias_gelu_dropout::f32::SPEC.kernel().unwrap();
+    let (program, p_index) = (only(k, "half_scale"), param(k, "p"));
+    for p in [0.0f32, 0.1, 0.3, 0.999_999, 1.0] {
+        let got = program.eval(&|q| (q == p_index).then_some(HostScalar::Float(p.into())), &[1024]);
+        assert_eq!(got, Some(HostScalar::Float(f64::from(0.5f32 / (1.0 - p)))), "p = {p}");
+    }
+    // The source and the IR disagree: the runtime says so instead of launching with the wrong words.
+    let spec = &layernorm::layernorm::f32::SPEC;
+    let source: &'static str = Box::leak(spec.source().replace("fuse_host0", "renamed").into_boxed_str());
+    let bad: &'static fuse::KernelSpec = Box::leak(Box::new(fuse::KernelSpec::new(
+        spec.name(),
+        source,
+        spec.ir_json(),
+        spec.specializations(),
+    )));
+    let e = bad.kernel().unwrap_err().to_string();
+    assert!(e.contains("takes 0 host-computed scalars but the IR has 1"), "{e}");
+}

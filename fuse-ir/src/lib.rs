@@ -674,6 +674,7 @@ pub enum Literal {
 
 mod tensor_box;
 pub use tensor_box::{BoxStart, TensorBox};
+mod host_scalars;
 mod uniform;
 pub use uniform::{HostDefs, HostProgram, HostScalar};
 

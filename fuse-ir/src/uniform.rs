@@ -7,9 +7,10 @@
 //! kernel's register count and make it spill).
 //!
 //! The evaluator follows the IR's semantics exactly for what it accepts (integer wrap-around,
-//! f32 rounding, IEEE comparisons) and refuses the rest (division, transcendental functions,
-//! 16-bit floats, anything assigned more than once or read from memory), so a refused condition
-//! is simply not specialised.
+//! f32 rounding, IEEE comparisons, correctly rounded f32 division and square root) and refuses
+//! the rest (integer division, transcendental functions, 16-bit floats, anything assigned more
+//! than once or read from memory), so a refused condition is simply not specialised. The same
+//! programs compute [`Kernel::host_scalars`] (host_scalars.rs).
 use crate::{BinaryOp, DType, Expr, Kernel, Literal, Stmt, UnaryOp, VarId};
 
 /// A scalar value computed on the host, in its IR dtype (ints held wrapped to their width).
@@ -24,6 +25,16 @@ pub enum HostScalar {
 }
 
 impl HostScalar {
+    /// The value as a kernel argument word: little-endian in the low bytes, as many as its C
+    /// type takes (an f32's bits, an integer wrapped to 64 bits, a bool as 0 or 1).
+    pub fn launch_word(self) -> u64 {
+        match self {
+            HostScalar::Float(x) => u64::from((x as f32).to_bits()),
+            HostScalar::Int(v) => v as u64,
+            HostScalar::Bool(b) => u64::from(b),
+        }
+    }
+
     /// A representative value of `d` (zero), for asking whether a condition is host-computable.
     fn zero(d: DType) -> Option<HostScalar> {
         fit(
@@ -65,6 +76,23 @@ impl HostProgram {
     /// The condition var (what the `if` tests), or the var a [`Kernel::host_program`] computes.
     pub fn cond(&self) -> VarId {
         self.steps.last().map(|s| s.0).expect("a program has at least its condition's step")
+    }
+
+    /// The dtype of the var the program computes ([`HostProgram::cond`]).
+    pub fn dtype(&self) -> DType {
+        self.steps.last().map(|s| s.1).expect("a program has at least its condition's step")
+    }
+
+    /// Whether a step is an f32 division or square root, code that the CUDA compiler emits with
+    /// an out-of-line slow path, and a step reads a parameter (without one the C compiler folds
+    /// it): what [`Kernel::host_scalars`] takes off the device.
+    pub(crate) fn slow_on_the_device(&self) -> bool {
+        let slow = |d: &DType, e: &Expr| {
+            matches!(e, Expr::Binary(BinaryOp::Div, ..) if d.is_float())
+                || matches!(e, Expr::Unary(UnaryOp::Sqrt, _))
+        };
+        self.steps.iter().any(|(_, d, e)| slow(d, e))
+            && self.steps.iter().any(|(_, _, e)| matches!(e, Expr::Param(_)))
     }
 
     /// The condition's (var's) value given the scalar parameters (`param(i)` for `Kernel::params[i]`,
@@ -213,7 +241,8 @@ fn eval_expr(
                 (Float(x), DType::Bool) => Bool(x != 0.0),
                 (Bool(b), _) if d.is_float() => Float(f64::from(u8::from(b))),
                 (Bool(b), _) => Int(i128::from(b)),
-                (Int(i), _) if d.is_float() => Float(i as f64),
+                // Rounded once, to nearest even (by way of f64, an i64 past 2^53 would round twice).
+                (Int(i), _) if d.is_float() => Float(f64::from(i as f32)),
                 (Int(i), _) => Int(i),
                 (Float(x), _) if d.is_float() => Float(x),
                 // Float to int truncates and saturates, NaN gives 0.
@@ -230,6 +259,8 @@ fn eval_expr(
                 (UnaryOp::Not, Int(i)) => Int(!i),
                 (UnaryOp::Neg, Int(i)) => Int(i.wrapping_neg()),
                 (UnaryOp::Neg, Float(x)) => Float(-x),
+                // IEEE square root, correctly rounded, as CUDA's `sqrtf` (`-prec-sqrt=true`).
+                (UnaryOp::Sqrt, Float(x)) if d == DType::F32 => Float(f64::from((x as f32).sqrt())),
                 _ => return None,
             },
         ),
@@ -255,6 +286,10 @@ fn eval_expr(
                     (BinaryOp::Add, Float(x), Float(y)) => Float(x + y),
                     (BinaryOp::Sub, Float(x), Float(y)) => Float(x - y),
                     (BinaryOp::Mul, Float(x), Float(y)) => Float(x * y),
+                    // IEEE division, correctly rounded, as CUDA's `/` on floats (`-prec-div=true`).
+                    (BinaryOp::Div, Float(x), Float(y)) if d == DType::F32 => {
+                        Float(f64::from(x as f32 / y as f32))
+                    }
                     (BinaryOp::Max, Int(x), Int(y)) => Int(x.max(y)),
                     (BinaryOp::Min, Int(x), Int(y)) => Int(x.min(y)),
                     // IEEE maxNum / minNum: a NaN operand is ignored (f64::max and min do so).

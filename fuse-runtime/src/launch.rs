@@ -644,7 +644,8 @@ fn launch_cuda(
     // One little-endian word per C parameter (a 4-byte parameter reads the low half), on
     // the stack for all but huge parameter lists.
     let nbuf = args.iter().filter(|a| matches!(a, KernelArg::Buffer(_) | KernelArg::BufferMut(_))).count();
-    let nwords = args.len() + nbuf + 1;
+    let nhost = info.host_scalars.len();
+    let nwords = args.len() + nbuf + nhost + 1;
     let mut stack = [0u64; STACK_WORDS];
     let mut heap = Vec::new();
     let words: &mut [u64] = if nwords <= STACK_WORDS {
@@ -671,6 +672,9 @@ fn launch_cuda(
             words[lens] = *len as u64;
             lens += 1;
         }
+    }
+    for (slot, p) in words[lens..].iter_mut().zip(&info.host_scalars) {
+        *slot = host_scalar_word(k, p, consts, args)?;
     }
     words[nwords - 1] = loaded.err_ptr;
     if capturing {
@@ -922,15 +926,40 @@ fn tma_bits(specs: &[Specialization], on: &[u32]) -> u64 {
 /// Each of [`fuse_ir::Kernel::uniform_branches`]' conditions for these arguments, where the host
 /// can compute it.
 fn branch_values(info: &KernelInfo, consts: &[u64], args: &[KernelArg<'_>]) -> Vec<Option<bool>> {
-    let param = |p: u32| match args.get(p as usize)? {
-        KernelArg::F32(x) => Some(fuse_ir::HostScalar::Float(f64::from(*x))),
-        a => scalar_value(Some(a)).map(fuse_ir::HostScalar::Int),
-    };
     let as_bool = |v| match v {
         fuse_ir::HostScalar::Bool(v) => Some(v),
         _ => None,
     };
-    info.branches.iter().map(|p| p.eval(&param, consts).and_then(as_bool)).collect()
+    info.branches.iter().map(|p| p.eval(&|p| host_arg(args, p), consts).and_then(as_bool)).collect()
+}
+
+/// Scalar argument `p` as the host programs read it.
+fn host_arg(args: &[KernelArg<'_>], p: u32) -> Option<fuse_ir::HostScalar> {
+    match args.get(p as usize)? {
+        KernelArg::F32(x) => Some(fuse_ir::HostScalar::Float(f64::from(*x))),
+        a => scalar_value(Some(a)).map(fuse_ir::HostScalar::Int),
+    }
+}
+
+/// The launch word of one of [`fuse_ir::Kernel::host_scalars`] (its `fuse_host<i>` parameter):
+/// the value for these arguments.
+fn host_scalar_word(
+    k: &Kernel,
+    program: &fuse_ir::HostProgram,
+    consts: &[u64],
+    args: &[KernelArg<'_>],
+) -> Result<u64> {
+    // `host_scalars` keeps only programs the evaluator runs for any argument values (it refuses
+    // by operation, not by value), so `None` means arguments that do not fit the parameters,
+    // which `validate_args` rejected before.
+    match program.eval(&|p| host_arg(args, p), consts) {
+        Some(v) => Ok(v.launch_word()),
+        None => Err(Error::InvalidLaunch(format!(
+            "kernel `{}`: the host could not compute the scalar `{}` from this launch's arguments",
+            k.name,
+            k.var(program.cond()).name
+        ))),
+    }
 }
 
 /// A device buffer's address (`None` for host memory, cudarc memory not yet resolved at launch,

@@ -46,6 +46,9 @@ pub(crate) struct KernelInfo {
     pub(crate) bounds: BoundsPlan,
     /// `kernel.uniform_branches()`, computed once (`FUSE_IFT_<k>` / `FUSE_IFF_<k>`).
     pub(crate) branches: Vec<fuse_ir::HostProgram>,
+    /// `kernel.host_scalars()`, computed once: the runtime evaluates them for each launch and
+    /// passes the values as the kernel's `fuse_host<i>` parameters.
+    pub(crate) host_scalars: Vec<fuse_ir::HostProgram>,
     /// Per [`Specialization::TensorBox`] of the spec, in order (`FUSE_TMA_<k>`, the kernel's
     /// extra tensor-map parameters): the access, its box, and how the host computes the box's
     /// stride, its mask's bounds and the factors of its offset's pitch (`None` where it cannot:
@@ -229,6 +232,16 @@ impl KernelSpec {
             Specialization::AllTrue(m) => Some(m),
             _ => None,
         })?;
+        // The source's signature has one `fuse_host<i>` per host scalar: a launch passes them all.
+        let host_scalars = kernel.host_scalars();
+        let declared = (0..).take_while(|i| self.source.contains(&format!(" fuse_host{i},"))).count();
+        if declared != host_scalars.len() {
+            return Err(format!(
+                "kernel `{}`: the source takes {declared} host-computed scalars but the IR has {}",
+                self.name,
+                host_scalars.len()
+            ));
+        }
         let mut narrow_index: Vec<Option<DType>> = vec![None; nparams];
         let mut bad: Option<String> = None;
         kernel.visit_stmts(&mut |s| {
@@ -293,6 +306,7 @@ impl KernelSpec {
             shape,
             bounds,
             branches,
+            host_scalars,
             tensor_boxes,
             last_proof: LastLaunch::new(),
             last_tensor_maps: LastLaunch::new(),

@@ -146,6 +146,11 @@ impl Ctx<'_> {
     }
 
     fn assign(&mut self, dst: VarId, expr: &Expr) {
+        if let Some(i) = self.host_scalars.iter().position(|&v| v == dst) {
+            // The runtime computed it for this launch (fuse-ir's host_scalars.rs).
+            self.w.line(format!("{} = fuse_host{i};", self.name(dst)));
+            return;
+        }
         match expr {
             Expr::Load { .. } if self.staged.contains_key(&dst) => {
                 // Issued ahead into the stage its `dot` reads (pipeline.rs).

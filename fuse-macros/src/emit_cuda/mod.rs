@@ -79,6 +79,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         top_rand_bounds: Vec::new(),
         masks: kernel.masks(),
         branches: kernel.uniform_branches().iter().map(fuse_ir::HostProgram::cond).collect(),
+        host_scalars: kernel.host_scalars().iter().map(fuse_ir::HostProgram::cond).collect(),
         masks_named: 0,
         assignments: kernel.assignment_counts(),
         pipelines: Default::default(),
@@ -97,7 +98,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     cx.pipelines = pipeline::plan(kernel, &cx.assignments, &uses);
     cx.kmajor_b = mma::kmajor_operands(kernel, &cx.assignments, &uses);
     cx.chunk_uniform = (0..kernel.vars.len()).map(|v| cx.chunk_uniform_cond(VarId(v as u32))).collect();
-    let order = schedule::schedule(kernel, &cx.assignments);
+    let order = schedule::schedule(kernel, &cx.assignments, &cx.host_scalars);
     // The uniform slow-path calls: at the head where a thread holds few lanes, else where they
     // are (schedule.rs says why).
     let few_lanes = cx.layout.lanes_at_most(16);
@@ -223,7 +224,10 @@ struct Ctx<'k> {
     /// `FUSE_IFT_<k> || (!FUSE_IFF_<k> && cond)`, decided at compile time where the runtime
     /// computed the condition for the launch.
     branches: Vec<VarId>,
-    /// How many of them were emitted so far.
+    /// [`Kernel::host_scalars`]: var `i` of this list is assigned from the parameter
+    /// `fuse_host<i>`, which the runtime computes at launch.
+    host_scalars: Vec<VarId>,
+    /// How many of `masks` were emitted so far.
     masks_named: usize,
     /// Per var: how many statements assign it (`for` counters included).
     assignments: Vec<u32>,
@@ -441,7 +445,7 @@ impl Ctx<'_> {
             out.line("");
         }
 
-        // Signature: user params, then one length per pointer, then the error words.
+        // Signature: user params, then one length per pointer, the host scalars, the error words.
         let mut params: Vec<String> = Vec::new();
         for (i, p) in k.params.iter().enumerate() {
             let n = &self.names.params[i];
@@ -455,6 +459,10 @@ impl Ctx<'_> {
         }
         for l in self.names.lens.iter().filter(|l| !l.is_empty()) {
             params.push(format!("long long {l}"));
+        }
+        // Then the scalars the runtime computes at launch (host_scalars.rs in fuse-ir).
+        for (i, v) in self.host_scalars.iter().enumerate() {
+            params.push(format!("{} fuse_host{i}", c_type(self.k.ty(*v).dtype)));
         }
         params.push("unsigned long long* fuse_err".into());
         // Then one tensor map per TMA load, in the order of the specialisations.

@@ -32,6 +32,12 @@
 //! registers), so f32 kernels keep the old place.
 //! Register counts: NVRTC 13 for sm_90; tests/ptxas_resources.rs holds the narrow-row f16/bf16
 //! LayerNorm to 32.
+//!
+//! Since session 24 a division or square root of parameters only (LayerNorm's `1 / n`,
+//! dropout's `1 / (1 - p)`) is no longer on the device at all: the runtime computes it at launch
+//! (fuse-ir's host_scalars.rs) and the statement reads a parameter. The head is left to uniform
+//! divisions that read a program id; the measurements above were taken on `1 / n` when the
+//! device computed it.
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Stmt, UnaryOp, VarId};
 
 /// The kernel's top-level statements in emission order, as indices into `Kernel::body`.
@@ -60,8 +66,9 @@ pub(super) struct Schedule {
     pub accesses_before: Vec<u32>,
 }
 
-/// `assignments[v]` is how many statements assign var `v`.
-pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
+/// `assignments[v]` is how many statements assign var `v`; `host` the vars read from the
+/// parameters the runtime computes ([`Kernel::host_scalars`]), which call nothing.
+pub(super) fn schedule(k: &Kernel, assignments: &[u32], host: &[VarId]) -> Schedule {
     let once = |v: &VarId| assignments[v.0 as usize] == 1;
     // Vars whose value depends on a load (through any chain of statements, at any depth).
     let mut loaded = vec![false; k.vars.len()];
@@ -106,7 +113,7 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32]) -> Schedule {
             _ => rest.push(i),
         }
     }
-    let in_head = head_vars(k, &once);
+    let in_head = head_vars(k, &once, host);
     let head: Vec<usize> = (0..k.body.len())
         .filter(|&i| matches!(&k.body[i], Stmt::Assign { dst, .. } if in_head[dst.0 as usize]))
         .collect();
@@ -264,7 +271,7 @@ fn movable_scalar(k: &Kernel, once: &dyn Fn(&VarId) -> bool, dst: VarId, expr: &
 }
 
 /// Per var: whether it belongs to the head (see [`Schedule::head`]).
-fn head_vars(k: &Kernel, once: &dyn Fn(&VarId) -> bool) -> Vec<bool> {
+fn head_vars(k: &Kernel, once: &dyn Fn(&VarId) -> bool, host: &[VarId]) -> Vec<bool> {
     // Top-level scalars assigned once from parameters, const generics, program ids and literals
     // through pure arithmetic (no load): the same in every lane, computable anywhere before
     // their use.
@@ -280,11 +287,12 @@ fn head_vars(k: &Kernel, once: &dyn Fn(&VarId) -> bool) -> Vec<bool> {
     let mut head = vec![false; k.vars.len()];
     for s in k.body.iter().rev() {
         if let Stmt::Assign { dst, expr } = s {
-            let calls = match expr {
-                Expr::Binary(BinaryOp::Div, ..) => k.ty(*dst).dtype.is_float(),
-                Expr::Unary(UnaryOp::Sqrt, _) => true,
-                _ => false,
-            };
+            let calls = !host.contains(dst)
+                && match expr {
+                    Expr::Binary(BinaryOp::Div, ..) => k.ty(*dst).dtype.is_float(),
+                    Expr::Unary(UnaryOp::Sqrt, _) => true,
+                    _ => false,
+                };
             if uniform[dst.0 as usize] && (calls || head[dst.0 as usize]) {
                 head[dst.0 as usize] = true;
                 for o in expr.operands() {

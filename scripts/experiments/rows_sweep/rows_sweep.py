@@ -11,7 +11,7 @@ import torch, triton
 import torch.nn.functional as F
 from triton.testing import do_bench
 from peers_v2 import close, compiled
-from same_harness import func_attr, launcher, load_function, ptr, lens
+from same_harness import func_attr, host_inv, launcher, load_function, ptr, lens
 
 dev = "cuda"
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
@@ -106,7 +106,7 @@ def main():
                         args = [ptr(o), ptr(x), ctypes.c_int(N), ctypes.c_int(N), ctypes.c_int(M), ctypes.c_int(N), *lens(o, x), ptr(err)]
                     else:
                         args = [ptr(x), ptr(o), ptr(w), ptr(b), ctypes.c_int(N), ctypes.c_int(M), ctypes.c_int(N),
-                                ctypes.c_float(1e-5), *lens(x, o, w, b), ptr(err)]
+                                ctypes.c_float(1e-5), *lens(x, o, w, b), host_inv(N), ptr(err)]
                     sides[f"fuse {tag} ({k.regs} regs)"] = k.launcher(triton.cdiv(M, R), 32 * W, args)
                 for side, fn in sides.items():
                     o.fill_(float("nan"))

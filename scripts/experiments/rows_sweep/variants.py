@@ -10,8 +10,9 @@ Edits:
           victims, before other kernels' dirty lines)
   cs      the loads of x as `ld.global.cs` (cache streaming)
   last    the weight and bias loads with an L2 evict_last policy (Inductor's eviction_policy)
-  approx  `rsqrt.approx.ftz` for `rsqrtf` and `__fdividef` for the `1 / n` division (Inductor's
-          instructions for them)
+  approx  `rsqrt.approx.ftz` for `rsqrtf` (Inductor's instruction), and `__fdividef` for the
+          `1 / n` division in sources emitted before session 24 (since then the runtime
+          computes `1 / n` and passes it: `inv_n = fuse_host0;`)
   early   the weight and bias loads moved to right after the load of x (what the emitter's early
           loads do for 4-byte kernels on one warp; Inductor writes them there too)
   nocap   no one-warp register cap (`FUSE_NO_WARP_CAP`, as the runtime compiles a variant the cap spills)
@@ -82,7 +83,7 @@ def last(s):
 def approx(s):
     s = s.replace("rsqrtf(", "fuse_rsqrt_approx(")
     s, n = re.subn(r"inv_n = \((t\d+) / (t\d+)\);", r"inv_n = __fdividef(\1, \2);", s)
-    assert n >= 1 and "fuse_rsqrt_approx(" in s  # inv_n: once under each side of an #if
+    assert (n >= 1 or "inv_n = fuse_host0;" in s) and "fuse_rsqrt_approx(" in s
     return s
 
 

@@ -1,21 +1,26 @@
-//! Where a uniform slow-path call goes (emit_cuda/schedule.rs): for a kernel that loads a 16-bit
-//! float tile, at the head under `#if` (a thread holding at most 16 lanes) and in place under the
-//! complementary `#if`; for one that does not, in place and unconditionally. Where a read-only load
+//! Where a uniform slow-path call goes (emit_cuda/schedule.rs), when the host cannot compute it
+//! (it reads a program id): for a kernel that loads a 16-bit float tile, at the head under `#if` (a thread holding at most 16 lanes) and in place under the
+//! complementary `#if`; for one that does not, in place and unconditionally. A division of
+//! parameters is a parameter the runtime computes. Where a read-only load
 //! written after a reduction goes: with the first load in a kernel without 16-bit float tiles on
 //! one warp where it is small beside the first load, keeping its access number; else in place.
 use super::super::emit_cuda;
 use crate::tests::ok;
 
-fn row_scale(t: &str) -> String {
+/// A row scaled by `1 / divisor`: `n` (the host computes it: host_scalars.rs in fuse-ir) or one
+/// per program (`n + program_id(0)`: a uniform division on the device).
+fn row_scale(t: &str, divisor: &str) -> String {
     format!(
         "fn row_scale<const BLOCK: usize>(x: *const {t}, y: *mut {t}, n: i32) {{
     let c = arange(0, BLOCK);
     let v = load(x + program_id(0) * n + c, c < n, 0.0);
-    let inv_n = 1.0 / n as f32;
+    let inv_n = 1.0 / ({divisor}) as f32;
     store(y + program_id(0) * n + c, v * inv_n, c < n);
 }}"
     )
 }
+
+const PER_PROGRAM: &str = "n + program_id(0)";
 
 /// For each line of `src` that holds `division`, the nearest preprocessor line above it (not a
 /// `#pragma`).
@@ -38,7 +43,7 @@ fn guarded_by<'a>(src: &'a str, division: &str) -> Vec<&'a str> {
 
 #[test]
 fn a_16_bit_kernel_computes_its_division_at_the_head_or_in_place() {
-    let src = emit_cuda(&ok(&row_scale("f16"))).source;
+    let src = emit_cuda(&ok(&row_scale("f16", PER_PROGRAM))).source;
     let guards = guarded_by(&src, "inv_n = (");
     assert_eq!(guards, ["#if FUSE_EPT0 <= 16", "#if !(FUSE_EPT0 <= 16)"], "{src}");
     // The head comes before the first load.
@@ -48,9 +53,24 @@ fn a_16_bit_kernel_computes_its_division_at_the_head_or_in_place() {
 
 #[test]
 fn a_32_bit_kernel_computes_its_division_in_place_unconditionally() {
-    let src = emit_cuda(&ok(&row_scale("f32"))).source;
+    let src = emit_cuda(&ok(&row_scale("f32", PER_PROGRAM))).source;
     assert_eq!(src.matches("inv_n = (").count(), 1, "{src}");
     assert!(!src.contains("FUSE_EPT0 <= 16"), "{src}");
+}
+
+#[test]
+fn a_division_of_parameters_is_a_parameter_the_runtime_computes() {
+    for t in ["f16", "f32"] {
+        let src = emit_cuda(&ok(&row_scale(t, "n"))).source;
+        // After the lengths, before the error words; read where the division was, unguarded.
+        assert!(
+            src.contains("long long y_len,\n    float fuse_host0,\n    unsigned long long* fuse_err"),
+            "{src}"
+        );
+        assert_eq!(src.matches("inv_n = fuse_host0;").count(), 1, "{src}");
+        assert!(guarded_by(&src, "inv_n = ").iter().all(|g| !g.contains("FUSE_EPT0")), "{src}");
+        assert!(!src.contains("inv_n = ("), "{src}");
+    }
 }
 
 /// Four rows scaled by their sums and a weight row loaded after the sums (`w` a `*const` or

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Session 24 on the device: the scalars the runtime computes at launch (fuse-ir's host_scalars.rs:
+# LayerNorm's `1 / n`, dropout's `0.5 / (1 - p)`, the int8 matmul's `1 / out_scale` are kernel
+# parameters now), checked and timed. The sweep modes need sources written by
+# `cargo run --release --example rows_sources -- .gpu/<folder> layernorm f16 ...`; the others the
+# staged tests and bench (scripts/stage.sh).
+# Usage: bash scripts/gpu_session24.sh MODE ...   (logs and JSON in $OUT/logs.tgz)
+source scripts/gpu_common.sh
+session_start
+source scripts/experiments/rows_sweep/sweep.sh # compile_folder, sweep, ncu_all
+for mode in "$@"; do
+    case $mode in
+    sanitize) # the examples whose kernels take a host scalar, under memcheck (layernorm's test names cover the rows)
+        for t in layernorm bias_gelu_dropout; do
+            run memcheck_$t timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples $t --test-threads=1
+        done ;;
+    sweep_tiles) ONLY="layernorm/.*/float16" ROUNDS=5 sweep .gpu/sweep_tiles ;; # LayerNorm f16: the launcher's tiles and the 1- and 2-warp ones
+    *) common_mode $mode || { echo "unknown mode $mode"; status=1; } ;;
+    esac
+    pack_logs
+done
+session_end
