@@ -10,9 +10,12 @@ session_start
 source scripts/experiments/rows_sweep/sweep.sh # compile_folder, sweep, ncu_all
 for mode in "$@"; do
     case $mode in
-    sanitize) # the examples whose kernels take a host scalar, under memcheck (layernorm's test names cover the rows)
-        for t in layernorm bias_gelu_dropout; do
-            run memcheck_$t timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples $t --test-threads=1
+    dot_attention) # the tensor-core tests: the int8 matmul's `1 / out_scale` and attention's `1 / (1 - p_drop)` are host scalars now
+        run gpu_dot timeout 240 .gpu/test-gpu_dot --test-threads=2
+        run gpu_attention timeout 240 .gpu/test-gpu_attention --test-threads=2 ;;
+    sanitize) # example tests whose kernels take a host scalar (LayerNorm one-row and rows, dropout), under memcheck
+        for t in softmax_and_layernorm rows_kernels dropout_masks; do
+            run memcheck_$t timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 .gpu/test-gpu_examples $t --test-threads=1
         done ;;
     sweep_tiles) ONLY="layernorm/.*/float16" ROUNDS=5 sweep .gpu/sweep_tiles ;; # LayerNorm f16: the launcher's tiles and the 1- and 2-warp ones
     *) common_mode $mode || { echo "unknown mode $mode"; status=1; } ;;
