@@ -157,7 +157,9 @@ fn program(
         call.push(match h.dtype() {
             DType::F32 => format!("__uint_as_float((unsigned int)h{i})"),
             DType::I32 => format!("(int)h{i}"),
-            other => panic!("a {other} host scalar"),
+            DType::U32 => format!("(unsigned int)h{i}"),
+            DType::U64 => format!("(unsigned long long)h{i}"),
+            _ => format!("h{i}"), // i64 (host scalars are never bool)
         });
     }
     call.push("fuse_err".into());

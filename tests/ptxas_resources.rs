@@ -107,7 +107,7 @@ fn attention_d128_does_not_spill() {
 /// warps, 16 lanes a thread) in at most 32 registers without spills, so 16 programs fit a
 /// multiprocessor. Before its `1 / n` moved to the kernel's head (emit_cuda/schedule.rs) it took
 /// 39: ptxas kept every converted lane live across the division's slow-path call, and only 12
-/// fitted.
+/// fitted. Since session 24 the runtime computes `1 / n` (fuse-ir's host_scalars.rs).
 fn narrow_row_layernorm_fits_32_registers() {
     for spec in [&layernorm::layernorm_rows::f16::SPEC, &layernorm::layernorm_rows::bf16::SPEC] {
         for tile in [[8u64, 256], [16, 128]] {

@@ -23,7 +23,7 @@ pub fn layernorm<T: Float, const BLOCK: usize>(
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;
     let xs = load(x + row * stride + cols, mask, 0.0);
-    let inv_n = 1.0 / n_cols as f32; // one division per row, a multiply per reduction
+    let inv_n = 1.0 / n_cols as f32; // computed by the runtime at launch; a multiply per reduction
     let mean = sum(xs) * inv_n;
     let xc = where_(mask, xs - mean, 0.0);
     let rstd = rsqrt(sum(xc * xc) * inv_n + eps);

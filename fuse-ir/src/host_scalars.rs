@@ -3,15 +3,18 @@
 //! f32`, dropout's `1.0 / (1.0 - p)`; not `1.0 / sqrt(D as f32)` of a const generic `D`, which
 //! the C compiler folds). On the device such a division is a fast path plus an
 //! out-of-line slow-path call, and everything live across that call is kept in registers: the
-//! narrow-row LayerNorm f16 `[4, 256]` on one warp converts its loaded halves twice to stay
+//! narrow-row LayerNorm f16 `[4, 256]` on one warp converted its loaded halves twice to stay
 //! within 64 registers (docs/PERF.md, session 23). The same value computed by the host (the
-//! [`HostProgram`] evaluator: correctly rounded f32 division and square root, exactly as CUDA's
-//! `/` and `sqrtf` and the CPU interpreter) and passed as a hidden parameter costs nothing.
+//! [`HostProgram`] evaluator: correctly rounded f32 division and square root, with the bits of
+//! CUDA's `/` and `sqrtf` and of the CPU interpreter) and passed as a hidden parameter costs
+//! nothing.
 //!
 //! The emitter assigns such a var from the kernel parameter `fuse_host<i>` (`i` its index in
 //! [`Kernel::host_scalars`]), placed after the buffer lengths; the runtime evaluates the
-//! programs with each launch's arguments and passes the values there. The CPU interpreter runs
-//! the IR as written, which gives the same bits.
+//! programs with each launch's arguments and passes the values there. The host evaluates the
+//! program one IEEE f32 operation at a time, as the CPU interpreter runs the IR, so the GPU and
+//! the CPU get the same value (the device, compiled with `--fmad=true`, might have contracted
+//! a multiply and an add of the program into one FMA; NaN payloads may differ).
 use crate::{DType, HostProgram, Kernel, Stmt, VarId};
 
 impl Kernel {
@@ -21,19 +24,8 @@ impl Kernel {
     /// square root in f32, and read somewhere other than in the definition of another such scalar (of `a = 1 / n` and
     /// `b = 2 * a`, only `b` is passed where nothing else reads `a`).
     pub fn host_scalars(&self) -> Vec<HostProgram> {
-        let defs = self.host_defs();
-        let mut candidates: Vec<HostProgram> = Vec::new();
-        self.visit_stmts(&mut |s| {
-            let Stmt::Assign { dst, .. } = s else { return };
-            let ty = self.ty(*dst);
-            if !ty.shape.is_scalar() || ty.dtype == DType::Bool || !defs.assigned_once(*dst) {
-                return;
-            }
-            if let Some(p) = defs.program(*dst).filter(HostProgram::slow_on_the_device) {
-                candidates.push(p);
-            }
-        });
-        let is_candidate = |v: VarId| candidates.iter().any(|p| p.cond() == v);
+        let mut candidates = self.host_divisions();
+        let is_candidate = |v: VarId| candidates.iter().any(|p| p.var() == v);
         let mut read_elsewhere = vec![false; self.vars.len()];
         let mut mark = |v: VarId| read_elsewhere[v.0 as usize] = true;
         self.visit_stmts(&mut |s| match s {
@@ -45,8 +37,28 @@ impl Kernel {
             Stmt::If { cond, .. } => mark(*cond),
             Stmt::For { start, end, step, .. } => [*start, *end, *step].into_iter().for_each(&mut mark),
         });
-        candidates.retain(|p| read_elsewhere[p.cond().0 as usize]);
+        candidates.retain(|p| read_elsewhere[p.var().0 as usize]);
         candidates
+    }
+
+    /// Every scalar (not bool) assigned once that the host could compute and whose program
+    /// reads a parameter and divides or takes a square root in f32, in program order:
+    /// [`Kernel::host_scalars`] passes the outermost of them, so none is left to compute on the
+    /// device (the emitter's statement order treats them all as free of slow-path calls).
+    pub fn host_divisions(&self) -> Vec<HostProgram> {
+        let defs = self.host_defs();
+        let mut found: Vec<HostProgram> = Vec::new();
+        self.visit_stmts(&mut |s| {
+            let Stmt::Assign { dst, .. } = s else { return };
+            let ty = self.ty(*dst);
+            if !ty.shape.is_scalar() || ty.dtype == DType::Bool || !defs.assigned_once(*dst) {
+                return;
+            }
+            if let Some(p) = defs.program(*dst).filter(HostProgram::slow_on_the_device) {
+                found.push(p);
+            }
+        });
+        found
     }
 }
 
@@ -114,7 +126,7 @@ mod tests {
         );
         let hs = k.host_scalars();
         assert_eq!(hs.len(), 1);
-        assert_eq!((hs[0].cond(), hs[0].dtype()), (VarId(4), DType::F32));
+        assert_eq!((hs[0].var(), hs[0].dtype()), (VarId(4), DType::F32));
         for n in [1, 3, 7, 255, 256, 1000, 50257, 0, -3] {
             let want = 1.0f32 / n as f32; // Rust's f32 division is IEEE's, as CUDA's `/` and the CPU's
             assert_eq!(eval(&k, 0, n, 0.0), Some(HostScalar::Float(want.into())), "n = {n}");
@@ -122,8 +134,8 @@ mod tests {
     }
 
     #[test]
-    fn a_square_root_and_a_large_integer_round_once() {
-        // t0 = sqrt(p) (stored); then sqrt((big + n as i64) as f32) at n = 0.
+    fn a_square_root_and_large_integers_round_once_and_casts_saturate() {
+        // t0 = sqrt(p) (stored).
         let k = kernel(&[(DType::F32, Expr::Unary(UnaryOp::Sqrt, VarId(1)))], &[2]);
         for p in [2.0f32, 1e-30, 3.0e38, -1.0, 0.0] {
             let got = eval(&k, 0, 0, p);
@@ -135,21 +147,45 @@ mod tests {
             );
         }
         // An i64 just above a tie between two f32s: through f64 it would round to the tie, then
-        // to even (down); correctly rounded it goes up.
+        // to even (down); correctly rounded, as CUDA's cvt.rn and Rust's `as`, it goes up.
         let big: i64 = (1 << 60) + (1 << 36) + 1;
+        let rounded = big as f32;
+        assert_ne!(rounded, (big as f64) as f32, "the case double rounding gets wrong");
+        // (big + n as i64) as f32 / p at n = 0, p = 1: the cast's value itself.
         let k = kernel(
             &[
                 (DType::I64, Expr::Lit(Literal::Int(big))),
                 (DType::I64, Expr::Cast(VarId(0))),
                 (DType::I64, Expr::Binary(BinaryOp::Add, VarId(2), VarId(3))),
                 (DType::F32, Expr::Cast(VarId(4))),
-                (DType::F32, Expr::Unary(UnaryOp::Sqrt, VarId(5))),
+                (DType::F32, Expr::Binary(BinaryOp::Div, VarId(5), VarId(1))),
             ],
             &[6],
         );
-        let rounded = big as f32;
-        assert_ne!(rounded, (big as f64) as f32, "the case double rounding gets wrong");
-        assert_eq!(eval(&k, 0, 0, 0.0), Some(HostScalar::Float(rounded.sqrt().into())));
+        assert_eq!(eval(&k, 0, 0, 1.0), Some(HostScalar::Float(rounded.into())));
+        // The same integer as an f32 literal (`big as f32` written as a literal of an f32 var).
+        let k = kernel(
+            &[
+                (DType::F32, Expr::Lit(Literal::Int(big))),
+                (DType::F32, Expr::Binary(BinaryOp::Div, VarId(2), VarId(1))),
+            ],
+            &[3],
+        );
+        assert_eq!(eval(&k, 0, 0, 1.0), Some(HostScalar::Float(rounded.into())));
+        // f32 to 64-bit integers truncates and saturates at the type's own bounds, NaN gives 0
+        // (CUDA's cvt.rzi and Rust's `as`): `i64::MAX as f64` is 2^63, past the range.
+        for (d, most, least) in
+            [(DType::I64, i128::from(i64::MAX), i128::from(i64::MIN)), (DType::U64, u64::MAX.into(), 0)]
+        {
+            let k = kernel(&[(d, Expr::Cast(VarId(1)))], &[]);
+            let cast = k.host_program(VarId(2)).expect("a cast of a parameter");
+            for (p, want) in
+                [(1e30f32, most), (-1e30, least), (f32::NAN, 0), (-2.75, least.max(-2)), (7.9, 7)]
+            {
+                let got = cast.eval(&|q| (q == 1).then_some(HostScalar::Float(p.into())), &[]);
+                assert_eq!(got, Some(HostScalar::Int(want)), "{p} as {d}");
+            }
+        }
     }
 
     #[test]
@@ -167,13 +203,13 @@ mod tests {
             ],
             &[4, 5, 8],
         );
-        let hs: Vec<VarId> = k.host_scalars().iter().map(|p| p.cond()).collect();
+        let hs: Vec<VarId> = k.host_scalars().iter().map(|p| p.var()).collect();
         // t1 is read by t2 (passed itself) and by the bool t7, which is not passed: both go.
         assert_eq!(hs, vec![VarId(3), VarId(4)]);
         // Without t7, only t2 remains.
         let mut k2 = k.clone();
         k2.body.retain(|s| !matches!(s, Stmt::Assign { dst: VarId(9), .. }));
-        let hs: Vec<VarId> = k2.host_scalars().iter().map(|p| p.cond()).collect();
+        let hs: Vec<VarId> = k2.host_scalars().iter().map(|p| p.var()).collect();
         assert_eq!(hs, vec![VarId(4)]);
         let v = k2.host_scalars()[0]
             .eval(&|q| [Some(HostScalar::Int(3)), Some(HostScalar::Float(1.0))][q as usize], &[]);

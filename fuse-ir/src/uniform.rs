@@ -78,7 +78,12 @@ impl HostProgram {
         self.steps.last().map(|s| s.0).expect("a program has at least its condition's step")
     }
 
-    /// The dtype of the var the program computes ([`HostProgram::cond`]).
+    /// The var the program computes (for a branch's program, its condition: [`HostProgram::cond`]).
+    pub fn var(&self) -> VarId {
+        self.cond()
+    }
+
+    /// The dtype of the var the program computes ([`HostProgram::var`]).
     pub fn dtype(&self) -> DType {
         self.steps.last().map(|s| s.1).expect("a program has at least its condition's step")
     }
@@ -225,8 +230,9 @@ fn eval_expr(
                 (Literal::Bool(b), _) => Bool(b),
                 (Literal::Int(i), false) => Int(i.into()),
                 (Literal::UInt(u), false) => Int(u.into()),
-                (Literal::Int(i), true) => Float(i as f64),
-                (Literal::UInt(u), true) => Float(u as f64),
+                // Rounded once, as the emitted literal and the CPU interpreter round it.
+                (Literal::Int(i), true) => Float(f64::from(i as f32)),
+                (Literal::UInt(u), true) => Float(f64::from(u as f32)),
                 (Literal::Float(x), true) => Float(x),
                 (Literal::Float(_), false) => return None,
             },
@@ -248,7 +254,8 @@ fn eval_expr(
                 // Float to int truncates and saturates, NaN gives 0.
                 (Float(x), _) => {
                     let (lo, hi) = int_range(d)?;
-                    Int(if x.is_nan() { 0 } else { (x.trunc().clamp(lo as f64, hi as f64)) as i128 })
+                    // Clamped as integers: `i64::MAX as f64` would round up past the range.
+                    Int(if x.is_nan() { 0 } else { (x as i128).clamp(lo, hi) })
                 }
             },
         ),

@@ -957,7 +957,7 @@ fn host_scalar_word(
         None => Err(Error::InvalidLaunch(format!(
             "kernel `{}`: the host could not compute the scalar `{}` from this launch's arguments",
             k.name,
-            k.var(program.cond()).name
+            k.var(program.var()).name
         ))),
     }
 }

@@ -79,7 +79,7 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
         top_rand_bounds: Vec::new(),
         masks: kernel.masks(),
         branches: kernel.uniform_branches().iter().map(fuse_ir::HostProgram::cond).collect(),
-        host_scalars: kernel.host_scalars().iter().map(fuse_ir::HostProgram::cond).collect(),
+        host_scalars: kernel.host_scalars().iter().map(fuse_ir::HostProgram::var).collect(),
         masks_named: 0,
         assignments: kernel.assignment_counts(),
         pipelines: Default::default(),
@@ -98,7 +98,8 @@ pub fn emit_cuda(kernel: &Kernel) -> CudaSource {
     cx.pipelines = pipeline::plan(kernel, &cx.assignments, &uses);
     cx.kmajor_b = mma::kmajor_operands(kernel, &cx.assignments, &uses);
     cx.chunk_uniform = (0..kernel.vars.len()).map(|v| cx.chunk_uniform_cond(VarId(v as u32))).collect();
-    let order = schedule::schedule(kernel, &cx.assignments, &cx.host_scalars);
+    let host_divisions: Vec<VarId> = kernel.host_divisions().iter().map(fuse_ir::HostProgram::var).collect();
+    let order = schedule::schedule(kernel, &cx.assignments, &host_divisions);
     // The uniform slow-path calls: at the head where a thread holds few lanes, else where they
     // are (schedule.rs says why).
     let few_lanes = cx.layout.lanes_at_most(16);

@@ -2,12 +2,13 @@
 //! no loaded value with the first load ([`early_loads`]).
 //!
 //! A scalar that depends only on parameters, const generics, program ids and other such scalars
-//! (`1 / (1 - p)`, the `rand > p` bound, a row's start) is the same for every lane. Computed where
+//! (the `rand > p` bound, a row's start, `1 / (1 - p)` before the host computed it) is the same
+//! for every lane. Computed where
 //! the user wrote it, it can cost the tile code around it: NVRTC does not move a division's
 //! slow-path call (or the branches of `fuse_rand_gt_bound`) across the tile code, so every tile
 //! predicate live there is kept in a register and restored (bias+GELU+dropout f16, 2 warps: 69
 //! registers and 16 `P2R` before, 48 and one after; static counts from NVRTC 13 for sm_90).
-//! Computed before the loads, it delays them instead (LayerNorm's `1 / n`). So such statements
+//! Computed before the loads, it delays them instead (LayerNorm's `1 / n`, then). So such statements
 //! move to the end of the prologue: the top-level statements before the first one that reads a
 //! loaded value, i.e. once the loads are issued and before the math waits on them.
 //!
@@ -35,9 +36,9 @@
 //!
 //! Since session 24 a division or square root of parameters only (LayerNorm's `1 / n`,
 //! dropout's `1 / (1 - p)`) is no longer on the device at all: the runtime computes it at launch
-//! (fuse-ir's host_scalars.rs) and the statement reads a parameter. The head is left to uniform
-//! divisions that read a program id; the measurements above were taken on `1 / n` when the
-//! device computed it.
+//! (fuse-ir's host_scalars.rs) and the statement reads a parameter. The head is left to the
+//! uniform divisions the host does not compute (one that reads a program id, say); the
+//! measurements above were taken on `1 / n` when the device computed it.
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Stmt, UnaryOp, VarId};
 
 /// The kernel's top-level statements in emission order, as indices into `Kernel::body`.
@@ -66,8 +67,9 @@ pub(super) struct Schedule {
     pub accesses_before: Vec<u32>,
 }
 
-/// `assignments[v]` is how many statements assign var `v`; `host` the vars read from the
-/// parameters the runtime computes ([`Kernel::host_scalars`]), which call nothing.
+/// `assignments[v]` is how many statements assign var `v`; `host` the divisions the host
+/// computes ([`Kernel::host_divisions`]: passed as parameters, or read only by those that are),
+/// which call nothing on the device.
 pub(super) fn schedule(k: &Kernel, assignments: &[u32], host: &[VarId]) -> Schedule {
     let once = |v: &VarId| assignments[v.0 as usize] == 1;
     // Vars whose value depends on a load (through any chain of statements, at any depth).

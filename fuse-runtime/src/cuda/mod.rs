@@ -388,7 +388,7 @@ impl CudaDevice {
     }
 
     /// Launches with `words`: each C parameter as a little-endian word (user parameters, then the
-    /// lengths, then the error pointer), already checked against the kernel's parameters, then
+    /// lengths, the host scalars, the error pointer), already checked against the kernel's parameters, then
     /// `maps` (the kernel's tensor-map parameters, [`tma`]), and `smem_bytes` of dynamic shared
     /// memory (`loaded.smem`'s, which the caller checked).
     #[allow(clippy::too_many_arguments)]

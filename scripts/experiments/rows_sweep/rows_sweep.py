@@ -97,16 +97,19 @@ def main():
                     R, W = int(tag.split("x")[0]), int(re.search(r"_w(\d+)", tag).group(1))
                     name = f"{pattern}_rows_{sfx}"
                     source = path[:-len(".cubin")] + ".cu"
-                    if os.path.exists(source):  # a variant may carry its own name (variants.py)
-                        m = re.search(r"__global__ void FUSE_LAUNCH_BOUNDS (\w+)\(", open(source).read())
+                    text = open(source).read() if os.path.exists(source) else ""
+                    if text:  # a variant may carry its own name (variants.py)
+                        m = re.search(r"__global__ void FUSE_LAUNCH_BOUNDS (\w+)\(", text)
                         assert m, f"{source}: no kernel name"
                         name = m.group(1)
+                    # `1 / n` as a parameter: sources emitted since session 24 (fuse-ir's host_scalars.rs)
+                    host = [host_inv(N)] if "fuse_host0" in text or not text else []
                     k = Raw(path, name)
                     if pattern == "softmax":
                         args = [ptr(o), ptr(x), ctypes.c_int(N), ctypes.c_int(N), ctypes.c_int(M), ctypes.c_int(N), *lens(o, x), ptr(err)]
                     else:
                         args = [ptr(x), ptr(o), ptr(w), ptr(b), ctypes.c_int(N), ctypes.c_int(M), ctypes.c_int(N),
-                                ctypes.c_float(1e-5), *lens(x, o, w, b), host_inv(N), ptr(err)]
+                                ctypes.c_float(1e-5), *lens(x, o, w, b), *host, ptr(err)]
                     sides[f"fuse {tag} ({k.regs} regs)"] = k.launcher(triton.cdiv(M, R), 32 * W, args)
                 for side, fn in sides.items():
                     o.fill_(float("nan"))

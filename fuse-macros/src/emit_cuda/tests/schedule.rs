@@ -1,5 +1,5 @@
-//! Where a uniform slow-path call goes (emit_cuda/schedule.rs), when the host cannot compute it
-//! (it reads a program id): for a kernel that loads a 16-bit float tile, at the head under `#if` (a thread holding at most 16 lanes) and in place under the
+//! Where a uniform slow-path call goes (emit_cuda/schedule.rs), when the host does not compute
+//! it (it reads a program id): for a kernel that loads a 16-bit float tile, at the head under `#if` (a thread holding at most 16 lanes) and in place under the
 //! complementary `#if`; for one that does not, in place and unconditionally. A division of
 //! parameters is a parameter the runtime computes. Where a read-only load
 //! written after a reduction goes: with the first load in a kernel without 16-bit float tiles on
@@ -71,6 +71,21 @@ fn a_division_of_parameters_is_a_parameter_the_runtime_computes() {
         assert!(guarded_by(&src, "inv_n = ").iter().all(|g| !g.contains("FUSE_EPT0")), "{src}");
         assert!(!src.contains("inv_n = ("), "{src}");
     }
+}
+
+#[test]
+fn a_division_only_a_host_scalar_reads_stays_off_the_head() {
+    // `inv_n` is read only by `half`, which the runtime passes: neither is a slow-path call here.
+    let src = emit_cuda(&ok("fn k<const BLOCK: usize>(x: *const f16, y: *mut f16, n: i32) {
+    let c = arange(0, BLOCK);
+    let v = load(x + program_id(0) * n + c, c < n, 0.0);
+    let inv_n = 1.0 / n as f32;
+    let half = inv_n * 0.5;
+    store(y + program_id(0) * n + c, v * half, c < n);
+}"))
+    .source;
+    assert_eq!(src.matches(" = fuse_host0;").count(), 1, "{src}"); // `half` is renamed: a CUDA type
+    assert!(!src.contains("FUSE_EPT0 <= 16"), "{src}");
 }
 
 /// Four rows scaled by their sums and a weight row loaded after the sums (`w` a `*const` or
