@@ -74,6 +74,18 @@ peer_rounds() { # name, rounds, the bench's FUSE_BENCH_ONLY, peers_v2.py's patte
     done
     python3 scripts/short_anchors.py --every-row --peer-impl torch.compile --fuse $f --triton $t | tee $L/${name}_rounds.txt
 }
+ab_rounds() { # FUSE_BENCH_ONLY, then variants "NAME BINARY [VAR=value ...]": the bench over those cases
+    # for each variant (its binary, its environment) in 2 alternated rounds, one process each ($L/ab_<NAME>_<round>);
+    # prints each run's fuse lines
+    local only=$1 round v; shift
+    for round in 1 2; do
+        for v in "$@"; do
+            local -a w; read -r -a w <<<"$v"
+            T=150 bench ab_${w[0]}_$round ${w[1]} FUSE_BENCH_ONLY=$only "${w[@]:2}" >/dev/null
+            grep -E " fuse " $L/ab_${w[0]}_$round.log | sed "s/^/$round ${w[0]}: /"
+        done
+    done
+}
 add_rounds() { peer_rounds add ${1:-2} add_gelu,add_silu add; } # the residual add + activation rows against torch.compile
 verify_all() { # every GPU test: the runtime's and the examples'
     run gpu_runtime timeout ${T:-200} .gpu/test-gpu --test-threads=4

@@ -22,13 +22,7 @@ for mode in "$@"; do
     sweep5) ONLY="layernorm/.*/float16" ROUNDS=3 sweep .gpu/sweep5 ;; # LayerNorm f16: tiles x warps, with and without early loads (_e)
     ab_early) # the early loads (emit_cuda/schedule.rs) against the same build without them
         # (bench-anchors-noearly), on every LayerNorm anchor and row, 2 alternated rounds
-        for round in 1 2; do
-            for v in early noearly; do
-                b=.gpu/bench-anchors; [ $v = noearly ] && b=.gpu/bench-anchors-noearly
-                T=150 bench ab_${v}_$round $b FUSE_BENCH_ONLY=layernorm >/dev/null
-                grep -E " fuse " $L/ab_${v}_$round.log | sed "s/^/$round $v: /"
-            done
-        done ;;
+        ab_rounds layernorm "early .gpu/bench-anchors" "noearly .gpu/bench-anchors-noearly" ;;
     *) common_mode $mode || { echo "unknown mode $mode"; status=1; } ;; # verify, anchors, peers_all, short_rounds, add_rounds, rows_rounds, same_rows (gpu_common.sh)
     esac
     pack_logs

@@ -23,12 +23,8 @@ for mode in "$@"; do
         done ;;
     sweep11) ONLY="layernorm/.*/float16" ROUNDS=5 sweep .gpu/sweep11 ;; # LayerNorm f16: `1 / n` at the kernel's head (_head: hand-edited #if) on 1- and 2-warp tiles
     ab_warps) # LayerNorm f16 narrow rows on 2 and on 4 warps (FUSE_BENCH_WARPS), 2 alternated rounds (session 23 ran it on a launcher that chose 2, reverted)
-        for round in 1 2; do
-            for w in 2 4; do
-                T=150 bench ab_w${w}_$round .gpu/bench-anchors FUSE_BENCH_ONLY=layernorm/65536x128/float16,layernorm/16384x256/float16 FUSE_BENCH_WARPS=$w >/dev/null
-                grep -E " fuse " $L/ab_w${w}_$round.log | sed "s/^/$round w$w: /"
-            done
-        done ;;
+        ab_rounds layernorm/65536x128/float16,layernorm/16384x256/float16 \
+            "w2 .gpu/bench-anchors FUSE_BENCH_WARPS=2" "w4 .gpu/bench-anchors FUSE_BENCH_WARPS=4" ;;
     *) common_mode $mode || { echo "unknown mode $mode"; status=1; } ;;
     esac
     pack_logs

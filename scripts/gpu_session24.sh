@@ -21,13 +21,8 @@ for mode in "$@"; do
     int8) run gpu_dot_int8 timeout 240 .gpu/test-gpu_dot matmul_int8_example --test-threads=1 ;; # the int8 matmul example alone (its compiles are slow)
     ab_tile) # 16-bit narrow rows: the launcher's 2048-lane tile on its warps against the 1024-lane one on one warp
         # (FUSE_ROWS_TILE=1024: [8, 128] / [4, 256], torch.compile's tiles), 2 alternated rounds
-        for round in 1 2; do
-            for v in default one_warp; do
-                env=(); [ $v = one_warp ] && env=(FUSE_ROWS_TILE=1024 FUSE_BENCH_WARPS=1)
-                T=150 bench ab_${v}_$round .gpu/bench-anchors FUSE_BENCH_ONLY=65536x128/float16,16384x256/float16 "${env[@]}" >/dev/null
-                grep -E " fuse " $L/ab_${v}_$round.log | sed "s/^/$round $v: /"
-            done
-        done ;;
+        ab_rounds 65536x128/float16,16384x256/float16 "default .gpu/bench-anchors" \
+            "one_warp .gpu/bench-anchors FUSE_ROWS_TILE=1024 FUSE_BENCH_WARPS=1" ;;
     rows1) peer_rounds rows 1 65536x128,16384x256 softmax layernorm ;; # the narrow rows against torch.compile, one round (device time was short)
     *) common_mode $mode || { echo "unknown mode $mode"; status=1; } ;;
     esac
