@@ -189,6 +189,22 @@ mod tests {
     }
 
     #[test]
+    fn a_long_program_evaluates_past_the_stack_buffer() {
+        // t0 = p; t(i) = t(i-1) + p for 24 steps; then t / n as f32: (25 p) / n, summed in f32.
+        let mut steps = vec![(DType::F32, Expr::Copy(VarId(1)))];
+        for i in 0..24 {
+            steps.push((DType::F32, Expr::Binary(BinaryOp::Add, VarId(2 + i), VarId(1))));
+        }
+        let sum = VarId(2 + 24);
+        steps.push((DType::F32, Expr::Cast(VarId(0))));
+        steps.push((DType::F32, Expr::Binary(BinaryOp::Div, sum, VarId(sum.0 + 1))));
+        let k = kernel(&steps, &[sum.0 + 2]);
+        let p = 0.1f32;
+        let want = (0..24).fold(p, |t, _| t + p) / 3.0;
+        assert_eq!(eval(&k, 0, 3, p), Some(HostScalar::Float(want.into())));
+    }
+
+    #[test]
     fn only_the_outermost_of_a_chain_and_nothing_per_program_or_without_a_division() {
         let k = kernel(
             &[

@@ -104,11 +104,22 @@ impl HostProgram {
     /// `None` if unknown) and the const generics; `None` if a parameter is unknown or an
     /// operation leaves the evaluator's domain (see the module doc).
     pub fn eval(&self, param: &dyn Fn(u32) -> Option<HostScalar>, consts: &[u64]) -> Option<HostScalar> {
-        let mut vals: Vec<(VarId, HostScalar)> = Vec::with_capacity(self.steps.len());
-        for (var, dtype, expr) in &self.steps {
-            let get = |v: VarId| vals.iter().rev().find(|(w, _)| *w == v).map(|&(_, x)| x);
+        // The runtime evaluates host scalars at every launch: the values on the stack for the
+        // usual few steps.
+        const ON_STACK: usize = 16;
+        let mut stack = [(VarId(0), HostScalar::Bool(false)); ON_STACK];
+        let mut heap = Vec::new();
+        let n = self.steps.len();
+        let vals: &mut [(VarId, HostScalar)] = if n <= ON_STACK {
+            &mut stack[..n]
+        } else {
+            heap.resize(n, (VarId(0), HostScalar::Bool(false)));
+            &mut heap
+        };
+        for (i, (var, dtype, expr)) in self.steps.iter().enumerate() {
+            let get = |v: VarId| vals[..i].iter().rev().find(|(w, _)| *w == v).map(|&(_, x)| x);
             let x = eval_expr(*dtype, expr, &get, param, consts)?;
-            vals.push((*var, x));
+            vals[i] = (*var, x);
         }
         vals.last().map(|&(_, x)| x)
     }
