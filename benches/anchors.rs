@@ -12,26 +12,16 @@
 //! `cargo bench --bench anchors` (needs a GPU; prints why it skips otherwise).
 #![allow(dead_code)] // the kernel files also hold float64 references the bench does not use
 
-#[path = "../examples/kernels/add_activation.rs"]
-mod add_activation;
-#[path = "../examples/kernels/add_mul.rs"]
-mod add_mul;
-#[path = "../examples/kernels/bias_gelu_dropout.rs"]
-mod bias_gelu_dropout;
-#[path = "../examples/kernels/cross_entropy.rs"]
-mod cross_entropy;
-#[path = "common/host_time.rs"]
-mod host_time;
-#[path = "../examples/kernels/layernorm.rs"]
-mod layernorm;
-#[path = "../examples/kernels/qk_norm_rope.rs"]
-mod qk_norm_rope;
-#[path = "common/roofline.rs"]
-mod roofline;
-#[path = "common/samples.rs"]
-mod samples;
-#[path = "../examples/kernels/softmax.rs"]
-mod softmax;
+use fuse_kernels::add_activation;
+use fuse_kernels::add_mul;
+use fuse_kernels::bias_gelu_dropout;
+use fuse_kernels::cross_entropy;
+use fuse_kernels::layernorm;
+use fuse_kernels::qk_norm_rope;
+use fuse_kernels::softmax;
+use fuse_testkit::bench::host_time;
+use fuse_testkit::bench::roofline;
+use fuse_testkit::bench::samples;
 
 use fuse::half::{bf16, f16};
 use fuse::{fused_kernel, Buffer, Device, Element, LaunchConfig, Result};

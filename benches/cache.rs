@@ -7,8 +7,7 @@
 use fuse::{fused_kernel, Device};
 use std::time::Instant;
 
-#[path = "common/host_time.rs"]
-mod host_time;
+use fuse_testkit::bench::host_time;
 
 #[fused_kernel]
 fn scale_add<const BLOCK: usize>(x: *const f32, out: *mut f32, a: f32, n: i32) {

@@ -4,11 +4,9 @@
 //!
 //! `cargo bench --bench graphs` (needs a GPU; says so and exits 0 without one).
 #[allow(dead_code)]
-#[path = "../examples/kernels/add_mul.rs"]
-mod add_mul_kernels;
+use fuse_kernels::add_mul as add_mul_kernels;
 #[allow(dead_code)]
-#[path = "common/host_time.rs"]
-mod host_time;
+use fuse_testkit::bench::host_time;
 
 use add_mul_kernels::add_mul;
 use fuse::{Device, Result};

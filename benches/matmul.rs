@@ -1,11 +1,11 @@
-//! Tensor-core matmul (`examples/kernels/matmul.rs`): plain and with the bias + GELU epilogue, f16
+//! Tensor-core matmul (`fuse-kernels/src/matmul.rs`): plain and with the bias + GELU epilogue, f16
 //! and bf16, at the shapes `triton_dot.py` times (4096^3, 8192^3, 8192x4096x11008), over the
-//! example's block configurations. Then the fused int8 matmul (`examples/kernels/matmul_int8.rs`:
+//! example's block configurations. Then the fused int8 matmul (`fuse-kernels/src/matmul_int8.rs`:
 //! i8 x i8 -> i32, scales, requantised to int8; pattern `matmul_int8`, dtype `int8`, which
 //! `triton_dot.py` has no row for) at the same shapes, in TFLOP/s-equivalent (2mnk/t, i.e. TOP/s),
-//! and the one-kernel FFN sublayer (`examples/kernels/ffn_sublayer.rs`, pattern `ffn_sublayer`,
+//! and the one-kernel FFN sublayer (`fuse-kernels/src/ffn_sublayer.rs`, pattern `ffn_sublayer`,
 //! shape `8192x4096` for m x d, 2 m d^2 flops) in f16 and bf16, and FlashAttention's forward
-//! (`examples/kernels/attention.rs`, pattern `attention_fwd`) at `triton_dot.py`'s shapes, causal
+//! (`fuse-kernels/src/attention.rs`, pattern `attention_fwd`) at `triton_dot.py`'s shapes, causal
 //! and not (4 b h n^2 d flops, halved when causal). Prints a table; with
 //! `FUSE_BENCH_JSON=path` also writes JSON rows
 //! `{pattern, shape, dtype, impl, ms, tflops}` keyed as `triton_dot.py` keys its own (`impl` is
@@ -17,23 +17,12 @@
 //! recorded nor ranked, and makes the bench exit non-zero at the end.
 //! `FUSE_BENCH_ONLY=substring,..` keeps matching `pattern/shape/dtype` cases; `FUSE_BENCH_CONFIGS=0,3`
 //! times only those configurations (indices into the example's `CONFIGS`).
-#[path = "../examples/kernels/attention.rs"]
-#[allow(dead_code)]
-mod attention;
-#[path = "../examples/kernels/bias_gelu_dropout.rs"]
-#[allow(dead_code)] // for its float64 erf
-mod bias_gelu_dropout;
-#[path = "../examples/kernels/ffn_sublayer.rs"]
-#[allow(dead_code)]
-mod ffn;
-#[path = "../examples/kernels/matmul_int8.rs"]
-#[allow(dead_code)]
-mod int8;
-#[path = "../examples/kernels/matmul.rs"]
-#[allow(dead_code)] // the float64 reference is the example's
-mod kernels;
-#[path = "common/roofline.rs"]
-mod roofline;
+use fuse_kernels::attention;
+use fuse_kernels::bias_gelu_dropout;
+use fuse_kernels::ffn_sublayer as ffn;
+use fuse_kernels::matmul as kernels;
+use fuse_kernels::matmul_int8 as int8;
+use fuse_testkit::bench::roofline;
 
 use fuse::half::{bf16, f16};
 use fuse::{Device, Half, Result};

@@ -4,14 +4,10 @@
 //! (The side-by-side comparison with Triton is `benches/anchors.rs`.)
 #![allow(dead_code)] // the kernel files also hold float64 references
 
-#[path = "../examples/kernels/add_mul.rs"]
-mod add_mul;
-#[path = "../examples/kernels/bias_gelu_dropout.rs"]
-mod bias_gelu_dropout;
-#[path = "../examples/kernels/layernorm.rs"]
-mod layernorm;
-#[path = "../examples/kernels/softmax.rs"]
-mod softmax;
+use fuse_kernels::add_mul;
+use fuse_kernels::bias_gelu_dropout;
+use fuse_kernels::layernorm;
+use fuse_kernels::softmax;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use fuse::Device;

@@ -1,16 +1,11 @@
 //! Residual add + GELU / SiLU, the sum written back into the residual in place, in f32, f16 and
 //! bf16, checked against float64. `cargo run --release --example add_activation`
-#[path = "kernels/bias_gelu_dropout.rs"]
-#[allow(dead_code)] // for its float64 erf
-mod bias_gelu_dropout;
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/add_activation.rs"]
-mod kernels;
+use fuse_kernels::add_activation as kernels;
+use fuse_kernels::bias_gelu_dropout;
 
-use common::*;
 use fuse::half::{bf16, f16};
 use fuse::{Device, Float};
+use fuse_testkit::*;
 use kernels::Act;
 
 fn run<T: ToF64 + Float>(

@@ -1,13 +1,10 @@
 //! The main example: `out = (x + y) * z` fused into one kernel, checked against float64.
 //! Runs on the first GPU, else on the CPU interpreter.  `cargo run --release --example add_mul`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/add_mul.rs"]
-mod kernels;
+use fuse_kernels::add_mul as kernels;
 
-use common::*;
 use fuse::half::f16;
 use fuse::{Device, Float};
+use fuse_testkit::*;
 
 const BLOCK: usize = 1024;
 

@@ -1,11 +1,8 @@
 //! Residual add + RMSNorm in f16, checked against float64. `cargo run --release --example add_rmsnorm`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/add_rmsnorm.rs"]
-mod kernels;
+use fuse_kernels::add_rmsnorm as kernels;
 
-use common::*;
 use fuse::half::f16;
+use fuse_testkit::*;
 
 fn run(
     device: &fuse::Device,

@@ -1,15 +1,12 @@
-//! FlashAttention-2 forward in the language (`examples/kernels/attention.rs`): causal and not,
+//! FlashAttention-2 forward in the language (`fuse-kernels/src/attention.rs`): causal and not,
 //! grouped-query heads, dropout, the row log-sum-exp, f16 and bf16, checked against float64 at
 //! sequence lengths that are not multiples of the blocks; on a GPU also timed.
 //! `cargo run --release --example attention`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/attention.rs"]
-mod kernels;
+use fuse_kernels::attention as kernels;
 
-use common::*;
 use fuse::half::{bf16, f16};
 use fuse::{Device, Half};
+use fuse_testkit::*;
 use kernels::{Config, Options, Shape};
 
 /// One checked call: fresh inputs, poisoned outputs, the float64 reference (with the kernel's own

@@ -1,14 +1,11 @@
 //! Bias + GELU(erf) + dropout, f32 and f16, checked against float64 and the dropout statistics;
 //! the mask drawn with `rand` (one Philox4x32-10 per four elements) and with `rand16` (one per
 //! eight, 16 threshold bits each). `cargo run --release --example bias_gelu_dropout`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/bias_gelu_dropout.rs"]
-mod kernels;
+use fuse_kernels::bias_gelu_dropout as kernels;
 
-use common::*;
 use fuse::half::f16;
 use fuse::{Buffer, Device, Float};
+use fuse_testkit::*;
 
 const BLOCK: usize = 1024;
 const P: f32 = 0.1;

@@ -1,14 +1,11 @@
 //! Softmax cross-entropy per row with a label gather and torch's `ignore_index`, over
 //! vocabularies wider than a tile (an online logsumexp over column blocks), f32 and bf16 logits,
 //! checked against float64. `cargo run --release --example cross_entropy`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/cross_entropy.rs"]
-mod kernels;
+use fuse_kernels::cross_entropy as kernels;
 
-use common::*;
 use fuse::half::bf16;
 use fuse::{Device, Float};
+use fuse_testkit::*;
 use rand::Rng;
 
 fn run<T: ToF64 + Float>(

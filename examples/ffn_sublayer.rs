@@ -5,17 +5,12 @@
 //! at sizes that are not multiples of the block (every edge masked), NaN-poisoned outputs, within
 //! a per-element bound; on a GPU also larger sizes and m = 8192, d = 4096 timed.
 //! `cargo run --release --example ffn_sublayer`
-#[path = "kernels/bias_gelu_dropout.rs"]
-#[allow(dead_code)] // for its float64 erf
-mod bias_gelu_dropout;
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/ffn_sublayer.rs"]
-mod kernels;
+use fuse_kernels::bias_gelu_dropout;
+use fuse_kernels::ffn_sublayer as kernels;
 
-use common::*;
 use fuse::half::{bf16, f16};
 use fuse::{Device, Half};
+use fuse_testkit::*;
 
 fn run<T: ToF64 + Half>(
     device: &Device,

@@ -1,10 +1,7 @@
 //! Row-wise L2 normalisation, checked against float64. `cargo run --release --example l2norm`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/l2norm.rs"]
-mod kernels;
+use fuse_kernels::l2norm as kernels;
 
-use common::*;
+use fuse_testkit::*;
 
 fn run(
     device: &fuse::Device,

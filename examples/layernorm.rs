@@ -2,14 +2,11 @@
 //! several narrow rows per program as one 2-D tile (`layernorm_rows`), and a looped form for
 //! wide rows.
 //! `cargo run --release --example layernorm`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/layernorm.rs"]
-mod kernels;
+use fuse_kernels::layernorm as kernels;
 
-use common::*;
 use fuse::half::f16;
 use fuse::{Buffer, Device, Float, LaunchConfig};
+use fuse_testkit::*;
 
 const EPS: f32 = 1e-5;
 

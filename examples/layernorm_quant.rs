@@ -1,12 +1,9 @@
 //! LayerNorm + per-row int8 quantisation, checked against float64: every code within 1 of the
 //! reference's rounding (a value near a .5 boundary may round either way), at most 0.1 % of codes
 //! off by one, scales to 1e-5 relative. `cargo run --release --example layernorm_quant`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/layernorm_quant.rs"]
-mod kernels;
+use fuse_kernels::layernorm_quant as kernels;
 
-use common::*;
+use fuse_testkit::*;
 
 fn run(
     device: &fuse::Device,

@@ -2,17 +2,12 @@
 //! checked against float64 at sizes that are not multiples of the block (every edge masked), over
 //! several block configurations; on a GPU also timed at 4096^3.
 //! `cargo run --release --example matmul`
-#[path = "kernels/bias_gelu_dropout.rs"]
-#[allow(dead_code)] // for its float64 erf
-mod bias_gelu_dropout;
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/matmul.rs"]
-mod kernels;
+use fuse_kernels::bias_gelu_dropout;
+use fuse_kernels::matmul as kernels;
 
-use common::*;
 use fuse::half::{bf16, f16};
 use fuse::{Device, Half};
+use fuse_testkit::*;
 
 fn run<T: ToF64 + Half>(
     device: &Device,

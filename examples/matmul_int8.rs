@@ -6,13 +6,10 @@
 //! (exact but where the kernel's f32 error straddles a half-integer: see the kernel's docs); plus
 //! a case where every second value is an exact tie, checked exactly. On a GPU also larger sizes
 //! and 4096^3 timed. `cargo run --release --example matmul_int8`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/matmul_int8.rs"]
-mod kernels;
+use fuse_kernels::matmul_int8 as kernels;
 
-use common::*;
 use fuse::Device;
+use fuse_testkit::*;
 use rand::{rngs::StdRng, Rng};
 
 fn bytes(rng: &mut StdRng, len: usize, lo: i8, hi: i8) -> Vec<i8> {

@@ -1,14 +1,11 @@
 //! vLLM's fused QK-norm + RoPE, in place on a packed qkv tensor, NeoX and GPT-J pairings, in f32,
 //! f16 and bf16, checked against float64 (v must come back bit-identical).
 //! `cargo run --release --example qk_norm_rope`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/qk_norm_rope.rs"]
-mod kernels;
+use fuse_kernels::qk_norm_rope as kernels;
 
-use common::*;
 use fuse::half::{bf16, f16};
 use fuse::{Device, Float};
+use fuse_testkit::*;
 use kernels::Heads;
 use rand::Rng;
 

@@ -1,11 +1,8 @@
 //! SiLU-and-mul in bf16 on a 2-D grid, checked against float64. `cargo run --release --example silu_and_mul`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/silu_and_mul.rs"]
-mod kernels;
+use fuse_kernels::silu_and_mul as kernels;
 
-use common::*;
 use fuse::half::bf16;
+use fuse_testkit::*;
 
 const BLOCK: usize = 1024;
 

@@ -1,14 +1,11 @@
 //! Row-wise softmax, one row per program (`softmax`) and, for narrow rows, several rows per
 //! program as one 2-D tile (`softmax_rows`), checked against float64.
 //! `cargo run --release --example softmax`
-#[path = "common/mod.rs"]
-mod common;
-#[path = "kernels/softmax.rs"]
-mod kernels;
+use fuse_kernels::softmax as kernels;
 
-use common::*;
 use fuse::half::f16;
 use fuse::{Buffer, Device, Float};
+use fuse_testkit::*;
 
 /// Launches the kernel for `T` with BLOCK = the next power of two of the row length.
 fn launch<T: Float>(

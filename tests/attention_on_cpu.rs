@@ -1,4 +1,4 @@
-//! The `attention` example (examples/kernels/attention.rs) on the CPU interpreter against float64:
+//! The `attention` example (fuse-kernels/src/attention.rs) on the CPU interpreter against float64:
 //! causal and not, grouped-query heads, dropout, sequence lengths that are not multiples of the
 //! blocks, f16 and bf16 (tests/common/attention_checks.rs; `tests/gpu_attention.rs` runs the same
 //! checks on a GPU at the GPU block sizes).

@@ -1,5 +1,5 @@
 //! Autotuned kernels (`#[fused_kernel(autotune(..))]`, README.md "Autotuning"): on the CPU (the
-//! first candidate, no timing) and on a GPU (harness = false, fuse-runtime/tests/common/harness.rs:
+//! first candidate, no timing) and on a GPU (harness = false, fuse_testkit::harness:
 //! without a GPU those are reported as ignored, with the reason).
 //!
 //! Each GPU test runs in a child process of this binary with a fresh `FUSE_CACHE_DIR`, so that a
@@ -9,8 +9,7 @@
 //! `restore`, so tuning (which runs candidates many times) leaves `acc` far from `acc + x`, and a
 //! launch that took a known winner leaves exactly `acc + x`.
 mod common;
-#[path = "../fuse-runtime/tests/common/harness.rs"]
-mod harness;
+use fuse_testkit::harness;
 
 use common::{assert_close, f64s, Rng};
 use fuse::half::f16;

@@ -1,13 +1,10 @@
 //! The emitted CUDA C of every example kernel and of the `dot` kernels (tests/common/dot.rs): snapshots (review changes with `cargo insta review`)
 //! and a compile of each with NVRTC for sm_80 and sm_90 (no GPU needed). harness = false
-//! (fuse-runtime/tests/common/harness.rs): when NVRTC is missing the compile test is reported as
+//! (fuse_testkit::harness): when NVRTC is missing the compile test is reported as
 //! ignored, "needs NVRTC", except under CI=true where it fails.
 mod common;
-#[path = "../fuse-runtime/tests/common/harness.rs"]
-mod harness;
-#[path = "../examples/kernels/matmul.rs"]
-#[allow(dead_code)]
-mod matmul_example;
+use fuse_kernels::matmul as matmul_example;
+use fuse_testkit::harness;
 
 use common::*;
 

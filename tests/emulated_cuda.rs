@@ -10,8 +10,7 @@
 //! configuration, cached in the target directory); the default runs a spread of them.
 mod axis;
 mod common;
-#[path = "../fuse-runtime/tests/common/harness.rs"]
-mod harness;
+use fuse_testkit::harness;
 
 use axis::*;
 use fuse::{fused_kernel, Device};

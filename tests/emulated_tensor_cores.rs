@@ -9,13 +9,9 @@
 //! (m16n8k32) of the `matmul_int8` example, its accumulator bit for bit and its requantised
 //! output by the example's float64 rule. Needs a C++17 compiler (`$CXX`, else `g++`); without
 //! one the tests print why and pass.
-#[path = "../examples/kernels/bias_gelu_dropout.rs"]
-#[allow(dead_code)] // for its float64 erf
-mod bias_gelu_dropout;
+use fuse_kernels::bias_gelu_dropout;
 mod common;
-#[path = "../examples/kernels/matmul.rs"]
-#[allow(dead_code)]
-mod matmul_example;
+use fuse_kernels::matmul as matmul_example;
 
 use common::dot::*;
 use common::matmul_int8::{self, Config};

@@ -1,9 +1,7 @@
 //! Every example kernel run by the CPU interpreter against its float64 reference (no GPU needed).
 //! Outputs are poisoned with NaN first, so an unwritten element fails.
 mod common;
-#[path = "../examples/kernels/matmul.rs"]
-#[allow(dead_code)]
-mod matmul_example;
+use fuse_kernels::matmul as matmul_example;
 
 use common::*;
 use fuse::half::{bf16, f16};

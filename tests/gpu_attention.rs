@@ -1,12 +1,11 @@
 //! The `attention` example on a GPU (tests/common/attention_checks.rs): every block configuration,
 //! head dims 64 and 128, causal and not, grouped-query heads, dropout, sequence lengths that are not
 //! multiples of the blocks, f16 and bf16, against float64; and an NVRTC compile of the kernel for
-//! sm_80 and sm_90 (no GPU needed). harness = false (fuse-runtime/tests/common/harness.rs): without
+//! sm_80 and sm_90 (no GPU needed). harness = false (fuse_testkit::harness): without
 //! a GPU the GPU tests are reported as ignored, with the reason; without NVRTC the compile test too
 //! (under CI=true it fails).
 mod common;
-#[path = "../fuse-runtime/tests/common/harness.rs"]
-mod harness;
+use fuse_testkit::harness;
 
 use common::attention::{Config, Shape, CONFIGS};
 use common::attention_checks::{check_attention, specs};

@@ -6,17 +6,12 @@
 //! The `matmul` example (f16/bf16 results stored from the accumulator through shared memory), and
 //! the `matmul_int8` and `ffn_sublayer` examples' checks (tests/common/quant_ffn.rs) at larger
 //! sizes and every block configuration, and an NVRTC compile of their kernels (no GPU needed).
-//! harness = false (fuse-runtime/tests/common/harness.rs): without a GPU the tests are reported
+//! harness = false (fuse_testkit::harness): without a GPU the tests are reported
 //! as ignored, with the reason; without NVRTC the compile test too (under CI=true it fails).
-#[path = "../examples/kernels/bias_gelu_dropout.rs"]
-#[allow(dead_code)] // for its float64 erf
-mod bias_gelu_dropout;
+use fuse_kernels::bias_gelu_dropout;
 mod common;
-#[path = "../fuse-runtime/tests/common/harness.rs"]
-mod harness;
-#[path = "../examples/kernels/matmul.rs"]
-#[allow(dead_code)]
-mod matmul_example;
+use fuse_kernels::matmul as matmul_example;
+use fuse_testkit::harness;
 
 use common::dot::*;
 use common::Rng;

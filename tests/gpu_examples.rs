@@ -1,12 +1,11 @@
-//! GPU integration tests (harness = false, fuse-runtime/tests/common/harness.rs): need an NVIDIA GPU;
+//! GPU integration tests (harness = false, fuse_testkit::harness): need an NVIDIA GPU;
 //! elsewhere each is reported as ignored, "needs an NVIDIA GPU", and the reason is printed once.
 //! The differential tests run the same kernel on the same inputs on the GPU and the CPU
 //! interpreter: outputs within tolerance, dropout masks bit-identical. One test needs NVRTC but no
 //! GPU: the kernels of the examples added after the emitted-CUDA snapshots (multi-row softmax and
 //! LayerNorm, QK-norm + RoPE, cross-entropy, add + activation) compile for sm_80 and sm_90.
 mod common;
-#[path = "../fuse-runtime/tests/common/harness.rs"]
-mod harness;
+use fuse_testkit::harness;
 
 use common::*;
 use fuse::fuse_ir::Specialization;

@@ -1,11 +1,10 @@
 //! GPU interop: kernels over cudarc memory on the caller's context and stream, buffer views,
 //! CUDA graphs, several GPUs. Every result is compared with float64 on fresh random inputs over
 //! NaN-poisoned outputs. Without a usable GPU every test shows as ignored, with the reason
-//! (harness = false, fuse-runtime/tests/common/harness.rs); the two-GPU test is ignored, "needs two
+//! (harness = false, fuse_testkit::harness); the two-GPU test is ignored, "needs two
 //! NVIDIA GPUs", where fewer are present.
 mod common;
-#[path = "../fuse-runtime/tests/common/harness.rs"]
-mod harness;
+use fuse_testkit::harness;
 
 use common::add_mul::{add_mul, reference};
 use common::{assert_close, f64s, Rng};

@@ -3,28 +3,15 @@
 //! "Potential Performance Loss" note), the matmul epilogues do not spill by the hundred bytes, and
 //! the attention kernels the bench runs (dropout compiled out) do not spill at all, and the
 //! narrow-row f16/bf16 LayerNorm fits 32 registers (16 programs of 4 warps a multiprocessor), the
-//! f32 one on one warp 64 (32 programs). Each report is printed. harness = false (fuse-runtime/tests/common/harness.rs): without NVRTC the tests are
+//! f32 one on one warp 64 (32 programs). Each report is printed. harness = false (fuse_testkit::harness): without NVRTC the tests are
 //! ignored, with the reason (under CI=true they fail).
-#[path = "../examples/kernels/attention.rs"]
-#[allow(dead_code)]
-mod attention;
-#[path = "../examples/kernels/bias_gelu_dropout.rs"]
-#[allow(dead_code)]
-mod bias_gelu_dropout;
-#[path = "../examples/kernels/ffn_sublayer.rs"]
-#[allow(dead_code)]
-mod ffn_sublayer;
-#[path = "../fuse-runtime/tests/common/harness.rs"]
-mod harness;
-#[path = "../examples/kernels/layernorm.rs"]
-#[allow(dead_code)]
-mod layernorm;
-#[path = "../examples/kernels/matmul.rs"]
-#[allow(dead_code)]
-mod matmul;
-#[path = "../examples/kernels/matmul_int8.rs"]
-#[allow(dead_code)]
-mod matmul_int8;
+use fuse_kernels::attention;
+use fuse_kernels::bias_gelu_dropout;
+use fuse_kernels::ffn_sublayer;
+use fuse_kernels::layernorm;
+use fuse_kernels::matmul;
+use fuse_kernels::matmul_int8;
+use fuse_testkit::harness;
 
 use fuse::fuse_ir::Specialization;
 use fuse::{KernelSpec, PtxasReport};

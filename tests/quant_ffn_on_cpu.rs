@@ -1,4 +1,4 @@
-//! The `matmul_int8` and `ffn_sublayer` examples (examples/kernels/) on the CPU interpreter, at
+//! The `matmul_int8` and `ffn_sublayer` examples (fuse-kernels/) on the CPU interpreter, at
 //! sizes that are not multiples of their blocks (every edge masked), on fresh random inputs into
 //! poisoned outputs: the int8 accumulator bit for bit against i64, the requantised int8 output
 //! against the float64 rounding rule (exactly where every f32 step is exact: the ties case), the

@@ -2,11 +2,10 @@
 //! Each kernel runs on the CPU interpreter against a float64 reference on fresh random inputs with
 //! NaN-poisoned outputs, compiles with NVRTC for sm_80 and sm_90, and on a GPU must match the CPU
 //! (bit for bit where the CPU is exact: shape moves, max/min, argmax; to rounding for sums).
-//! harness = false (fuse-runtime/tests/common/harness.rs): GPU and NVRTC tests are reported as
+//! harness = false (fuse_testkit::harness): GPU and NVRTC tests are reported as
 //! ignored, with the reason, where the hardware or library is missing.
 mod common;
-#[path = "../fuse-runtime/tests/common/harness.rs"]
-mod harness;
+use fuse_testkit::harness;
 
 use common::*;
 use fuse::prelude::*;

@@ -9,16 +9,12 @@
 //!
 //! With `--features cuda` it uses candle's CUDA device 0 when there is one (the fused kernel runs
 //! on candle's stream over candle's memory) and says so; otherwise the CPU, where the same kernel
-//! runs on fuse's interpreter. `FUSE_DEVICE=cpu` forces the CPU. The op is in
-//! `examples/common/layernorm_op.rs`.
-#[path = "common/mod.rs"]
-mod common;
-#[path = "common/layernorm_op.rs"]
-mod layernorm_op;
+//! runs on fuse's interpreter. `FUSE_DEVICE=cpu` forces the CPU. The op is
+//! `fuse_candle::ops::FusedLayerNorm`.
 
 use candle_core::{DType, Device, Tensor};
-use common::{candle_layernorm, candle_layernorm_native, error_ratio, tolerance, Rng};
-use layernorm_op::FusedLayerNorm;
+use fuse_candle::ops::FusedLayerNorm;
+use fuse_testkit::candle::{candle_layernorm, candle_layernorm_native, error_ratio, tolerance, Rng};
 
 const EPS: f64 = 1e-5;
 

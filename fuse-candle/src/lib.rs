@@ -31,8 +31,7 @@
 //!   `candle_core::Error` naming the op ([`KernelResultExt::in_op`], [`kernel_error`]); sizes that
 //!   do not fit a kernel's `i32`/`u32` arguments are errors ([`to_i32`], [`to_u32`]).
 //!
-//! A LayerNorm written this way is `examples/candle_layernorm.rs` (its op in
-//! `examples/common/layernorm_op.rs`); the root README's section "Using fuse with cudarc and
+//! A LayerNorm written this way is [`ops::FusedLayerNorm`], used by `examples/candle_layernorm.rs`; the root README's section "Using fuse with cudarc and
 //! candle" walks through it.
 //!
 //! ## Features
@@ -55,6 +54,7 @@ pub use fuse;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod ops;
 
 mod sealed {
     /// Only the element types both crates share. With the `cuda` feature, also candle's

@@ -1,18 +1,14 @@
-//! The fused LayerNorm op of `examples/common/layernorm_op.rs` and the crate's helpers on candle's
+//! The fused LayerNorm op `fuse_candle::ops::FusedLayerNorm` and the crate's helpers on candle's
 //! CPU device (fuse's interpreter runs the kernel): checked against candle's own ops in f64 on
 //! fresh random inputs (seed printed; `FUSE_TEST_SEED` replays), with views that start inside
 //! their storage, non-contiguous views, wrong dtypes and wrong shapes. The op's output starts
 //! NaN-poisoned and NaN never passes a comparison.
-#[path = "../examples/common/mod.rs"]
-mod common;
-#[path = "../examples/common/layernorm_op.rs"]
-mod layernorm_op;
 
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Shape, Tensor};
-use common::{candle_layernorm, error_ratio, tolerance, Rng};
 use fuse::fused_kernel;
+use fuse_candle::ops::FusedLayerNorm;
 use fuse_candle::{contiguous_range, cpu_slice, KernelResultExt};
-use layernorm_op::FusedLayerNorm;
+use fuse_testkit::candle::{candle_layernorm, error_ratio, tolerance, Rng};
 use std::cell::RefCell;
 
 const EPS: f64 = 1e-5;

@@ -6,10 +6,6 @@
 //! `harness = false` (libtest-mimic): built without the `cuda` feature, or with it but without a
 //! usable GPU, every test is reported as *ignored*, with the reason printed once, never as passed
 //! (`--include-ignored` runs them anyway, and each fails with the reason).
-#[path = "../examples/common/mod.rs"]
-mod common;
-#[path = "../examples/common/layernorm_op.rs"]
-mod layernorm_op;
 
 use libtest_mimic::{Arguments, Trial};
 
@@ -73,9 +69,9 @@ fn main() {
 
 #[cfg(feature = "cuda")]
 mod gpu {
-    use super::common::{candle_layernorm, error_ratio, tolerance, Rng};
-    use super::layernorm_op::FusedLayerNorm;
     use candle_core::{bail, DType, Device, Tensor};
+    use fuse_candle::ops::FusedLayerNorm;
+    use fuse_testkit::candle::{candle_layernorm, error_ratio, tolerance, Rng};
     use std::cell::RefCell;
 
     const EPS: f64 = 1e-5;

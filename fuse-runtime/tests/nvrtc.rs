@@ -1,9 +1,8 @@
 //! NVRTC without a GPU: compile_for_arch, compile errors with the log, library discovery.
-//! harness = false (tests/common/harness.rs): when NVRTC is missing the tests that need it are
+//! harness = false (fuse_testkit::harness): when NVRTC is missing the tests that need it are
 //! reported as ignored, "needs NVRTC", except under CI=true where they fail.
 mod common;
-#[path = "common/harness.rs"]
-mod harness;
+use fuse_testkit::harness;
 
 use common::*;
 use fuse_runtime::{Error, KernelSpec};

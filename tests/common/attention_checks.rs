@@ -1,4 +1,4 @@
-//! Checks of the `attention` example (examples/kernels/attention.rs), shared by the CPU test
+//! Checks of the `attention` example (fuse-kernels/src/attention.rs), shared by the CPU test
 //! (`tests/attention_on_cpu.rs`) and the GPU tests (`tests/gpu_attention.rs`): fresh random
 //! inputs, NaN-poisoned outputs, sequence lengths that are not multiples of the blocks, the output
 //! against float64 within the per-element bound of `attention::error_bound`, the log-sum-exp, and

@@ -1,4 +1,4 @@
-//! Shared by the integration tests: the example kernels (one definition, in examples/kernels/) and
+//! Shared by the integration tests: the example kernels (from the fuse-kernels crate) and
 //! small helpers for fresh random inputs and float64 comparisons.
 #![allow(dead_code)]
 
@@ -6,34 +6,20 @@ pub mod attention_checks;
 pub mod dot;
 pub mod quant_ffn;
 
-#[path = "../../examples/kernels/add_activation.rs"]
-pub mod add_activation;
-#[path = "../../examples/kernels/add_mul.rs"]
-pub mod add_mul;
-#[path = "../../examples/kernels/add_rmsnorm.rs"]
-pub mod add_rmsnorm;
-#[path = "../../examples/kernels/attention.rs"]
-pub mod attention;
-#[path = "../../examples/kernels/bias_gelu_dropout.rs"]
-pub mod bias_gelu_dropout;
-#[path = "../../examples/kernels/cross_entropy.rs"]
-pub mod cross_entropy;
-#[path = "../../examples/kernels/ffn_sublayer.rs"]
-pub mod ffn_sublayer;
-#[path = "../../examples/kernels/l2norm.rs"]
-pub mod l2norm;
-#[path = "../../examples/kernels/layernorm.rs"]
-pub mod layernorm;
-#[path = "../../examples/kernels/layernorm_quant.rs"]
-pub mod layernorm_quant;
-#[path = "../../examples/kernels/matmul_int8.rs"]
-pub mod matmul_int8;
-#[path = "../../examples/kernels/qk_norm_rope.rs"]
-pub mod qk_norm_rope;
-#[path = "../../examples/kernels/silu_and_mul.rs"]
-pub mod silu_and_mul;
-#[path = "../../examples/kernels/softmax.rs"]
-pub mod softmax;
+pub use fuse_kernels::add_activation;
+pub use fuse_kernels::add_mul;
+pub use fuse_kernels::add_rmsnorm;
+pub use fuse_kernels::attention;
+pub use fuse_kernels::bias_gelu_dropout;
+pub use fuse_kernels::cross_entropy;
+pub use fuse_kernels::ffn_sublayer;
+pub use fuse_kernels::l2norm;
+pub use fuse_kernels::layernorm;
+pub use fuse_kernels::layernorm_quant;
+pub use fuse_kernels::matmul_int8;
+pub use fuse_kernels::qk_norm_rope;
+pub use fuse_kernels::silu_and_mul;
+pub use fuse_kernels::softmax;
 
 use fuse::{Buffer, Device, KernelSpec, LaunchConfig};
 

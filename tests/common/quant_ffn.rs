@@ -1,4 +1,4 @@
-//! Checks of the `matmul_int8` and `ffn_sublayer` examples (examples/kernels/), shared by the CPU
+//! Checks of the `matmul_int8` and `ffn_sublayer` examples (fuse-kernels/), shared by the CPU
 //! tests (`tests/quant_ffn_on_cpu.rs`) and the GPU tests (`tests/gpu_dot.rs`): fresh random inputs,
 //! outputs poisoned (NaN for floats; for int8, per element a value the rounding rule forbids
 //! there), every edge masked.

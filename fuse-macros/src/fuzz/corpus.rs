@@ -4,19 +4,19 @@
 /// The example kernels (the seed patterns and the later ones), read from their files so the corpus
 /// follows them.
 const EXAMPLE_FILES: &[&str] = &[
-    include_str!("../../../examples/kernels/add_mul.rs"),
-    include_str!("../../../examples/kernels/softmax.rs"),
-    include_str!("../../../examples/kernels/layernorm.rs"),
-    include_str!("../../../examples/kernels/bias_gelu_dropout.rs"),
-    include_str!("../../../examples/kernels/add_rmsnorm.rs"),
-    include_str!("../../../examples/kernels/silu_and_mul.rs"),
-    include_str!("../../../examples/kernels/layernorm_quant.rs"),
-    include_str!("../../../examples/kernels/l2norm.rs"),
+    include_str!("../../../fuse-kernels/src/add_mul.rs"),
+    include_str!("../../../fuse-kernels/src/softmax.rs"),
+    include_str!("../../../fuse-kernels/src/layernorm.rs"),
+    include_str!("../../../fuse-kernels/src/bias_gelu_dropout.rs"),
+    include_str!("../../../fuse-kernels/src/add_rmsnorm.rs"),
+    include_str!("../../../fuse-kernels/src/silu_and_mul.rs"),
+    include_str!("../../../fuse-kernels/src/layernorm_quant.rs"),
+    include_str!("../../../fuse-kernels/src/l2norm.rs"),
     // `dot` kernels: a K loop into an accumulator, `trans` of a loaded operand, an i8 one, a
     // computed operand cast back to its type.
-    include_str!("../../../examples/kernels/matmul.rs"),
-    include_str!("../../../examples/kernels/matmul_int8.rs"),
-    include_str!("../../../examples/kernels/ffn_sublayer.rs"),
+    include_str!("../../../fuse-kernels/src/matmul.rs"),
+    include_str!("../../../fuse-kernels/src/matmul_int8.rs"),
+    include_str!("../../../fuse-kernels/src/ffn_sublayer.rs"),
     // The 2-D kernels (softmax over rows, every shape operation).
     include_str!("../../../tests/tiles_2d.rs"),
 ];

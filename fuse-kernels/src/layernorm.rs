@@ -5,9 +5,7 @@
 //! `layernorm_rows` takes several narrow rows per program as one 2-D tile.
 use fuse::fused_kernel;
 
-#[macro_use]
-#[path = "rows_tile.rs"]
-mod rows_tile;
+use crate::rows_tile;
 
 #[fused_kernel]
 pub fn layernorm<T: Float, const BLOCK: usize>(

@@ -1,7 +1,7 @@
 //! `FUSE_BENCH_SAMPLES=1`: where a median comes from. For each timed case, every per-call time of
 //! three schedules, in the order they ran: do_bench's (25 ms of back-to-back warm-up calls, then
 //! 100 ms worth of flushed calls queued at once), the same with the host waiting for the device
-//! every 100 calls, and the fixed schedule before session 19 (one warm-up call, 100 flushed
+//! every 100 calls, and a fixed schedule (one warm-up call, 100 flushed
 //! calls). Printed as the median, the 10th and 90th percentiles, and the median of each tenth
 //! of the run in time order.
 

@@ -1,9 +1,8 @@
-//! The benches' roofline (issue 17): the ceilings measured in the same run — a device-to-device
+//! The benches' roofline: the ceilings measured in the same run — a device-to-device
 //! copy of 1 GiB, an FP32 FMA peak and an `mma.sync` f16 tensor-core peak (small CUDA C kernels
 //! compiled with NVRTC through cudarc, launched on the bench's own stream) — and each fused
 //! kernel's FLOPs from `KernelSpec::cost`, recorded from whatever a timed closure launches.
 //! Plot and table: `fuse_roofline`, written beside `$FUSE_BENCH_JSON`.
-#![allow(dead_code)]
 
 use fuse::{Device, Result};
 pub use fuse_roofline::{Ceilings, Point};
@@ -98,7 +97,7 @@ pub fn today() -> String {
 /// bytes read and written, median of 10), and the FMA and `mma.sync` peaks (TFLOP/s, median of 5
 /// launches each of a few hundred ms of work).
 pub fn measure_ceilings(dev: &Device) -> std::result::Result<Ceilings, String> {
-    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    use fuse::cudarc::driver::{LaunchConfig, PushKernelArg};
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let n = 256usize << 20; // 1 GiB of f32
     let src = dev.zeros::<f32>(n).map_err(|e| err(&e))?;
@@ -111,11 +110,11 @@ pub fn measure_ceilings(dev: &Device) -> std::result::Result<Ceilings, String> {
     else {
         return Err("not a CUDA device".into());
     };
-    let opts = cudarc::nvrtc::CompileOptions {
+    let opts = fuse::cudarc::nvrtc::CompileOptions {
         options: vec![format!("--gpu-architecture={arch}")],
         ..Default::default()
     };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(PEAKS, opts).map_err(|e| err(&e))?;
+    let ptx = fuse::cudarc::nvrtc::compile_ptx_with_opts(PEAKS, opts).map_err(|e| err(&e))?;
     let module = ctx.load_module(ptx).map_err(|e| err(&e))?;
     let (fma, mma) = (
         module.load_function("fuse_fma_peak").map_err(|e| err(&e))?,

@@ -1,6 +1,5 @@
 //! What the example and the tests share: fresh random inputs (seed printed, `FUSE_TEST_SEED` to
 //! replay), LayerNorm from candle's own ops (the reference), and an error measure that NaN fails.
-#![allow(dead_code)]
 
 use candle_core::{DType, Device, Tensor, D};
 

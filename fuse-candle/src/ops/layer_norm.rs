@@ -1,10 +1,9 @@
 //! A fused LayerNorm as a candle `CustomOp3` of `(x, weight, bias)`: `y = (x - mean) * rstd *
 //! weight + bias` over the last dimension of `x`, in one read and one write of `x`.
 //!
-//! Used by `examples/candle_layernorm.rs` and the tests (through `#[path]`). The kernel is the
-//! workspace's generic `examples/kernels/layernorm.rs` `layernorm` (one row per program, the whole
-//! row in one tile), instantiated for f32, f16 and bf16: f16/bf16 are loaded, computed in f32 and
-//! rounded once at the store.
+//! The kernel is fuse-kernels' generic [`fuse_kernels::layernorm::layernorm`] (one row per
+//! program, the whole row in one tile), instantiated for f32, f16 and bf16: f16/bf16 are loaded,
+//! computed in f32 and rounded once at the store.
 //!
 //! Why `CustomOp3` rather than a `CustomOp1` holding `weight` and `bias`: as arguments they are
 //! tensors like `x`, on `x`'s device (candle checks that), with their own layouts and dtypes,
@@ -15,21 +14,18 @@
 //! `[n_cols]` (the last dimension of `x`) and `x`'s dtype (F32, F16 or BF16); all three are
 //! contiguous (a transpose is an error that says to call `.contiguous()?`), and may start at
 //! any offset in their storage; rows up to 16384 wide (one tile per row).
-#![allow(dead_code)]
 
+use crate::{
+    cpu_device, cpu_slice, cpu_storage, to_i32, to_u32, unsupported_dtype, KernelDType, KernelResultExt,
+};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape};
 use fuse::{DeviceRead, DeviceWrite};
-use fuse_candle::{
-    cpu_device, cpu_slice, cpu_storage, to_i32, to_u32, unsupported_dtype, KernelDType, KernelResultExt,
-};
 
 /// The widest row one tile holds here.
 pub const MAX_COLS: usize = 16384;
 
-/// The generic kernels of the workspace's own LayerNorm example (`layernorm`, one tile per row).
-#[path = "../../../examples/kernels/layernorm.rs"]
-mod kernels;
+use fuse_kernels::layernorm as kernels;
 
 /// One launch of the LayerNorm kernel for element type `T`, over any memory fuse accepts: host
 /// slices on the CPU, cudarc views and slices on the GPU (one program per row, `rows` rows of
@@ -121,7 +117,7 @@ impl FusedLayerNorm {
         b: &candle_core::CudaStorage,
         lb: &Layout,
     ) -> candle_core::Result<candle_core::CudaStorage> {
-        use fuse_candle::cuda;
+        use crate::cuda;
         let (rows, cols) = self.rows_cols(lx, lw, lb)?;
         let (xv, wv, bv) = (
             cuda::view::<T>(NAME, "x", x, lx)?,

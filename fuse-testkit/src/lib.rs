@@ -1,6 +1,12 @@
-//! What every example shares: picking a device, fresh random inputs, the float64 comparison that
-//! decides PASS/FAIL, and the GB/s report.
-#![allow(dead_code)]
+//! What fuse's examples, tests and benches share (a dev-only crate, not published): picking a
+//! device, fresh random inputs with a printed seed, the float64 comparison that decides
+//! PASS/FAIL, the GB/s report; [`harness`] for the test targets that need a GPU or NVRTC;
+//! [`bench`] for the benches' timing and roofline; [`candle`] (feature `candle`) for fuse-candle.
+
+pub mod bench;
+#[cfg(feature = "candle")]
+pub mod candle;
+pub mod harness;
 
 use fuse::{Buffer, Device, Element};
 use rand::{rngs::StdRng, Rng, SeedableRng};

@@ -43,7 +43,7 @@ pub struct RawLaunch {
 }
 
 pub fn raw_launch_us() -> std::result::Result<RawLaunch, String> {
-    use cudarc::driver::{result::launch_kernel, CudaContext, CudaStream};
+    use fuse::cudarc::driver::{result::launch_kernel, CudaContext, CudaStream};
     use std::sync::Arc;
     let ctx = CudaContext::new(0).map_err(|e| e.to_string())?;
     let params: Vec<String> = (0..10).map(|i| format!(".param .u64 p{i}")).collect();
@@ -51,7 +51,7 @@ pub fn raw_launch_us() -> std::result::Result<RawLaunch, String> {
         ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry fuse_raw0() {{ ret; }}\n.visible .entry fuse_raw10({}) {{ ret; }}\n",
         params.join(", ")
     );
-    let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| e.to_string())?;
+    let module = ctx.load_module(fuse::cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|e| e.to_string())?;
     let time = |name: &str,
                 nparams: usize,
                 stream: &Arc<CudaStream>,

@@ -1,12 +1,10 @@
 //! The harness of the test targets that need a GPU or NVRTC (`harness = false`, libtest-mimic), so
 //! that where one is missing their tests are reported as *ignored*, with the reason, not as passed.
-//! Used by fuse-runtime's `gpu` and `nvrtc` targets and (through `#[path]`) by the root crate's
-//! `gpu_examples` and `emitted_cuda`. Filters, `--list`, `--exact`, `--include-ignored` and
+//! Used by every `harness = false` test target of the workspace. Filters, `--list`, `--exact`, `--include-ignored` and
 //! `--test-threads` work as with the built-in harness; a panic in a test is a failure. Unlike the
 //! built-in harness, libtest-mimic does not capture a test's output.
-#![allow(dead_code)]
 
-use fuse_runtime::{Device, Error};
+use fuse::{Device, Error};
 use libtest_mimic::{Arguments, Trial};
 
 /// The kind shown before the name of a test that needs a GPU: `test [needs an NVIDIA GPU] name`.
@@ -32,7 +30,7 @@ fn short(e: Error) -> String {
 /// GPU 0 if it is usable (it opens and NVRTC loads to compile for it), else why not.
 pub fn usable_gpu() -> Result<Device, String> {
     let d = Device::cuda(0).map_err(short)?;
-    fuse_runtime::nvrtc_version().map_err(|e| format!("{} but no NVRTC: {}", d.description(), short(e)))?;
+    fuse::nvrtc_version().map_err(|e| format!("{} but no NVRTC: {}", d.description(), short(e)))?;
     Ok(d)
 }
 
@@ -41,7 +39,7 @@ pub fn usable_gpu() -> Result<Device, String> {
 /// `synchronize` (errors are reported per device by whichever thread synchronises first, and the
 /// tests run in parallel threads).
 pub fn isolated_gpu() -> Device {
-    let ctx = fuse_runtime::cudarc::driver::CudaContext::new(0).expect("GPU 0 opened before");
+    let ctx = fuse::cudarc::driver::CudaContext::new(0).expect("GPU 0 opened before");
     let stream = ctx.new_stream().expect("a stream on GPU 0");
     Device::from_cudarc(ctx, stream).expect("a device over GPU 0's primary context")
 }
@@ -99,7 +97,7 @@ pub fn gpu_trials(tests: Vec<(&'static str, fn(&Device))>) -> Vec<Trial> {
 /// printed once to stderr) every one is ignored with the kind "needs NVRTC", except under `CI=true`
 /// where every one fails.
 pub fn nvrtc_trials(tests: Vec<(&'static str, fn())>) -> Vec<Trial> {
-    let missing = fuse_runtime::nvrtc_version().err().map(short);
+    let missing = fuse::nvrtc_version().err().map(short);
     if let Some(e) = &missing {
         if in_ci() {
             eprintln!("no NVRTC, and CI=true: the tests that need it fail: {e}");
