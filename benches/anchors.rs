@@ -1,7 +1,7 @@
-//! The anchor benchmark (issue 6): for every pattern, shape and dtype of ANCHORS.md, times the fused
-//! fuse kernel, the same computation as a chain of separate (unfused) fuse kernels, and a
-//! device-to-device copy of the same bytes; then the host launch overhead. Issue 14's patterns
-//! follow: softmax and LayerNorm of narrow rows (several rows per program, the one-row kernel
+//! The anchor benchmark: for every pattern, shape and dtype of the Triton anchors
+//! (`scripts/device/peers/triton_anchor.py`), times the fused fuse kernel, the same computation as
+//! a chain of separate (unfused) fuse kernels, and a device-to-device copy of the same bytes; then
+//! the host launch overhead. The inference-stack patterns follow: softmax and LayerNorm of narrow rows (several rows per program, the one-row kernel
 //! beside), QK-norm + RoPE (NeoX and GPT-J), cross-entropy over torch_peers.py's vocabularies, and
 //! residual add + GELU / SiLU. Timing is `triton.testing.do_bench`'s (`Device::do_bench_ms`): 25 ms
 //! of warm-up calls, then the median of 100 ms of per-call CUDA-event times, L2 flushed before each
@@ -48,8 +48,8 @@ fn ew_block() -> usize {
     *B.get_or_init(|| std::env::var("FUSE_BENCH_EW_BLOCK").ok().and_then(|v| v.parse().ok()).unwrap_or(1024))
 }
 
-/// `FUSE_BENCH_FIXED_REPS=n`: the timing before session 19, one warm-up call and the median of
-/// `n` flushed calls (one run, whatever the call's length), for comparing with older runs.
+/// `FUSE_BENCH_FIXED_REPS=n`: a fixed schedule instead of do_bench's, one warm-up call and the
+/// median of `n` flushed calls (one run, whatever the call's length).
 fn fixed_reps() -> Option<usize> {
     static R: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *R.get_or_init(|| std::env::var("FUSE_BENCH_FIXED_REPS").ok().and_then(|v| v.parse().ok()))
@@ -210,11 +210,11 @@ const EW: usize = 1024; // block of the element-wise kernels
 const WARMUP_MS: f64 = 25.0;
 const REP_MS: f64 = 100.0;
 /// A call shorter than this is timed by `SHORT_RUNS` do_bench runs, its row the least of their
-/// medians. A run of a short call mostly settles on one of two levels ~0.7 us apart (session 19's
-/// per-call samples, H200; fuse's, Triton's and the driver's copy alike), which level a coin toss
-/// per run: 7-13 % of a 5-10 us call (docs/PERF.md "Session 19"). No row lies between 23 and
-/// 37 us, so fuse and its peers (`scripts/peers_small.py`, `peers_v2.py`: the same rule) take
-/// the same rows as short.
+/// medians. A run of a short call mostly settles on one of two levels ~0.7 us apart (fuse's,
+/// Triton's and the driver's copy alike: `FUSE_BENCH_SAMPLES=1` shows the per-call samples),
+/// which level a coin toss per run: 7-13 % of a 5-10 us call. No row lies between 23 and
+/// 37 us, so fuse and its peers (the peer scripts under `scripts/device/peers/` apply the same
+/// rule) take the same rows as short.
 const SHORT_MS: f64 = 0.03;
 const SHORT_RUNS: usize = 5;
 
@@ -572,7 +572,7 @@ fn run() -> Result<()> {
         layernorm_case!(shape, "float32", |v| v.to_vec());
         layernorm_case!(shape, "float16", as_f16);
     }
-    // Narrow rows: several rows per program (issue 14).
+    // Narrow rows: several rows per program.
     for shape in [(65536usize, 128usize), (16384, 256)] {
         softmax_case!(shape, "float32", |v| v.to_vec(), rows);
         softmax_case!(shape, "float16", as_f16, rows);

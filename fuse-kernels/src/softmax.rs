@@ -56,9 +56,8 @@ pub fn softmax_rows<T: Float, const ROWS: usize, const BLOCK: usize>(
 /// the row (at least 16), ROWS = 2048 / BLOCK (at most 64), so a tile of 1024–2048 lanes: 16 rows
 /// of 128, 8 of 256; f32 rows of 65-256 columns take 1024 lanes (8 rows of 128, 4 of 256), on one
 /// warp unless `warps` says otherwise. `warps`: if `None`, one for those f32 rows, 4 for other
-/// rows of up to 128 columns (H100, 2026-11-25, 65536x128 f16: 0.0163 ms at 4 warps against
-/// 0.0170 at the runtime's 8, the copy of the same bytes 0.0164;
-/// `docs/runs/2026-11-25-h100-session7/call2`), else the runtime's default.
+/// rows of up to 128 columns (at copy speed there, where the runtime's default 8 warps are about
+/// 4 % slower), else the runtime's default.
 pub fn launch_rows<T: fuse::Float>(
     device: &fuse::Device,
     warps: Option<u32>,
