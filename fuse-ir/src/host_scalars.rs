@@ -15,14 +15,16 @@
 //! program one IEEE f32 operation at a time, as the CPU interpreter runs the IR, so the GPU and
 //! the CPU get the same value (the device, compiled with `--fmad=true`, might have contracted
 //! a multiply and an add of the program into one FMA; NaN payloads may differ).
-use crate::{DType, HostProgram, Kernel, Stmt, VarId};
+use crate::kernel::{Kernel, Stmt, VarId};
+use crate::types::DType;
+use crate::uniform::HostProgram;
 
 impl Kernel {
     /// The scalars the host computes at each launch, in program order of their assignments (the
     /// index names the parameter `fuse_host<i>`): each a scalar of a compute dtype (not bool)
-    /// assigned once, with a [`HostProgram`] that reads a parameter and divides or takes a
-    /// square root in f32, and read somewhere other than in the definition of another such scalar (of `a = 1 / n` and
-    /// `b = 2 * a`, only `b` is passed where nothing else reads `a`).
+    /// assigned once, with a [`HostProgram`] that reads a parameter and divides or takes a square
+    /// root in f32, and read somewhere other than in the definition of another such scalar (of
+    /// `a = 1 / n` and `b = 2 * a`, only `b` is passed where nothing else reads `a`).
     pub fn host_scalars(&self) -> Vec<HostProgram> {
         let mut candidates = self.host_divisions();
         let is_candidate = |v: VarId| candidates.iter().any(|p| p.var() == v);

@@ -11,7 +11,9 @@
 //! the rest (integer division, transcendental functions, 16-bit floats, anything assigned more
 //! than once or read from memory), so a refused condition is simply not specialised. The same
 //! programs compute [`Kernel::host_scalars`] (host_scalars.rs).
-use crate::{BinaryOp, DType, Expr, Kernel, Literal, Stmt, UnaryOp, VarId};
+use crate::kernel::{Expr, Kernel, Literal, ParamKind, Stmt, VarId};
+use crate::ops::{BinaryOp, UnaryOp};
+use crate::types::DType;
 
 /// A scalar value computed on the host, in its IR dtype (ints held wrapped to their width).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -194,7 +196,7 @@ impl Kernel {
     /// those computes with any (the evaluator refuses by operation, not by value).
     fn representative(&self, p: u32) -> Option<HostScalar> {
         match self.params.get(p as usize).map(|p| p.kind) {
-            Some(crate::ParamKind::Scalar(d)) => HostScalar::zero(d),
+            Some(ParamKind::Scalar(d)) => HostScalar::zero(d),
             _ => None,
         }
     }
