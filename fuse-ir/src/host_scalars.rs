@@ -1,10 +1,10 @@
 //! Scalars the runtime computes at launch: a scalar computed from scalar parameters, literals and
 //! const generics only, through an f32 division or square root (LayerNorm's `1.0 / n_cols as
 //! f32`, dropout's `1.0 / (1.0 - p)`; not `1.0 / sqrt(D as f32)` of a const generic `D`, which
-//! the C compiler folds). On the device such a division is a fast path plus an
-//! out-of-line slow-path call, and everything live across that call is kept in registers: the
-//! narrow-row LayerNorm f16 `[4, 256]` on one warp converted its loaded halves twice to stay
-//! within 64 registers (docs/PERF.md, session 23). The same value computed by the host (the
+//! the C compiler folds). On the device such a division is a fast path plus an out-of-line
+//! slow-path call, and everything live across that call is kept in registers, which can make a
+//! kernel near its register limit recompute values rather than keep them (a narrow-row f16
+//! LayerNorm would convert its loaded halves twice). The same value computed by the host (the
 //! [`HostProgram`] evaluator: correctly rounded f32 division and square root, with the bits of
 //! CUDA's `/` and `sqrtf` and of the CPU interpreter) and passed as a hidden parameter costs
 //! nothing.
@@ -15,14 +15,16 @@
 //! program one IEEE f32 operation at a time, as the CPU interpreter runs the IR, so the GPU and
 //! the CPU get the same value (the device, compiled with `--fmad=true`, might have contracted
 //! a multiply and an add of the program into one FMA; NaN payloads may differ).
-use crate::{DType, HostProgram, Kernel, Stmt, VarId};
+use crate::kernel::{Kernel, Stmt, VarId};
+use crate::types::DType;
+use crate::uniform::HostProgram;
 
 impl Kernel {
     /// The scalars the host computes at each launch, in program order of their assignments (the
     /// index names the parameter `fuse_host<i>`): each a scalar of a compute dtype (not bool)
-    /// assigned once, with a [`HostProgram`] that reads a parameter and divides or takes a
-    /// square root in f32, and read somewhere other than in the definition of another such scalar (of `a = 1 / n` and
-    /// `b = 2 * a`, only `b` is passed where nothing else reads `a`).
+    /// assigned once, with a [`HostProgram`] that reads a parameter and divides or takes a square
+    /// root in f32, and read somewhere other than in the definition of another such scalar (of
+    /// `a = 1 / n` and `b = 2 * a`, only `b` is passed where nothing else reads `a`).
     pub fn host_scalars(&self) -> Vec<HostProgram> {
         let mut candidates = self.host_divisions();
         let is_candidate = |v: VarId| candidates.iter().any(|p| p.var() == v);

@@ -5,10 +5,10 @@
 //!
 //! A load qualifies when, for its `[H, W]` tile,
 //! * its offset is `base + rows[:, None] * stride + cols[None, :]` (the terms in any order, the
-//!   product either way round, each part broadcast, or reshaped from 1-D as `expand_dims` does), with `stride` an integer scalar and `base`, if any, an integer scalar
-//!   that is a product of factors the host can compute (the [`TensorBox::base_pitch`]) and at
-//!   most one it cannot (the [`TensorBox::base_index`], attention's head: a third dimension of
-//!   the tensor map);
+//!   product either way round, each part broadcast, or reshaped from 1-D as `expand_dims` does),
+//!   with `stride` an integer scalar and `base`, if any, an integer scalar that is a product of
+//!   factors the host can compute (the [`TensorBox::base_pitch`]) and at most one it cannot (the
+//!   [`TensorBox::base_index`], attention's head: a third dimension of the tensor map);
 //! * `rows` (`[H]`) and `cols` (`[W]`) are `start + arange(a, a + len)` or a plain `arange`, with
 //!   `start` an integer scalar;
 //! * its mask is `rows[:, None] < row_end & cols[None, :] < col_end` over the same `rows` and
@@ -22,7 +22,10 @@
 //! `stride` elements per row reads the same elements (and zeros elsewhere) as long as `r` and `c`
 //! are not negative, which the runtime proves at launch along with the values of `stride`,
 //! `row_end` and `col_end`.
-use crate::{Access, BinaryOp, Expr, Kernel, Len, Shape, Stmt, VarId};
+use crate::kernel::{Access, Expr, Kernel, Literal, Stmt, VarId};
+use crate::ops::BinaryOp;
+use crate::types::{Len, Shape};
+use crate::uniform::HostDefs;
 
 /// Where a box starts along one axis: `var + offset` (`var` an integer scalar) or `offset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,7 +122,7 @@ impl Kernel {
 /// host programs made from them.
 struct Defs<'k> {
     k: &'k Kernel,
-    host: crate::HostDefs<'k>,
+    host: HostDefs<'k>,
 }
 
 impl<'k> Defs<'k> {
@@ -164,8 +167,8 @@ impl<'k> Defs<'k> {
     /// `Some` if `v` is (a copy, splat or cast of) the literal +0.
     fn positive_zero(&self, v: VarId, depth: u32) -> Option<()> {
         match self.get(v)? {
-            Expr::Lit(crate::Literal::Int(0) | crate::Literal::UInt(0)) => Some(()),
-            Expr::Lit(crate::Literal::Float(f)) if *f == 0.0 && f.is_sign_positive() => Some(()),
+            Expr::Lit(Literal::Int(0) | Literal::UInt(0)) => Some(()),
+            Expr::Lit(Literal::Float(f)) if *f == 0.0 && f.is_sign_positive() => Some(()),
             Expr::Copy(s) | Expr::Splat(s) | Expr::Cast(s) if depth > 0 => self.positive_zero(*s, depth - 1),
             _ => None,
         }

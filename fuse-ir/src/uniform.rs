@@ -3,15 +3,18 @@
 //! evaluates such a condition with the launch's arguments and compiles the variant in which the
 //! branch is known taken or known skipped ([`crate::Specialization::BranchTaken`] /
 //! [`crate::Specialization::BranchSkipped`]), so the C compiler drops the dead side: a branch
-//! that is never run no longer costs registers (a rarely used dropout path can double a
-//! kernel's register count and make it spill).
+//! that is not run costs no registers (a rarely used dropout path can double a kernel's
+//! register count and make it spill).
 //!
-//! The evaluator follows the IR's semantics exactly for what it accepts (integer wrap-around,
-//! f32 rounding, IEEE comparisons, correctly rounded f32 division and square root) and refuses
-//! the rest (integer division, transcendental functions, 16-bit floats, anything assigned more
-//! than once or read from memory), so a refused condition is simply not specialised. The same
-//! programs compute [`Kernel::host_scalars`] (host_scalars.rs).
-use crate::{BinaryOp, DType, Expr, Kernel, Literal, Stmt, UnaryOp, VarId};
+//! The evaluator ([`HostProgram`], over the definitions in [`HostDefs`], giving [`HostScalar`]s)
+//! follows the IR's semantics exactly for what it accepts (integer wrap-around, f32 rounding, IEEE
+//! comparisons, correctly rounded f32 division and square root) and refuses the rest (integer
+//! division, transcendental functions, 16-bit floats, anything assigned more than once or read from
+//! memory), so a refused condition is simply not specialised. The same programs compute
+//! [`Kernel::host_scalars`] (host_scalars.rs).
+use crate::kernel::{Expr, Kernel, Literal, ParamKind, Stmt, VarId};
+use crate::ops::{BinaryOp, UnaryOp};
+use crate::types::DType;
 
 /// A scalar value computed on the host, in its IR dtype (ints held wrapped to their width).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -194,7 +197,7 @@ impl Kernel {
     /// those computes with any (the evaluator refuses by operation, not by value).
     fn representative(&self, p: u32) -> Option<HostScalar> {
         match self.params.get(p as usize).map(|p| p.kind) {
-            Some(crate::ParamKind::Scalar(d)) => HostScalar::zero(d),
+            Some(ParamKind::Scalar(d)) => HostScalar::zero(d),
             _ => None,
         }
     }
