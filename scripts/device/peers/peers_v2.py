@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """Peers for the second set of benchmark rows: Triton kernels written here, torch eager and
-torch.compile, timed on the device machine with the method of shared/anchors/triton_anchor.py
+torch.compile, timed on the device machine with the method of triton_anchor.py beside this file
 (triton.testing.do_bench, warmup=25, rep=100, median; for calls under 30 us the least of 5 such
 runs' medians, as benches/anchors.rs times fuse) and the same row keys
 {pattern, shape, dtype, impl, ms, gbs, runs_ms}: ms is that time, gbs compulsory bytes / ms,
 runs_ms every run's median. A Triton impl with several configs gets each config's runs (its
 best config is recorded), one config on fuse's side.
 
-Patterns (select by argv prefix, e.g. `python scripts/peers_v2.py qk softmax ce add`; default all):
+Patterns (select by argv prefix, e.g. `python peers_v2.py qk softmax ce add`; default all):
   copy                                  torch copy_ of 2^28 float32: this run's bandwidth ceiling (always run)
   qk_norm_rope_neox / qk_norm_rope_gptj  vLLM-style per-head RMSNorm + RoPE, in place on packed qkv [T, 48*128]
-  softmax                               row softmax, multi-row Triton ("triton") and tutorial one-row ("triton 1row")
+  softmax                               row softmax, multi-row Triton ("triton") and triton_anchor.py's one-row kernel ("triton 1row")
   layernorm (alias ln)                  LayerNorm forward with weight and bias, output only
   cross_entropy (alias ce)              per-row loss, ignore_index=-100, reduction none, f32 loss
   add_gelu / add_silu (alias add)       residual += x in place, out = act(residual), act in fp32
@@ -23,8 +23,19 @@ code does. Every Triton, eager and compiled impl is asserted against a float64 t
 
 --small (or PEERS_SMALL=1): no timing; tiny shapes on the CPU through Triton's interpreter
 (TRITON_INTERPRET=1) to check the kernels' correctness; add --compile to also check torch.compile
-(CPU inductor, needs a C++ compiler)."""
-import json, os, sys, traceback, warnings
+(CPU inductor, needs a C++ compiler).
+
+`python peers_v2.py short`: instead, Triton's short anchors (the anchors under 20 us: add_mul 1M,
+softmax 1024x512, LayerNorm 4096x1024, f32 and f16) with triton_anchor.py's kernels and launches,
+timed by the 5-run rule above, where triton_anchor.py times them by one run. Rows {pattern, shape,
+dtype, impl: "triton", ms, gbs, runs_ms} go to $OUT/peers_small.json; scripts/device/join.py keeps,
+for each row, Triton's least time over triton_anchor.py's run and these five. Only Triton: the
+torch eager and torch.compile figures of these rows stay triton_anchor.py's single runs.
+`short samples`: every per-call time under the three schedules of benches/common/samples.rs
+(do_bench's, do_bench's with the host waiting every 100 calls, one warm-up call then 100 flushed
+calls), printed in the bench's `samples` format; `short placement`: where each tensor starts
+within a 2 MiB page (the bench's FUSE_BENCH_PTRS)."""
+import ast, json, os, sys, traceback, warnings
 
 SMALL = "--small" in sys.argv or os.environ.get("PEERS_SMALL") == "1"
 if SMALL:
@@ -97,6 +108,20 @@ def measure(pattern, shape, dt, impl, nb, variants, check):
 
 def out_check(ref):  # the check of out-of-place fns: fn() returns the output
     return lambda fn, name: close(name, fn(), ref)
+
+def anchor_kernels(*names):
+    """triton_anchor.py's kernels of these names, without running its benchmark (it runs at import):
+    its `def`s alone compiled from its own file, so that Triton reads their source there."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "triton_anchor.py")
+    tree = ast.parse(open(path).read(), path)
+    tree.body = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                 or isinstance(n, ast.FunctionDef) and n.name in names]
+    scope = {"__name__": "triton_anchor"}
+    exec(compile(tree, path, "exec"), scope)
+    return [scope[n] for n in names]
+
+# The one-row softmax and LayerNorm ("triton 1row") and the short anchors' add_mul are triton_anchor.py's.
+softmax_1row_k, ln_1row_k, add_mul_k = anchor_kernels("softmax_k", "ln_k", "add_mul_k")
 
 # ================= 1. fused QK RMSNorm + RoPE, in place on packed qkv =================
 @triton.jit
@@ -237,51 +262,40 @@ def softmax_rows_k(out, inp, M, N, stride, ROWS: tl.constexpr, BLOCK: tl.constex
     y = e / tl.sum(e, axis=1)[:, None]
     tl.store(out + off, y.to(out.dtype.element_ty), mask=m)
 
-@triton.jit
-def softmax_1row_k(out, inp, in_stride, out_stride, n_cols, BLOCK: tl.constexpr):  # triton_anchor.py's
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    m = offs < n_cols
-    x = tl.load(inp + row * in_stride + offs, mask=m, other=-float("inf")).to(tl.float32)
-    x = x - tl.max(x, axis=0)
-    num = tl.exp(x)
-    y = num / tl.sum(num, axis=0)
-    tl.store(out + row * out_stride + offs, y.to(out.dtype.element_ty), mask=m)
-
 def row_configs(BLOCK):
     """[(ROWS, num_warps)] with ROWS * BLOCK in 2048..4096 elements (at least one row)."""
     return [(max(1, tile // BLOCK), nw) for tile in (2048, 4096) for nw in (4, 8)]
 
-def row_shapes():
-    return ((37, 128), (19, 256), (13, 100)) if SMALL else ((65536, 128), (16384, 256))
+def row_cases():
+    """(M, N, dtype, shape name) of the narrow rows."""
+    shapes = ((37, 128), (19, 256), (13, 100)) if SMALL else ((65536, 128), (16384, 256))
+    return [(M, N, dt, f"{M}x{N}") for (M, N) in shapes for dt in (torch.float32, torch.float16)]
 
 def nw_1row(BLOCK):  # triton_anchor.py's choice
     return 4 if BLOCK <= 2048 else (8 if BLOCK <= 4096 else 16)
 
 def run_softmax():
-    for (M, N) in row_shapes():
-        for dt in (torch.float32, torch.float16):
-            shape = f"{M}x{N}"
-            try:
-                x = torch.randn(M, N, device=dev, dtype=dt)
-                o = torch.empty_like(x)
-                nb = 2 * M * N * x.element_size()
-                check = out_check(torch.softmax(x.double(), -1))
-                BLOCK = triton.next_power_of_2(N)
-                def tri(R, nw):
-                    return lambda: (softmax_rows_k[(triton.cdiv(M, R),)](o, x, M, N, x.stride(0), ROWS=R, BLOCK=BLOCK,
-                                                                        num_warps=nw), o)[1]
-                measure("softmax", shape, dt, "triton", nb,
-                        [(f"ROWS={R} nw={nw}", tri(R, nw)) for R, nw in row_configs(BLOCK)], check)
-                nw1 = nw_1row(BLOCK)
-                measure("softmax", shape, dt, "triton 1row", nb, [("", lambda: (softmax_1row_k[(M,)](
-                    o, x, x.stride(0), o.stride(0), N, BLOCK=BLOCK, num_warps=nw1), o)[1])], check)
-                measure("softmax", shape, dt, "torch eager", nb, [("", lambda: torch.softmax(x, -1))], check)
-                if DO_COMPILE:
-                    cf = compiled(lambda x: torch.softmax(x, -1))
-                    measure("softmax", shape, dt, "torch.compile", nb, [("", lambda: cf(x))], check)
-            except Exception:
-                fail(f"softmax {shape} {dname(dt)}")
+    for M, N, dt, shape in row_cases():
+        try:
+            x = torch.randn(M, N, device=dev, dtype=dt)
+            o = torch.empty_like(x)
+            nb = 2 * M * N * x.element_size()
+            check = out_check(torch.softmax(x.double(), -1))
+            BLOCK = triton.next_power_of_2(N)
+            def tri(R, nw):
+                return lambda: (softmax_rows_k[(triton.cdiv(M, R),)](o, x, M, N, x.stride(0), ROWS=R, BLOCK=BLOCK,
+                                                                    num_warps=nw), o)[1]
+            measure("softmax", shape, dt, "triton", nb,
+                    [(f"ROWS={R} nw={nw}", tri(R, nw)) for R, nw in row_configs(BLOCK)], check)
+            nw1 = nw_1row(BLOCK)
+            measure("softmax", shape, dt, "triton 1row", nb, [("", lambda: (softmax_1row_k[(M,)](
+                o, x, x.stride(0), o.stride(0), N, BLOCK=BLOCK, num_warps=nw1), o)[1])], check)
+            measure("softmax", shape, dt, "torch eager", nb, [("", lambda: torch.softmax(x, -1))], check)
+            if DO_COMPILE:
+                cf = compiled(lambda x: torch.softmax(x, -1))
+                measure("softmax", shape, dt, "torch.compile", nb, [("", lambda: cf(x))], check)
+        except Exception:
+            fail(f"softmax {shape} {dname(dt)}")
 
 # ================= 3. layernorm forward =================
 @triton.jit
@@ -299,45 +313,29 @@ def ln_rows_k(X, Y, W, B, M, N, stride, eps, ROWS: tl.constexpr, BLOCK: tl.const
     b = tl.load(B + c, mask=cm, other=0.).to(tl.float32)
     tl.store(Y + off, (xc * rstd * w + b).to(Y.dtype.element_ty), mask=m)
 
-@triton.jit
-def ln_1row_k(X, Y, W, B, stride, N, eps, BLOCK: tl.constexpr):  # triton_anchor.py's
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    m = cols < N
-    x = tl.load(X + row * stride + cols, mask=m, other=0.).to(tl.float32)
-    mean = tl.sum(x, axis=0) / N
-    xc = tl.where(m, x - mean, 0.)
-    var = tl.sum(xc * xc, axis=0) / N
-    rstd = 1 / tl.sqrt(var + eps)
-    w = tl.load(W + cols, mask=m); b = tl.load(B + cols, mask=m)
-    y = xc * rstd * w + b
-    tl.store(Y + row * stride + cols, y.to(Y.dtype.element_ty), mask=m)
-
 def run_layernorm():
-    for (M, N) in row_shapes():
-        for dt in (torch.float32, torch.float16):
-            shape = f"{M}x{N}"
-            try:
-                x = torch.randn(M, N, device=dev, dtype=dt)
-                w = (1 + 0.1 * torch.randn(N, device=dev)).to(dt); b = (0.1 * torch.randn(N, device=dev)).to(dt)
-                y = torch.empty_like(x)
-                nb = 2 * M * N * x.element_size() + 2 * N * x.element_size()
-                check = out_check(F.layer_norm(x.double(), (N,), w.double(), b.double(), 1e-5))
-                BLOCK = triton.next_power_of_2(N)
-                def tri(R, nw):
-                    return lambda: (ln_rows_k[(triton.cdiv(M, R),)](x, y, w, b, M, N, x.stride(0), 1e-5, ROWS=R,
-                                                                   BLOCK=BLOCK, num_warps=nw), y)[1]
-                measure("layernorm", shape, dt, "triton", nb,
-                        [(f"ROWS={R} nw={nw}", tri(R, nw)) for R, nw in row_configs(BLOCK)], check)
-                nw1 = min(max(BLOCK // 256, 1), 8) if BLOCK <= 8192 else 16  # triton_anchor.py's choice
-                measure("layernorm", shape, dt, "triton 1row", nb, [("", lambda: (ln_1row_k[(M,)](
-                    x, y, w, b, x.stride(0), N, 1e-5, BLOCK=BLOCK, num_warps=nw1), y)[1])], check)
-                measure("layernorm", shape, dt, "torch eager", nb, [("", lambda: F.layer_norm(x, (N,), w, b, 1e-5))], check)
-                if DO_COMPILE:
-                    cf = compiled(lambda x, w, b: F.layer_norm(x, (N,), w, b, 1e-5))
-                    measure("layernorm", shape, dt, "torch.compile", nb, [("", lambda: cf(x, w, b))], check)
-            except Exception:
-                fail(f"layernorm {shape} {dname(dt)}")
+    for M, N, dt, shape in row_cases():
+        try:
+            x = torch.randn(M, N, device=dev, dtype=dt)
+            w = (1 + 0.1 * torch.randn(N, device=dev)).to(dt); b = (0.1 * torch.randn(N, device=dev)).to(dt)
+            y = torch.empty_like(x)
+            nb = 2 * M * N * x.element_size() + 2 * N * x.element_size()
+            check = out_check(F.layer_norm(x.double(), (N,), w.double(), b.double(), 1e-5))
+            BLOCK = triton.next_power_of_2(N)
+            def tri(R, nw):
+                return lambda: (ln_rows_k[(triton.cdiv(M, R),)](x, y, w, b, M, N, x.stride(0), 1e-5, ROWS=R,
+                                                               BLOCK=BLOCK, num_warps=nw), y)[1]
+            measure("layernorm", shape, dt, "triton", nb,
+                    [(f"ROWS={R} nw={nw}", tri(R, nw)) for R, nw in row_configs(BLOCK)], check)
+            nw1 = min(max(BLOCK // 256, 1), 8) if BLOCK <= 8192 else 16  # triton_anchor.py's choice
+            measure("layernorm", shape, dt, "triton 1row", nb, [("", lambda: (ln_1row_k[(M,)](
+                x, y, w, b, x.stride(0), N, 1e-5, BLOCK=BLOCK, num_warps=nw1), y)[1])], check)
+            measure("layernorm", shape, dt, "torch eager", nb, [("", lambda: F.layer_norm(x, (N,), w, b, 1e-5))], check)
+            if DO_COMPILE:
+                cf = compiled(lambda x, w, b: F.layer_norm(x, (N,), w, b, 1e-5))
+                measure("layernorm", shape, dt, "torch.compile", nb, [("", lambda: cf(x, w, b))], check)
+        except Exception:
+            fail(f"layernorm {shape} {dname(dt)}")
 
 # ================= 4. cross entropy (per-row loss) =================
 @triton.jit
@@ -438,6 +436,120 @@ def run_add_act():
             except Exception:
                 fail(f"{name} {shape} {dname(dt)}")
 
+# ================= 6. the short anchors (`short`: formerly peers_small.py) =================
+_flush = []
+
+
+def flush_l2():
+    """do_bench's L2 flush (Triton 3.6: 256 MiB of int32 zeroed; made at the first call, not at import)."""
+    if not _flush:
+        _flush.append(torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int, device=dev))
+    _flush[0].zero_()
+
+
+def per_call_ms(fn, warmups, reps, chunk):
+    for _ in range(warmups):
+        fn()
+    times, left = [], reps
+    while left > 0:
+        n = min(left, chunk)
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        for s, e in pairs:
+            flush_l2()
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        times += [s.elapsed_time(e) for s, e in pairs]
+        left -= n
+    return times
+
+
+def quantile(sorted_, p):
+    return sorted_[round((len(sorted_) - 1) * p)]
+
+
+def samples_line(times):
+    s = sorted(times)
+    tenth = -(-len(times) // 10)
+    tenths = [quantile(sorted(times[i:i + tenth]), 0.5) for i in range(0, len(times), tenth)]
+    return (f"n {len(times)} median {quantile(s, .5):.4f} p10 {quantile(s, .1):.4f} p90 {quantile(s, .9):.4f} | by tenth "
+            + " ".join(f"{t:.4f}" for t in tenths))
+
+
+def report_samples(label, fn):
+    flush_l2()  # first uses (the flush buffer's allocation, each kernel's) outside the estimate
+    fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(5):
+        flush_l2()
+        fn()
+    e.record()
+    torch.cuda.synchronize()
+    est = s.elapsed_time(e) / 5
+    warm, reps = max(1, int(25 / est)), max(1, int(100 / est))
+    for name, w, r, chunk in (("do_bench", warm, reps, 1 << 30), ("chunks of 100", warm, reps, 100), ("fixed 100", 1, 100, 100)):
+        print(f"samples {label} triton [{name}]: {samples_line(per_call_ms(fn, w, r, chunk))}", flush=True)
+
+
+def short_timed(pattern, shape, name, fn, ref, got, nbytes):
+    fn()
+    torch.cuda.synchronize()
+    assert torch.allclose(got().float(), ref, atol=2e-2), f"{pattern} {shape} {name}"
+    if "samples" in ARGS:
+        return report_samples(f"{pattern}/{shape}/{name}", fn)
+    runs = bench_runs(fn)
+    ms = min(runs)
+    rows.append(dict(pattern=pattern, shape=shape, dtype=name, impl="triton", ms=ms,
+                     gbs=nbytes / (ms * 1e-3) / 1e9, runs_ms=runs))
+    print(f"{pattern:<10} {str(shape):<10} {name:<8} triton {ms:.4f} ms ({len(runs)} runs: {min(runs):.4f}-{max(runs):.4f})", flush=True)
+
+
+def placement(label, **tensors):
+    """`short placement`: where each tensor starts within a 2 MiB page (the bench's FUSE_BENCH_PTRS)."""
+    if "placement" in ARGS:
+        print(f"placement {label}: " + ", ".join(f"{k} {t.data_ptr() % (2 << 20)}" for k, t in tensors.items()), flush=True)
+
+
+def main_short():
+    halves = ((torch.float32, "float32"), (torch.float16, "float16"))
+    for dt, name in halves:
+        n = 1 << 20
+        x, y, z = (torch.randn(n, device=dev, dtype=dt) for _ in range(3))
+        o = torch.empty_like(x)
+        grid = (triton.cdiv(n, 1024),)
+        placement(f"add_mul/{n}/{name}", x=x, o=o)
+        short_timed("add_mul", n, name, lambda: add_mul_k[grid](x, y, z, o, n, BLOCK=1024), ((x + y) * z).float(),
+                    lambda: o, 4 * n * x.element_size())
+    for dt, name in halves:
+        M, N = 1024, 512
+        x = torch.randn(M, N, device=dev, dtype=dt)
+        o = torch.empty_like(x)
+        placement(f"softmax/{M}x{N}/{name}", x=x, y=o)
+        short_timed("softmax", f"{M}x{N}", name,
+                    lambda: softmax_1row_k[(M,)](o, x, x.stride(0), o.stride(0), N, BLOCK=512, num_warps=4),
+                    torch.softmax(x.float(), -1), lambda: o, 2 * M * N * x.element_size())
+    for dt, name in halves:
+        M, N = 4096, 1024
+        x = torch.randn(M, N, device=dev, dtype=dt)
+        w = torch.rand(N, device=dev, dtype=dt); bb = torch.randn(N, device=dev, dtype=dt)
+        yv = torch.empty_like(x)
+        placement(f"layernorm/{M}x{N}/{name}", x=x, y=yv)
+        short_timed("layernorm", f"{M}x{N}", name,
+                    lambda: ln_1row_k[(M,)](x, yv, w, bb, x.stride(0), N, 1e-5, BLOCK=1024, num_warps=4),
+                    F.layer_norm(x.float(), (N,), w.float(), bb.float(), 1e-5), lambda: yv,
+                    2 * M * N * x.element_size() + 2 * N * x.element_size())
+    if "samples" not in ARGS:
+        write_rows("peers_small.json")
+
+
+def write_rows(name):
+    """This run's rows as $OUT/name, where OUT is set."""
+    if os.environ.get("OUT"):
+        json.dump(rows, open(os.path.join(os.environ["OUT"], name), "w"), indent=1)
+
 # ================= driver =================
 FAILED = []
 
@@ -468,15 +580,14 @@ def main():
         if not ARGS or any(n.startswith(a) for a in ARGS for n in names):
             fn()
     if not SMALL:
-        print(f"\n{'pattern':<18} {'shape':<13} {'dtype':<9} {'impl':<14} {'ms':>9} {'GB/s':>7}")
+        line = "{:<18} {:<13} {:<9} {:<14} {:>9} {:>7}"
+        print("\n" + line.format("pattern", "shape", "dtype", "impl", "ms", "GB/s"))
         for r in rows:
-            print(f"{r['pattern']:<18} {str(r['shape']):<13} {r['dtype']:<9} {r['impl']:<14} {r['ms']:>9.4f} {r['gbs']:>7.0f}")
-        out = os.environ.get("OUT")
-        if out:
-            json.dump(rows, open(os.path.join(out, "peers_v2.json"), "w"), indent=1)
+            print(line.format(r["pattern"], str(r["shape"]), r["dtype"], r["impl"], f"{r['ms']:.4f}", f"{r['gbs']:.0f}"))
+        write_rows("peers_v2.json")
         print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
     print(f"{'FAILED: ' + '; '.join(FAILED) if FAILED else 'all checks passed'}")
     sys.exit(1 if FAILED else 0)
 
 if __name__ == "__main__":
-    main()
+    main_short() if ARGS[:1] == ["short"] else main()
