@@ -11,6 +11,9 @@ use kernels::{Config, Options, Shape};
 
 /// One checked call: fresh inputs, poisoned outputs, the float64 reference (with the kernel's own
 /// dropout decisions from the Philox reference when `p_drop > 0`).
+/// Whether dropout keeps element `(bh, i, j)` of the attention matrix.
+type KeepRule<'a> = &'a dyn Fn(usize, usize, usize) -> bool;
+
 fn run<T: ToF64 + Half>(
     device: &Device,
     rng: &mut rand::rngs::StdRng,
@@ -38,8 +41,7 @@ fn run<T: ToF64 + Half>(
         fuse::fuse_ir::philox::rand(opt.seed, (bh as u64 * n + i as u64) * n + j as u64) > p_drop
     };
     let keep_scale = 1.0 / (1.0 - f64::from(p_drop));
-    let dropout: Option<(&dyn Fn(usize, usize, usize) -> bool, f64)> =
-        if p_drop > 0.0 { Some((&keep, keep_scale)) } else { None };
+    let dropout: Option<(KeepRule<'_>, f64)> = if p_drop > 0.0 { Some((&keep, keep_scale)) } else { None };
     let (want_o, want_lse, o_abs) =
         kernels::reference(&to_f64(&q), &to_f64(&k), &to_f64(&v), s, f64::from(opt.scale), causal, dropout);
     let what = format!(

@@ -114,7 +114,8 @@ pub fn check(what: &str, got: &[f64], want: &[f64], atol: f64, rtol: f64) -> boo
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let abs = (g - w).abs();
         let rel = abs / w.abs().max(1e-30);
-        if !(abs <= atol + rtol * w.abs()) {
+        let within = abs <= atol + rtol * w.abs(); // false for NaN, so NaN fails
+        if !within {
             bad += 1;
             first_bad.get_or_insert((i, g, w));
         }
