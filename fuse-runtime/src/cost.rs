@@ -35,7 +35,8 @@
 //! Lanes are a tile's lanes, masked-off ones included (the GPU computes them too): add_mul over
 //! `n = 1000` with a 1024-lane tile counts 2 x 1024 FLOPs and 16 x 1000 bytes.
 use crate::bounds::{BoundsPlan, LaunchFacts};
-use crate::{Buffer, Element, Error, Grid, Result};
+use crate::config::Grid;
+use crate::error::{Error, Result};
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, ParamKind, Shape, Stmt, UnaryOp};
 use std::cell::RefCell;
 
@@ -51,16 +52,6 @@ pub enum CostArg {
     F32(f32),
 }
 
-impl<T: Element> From<&Buffer<T>> for CostArg {
-    fn from(b: &Buffer<T>) -> CostArg {
-        CostArg::Len(b.len() as u64)
-    }
-}
-impl<T: Element> From<&mut Buffer<T>> for CostArg {
-    fn from(b: &mut Buffer<T>) -> CostArg {
-        CostArg::Len(b.len() as u64)
-    }
-}
 macro_rules! int_cost_arg {
     ($($t:ty),*) => {$(
         impl From<$t> for CostArg {
@@ -484,15 +475,16 @@ pub fn take_recorded_costs() -> Vec<Recorded> {
     RECORDED.with(|r| r.borrow_mut().take()).unwrap_or_default()
 }
 
+/// Whether this thread records the costs of its launches ([`record_costs`]).
 pub(crate) fn recording() -> bool {
     RECORDED.with(|r| r.borrow().is_some())
 }
 
-pub(crate) fn record(spec: &'static crate::KernelSpec, consts: &[u64], grid: Grid, args: &[CostArg]) {
-    let c = spec.cost(consts, grid, args);
+/// Records one launch of kernel `name` and its cost (while [`recording`]).
+pub(crate) fn record(name: &'static str, cost: Result<Cost>) {
     RECORDED.with(|r| {
         if let Some(v) = r.borrow_mut().as_mut() {
-            v.push((spec.name(), c));
+            v.push((name, cost));
         }
     });
 }

@@ -1,8 +1,9 @@
 //! [`Device`] (the CPU interpreter or one CUDA GPU) and [`Buffer`] (typed memory on a device).
 
-use crate::cuda::{drv, CudaDevice};
+use crate::cuda::CudaDevice;
 use crate::element::{as_bytes, as_bytes_mut, Element};
-use crate::error::{Error, Result};
+use crate::error::{drv, Error, Result};
+use crate::util::median;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use std::sync::Arc;
 
@@ -292,18 +293,6 @@ impl Device {
             f()?;
         }
         self.median_ms(reps, setup, f)
-    }
-}
-
-/// The median of `times` (reordered): the middle one, or the mean of the two middle ones for an
-/// even count, as Python's `statistics.median` (do_bench's `return_mode="median"`).
-pub(crate) fn median(times: &mut [f64]) -> f64 {
-    times.sort_by(f64::total_cmp);
-    let n = times.len();
-    if n % 2 == 1 {
-        times[n / 2]
-    } else {
-        (times[n / 2 - 1] + times[n / 2]) / 2.0
     }
 }
 
@@ -614,13 +603,6 @@ mod tests {
         assert_eq!(do_bench_counts(0.0, 25.0, 100.0), (MAX_BENCH_CALLS, MAX_BENCH_CALLS));
         assert_eq!(do_bench_counts(f64::NAN, 25.0, 100.0), (1, 1));
         assert_eq!(do_bench_counts(1.0, 0.0, f64::INFINITY), (1, MAX_BENCH_CALLS));
-    }
-
-    #[test]
-    fn median_is_pythons() {
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&mut [7.0]), 7.0);
     }
 
     #[test]

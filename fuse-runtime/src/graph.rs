@@ -2,9 +2,9 @@
 //! one driver call.
 
 use crate::cuda::capture::Captured;
-use crate::cuda::{drv, CudaDevice};
+use crate::cuda::CudaDevice;
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{drv, Error, Result};
 use cudarc::driver::result::graph;
 use std::marker::PhantomData;
 use std::sync::Arc;

@@ -2,7 +2,8 @@
 //! compiles it), then the median of launches each timed by its own pair of CUDA events, the
 //! `restore` buffers put back before each outside the timed region.
 
-use super::{Saved, Step};
+use super::saved::Saved;
+use super::tuning::Step;
 use crate::device::Device;
 use crate::error::Result;
 use std::cell::RefCell;

@@ -7,7 +7,7 @@
 //! index), checked against the candidates on load. A corrupt or unreadable entry is logged and
 //! ignored (the cache removes what fails its checksum) and the fresh tuning rewrites it.
 
-use super::{Candidate, Tuning};
+use super::tuning::{Candidate, Tuning};
 use crate::disk_cache::{DiskCache, TUNE_EXT};
 use crate::spec::KernelSpec;
 use serde_json::{json, Value};

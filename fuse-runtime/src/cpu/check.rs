@@ -1,7 +1,7 @@
 //! Re-checks the IR against the rules the interpreter relies on, once per launch, so that a
 //! malformed kernel is an `InvalidKernel` error and never a panic.
 
-use super::CpuError;
+use super::error::CpuError;
 use fuse_ir::{dot_accumulator, DType, Expr, Kernel, ParamKind, ReduceOp, Stmt, UnaryOp, VarId, DOT_MIN_DIM};
 
 /// Tiles longer than this are refused (the interpreter allocates every var per worker).

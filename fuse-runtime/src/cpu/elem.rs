@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Rel
 
 /// The value of one var: scalars have length 1, tiles their length.
 #[derive(Clone, Debug)]
-pub(crate) enum Data {
+pub(crate) enum VarValue {
     Bool(Vec<bool>),
     I8(Vec<i8>),
     U8(Vec<u8>),
@@ -24,61 +24,61 @@ pub(crate) enum Data {
     F32(Vec<f32>),
 }
 
-impl Data {
-    pub(crate) fn new(dtype: DType, len: usize) -> Data {
+impl VarValue {
+    pub(crate) fn new(dtype: DType, len: usize) -> VarValue {
         match dtype {
-            DType::Bool => Data::Bool(vec![false; len]),
-            DType::I8 => Data::I8(vec![0; len]),
-            DType::U8 => Data::U8(vec![0; len]),
-            DType::I32 => Data::I32(vec![0; len]),
-            DType::U32 => Data::U32(vec![0; len]),
-            DType::I64 => Data::I64(vec![0; len]),
-            DType::U64 => Data::U64(vec![0; len]),
-            DType::F16 => Data::F16(vec![f16::ZERO; len]),
-            DType::BF16 => Data::BF16(vec![bf16::ZERO; len]),
-            DType::F32 => Data::F32(vec![0.0; len]),
+            DType::Bool => VarValue::Bool(vec![false; len]),
+            DType::I8 => VarValue::I8(vec![0; len]),
+            DType::U8 => VarValue::U8(vec![0; len]),
+            DType::I32 => VarValue::I32(vec![0; len]),
+            DType::U32 => VarValue::U32(vec![0; len]),
+            DType::I64 => VarValue::I64(vec![0; len]),
+            DType::U64 => VarValue::U64(vec![0; len]),
+            DType::F16 => VarValue::F16(vec![f16::ZERO; len]),
+            DType::BF16 => VarValue::BF16(vec![bf16::ZERO; len]),
+            DType::F32 => VarValue::F32(vec![0.0; len]),
         }
     }
 
     pub(crate) fn dtype(&self) -> DType {
         match self {
-            Data::Bool(_) => DType::Bool,
-            Data::I8(_) => DType::I8,
-            Data::U8(_) => DType::U8,
-            Data::I32(_) => DType::I32,
-            Data::U32(_) => DType::U32,
-            Data::I64(_) => DType::I64,
-            Data::U64(_) => DType::U64,
-            Data::F16(_) => DType::F16,
-            Data::BF16(_) => DType::BF16,
-            Data::F32(_) => DType::F32,
+            VarValue::Bool(_) => DType::Bool,
+            VarValue::I8(_) => DType::I8,
+            VarValue::U8(_) => DType::U8,
+            VarValue::I32(_) => DType::I32,
+            VarValue::U32(_) => DType::U32,
+            VarValue::I64(_) => DType::I64,
+            VarValue::U64(_) => DType::U64,
+            VarValue::F16(_) => DType::F16,
+            VarValue::BF16(_) => DType::BF16,
+            VarValue::F32(_) => DType::F32,
         }
     }
 
     pub(crate) fn len(&self) -> usize {
         match self {
-            Data::Bool(v) => v.len(),
-            Data::I8(v) => v.len(),
-            Data::U8(v) => v.len(),
-            Data::I32(v) => v.len(),
-            Data::U32(v) => v.len(),
-            Data::I64(v) => v.len(),
-            Data::U64(v) => v.len(),
-            Data::F16(v) => v.len(),
-            Data::BF16(v) => v.len(),
-            Data::F32(v) => v.len(),
+            VarValue::Bool(v) => v.len(),
+            VarValue::I8(v) => v.len(),
+            VarValue::U8(v) => v.len(),
+            VarValue::I32(v) => v.len(),
+            VarValue::U32(v) => v.len(),
+            VarValue::I64(v) => v.len(),
+            VarValue::U64(v) => v.len(),
+            VarValue::F16(v) => v.len(),
+            VarValue::BF16(v) => v.len(),
+            VarValue::F32(v) => v.len(),
         }
     }
 
     /// The first element of an integer value, widened exactly (loop bounds).
     pub(crate) fn first_int(&self) -> Option<i128> {
         Some(match self {
-            Data::I8(v) => i128::from(*v.first()?),
-            Data::U8(v) => i128::from(*v.first()?),
-            Data::I32(v) => i128::from(*v.first()?),
-            Data::U32(v) => i128::from(*v.first()?),
-            Data::I64(v) => i128::from(*v.first()?),
-            Data::U64(v) => i128::from(*v.first()?),
+            VarValue::I8(v) => i128::from(*v.first()?),
+            VarValue::U8(v) => i128::from(*v.first()?),
+            VarValue::I32(v) => i128::from(*v.first()?),
+            VarValue::U32(v) => i128::from(*v.first()?),
+            VarValue::I64(v) => i128::from(*v.first()?),
+            VarValue::U64(v) => i128::from(*v.first()?),
             _ => return None,
         })
     }
@@ -86,12 +86,12 @@ impl Data {
     /// Sets the first element of an integer value (the loop variable); `v` is in range.
     pub(crate) fn set_first_int(&mut self, v: i128) -> Option<()> {
         match self {
-            Data::I8(d) => *d.first_mut()? = v as i8,
-            Data::U8(d) => *d.first_mut()? = v as u8,
-            Data::I32(d) => *d.first_mut()? = v as i32,
-            Data::U32(d) => *d.first_mut()? = v as u32,
-            Data::I64(d) => *d.first_mut()? = v as i64,
-            Data::U64(d) => *d.first_mut()? = v as u64,
+            VarValue::I8(d) => *d.first_mut()? = v as i8,
+            VarValue::U8(d) => *d.first_mut()? = v as u8,
+            VarValue::I32(d) => *d.first_mut()? = v as i32,
+            VarValue::U32(d) => *d.first_mut()? = v as u32,
+            VarValue::I64(d) => *d.first_mut()? = v as i64,
+            VarValue::U64(d) => *d.first_mut()? = v as u64,
             _ => return None,
         }
         Some(())
@@ -162,8 +162,8 @@ pub(crate) trait Elem: Copy + Default + PartialEq + PartialOrd + Send + Sync + '
     const DT: DType;
     /// The unsigned integer of the same width: how the element lives in a buffer.
     type Bits: Bits;
-    fn slice(d: &Data) -> Option<&[Self]>;
-    fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>>;
+    fn slice(d: &VarValue) -> Option<&[Self]>;
+    fn vec_mut(d: &mut VarValue) -> Option<&mut Vec<Self>>;
     fn from_bits(b: Self::Bits) -> Self;
     fn to_bits(self) -> Self::Bits;
     fn from_bool(b: bool) -> Self;
@@ -186,16 +186,16 @@ macro_rules! int_elem {
             const DT: DType = DType::$V;
             type Bits = $bits;
             #[inline(always)]
-            fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$V(v) = d {
+            fn slice(d: &VarValue) -> Option<&[Self]> {
+                if let VarValue::$V(v) = d {
                     Some(v)
                 } else {
                     None
                 }
             }
             #[inline(always)]
-            fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-                if let Data::$V(v) = d {
+            fn vec_mut(d: &mut VarValue) -> Option<&mut Vec<Self>> {
+                if let VarValue::$V(v) = d {
                     Some(v)
                 } else {
                     None
@@ -255,16 +255,16 @@ impl Elem for bool {
     const DT: DType = DType::Bool;
     type Bits = u8;
     #[inline(always)]
-    fn slice(d: &Data) -> Option<&[Self]> {
-        if let Data::Bool(v) = d {
+    fn slice(d: &VarValue) -> Option<&[Self]> {
+        if let VarValue::Bool(v) = d {
             Some(v)
         } else {
             None
         }
     }
     #[inline(always)]
-    fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-        if let Data::Bool(v) = d {
+    fn vec_mut(d: &mut VarValue) -> Option<&mut Vec<Self>> {
+        if let VarValue::Bool(v) = d {
             Some(v)
         } else {
             None
@@ -312,16 +312,16 @@ impl Elem for f32 {
     const DT: DType = DType::F32;
     type Bits = u32;
     #[inline(always)]
-    fn slice(d: &Data) -> Option<&[Self]> {
-        if let Data::F32(v) = d {
+    fn slice(d: &VarValue) -> Option<&[Self]> {
+        if let VarValue::F32(v) = d {
             Some(v)
         } else {
             None
         }
     }
     #[inline(always)]
-    fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-        if let Data::F32(v) = d {
+    fn vec_mut(d: &mut VarValue) -> Option<&mut Vec<Self>> {
+        if let VarValue::F32(v) = d {
             Some(v)
         } else {
             None
@@ -371,16 +371,16 @@ macro_rules! half_elem {
             const DT: DType = DType::$V;
             type Bits = u16;
             #[inline(always)]
-            fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$V(v) = d {
+            fn slice(d: &VarValue) -> Option<&[Self]> {
+                if let VarValue::$V(v) = d {
                     Some(v)
                 } else {
                     None
                 }
             }
             #[inline(always)]
-            fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-                if let Data::$V(v) = d {
+            fn vec_mut(d: &mut VarValue) -> Option<&mut Vec<Self>> {
+                if let VarValue::$V(v) = d {
                     Some(v)
                 } else {
                     None

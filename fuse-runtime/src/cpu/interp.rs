@@ -1,8 +1,8 @@
 //! The interpreter proper: one [`Prog`] per worker runs programs one after another, reusing its
 //! per-var storage. Every expression is one dtype dispatch and one tight loop over the tile.
 
-use super::elem::{dispatch, Atomics, Bc, Bits, Bitwise, Data, Elem, Mem, Num, Source};
-use super::CpuError;
+use super::elem::{dispatch, Atomics, Bc, Bits, Bitwise, Elem, Mem, Num, Source, VarValue};
+use super::error::CpuError;
 use fuse_ir::philox::{half_word, philox4x32_10, uniform, uniform16};
 use fuse_ir::RandWidth;
 use fuse_ir::{ArgOp, BinaryOp, DType, Expr, Kernel, Literal, ParamKind, ReduceOp, Stmt, UnaryOp, VarId};
@@ -24,7 +24,7 @@ pub(crate) enum ScalarArg {
 }
 
 /// What every program of one launch shares (read-only; `Sync`).
-pub(crate) struct Ctx<'a> {
+pub(crate) struct CpuLaunch<'a> {
     pub kernel: &'a Kernel,
     pub consts: &'a [u64],
     pub grid: [u32; 3],
@@ -50,12 +50,12 @@ impl From<CpuError> for Fail {
 }
 
 #[inline(always)]
-fn sl<T: Elem>(d: &Data) -> Result<&[T], CpuError> {
+fn as_slice<T: Elem>(d: &VarValue) -> Result<&[T], CpuError> {
     T::slice(d).ok_or_else(|| bad(format!("internal: expected {} data, found {}", T::DT, d.dtype())))
 }
 
 #[inline(always)]
-fn vm<T: Elem>(d: &mut Data) -> Result<&mut Vec<T>, CpuError> {
+fn as_vec_mut<T: Elem>(d: &mut VarValue) -> Result<&mut Vec<T>, CpuError> {
     let found = d.dtype();
     T::vec_mut(d).ok_or_else(|| bad(format!("internal: expected {} destination, found {found}", T::DT)))
 }
@@ -64,8 +64,8 @@ fn shape_err(len: usize, n: usize) -> CpuError {
     bad(format!("internal: operand of {len} lanes where {n} are expected"))
 }
 
-fn fill<T: Elem>(out: &mut Data, n: usize, x: T) -> Res {
-    let o = vm::<T>(out)?;
+fn fill<T: Elem>(out: &mut VarValue, n: usize, x: T) -> Res {
+    let o = as_vec_mut::<T>(out)?;
     o.clear();
     o.resize(n, x);
     Ok(())
@@ -174,19 +174,25 @@ fn lit<T: Elem>(l: Literal) -> T {
     }
 }
 
-fn unary(op: UnaryOp, a: &Data, out: &mut Data, n: usize) -> Res {
+fn unary(op: UnaryOp, a: &VarValue, out: &mut VarValue, n: usize) -> Res {
     let dt = a.dtype();
     let no = || bad(format!("{} on {dt}", op.name()));
     match op {
-        UnaryOp::Neg => dispatch!(num dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, T::vneg), else Err(no())),
-        UnaryOp::Abs => dispatch!(num dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, T::vabs), else Err(no())),
-        UnaryOp::Not => dispatch!(bits dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, T::vnot), else Err(no())),
+        UnaryOp::Neg => {
+            dispatch!(num dt, T => map1(as_slice::<T>(a)?, n, as_vec_mut::<T>(out)?, T::vneg), else Err(no()))
+        }
+        UnaryOp::Abs => {
+            dispatch!(num dt, T => map1(as_slice::<T>(a)?, n, as_vec_mut::<T>(out)?, T::vabs), else Err(no()))
+        }
+        UnaryOp::Not => {
+            dispatch!(bits dt, T => map1(as_slice::<T>(a)?, n, as_vec_mut::<T>(out)?, T::vnot), else Err(no()))
+        }
         _ => {
             if dt != DType::F32 {
                 return Err(no());
             }
-            let a = sl::<f32>(a)?;
-            let o = vm::<f32>(out)?;
+            let a = as_slice::<f32>(a)?;
+            let o = as_vec_mut::<f32>(out)?;
             match op {
                 UnaryOp::Exp => map1(a, n, o, libm::expf),
                 UnaryOp::Exp2 => map1(a, n, o, exp2_ftz),
@@ -241,18 +247,18 @@ fn arith<T: Num>(op: BinaryOp, a: &[T], b: &[T], n: usize, out: &mut Vec<T>) -> 
     }
 }
 
-fn binary(op: BinaryOp, a: &Data, b: &Data, out: &mut Data, n: usize) -> Res {
+fn binary(op: BinaryOp, a: &VarValue, b: &VarValue, out: &mut VarValue, n: usize) -> Res {
     let dt = a.dtype();
     let no = || bad(format!("{op:?} on {dt} and {}", b.dtype()));
     if b.dtype() != dt {
         return Err(no());
     }
     if op.is_comparison() {
-        dispatch!(cmp dt, T => compare::<T>(op, sl::<T>(a)?, sl::<T>(b)?, n, vm::<bool>(out)?), else Err(no()))
+        dispatch!(cmp dt, T => compare::<T>(op, as_slice::<T>(a)?, as_slice::<T>(b)?, n, as_vec_mut::<bool>(out)?), else Err(no()))
     } else if op.is_bitwise() {
-        dispatch!(bits dt, T => bitop::<T>(op, sl::<T>(a)?, sl::<T>(b)?, n, vm::<T>(out)?), else Err(no()))
+        dispatch!(bits dt, T => bitop::<T>(op, as_slice::<T>(a)?, as_slice::<T>(b)?, n, as_vec_mut::<T>(out)?), else Err(no()))
     } else {
-        dispatch!(num dt, T => arith::<T>(op, sl::<T>(a)?, sl::<T>(b)?, n, vm::<T>(out)?), else Err(no()))
+        dispatch!(num dt, T => arith::<T>(op, as_slice::<T>(a)?, as_slice::<T>(b)?, n, as_vec_mut::<T>(out)?), else Err(no()))
     }
 }
 
@@ -264,9 +270,9 @@ fn reduce_t<T: Num>(op: ReduceOp, a: &[T]) -> T {
     }
 }
 
-fn reduce(op: ReduceOp, a: &Data, out: &mut Data) -> Res {
+fn reduce(op: ReduceOp, a: &VarValue, out: &mut VarValue) -> Res {
     let dt = a.dtype();
-    dispatch!(num dt, T => fill(out, 1, reduce_t::<T>(op, sl::<T>(a)?)), else Err(bad(format!("{op:?} of {dt}"))))
+    dispatch!(num dt, T => fill(out, 1, reduce_t::<T>(op, as_slice::<T>(a)?)), else Err(bad(format!("{op:?} of {dt}"))))
 }
 
 /// Which source lane each destination lane reads: a reshape (the same lane), a transpose
@@ -407,13 +413,13 @@ enum Off<'a> {
 }
 
 /// The offsets as `n` lanes; a scalar offset under a tile mask/value is spread into `scratch`.
-fn offsets<'s>(d: &'s Data, n: usize, scratch: &'s mut Vec<i64>) -> Result<Off<'s>, CpuError> {
+fn offsets<'s>(d: &'s VarValue, n: usize, scratch: &'s mut Vec<i64>) -> Result<Off<'s>, CpuError> {
     if d.len() == n {
         return Ok(match d {
-            Data::I32(v) => Off::I32(v),
-            Data::U32(v) => Off::U32(v),
-            Data::I64(v) => Off::I64(v),
-            Data::U64(v) => Off::U64(v),
+            VarValue::I32(v) => Off::I32(v),
+            VarValue::U32(v) => Off::U32(v),
+            VarValue::I64(v) => Off::I64(v),
+            VarValue::U64(v) => Off::U64(v),
             _ => return Err(bad(format!("offsets of {}", d.dtype()))),
         });
     }
@@ -421,10 +427,10 @@ fn offsets<'s>(d: &'s Data, n: usize, scratch: &'s mut Vec<i64>) -> Result<Off<'
         return Err(shape_err(d.len(), n));
     }
     let x = match d {
-        Data::I32(v) => v[0].as_i64(),
-        Data::U32(v) => v[0].as_i64(),
-        Data::I64(v) => v[0],
-        Data::U64(v) => v[0].as_i64(),
+        VarValue::I32(v) => v[0].as_i64(),
+        VarValue::U32(v) => v[0].as_i64(),
+        VarValue::I64(v) => v[0],
+        VarValue::U64(v) => v[0].as_i64(),
         _ => return Err(bad(format!("offsets of {}", d.dtype()))),
     };
     scratch.clear();
@@ -438,9 +444,9 @@ enum MaskK<'a> {
     Tile(&'a [bool]),
 }
 
-fn mask_of(m: Option<&Data>, n: usize) -> Result<MaskK<'_>, CpuError> {
+fn mask_of(m: Option<&VarValue>, n: usize) -> Result<MaskK<'_>, CpuError> {
     let Some(d) = m else { return Ok(MaskK::All) };
-    let s = sl::<bool>(d)?;
+    let s = as_slice::<bool>(d)?;
     if s.len() == n {
         Ok(MaskK::Tile(s))
     } else if s.len() == 1 {
@@ -458,8 +464,8 @@ fn contiguous<O: Elem>(offs: &[O]) -> Option<i64> {
     ok.then_some(o0)
 }
 
-fn bc<T: Elem>(d: &Data, n: usize) -> Result<Bc<'_, T>, CpuError> {
-    let s = sl::<T>(d)?;
+fn bc<T: Elem>(d: &VarValue, n: usize) -> Result<Bc<'_, T>, CpuError> {
+    let s = as_slice::<T>(d)?;
     if s.len() == n {
         Ok(Bc::All(s))
     } else if s.len() == 1 {
@@ -535,15 +541,15 @@ fn load_t<T: Elem>(
     mem: &Mem<'_>,
     off: Off<'_>,
     mask: MaskK<'_>,
-    other: Option<&Data>,
-    out: &mut Data,
+    other: Option<&VarValue>,
+    out: &mut VarValue,
     n: usize,
 ) -> Result<(), Fail> {
     let other = match other {
         None => Bc::One(T::default()),
         Some(d) => bc::<T>(d, n)?,
     };
-    let out = vm::<T>(out)?;
+    let out = as_vec_mut::<T>(out)?;
     let mask = match mask {
         MaskK::All => None,
         MaskK::Tile(m) => Some(m),
@@ -630,7 +636,7 @@ fn store_t<T: Elem>(
     mem: &Mem<'_>,
     off: Off<'_>,
     mask: Option<&[bool]>,
-    val: &Data,
+    val: &VarValue,
     n: usize,
 ) -> Result<(), Fail> {
     let dst = <T::Bits as Bits>::rw(mem).ok_or_else(|| bad("store to a read-only buffer"))?;
@@ -669,16 +675,16 @@ fn rand_loop<O: Elem>(width: RandWidth, seed: u64, offs: &[O], out: &mut Vec<f32
 /// (`back`) that an assignment writes before the two are swapped, so `acc = acc + x` reads the
 /// old value while writing the new one without allocating.
 pub(crate) struct Prog<'c, 'a> {
-    ctx: &'c Ctx<'a>,
-    front: Vec<Data>,
-    back: Vec<Data>,
+    ctx: &'c CpuLaunch<'a>,
+    front: Vec<VarValue>,
+    back: Vec<VarValue>,
     scratch: Vec<i64>,
     pid: [u32; 3],
 }
 
 impl<'c, 'a> Prog<'c, 'a> {
-    pub(crate) fn new(ctx: &'c Ctx<'a>) -> Self {
-        let mk = || ctx.dtypes.iter().zip(&ctx.lens).map(|(&d, &n)| Data::new(d, n)).collect::<Vec<_>>();
+    pub(crate) fn new(ctx: &'c CpuLaunch<'a>) -> Self {
+        let mk = || ctx.dtypes.iter().zip(&ctx.lens).map(|(&d, &n)| VarValue::new(d, n)).collect::<Vec<_>>();
         Prog { ctx, front: mk(), back: mk(), scratch: Vec::new(), pid: [0; 3] }
     }
 
@@ -696,7 +702,7 @@ impl<'c, 'a> Prog<'c, 'a> {
                 Stmt::Store { param, offset, value, mask } => self.store(*param, *offset, *value, *mask)?,
                 Stmt::If { cond, then_body, else_body } => {
                     let c = match &self.front[cond.0 as usize] {
-                        Data::Bool(v) if !v.is_empty() => v[0],
+                        VarValue::Bool(v) if !v.is_empty() => v[0],
                         _ => return Err(bad("if condition is not a bool scalar")),
                     };
                     if c {
@@ -755,7 +761,7 @@ impl<'c, 'a> Prog<'c, 'a> {
         let od = &front[offset.0 as usize];
         let vd = &front[value.0 as usize];
         let md = mask.map(|m| &front[m.0 as usize]);
-        let n = od.len().max(vd.len()).max(md.map_or(1, Data::len));
+        let n = od.len().max(vd.len()).max(md.map_or(1, VarValue::len));
         let mask = match mask_of(md, n)? {
             MaskK::None => return Ok(()),
             MaskK::All => None,
@@ -779,7 +785,7 @@ impl<'c, 'a> Prog<'c, 'a> {
             match expr {
                 Expr::Copy(a) | Expr::Splat(a) => {
                     let a = v(a);
-                    dispatch!(all dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, |x| x), else Err(no()))?
+                    dispatch!(all dt, T => map1(as_slice::<T>(a)?, n, as_vec_mut::<T>(out)?, |x| x), else Err(no()))?
                 }
                 Expr::Lit(l) => dispatch!(all dt, T => fill(out, n, lit::<T>(*l)), else Err(no()))?,
                 Expr::Param(i) => match ctx.scalars.get(*i as usize).copied().flatten() {
@@ -805,7 +811,7 @@ impl<'c, 'a> Prog<'c, 'a> {
                 Expr::Arange { start } => {
                     let start = *start;
                     dispatch!(int dt, T => {
-                        let o = vm::<T>(out)?;
+                        let o = as_vec_mut::<T>(out)?;
                         o.clear();
                         o.extend((0..n as i64).map(|k| T::from_i64(start.wrapping_add(k))));
                     }, else return Err(no()))
@@ -817,15 +823,15 @@ impl<'c, 'a> Prog<'c, 'a> {
                     let sd = a.dtype();
                     if sd == dt {
                         // No conversion at all (keeps NaN payloads, as the GPU does).
-                        dispatch!(all dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, |x| x), else Err(no()))?
+                        dispatch!(all dt, T => map1(as_slice::<T>(a)?, n, as_vec_mut::<T>(out)?, |x| x), else Err(no()))?
                     } else {
                         dispatch!(all sd, S => dispatch!(all dt, D => {
-                            map1(sl::<S>(a)?, n, vm::<D>(out)?, |x| x.cast::<D>())
+                            map1(as_slice::<S>(a)?, n, as_vec_mut::<D>(out)?, |x| x.cast::<D>())
                         }, else Err(no())), else Err(no()))?
                     }
                 }
                 Expr::Where(c, a, b) => {
-                    dispatch!(all dt, T => select(sl::<bool>(v(c))?, sl::<T>(v(a))?, sl::<T>(v(b))?, n, vm::<T>(out)?), else Err(no()))?
+                    dispatch!(all dt, T => select(as_slice::<bool>(v(c))?, as_slice::<T>(v(a))?, as_slice::<T>(v(b))?, n, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
                 Expr::Load { param, offset, mask, other } => {
                     let (mem, elem, name) = {
@@ -854,16 +860,16 @@ impl<'c, 'a> Prog<'c, 'a> {
                 Expr::Reduce(op, a) => reduce(*op, v(a), out)?,
                 Expr::Join(a, b) => {
                     let (a, b) = (v(a), v(b));
-                    dispatch!(all dt, T => interleave(sl::<T>(a)?, sl::<T>(b)?, n, vm::<T>(out)?), else Err(no()))?
+                    dispatch!(all dt, T => interleave(as_slice::<T>(a)?, as_slice::<T>(b)?, n, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
                 Expr::Broadcast(a) | Expr::Reshape(a) | Expr::Trans(a) | Expr::Split { src: a, .. } => {
                     let lane = SourceLane::new(expr, &ctx.dims[a.0 as usize], &ctx.dims[di]);
-                    dispatch!(all dt, T => gather(sl::<T>(v(a))?, n, &lane, vm::<T>(out)?), else Err(no()))?
+                    dispatch!(all dt, T => gather(as_slice::<T>(v(a))?, n, &lane, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
                 Expr::ReduceAxis { op, axis, src } => {
                     let walk = AxisWalk::new(&ctx.dims[src.0 as usize], *axis)?;
                     let a = v(src);
-                    dispatch!(num dt, T => reduce_axis::<T>(*op, sl::<T>(a)?, &walk, vm::<T>(out)?), else Err(no()))?
+                    dispatch!(num dt, T => reduce_axis::<T>(*op, as_slice::<T>(a)?, &walk, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
                 Expr::ArgReduce { op, axis, src } => {
                     let a = v(src);
@@ -872,7 +878,7 @@ impl<'c, 'a> Prog<'c, 'a> {
                         Some(axis) => AxisWalk::new(&ctx.dims[src.0 as usize], *axis)?,
                         None => AxisWalk { outputs: 1, count: a.len(), out_stride: 0, step: 1 },
                     };
-                    dispatch!(num sd, T => arg_reduce::<T>(*op, sl::<T>(a)?, &walk, vm::<i32>(out)?), else Err(no()))?
+                    dispatch!(num sd, T => arg_reduce::<T>(*op, as_slice::<T>(a)?, &walk, as_vec_mut::<i32>(out)?), else Err(no()))?
                 }
                 Expr::Dot { a, b, acc } => {
                     let (ad, bd) = (&ctx.dims[a.0 as usize], &ctx.dims[b.0 as usize]);
@@ -880,19 +886,19 @@ impl<'c, 'a> Prog<'c, 'a> {
                 }
                 Expr::Rand { seed, offset, width } => {
                     let seed = match v(seed) {
-                        Data::I32(s) => s[0] as i64 as u64,
-                        Data::U32(s) => u64::from(s[0]),
-                        Data::I64(s) => s[0] as u64,
-                        Data::U64(s) => s[0],
+                        VarValue::I32(s) => s[0] as i64 as u64,
+                        VarValue::U32(s) => u64::from(s[0]),
+                        VarValue::I64(s) => s[0] as u64,
+                        VarValue::U64(s) => s[0],
                         _ => return Err(bad("rand seed is not an integer")),
                     };
                     let od = v(offset);
-                    let o = vm::<f32>(out)?;
+                    let o = as_vec_mut::<f32>(out)?;
                     match od {
-                        Data::I32(x) => rand_loop(*width, seed, x, o),
-                        Data::U32(x) => rand_loop(*width, seed, x, o),
-                        Data::I64(x) => rand_loop(*width, seed, x, o),
-                        Data::U64(x) => rand_loop(*width, seed, x, o),
+                        VarValue::I32(x) => rand_loop(*width, seed, x, o),
+                        VarValue::U32(x) => rand_loop(*width, seed, x, o),
+                        VarValue::I64(x) => rand_loop(*width, seed, x, o),
+                        VarValue::U64(x) => rand_loop(*width, seed, x, o),
                         _ => return Err(bad("rand offset is not an integer")),
                     }
                     if o.len() != n {

@@ -3,8 +3,7 @@
 //! dynamic shared memory, opting in past the default per-block limit (48 KiB) where the device
 //! allows it. A module without the symbol launches with none, as before the contract.
 
-use super::drv;
-use crate::error::{Error, Result};
+use crate::error::{drv, Error, Result};
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::{CUfunction_attribute, CUresult};
 use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
