@@ -337,27 +337,7 @@ pub(crate) fn cost(
             args.len()
         )));
     }
-    let mut scalars = Vec::with_capacity(args.len());
-    let mut lens = Vec::with_capacity(args.len());
-    for (p, a) in k.params.iter().zip(args) {
-        let (s, l) = match (p.kind, a) {
-            (ParamKind::Ptr { .. }, CostArg::Len(n)) => (None, Some(*n)),
-            (ParamKind::Scalar(d), CostArg::Int(v)) if d.is_int() => (Some(*v), None),
-            (ParamKind::Scalar(DType::F32), CostArg::F32(_)) => (None, None),
-            (kind, a) => {
-                let want = match kind {
-                    ParamKind::Ptr { .. } => "a buffer length (`CostArg::Len`, `(&buf).into()`)".to_string(),
-                    ParamKind::Scalar(d) => format!("a {d} value"),
-                };
-                return Err(Error::InvalidArgument(format!(
-                    "`{}`: parameter `{}` needs {want}, found {a:?}",
-                    k.name, p.name
-                )));
-            }
-        };
-        scalars.push(s);
-        lens.push(l);
-    }
+    let (scalars, lens) = launch_values(k, args)?;
     let g = [grid.x, grid.y, grid.z];
     let facts = LaunchFacts { consts, grid: g, scalars: &scalars, lens: &lens };
     let programs = u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z);
@@ -383,52 +363,21 @@ pub(crate) fn cost(
     notes.dedup();
     for (i, p) in k.params.iter().enumerate() {
         let ParamKind::Ptr { elem, .. } = p.kind else { continue };
-        let len = lens[i].unwrap_or(0);
-        let (mut read, mut written, mut proven) = (false, false, true);
-        let mut hull: Option<(i128, i128)> = None;
-        for (((a, r), &store), &live) in accesses.iter().zip(&ranges).zip(&stores).zip(&c.live_accesses) {
-            if a.param as usize != i || !live {
-                continue;
-            }
-            if store {
-                written = true;
-            } else {
-                read = true;
-            }
-            let (lo, hi) = match *r {
-                Some((lo, hi)) if lo > hi => continue, // never runs
-                Some((lo, hi)) => (lo.max(0), hi.min(i128::from(len) - 1)),
-                None => {
-                    proven = false;
-                    (0, i128::from(len) - 1)
-                }
-            };
-            if lo > hi {
-                continue;
-            }
-            hull = Some(match hull {
-                None => (lo, hi),
-                Some((a, b)) => (a.min(lo), b.max(hi)),
-            });
-        }
-        if !proven {
+        // This buffer's accesses on the paths the launch runs: whether each is a store, and its
+        // offsets' range.
+        let all = accesses.iter().zip(&ranges).zip(&stores).zip(&c.live_accesses);
+        let this_buffer = all
+            .filter(|&(((a, _), _), &live)| live && a.param as usize == i)
+            .map(|(((_, range), &store), _)| (store, *range));
+        let traffic = buffer_traffic(&p.name, elem, lens[i].unwrap_or(0), this_buffer);
+        if !traffic.proven {
             exact = false;
             notes.push(format!(
                 "`{}`: an access's offsets cannot be bounded at launch: the whole buffer counted",
                 p.name
             ));
         }
-        let range = hull.map_or((0, 0), |(lo, hi)| (lo as u64, hi as u64 + 1));
-        let bytes = (range.1 - range.0) * elem.size_bytes() as u64 * (u64::from(read) + u64::from(written));
-        buffers.push(BufferTraffic {
-            name: p.name.clone(),
-            dtype: elem,
-            range,
-            read,
-            written,
-            proven,
-            bytes,
-        });
+        buffers.push(traffic);
     }
     let total = |x: u128| u64::try_from(x * u128::from(programs)).unwrap_or(u64::MAX);
     Ok(Cost {
@@ -441,6 +390,69 @@ pub(crate) fn cost(
         exact,
         notes,
     })
+}
+
+/// The launch's integer scalars and buffer lengths, per parameter, from `args`.
+fn launch_values(k: &Kernel, args: &[CostArg]) -> Result<(Vec<Option<i128>>, Vec<Option<u64>>)> {
+    let mut scalars = Vec::with_capacity(args.len());
+    let mut lens = Vec::with_capacity(args.len());
+    for (p, a) in k.params.iter().zip(args) {
+        let (s, l) = match (p.kind, a) {
+            (ParamKind::Ptr { .. }, CostArg::Len(n)) => (None, Some(*n)),
+            (ParamKind::Scalar(d), CostArg::Int(v)) if d.is_int() => (Some(*v), None),
+            (ParamKind::Scalar(DType::F32), CostArg::F32(_)) => (None, None),
+            (kind, a) => {
+                let want = match kind {
+                    ParamKind::Ptr { .. } => "a buffer length (`CostArg::Len`, `(&buf).into()`)".to_string(),
+                    ParamKind::Scalar(d) => format!("a {d} value"),
+                };
+                return Err(Error::InvalidArgument(format!(
+                    "`{}`: parameter `{}` needs {want}, found {a:?}",
+                    k.name, p.name
+                )));
+            }
+        };
+        scalars.push(s);
+        lens.push(l);
+    }
+    Ok((scalars, lens))
+}
+
+/// The traffic of buffer `name` (`len` elements of `elem`) from its live accesses, each given
+/// as whether it is a store and its offsets' range (`None`: unbounded, so the whole buffer).
+fn buffer_traffic(
+    name: &str,
+    elem: DType,
+    len: u64,
+    accesses: impl Iterator<Item = (bool, Option<(i128, i128)>)>,
+) -> BufferTraffic {
+    let (mut read, mut written, mut proven) = (false, false, true);
+    let mut hull: Option<(i128, i128)> = None;
+    for (store, r) in accesses {
+        if store {
+            written = true;
+        } else {
+            read = true;
+        }
+        let (lo, hi) = match r {
+            Some((lo, hi)) if lo > hi => continue, // never runs
+            Some((lo, hi)) => (lo.max(0), hi.min(i128::from(len) - 1)),
+            None => {
+                proven = false;
+                (0, i128::from(len) - 1)
+            }
+        };
+        if lo > hi {
+            continue;
+        }
+        hull = Some(match hull {
+            None => (lo, hi),
+            Some((a, b)) => (a.min(lo), b.max(hi)),
+        });
+    }
+    let range = hull.map_or((0, 0), |(lo, hi)| (lo as u64, hi as u64 + 1));
+    let bytes = (range.1 - range.0) * elem.size_bytes() as u64 * (u64::from(read) + u64::from(written));
+    BufferTraffic { name: name.to_string(), dtype: elem, range, read, written, proven, bytes }
 }
 
 /// Per access of [`Kernel::accesses`] (the same walk, so the same order): whether it is a store.

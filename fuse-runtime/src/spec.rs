@@ -171,18 +171,47 @@ impl KernelSpec {
         }
     }
 
+    /// Parses and checks the IR against the spec and derives what launches need (see
+    /// [`KernelSpec::kernel`] for what is checked); the error is the message of an
+    /// [`Error::InvalidKernel`].
     fn build_info(&self) -> std::result::Result<KernelInfo, String> {
         let kernel = Kernel::from_json(self.ir_json)
             .map_err(|e| format!("the IR of kernel `{}` is not valid fuse IR JSON: {e}", self.name))?;
         if kernel.name != self.name {
             return Err(format!("the IR names kernel `{}` but the spec is `{}`", kernel.name, self.name));
         }
-        let nvars = kernel.vars.len();
-        let nparams = kernel.params.len();
+        let branches = kernel.uniform_branches();
+        self.check_specializations(&kernel, branches.len())?;
+        let host_scalars = kernel.host_scalars();
+        self.check_host_parameters(host_scalars.len())?;
+        let narrow_index = narrow_index(&kernel).map_err(|b| {
+            let (vars, params) = (kernel.vars.len(), kernel.params.len());
+            format!("kernel `{}`: {b} (vars: {vars}, params: {params})", self.name)
+        })?;
+        let tile_lens = kernel.tile_lens();
+        let shape = WarpShape::of(&kernel);
+        let bounds = BoundsPlan::new(&kernel);
+        let tensor_boxes = self.tensor_boxes(&kernel);
+        Ok(KernelInfo {
+            kernel,
+            narrow_index,
+            tile_lens,
+            shape,
+            bounds,
+            branches,
+            host_scalars,
+            tensor_boxes,
+            last_proof: LastLaunch::new(),
+            last_tensor_maps: LastLaunch::new(),
+        })
+    }
+
+    /// Every specialization names a parameter, access, mask or branch of the kernel that fits it
+    /// (`branches`: how many uniform branches it has), and the accesses and masks the source
+    /// names are all of the kernel's, in order.
+    fn check_specializations(&self, kernel: &Kernel, branches: usize) -> std::result::Result<(), String> {
         let naccesses = kernel.accesses().len();
         let nmasks = kernel.masks().len();
-        let branches = kernel.uniform_branches();
-        let nbranches = branches.len();
         for s in self.specializations {
             let ok = match *s {
                 Specialization::Align16(p) => {
@@ -193,7 +222,7 @@ impl KernelSpec {
                 }
                 Specialization::InBounds(a) => (a as usize) < naccesses,
                 Specialization::AllTrue(m) => (m as usize) < nmasks,
-                Specialization::BranchTaken(b) | Specialization::BranchSkipped(b) => (b as usize) < nbranches,
+                Specialization::BranchTaken(b) | Specialization::BranchSkipped(b) => (b as usize) < branches,
                 Specialization::TensorBox(a) => {
                     kernel.accesses().get(a as usize).and_then(|x| kernel.tensor_box(x)).is_some()
                 }
@@ -222,54 +251,28 @@ impl KernelSpec {
         named("masks", nmasks, |s| match *s {
             Specialization::AllTrue(m) => Some(m),
             _ => None,
-        })?;
-        // The source's signature has one `fuse_host<i>` per host scalar: a launch passes them all.
-        // (A spec without a source runs on the CPU only.)
-        let host_scalars = kernel.host_scalars();
+        })
+    }
+
+    /// The source's signature has one `fuse_host<i>` per host scalar (`host_scalars` of them): a
+    /// launch passes them all. A spec without a source runs on the CPU only.
+    fn check_host_parameters(&self, host_scalars: usize) -> std::result::Result<(), String> {
         let declared = (0..).take_while(|i| self.source.contains(&format!(" fuse_host{i},"))).count();
-        if !self.source.is_empty() && declared != host_scalars.len() {
+        if !self.source.is_empty() && declared != host_scalars {
             return Err(format!(
-                "kernel `{}`: the source takes {declared} host-computed scalars but the IR has {}",
-                self.name,
-                host_scalars.len()
+                "kernel `{}`: the source takes {declared} host-computed scalars but the IR has {host_scalars}",
+                self.name
             ));
         }
-        let mut narrow_index: Vec<Option<DType>> = vec![None; nparams];
-        let mut bad: Option<String> = None;
-        kernel.visit_stmts(&mut |s| {
-            let mut access = |param: u32, offset: fuse_ir::VarId| {
-                let (Some(slot), Some(var)) =
-                    (narrow_index.get_mut(param as usize), kernel.vars.get(offset.0 as usize))
-                else {
-                    bad.get_or_insert_with(|| {
-                        format!("access to parameter {param} / var {} out of range", offset.0)
-                    });
-                    return;
-                };
-                if matches!(var.ty.dtype, DType::I32 | DType::U32) {
-                    // i32 is the narrower of the two limits.
-                    *slot = match (*slot, var.ty.dtype) {
-                        (Some(DType::I32), _) | (_, DType::I32) => Some(DType::I32),
-                        _ => Some(DType::U32),
-                    };
-                }
-            };
-            match s {
-                Stmt::Store { param, offset, .. } => access(*param, *offset),
-                Stmt::Assign { expr: Expr::Load { param, offset, .. }, .. } => access(*param, *offset),
-                _ => {}
-            }
-        });
-        if let Some(b) = bad {
-            return Err(format!("kernel `{}`: {b} (vars: {nvars}, params: {nparams})", self.name));
-        }
-        let tile_lens = kernel.tile_lens();
-        let shape = WarpShape::of(&kernel);
-        let bounds = BoundsPlan::new(&kernel);
+        Ok(())
+    }
+
+    /// Per [`Specialization::TensorBox`] of the spec, in order: the access, its box and the host
+    /// programs of its scalars ([`KernelInfo::tensor_boxes`]).
+    fn tensor_boxes(&self, kernel: &Kernel) -> Vec<(u32, fuse_ir::TensorBox, Option<BoxPrograms>)> {
         let accesses = kernel.accesses();
         let defs = kernel.host_defs();
-        let tensor_boxes = self
-            .specializations
+        self.specializations
             .iter()
             .filter_map(|s| match *s {
                 Specialization::TensorBox(a) => {
@@ -290,19 +293,7 @@ impl KernelSpec {
                 }
                 _ => None,
             })
-            .collect();
-        Ok(KernelInfo {
-            kernel,
-            narrow_index,
-            tile_lens,
-            shape,
-            bounds,
-            branches,
-            host_scalars,
-            tensor_boxes,
-            last_proof: LastLaunch::new(),
-            last_tensor_maps: LastLaunch::new(),
-        })
+            .collect()
     }
 
     /// The source NVRTC compiles: `#define <CONST> <value>` per const generic,
@@ -338,6 +329,42 @@ impl KernelSpec {
                 format!("#error \"fuse: {}\"\n{}", e.to_string().replace(['"', '\n'], "'"), self.source)
             }
         }
+    }
+}
+
+/// Per parameter of `kernel`: for pointers, the narrowest index dtype (`I32`, else `U32`) of the
+/// 32-bit offsets its loads and stores use, if any; an error for an access naming a parameter or
+/// var that is not there.
+fn narrow_index(kernel: &Kernel) -> std::result::Result<Vec<Option<DType>>, String> {
+    let mut narrow_index: Vec<Option<DType>> = vec![None; kernel.params.len()];
+    let mut bad: Option<String> = None;
+    kernel.visit_stmts(&mut |s| {
+        let mut access = |param: u32, offset: fuse_ir::VarId| {
+            let (Some(slot), Some(var)) =
+                (narrow_index.get_mut(param as usize), kernel.vars.get(offset.0 as usize))
+            else {
+                bad.get_or_insert_with(|| {
+                    format!("access to parameter {param} / var {} out of range", offset.0)
+                });
+                return;
+            };
+            if matches!(var.ty.dtype, DType::I32 | DType::U32) {
+                // i32 is the narrower of the two limits.
+                *slot = match (*slot, var.ty.dtype) {
+                    (Some(DType::I32), _) | (_, DType::I32) => Some(DType::I32),
+                    _ => Some(DType::U32),
+                };
+            }
+        };
+        match s {
+            Stmt::Store { param, offset, .. } => access(*param, *offset),
+            Stmt::Assign { expr: Expr::Load { param, offset, .. }, .. } => access(*param, *offset),
+            _ => {}
+        }
+    });
+    match bad {
+        Some(b) => Err(b),
+        None => Ok(narrow_index),
     }
 }
 

@@ -37,6 +37,17 @@ pub(crate) struct CpuLaunch<'a> {
     pub scalars: Vec<Option<ScalarArg>>,
 }
 
+impl<'a> CpuLaunch<'a> {
+    /// Pointer parameter `param`: its buffer view, element type and name.
+    fn buffer(&self, param: u32) -> Result<(&Mem<'a>, DType, &'a str), CpuError> {
+        let p = &self.kernel.params[param as usize];
+        match (self.mems.get(param as usize), p.kind) {
+            (Some(Some(m)), ParamKind::Ptr { elem, .. }) => Ok((m, elem, &p.name)),
+            _ => Err(bad(format!("parameter `{}` is not a buffer", p.name))),
+        }
+    }
+}
+
 /// Load/store failure before the parameter name and program are known.
 enum Fail {
     Oob(i64),
@@ -46,6 +57,18 @@ enum Fail {
 impl From<CpuError> for Fail {
     fn from(e: CpuError) -> Fail {
         Fail::Err(e)
+    }
+}
+
+impl Fail {
+    /// The error, an out-of-bounds access named by its parameter, buffer and program.
+    fn located(self, param: &str, mem: &Mem<'_>, program: [u32; 3]) -> CpuError {
+        match self {
+            Fail::Oob(index) => {
+                CpuError::OutOfBounds { param: param.to_string(), index, len: mem.len(), program }
+            }
+            Fail::Err(e) => e,
+        }
     }
 }
 
@@ -671,11 +694,38 @@ fn rand_loop<O: Elem>(width: RandWidth, seed: u64, offs: &[O], out: &mut Vec<f32
     }));
 }
 
+/// `out = rand(seed, offset)` over `n` lanes (a scalar offset's one value spread over them).
+fn rand(width: RandWidth, seed: &VarValue, offset: &VarValue, out: &mut VarValue, n: usize) -> Res {
+    let seed = match seed {
+        VarValue::I32(s) => s[0] as i64 as u64,
+        VarValue::U32(s) => u64::from(s[0]),
+        VarValue::I64(s) => s[0] as u64,
+        VarValue::U64(s) => s[0],
+        _ => return Err(bad("rand seed is not an integer")),
+    };
+    let o = as_vec_mut::<f32>(out)?;
+    match offset {
+        VarValue::I32(x) => rand_loop(width, seed, x, o),
+        VarValue::U32(x) => rand_loop(width, seed, x, o),
+        VarValue::I64(x) => rand_loop(width, seed, x, o),
+        VarValue::U64(x) => rand_loop(width, seed, x, o),
+        _ => return Err(bad("rand offset is not an integer")),
+    }
+    if o.len() != n {
+        if o.len() != 1 {
+            return Err(shape_err(o.len(), n));
+        }
+        let x = o[0];
+        o.resize(n, x);
+    }
+    Ok(())
+}
+
 /// One worker's state: the current value of every var (`front`) and a spare buffer per var
 /// (`back`) that an assignment writes before the two are swapped, so `acc = acc + x` reads the
 /// old value while writing the new one without allocating.
 pub(crate) struct Prog<'c, 'a> {
-    ctx: &'c CpuLaunch<'a>,
+    launch: &'c CpuLaunch<'a>,
     front: Vec<VarValue>,
     back: Vec<VarValue>,
     scratch: Vec<i64>,
@@ -683,16 +733,17 @@ pub(crate) struct Prog<'c, 'a> {
 }
 
 impl<'c, 'a> Prog<'c, 'a> {
-    pub(crate) fn new(ctx: &'c CpuLaunch<'a>) -> Self {
-        let mk = || ctx.dtypes.iter().zip(&ctx.lens).map(|(&d, &n)| VarValue::new(d, n)).collect::<Vec<_>>();
-        Prog { ctx, front: mk(), back: mk(), scratch: Vec::new(), pid: [0; 3] }
+    pub(crate) fn new(launch: &'c CpuLaunch<'a>) -> Self {
+        let mk =
+            || launch.dtypes.iter().zip(&launch.lens).map(|(&d, &n)| VarValue::new(d, n)).collect::<Vec<_>>();
+        Prog { launch, front: mk(), back: mk(), scratch: Vec::new(), pid: [0; 3] }
     }
 
     /// Runs program `pid`.
     pub(crate) fn run(&mut self, pid: [u32; 3]) -> Res {
         self.pid = pid;
-        let ctx = self.ctx;
-        self.exec(&ctx.kernel.body)
+        let launch = self.launch;
+        self.exec(&launch.kernel.body)
     }
 
     fn exec(&mut self, stmts: &[Stmt]) -> Res {
@@ -736,26 +787,8 @@ impl<'c, 'a> Prog<'c, 'a> {
         Ok(())
     }
 
-    fn mem(&self, param: u32) -> Result<(&Mem<'a>, DType, &'c str), CpuError> {
-        let ctx = self.ctx;
-        let p = &ctx.kernel.params[param as usize];
-        match (ctx.mems.get(param as usize), p.kind) {
-            (Some(Some(m)), ParamKind::Ptr { elem, .. }) => Ok((m, elem, &p.name)),
-            _ => Err(bad(format!("parameter `{}` is not a buffer", p.name))),
-        }
-    }
-
-    fn fail(&self, f: Fail, param: &str, mem: &Mem<'_>) -> CpuError {
-        match f {
-            Fail::Oob(index) => {
-                CpuError::OutOfBounds { param: param.to_string(), index, len: mem.len(), program: self.pid }
-            }
-            Fail::Err(e) => e,
-        }
-    }
-
     fn store(&mut self, param: u32, offset: VarId, value: VarId, mask: Option<VarId>) -> Res {
-        let (mem, elem, name) = self.mem(param)?;
+        let (mem, elem, name) = self.launch.buffer(param)?;
         let mem = *mem;
         let front = &self.front;
         let od = &front[offset.0 as usize];
@@ -769,15 +802,15 @@ impl<'c, 'a> Prog<'c, 'a> {
         };
         let off = offsets(od, n, &mut self.scratch)?;
         let r = dispatch!(all elem, T => store_t::<T>(&mem, off, mask, vd, n), else Err(Fail::Err(bad("bad element type"))));
-        r.map_err(|f| self.fail(f, name, &mem))
+        r.map_err(|f| f.located(name, &mem, self.pid))
     }
 
     fn assign(&mut self, dst: VarId, expr: &Expr) -> Res {
-        let ctx = self.ctx;
+        let launch = self.launch;
         let di = dst.0 as usize;
-        let n = ctx.lens[di];
-        let dt = ctx.dtypes[di];
-        let no = || bad(format!("cannot assign to {dt} var `{}`", ctx.kernel.vars[di].name));
+        let n = launch.lens[di];
+        let dt = launch.dtypes[di];
+        let no = || bad(format!("cannot assign to {dt} var `{}`", launch.kernel.vars[di].name));
         {
             let front = &self.front;
             let out = &mut self.back[di];
@@ -788,7 +821,7 @@ impl<'c, 'a> Prog<'c, 'a> {
                     dispatch!(all dt, T => map1(as_slice::<T>(a)?, n, as_vec_mut::<T>(out)?, |x| x), else Err(no()))?
                 }
                 Expr::Lit(l) => dispatch!(all dt, T => fill(out, n, lit::<T>(*l)), else Err(no()))?,
-                Expr::Param(i) => match ctx.scalars.get(*i as usize).copied().flatten() {
+                Expr::Param(i) => match launch.scalars.get(*i as usize).copied().flatten() {
                     Some(ScalarArg::I32(x)) => fill(out, n, x)?,
                     Some(ScalarArg::I64(x)) => fill(out, n, x)?,
                     Some(ScalarArg::U32(x)) => fill(out, n, x)?,
@@ -797,14 +830,14 @@ impl<'c, 'a> Prog<'c, 'a> {
                     None => return Err(bad(format!("parameter {i} is not a scalar"))),
                 },
                 Expr::ConstGeneric(i) => {
-                    let c = *ctx
+                    let c = *launch
                         .consts
                         .get(*i as usize)
                         .ok_or_else(|| bad("const generic index out of range"))?;
                     dispatch!(all dt, T => fill(out, n, T::from_u64(c)), else Err(no()))?
                 }
                 Expr::ProgramId(a) | Expr::NumPrograms(a) => {
-                    let src = if matches!(expr, Expr::ProgramId(_)) { self.pid } else { ctx.grid };
+                    let src = if matches!(expr, Expr::ProgramId(_)) { self.pid } else { launch.grid };
                     let x = *src.get(*a as usize).ok_or_else(|| bad("axis out of range"))? as i32;
                     dispatch!(all dt, T => fill(out, n, T::from_i64(i64::from(x))), else Err(no()))?
                 }
@@ -834,28 +867,12 @@ impl<'c, 'a> Prog<'c, 'a> {
                     dispatch!(all dt, T => select(as_slice::<bool>(v(c))?, as_slice::<T>(v(a))?, as_slice::<T>(v(b))?, n, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
                 Expr::Load { param, offset, mask, other } => {
-                    let (mem, elem, name) = {
-                        let p = &ctx.kernel.params[*param as usize];
-                        match (ctx.mems.get(*param as usize), p.kind) {
-                            (Some(Some(m)), ParamKind::Ptr { elem, .. }) => (m, elem, p.name.as_str()),
-                            _ => return Err(bad(format!("parameter `{}` is not a buffer", p.name))),
-                        }
-                    };
+                    let (mem, elem, name) = launch.buffer(*param)?;
                     let mask = mask_of(mask.map(|m| v(&m)), n)?;
                     let off = offsets(v(offset), n, &mut self.scratch)?;
                     let other = other.map(|o| v(&o));
                     let r = dispatch!(all elem, T => load_t::<T>(mem, off, mask, other, out, n), else Err(Fail::Err(no())));
-                    if let Err(f) = r {
-                        return Err(match f {
-                            Fail::Oob(index) => CpuError::OutOfBounds {
-                                param: name.to_string(),
-                                index,
-                                len: mem.len(),
-                                program: self.pid,
-                            },
-                            Fail::Err(e) => e,
-                        });
-                    }
+                    r.map_err(|f| f.located(name, mem, self.pid))?
                 }
                 Expr::Reduce(op, a) => reduce(*op, v(a), out)?,
                 Expr::Join(a, b) => {
@@ -863,11 +880,11 @@ impl<'c, 'a> Prog<'c, 'a> {
                     dispatch!(all dt, T => interleave(as_slice::<T>(a)?, as_slice::<T>(b)?, n, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
                 Expr::Broadcast(a) | Expr::Reshape(a) | Expr::Trans(a) | Expr::Split { src: a, .. } => {
-                    let lane = SourceLane::new(expr, &ctx.dims[a.0 as usize], &ctx.dims[di]);
+                    let lane = SourceLane::new(expr, &launch.dims[a.0 as usize], &launch.dims[di]);
                     dispatch!(all dt, T => gather(as_slice::<T>(v(a))?, n, &lane, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
                 Expr::ReduceAxis { op, axis, src } => {
-                    let walk = AxisWalk::new(&ctx.dims[src.0 as usize], *axis)?;
+                    let walk = AxisWalk::new(&launch.dims[src.0 as usize], *axis)?;
                     let a = v(src);
                     dispatch!(num dt, T => reduce_axis::<T>(*op, as_slice::<T>(a)?, &walk, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
@@ -875,40 +892,16 @@ impl<'c, 'a> Prog<'c, 'a> {
                     let a = v(src);
                     let sd = a.dtype();
                     let walk = match axis {
-                        Some(axis) => AxisWalk::new(&ctx.dims[src.0 as usize], *axis)?,
+                        Some(axis) => AxisWalk::new(&launch.dims[src.0 as usize], *axis)?,
                         None => AxisWalk { outputs: 1, count: a.len(), out_stride: 0, step: 1 },
                     };
                     dispatch!(num sd, T => arg_reduce::<T>(*op, as_slice::<T>(a)?, &walk, as_vec_mut::<i32>(out)?), else Err(no()))?
                 }
                 Expr::Dot { a, b, acc } => {
-                    let (ad, bd) = (&ctx.dims[a.0 as usize], &ctx.dims[b.0 as usize]);
+                    let (ad, bd) = (&launch.dims[a.0 as usize], &launch.dims[b.0 as usize]);
                     super::dot::dot(v(a), v(b), acc.map(|c| v(&c)), ad, bd, out)?
                 }
-                Expr::Rand { seed, offset, width } => {
-                    let seed = match v(seed) {
-                        VarValue::I32(s) => s[0] as i64 as u64,
-                        VarValue::U32(s) => u64::from(s[0]),
-                        VarValue::I64(s) => s[0] as u64,
-                        VarValue::U64(s) => s[0],
-                        _ => return Err(bad("rand seed is not an integer")),
-                    };
-                    let od = v(offset);
-                    let o = as_vec_mut::<f32>(out)?;
-                    match od {
-                        VarValue::I32(x) => rand_loop(*width, seed, x, o),
-                        VarValue::U32(x) => rand_loop(*width, seed, x, o),
-                        VarValue::I64(x) => rand_loop(*width, seed, x, o),
-                        VarValue::U64(x) => rand_loop(*width, seed, x, o),
-                        _ => return Err(bad("rand offset is not an integer")),
-                    }
-                    if o.len() != n {
-                        if o.len() != 1 {
-                            return Err(shape_err(o.len(), n));
-                        }
-                        let x = o[0];
-                        o.resize(n, x);
-                    }
-                }
+                Expr::Rand { seed, offset, width } => rand(*width, v(seed), v(offset), out, n)?,
             }
         }
         std::mem::swap(&mut self.front[di], &mut self.back[di]);

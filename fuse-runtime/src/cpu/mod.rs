@@ -149,7 +149,7 @@ pub fn run(kernel: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [CpuArg<'
     // for kernels with long tiles, so their total stays within a budget instead of aborting.
     let workers =
         (CPU_STATE_BUDGET / layout.state.max(1)).clamp(1, rayon::current_num_threads() as u64) as usize;
-    let ctx = CpuLaunch {
+    let launch = CpuLaunch {
         kernel,
         consts,
         grid,
@@ -164,7 +164,7 @@ pub fn run(kernel: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [CpuArg<'
         [(f % gx) as u32, ((f / gx) % gy) as u32, (f / (gx * gy)) as u32]
     };
     if total == 1 || workers == 1 {
-        let mut prog = Prog::new(&ctx);
+        let mut prog = Prog::new(&launch);
         return (0..total).try_for_each(|f| prog.run(pid_of(f)));
     }
     let run = || {
@@ -174,7 +174,7 @@ pub fn run(kernel: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [CpuArg<'
         (0..total)
             .into_par_iter()
             .with_min_len(min_len)
-            .try_for_each_init(|| Prog::new(&ctx), |prog, f| prog.run(pid_of(f)))
+            .try_for_each_init(|| Prog::new(&launch), |prog, f| prog.run(pid_of(f)))
     };
     if workers == rayon::current_num_threads() {
         return run();
