@@ -20,8 +20,8 @@ impl KernelSpec {
     /// in-process and on-disk caches.
     ///
     /// `consts` are the const generic values in declaration order; `num_warps` a power of two in
-    /// `1..=32` (see [`default_num_warps`](crate::default_num_warps)); the pipeline stages are the default
-    /// ([`KernelSpec::compile_for_arch_staged`] takes them).
+    /// `1..=32` (see [`default_num_warps`](crate::default_num_warps)); the pipeline stages are the
+    /// default ([`KernelSpec::compile_for_arch_staged`] takes them).
     ///
     /// # Errors
     /// As [`KernelSpec::compile_for_arch_with`].
@@ -78,13 +78,15 @@ impl KernelSpec {
     }
 
     /// Compiles (or fetches from the caches) and loads this kernel on `device` without launching,
-    /// for every combination of specialization values, so that later launches with these consts and
-    /// `num_warps` (default: [`default_num_warps`](crate::default_num_warps)) start at once. The first six specializations
-    /// take both values and any further ones only 1 (at most 64 variants). A GPU launch without
-    /// `num_warps` on a grid too small to fill the GPU may pick more warps than [`default_num_warps`](crate::default_num_warps)
-    /// (see [`LaunchConfig`](crate::LaunchConfig)), a variant that this call with `None` does not
-    /// compile. Compiles for the default pipeline stages ([`KernelSpec::compile_staged`] takes
-    /// them). On the CPU only the arguments are checked.
+    /// for every combination of specialization values, so that later launches with these consts
+    /// and `num_warps` (default: [`default_num_warps`]) start at once. The first six
+    /// specializations take both values and any further ones only 1 (at most 64 variants). A GPU
+    /// launch without `num_warps` on a grid too small to fill the GPU may pick more warps than
+    /// [`default_num_warps`] (see [`LaunchConfig`](crate::LaunchConfig)), a variant that this
+    /// call with `None` does not compile. Compiles for the default pipeline stages
+    /// ([`KernelSpec::compile_staged`] takes them). On the CPU only the arguments are checked.
+    ///
+    /// [`default_num_warps`]: crate::default_num_warps
     ///
     /// # Errors
     /// * [`Error::InvalidKernel`] as for [`KernelSpec::kernel`];

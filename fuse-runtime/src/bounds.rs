@@ -26,6 +26,8 @@
 //! comparisons hold for every value their operands' intervals allow, evaluated where the mask is
 //! assigned, is true on every lane of every program (`offs < n` when the grid covers exactly `n`,
 //! `cols < n_cols` when the tile is the row).
+//!
+//! Bottom layer (a pure analysis of the IR): imports nothing of the crate.
 
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Literal, Shape, Stmt, UnaryOp, VarId};
 

@@ -34,6 +34,9 @@
 //!
 //! Lanes are a tile's lanes, masked-off ones included (the GPU computes them too): add_mul over
 //! `n = 1000` with a 1024-lane tile counts 2 x 1024 FLOPs and 16 x 1000 bytes.
+//!
+//! Bottom layer (a pure analysis of the IR): imports `bounds`, `config` and `error`; the
+//! conversions of buffers into [`CostArg`]s are beside the buffers (`memory.rs`).
 use crate::bounds::{BoundsPlan, LaunchFacts};
 use crate::config::Grid;
 use crate::error::{Error, Result};

@@ -1,4 +1,7 @@
 //! [`Device`] (the CPU interpreter or one CUDA GPU) and [`Buffer`] (typed memory on a device).
+//!
+//! Layer: above the back ends; imports `cuda` (a GPU device is a `CudaDevice`), `element`,
+//! `error` and `util`. The arguments made from buffers (`args.rs`, `memory.rs`) sit above it.
 
 use crate::cuda::CudaDevice;
 use crate::element::{as_bytes, as_bytes_mut, Element};
@@ -333,9 +336,9 @@ fn host_vec<T: Element>(len: usize, place: &str) -> Result<Vec<T>> {
 
 /// A new zeroed GPU buffer of `len` elements. One of `PAGE_ALIGNED_FROM` bytes or more starts at
 /// a multiple of `page_alignment(bytes)`, so it spans no more 2 MiB pages than it must: the
-/// stream-ordered pool hands out addresses 16 KiB or more into a page, and short kernels measured
-/// up to 4 % slower on such buffers (H200, 2026-11-27, `docs/PERF.md` "Session 19"), where
-/// PyTorch's caching allocator had put the same tensors at page starts. The cost is one whole
+/// stream-ordered pool hands out addresses 16 KiB or more into a page, and a buffer that starts
+/// inside a page spans one more of them, which slows short kernels that stream it (PyTorch's
+/// caching allocator puts large tensors at page starts). The cost is one whole
 /// alignment of padding behind each large buffer (a 1 or 2 MiB buffer takes twice its size);
 /// `FUSE_PAGE_ALIGN=0` turns it off. Returns the allocation and the address of the buffer's
 /// first element in it.

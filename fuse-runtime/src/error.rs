@@ -1,4 +1,7 @@
 //! The one error type of the runtime. Every message says what was expected and what was found.
+//!
+//! Bottom layer: imports nothing of the crate (also the text of a CUDA driver error, [`drv`],
+//! which every layer that calls the driver quotes).
 
 use cudarc::driver::result::DriverError;
 use std::fmt::Write as _;

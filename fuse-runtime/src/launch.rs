@@ -34,13 +34,14 @@ const STACK_WORDS: usize = 48;
 /// Everything is validated before anything runs, each failure an `Err` (never a panic): the
 /// const generics (count, powers of two, tile lengths), the grid (non-zero, within the device's
 /// limits), `num_warps` (a power of two in 1..=32), `num_stages` (1..=8, also on the CPU, which
-/// ignores it), and the arguments (count, kinds, dtypes,
-/// mutability, the launching device, lengths reachable by 32-bit offsets).
+/// ignores it), and the arguments (count, kinds, dtypes, mutability, the launching device,
+/// lengths reachable by 32-bit offsets).
 ///
 /// On the CPU the interpreter runs to completion and reports an out-of-bounds access at once. On a
 /// GPU the launch is queued; an out-of-bounds access is reported by the next
-/// [`Device::synchronize`] or [`Buffer::to_vec`]. `num_warps` defaults to [`crate::default_num_warps`]. The first launch of each specialization compiles
-/// it (or takes it from the on-disk cache); later ones take it from memory.
+/// [`Device::synchronize`] or [`Buffer::to_vec`](crate::Buffer::to_vec). `num_warps` defaults to
+/// [`crate::default_num_warps`]. The first launch of each specialization compiles it (or takes
+/// it from the on-disk cache); later ones take it from memory.
 ///
 /// # Errors
 /// [`Error::InvalidLaunch`] and [`Error::InvalidArgument`] for what fails validation (and

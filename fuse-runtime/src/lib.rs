@@ -32,7 +32,7 @@ mod warps;
 // The spec: what the macro generates per kernel, and what the runtime derives from it once.
 mod spec;
 // The back ends.
-/// The CPU back end: an interpreter of the checked IR (owned by the CPU work, see docs/DESIGN.md).
+/// The CPU back end: an interpreter of the checked IR with the GPU's semantics (docs/DESIGN.md).
 pub mod cpu;
 mod cuda;
 // Devices and their memory, the launch arguments and their checks.

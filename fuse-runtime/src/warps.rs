@@ -8,33 +8,27 @@ use fuse_ir::{Expr, Kernel, Stmt, UnaryOp};
 
 /// The default warps per program, from the largest tile length `L` (a power of two) and the
 /// kernel's shape (reductions, loads, element sizes, math), as elements per thread
-/// (`L / (32 * warps)`). Tuned on an H200 (2026-11-22) by sweeping the warps over the anchor
-/// shapes; the sweeps are kept in `docs/runs/sweep-h200-s3/`, `sweep-h200-s4/` and
-/// `sweep-h200-s5/`:
+/// (`L / (32 * warps)`); the numbers are tuned for Hopper GPUs (H100, H200):
 /// * element-wise kernels: 8 elements per thread (`clamp(L / 256, 1, 16)`), 16 where the kernel
 ///   does math (`erf`, `exp`, `rand`, ...) and 32 where it does math on 1- or 2-byte loads: more
-///   independent lanes per thread to hide the long dependent chains, and per-thread setup (a
-///   division, say) spread over more of them (bias+GELU+dropout, `sweep-h200-s4/run2-*`);
+///   independent lanes per thread hide the long dependent chains, and per-thread setup (a
+///   division, say) is spread over more of them;
 /// * a reduction over one streamed tile (softmax-like): 2-byte elements 16 per thread
 ///   (`clamp(L / 512, 1, 16)`); 4-byte ones 4 warps up to `L = 4096`, 16 above (Triton's rule,
 ///   but 4 warps also at 4096);
 /// * a reduction with several tile loads (layernorm-like: x, w, b), whose tiles stay live across
-///   the reductions: 2-byte elements 32 per thread (`clamp(L / 1024, 1, 16)`: f16 LayerNorm 8192
-///   and 768 wide, `sweep-h200-s4/run5-row_w*`) but at least 8 warps from `L = 4096` (f16
-///   LayerNorm 4096x4096 timed alone in the fifth session, code 615b9d0: 8 warps 3005–3031 GB/s,
-///   4 warps 2926–2971 over three calls); 4-byte ones `clamp(L / 256, 1, 8)` up to 2048 wide
-///   (Triton's rule) and 16 warps from 4096.
+///   the reductions: 2-byte elements 32 per thread (`clamp(L / 1024, 1, 16)`) but at least 8 warps
+///   from `L = 4096`; 4-byte ones `clamp(L / 256, 1, 8)` up to 2048 wide (Triton's rule) and 16
+///   warps from 4096.
 ///
 /// A kernel that reduces a 2-D tile along an axis (`x.sum(1)`, `x.max(0)`, `argmax(x, 1)`)
 /// holds all the rows of its largest tile at once and takes 16 elements per thread
 /// (`clamp(L / 512, 1, 16)`), whatever its loads and element size: the rows stay live in
 /// registers across the reductions together with their per-row results and column-broadcast
 /// operands, and a row reduction costs the same shuffles however many warps hold the rows (a
-/// row spans `C / VEC` threads either way). 32 elements per thread put qk_norm_rope's `[8, 128]`
-/// f16 tile on one warp at 255 registers a thread (twice as slow as on 4 warps, docs/PERF.md,
-/// issue 14; its launcher now takes 2); 8 (the rule until session 14) was 1–5 % slower than 16 on
-/// every narrow-row softmax and LayerNorm anchor of an H100 sweep (`[ROWS, BLOCK]` tiles of 2048
-/// lanes, 8 against 4 warps, `docs/runs/2026-11-27-h100-session14/call6/sweep_t2048_w*`).
+/// row spans `C / VEC` threads either way), so more warps only add threads to schedule. 32
+/// elements per thread would put a `[8, 128]` f16 tile (qk_norm_rope's) on one warp at 255
+/// registers a thread.
 ///
 /// Never more warps than `L / 32`.
 pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
@@ -123,12 +117,11 @@ pub(crate) fn num_warps_for_grid(
 }
 
 /// A grid too small to give each multiprocessor its 64 resident warps at `warps` per program
-/// leaves the GPU latency-bound: double the warps while it still is and every thread keeps at least
-/// `min_elems` elements of the largest tile `l` (8; f16 LayerNorm 4096x1024 on an H200: 4 warps
-/// instead of 1; the sweep that chose it is `docs/runs/sweep-h200-s3/row_w*.json`). Axis
-/// reductions keep their 16 (`AXIS_REDUCE_ELEMS`): 16384 rows of 256 in `[8, 256]` tiles fill an
-/// H100 at 62 of its 64 warps a multiprocessor on 4 warps, and 8 warps were slower (the H100
-/// sweep of [`default_num_warps`]).
+/// leaves the GPU latency-bound: double the warps (up to 16) while it still is and every thread
+/// keeps at least `min_elems` elements of the largest tile `l`. 8 for most kernels (f16
+/// LayerNorm 4096x1024 on an H200's 132 multiprocessors: 4 warps instead of 1); axis reductions
+/// keep their 16 (`AXIS_REDUCE_ELEMS`, see [`default_num_warps`]): 16384 rows of 256 in
+/// `[8, 256]` tiles already give an H100 62 of its 64 warps a multiprocessor on 4 warps.
 fn fill_gpu(mut warps: u32, l: u64, min_elems: u64, programs: u64, sms: u32) -> u32 {
     while programs.saturating_mul(u64::from(warps)) < 64 * u64::from(sms)
         && l / (64 * u64::from(warps)) >= min_elems

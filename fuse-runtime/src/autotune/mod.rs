@@ -12,9 +12,14 @@
 //! * On the CPU device, and with `FUSE_AUTOTUNE=0`, the first candidate is taken without timing.
 //! * Timing runs the kernel many times over the launch's own arguments: buffers the kernel
 //!   writes in place must be listed in `restore = [..]` (saved before and put back before every
-//!   timed run and before the real launch, [`Saved`](crate::autotune::Saved)); any other output is simply written again.
+//!   timed run and before the real launch, [`Saved`](crate::autotune::Saved)); any other output
+//!   is simply written again.
 //! * The choice is logged through the `log` crate (target `fuse_runtime::autotune`): `info` for
 //!   each tuning and its timings, `debug` for a winner taken from disk.
+//!
+//! Top layer: `autotune/` imports `device`, `spec`, `args` and `validate` (the saved buffers),
+//! `cuda` (the device's winners and the disk cache) and the bottom layer. Inside it, `tuning.rs` and
+//! `saved.rs` are at the bottom, `bench.rs` and `record.rs` above them, this file on top.
 
 mod bench;
 mod record;

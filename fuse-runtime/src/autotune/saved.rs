@@ -1,6 +1,9 @@
 //! Triton's `restore_value`: copies of the buffers an autotuned kernel writes in place, taken
 //! before tuning and put back before every timed launch and before the real one, so that timing
 //! a candidate never changes what the real launch computes.
+//!
+//! Imports `args`, `validate` (whose memory the buffers are), `device` and `error`; nothing else
+//! of `autotune/`.
 
 use crate::args::{ArgMemoryMut, BufferArgMut, KernelArg};
 use crate::device::Device;

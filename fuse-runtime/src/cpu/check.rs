@@ -1,5 +1,7 @@
 //! Re-checks the IR against the rules the interpreter relies on, once per launch, so that a
 //! malformed kernel is an `InvalidKernel` error and never a panic.
+//!
+//! Imports only `cpu/error.rs`.
 
 use super::error::CpuError;
 use fuse_ir::{

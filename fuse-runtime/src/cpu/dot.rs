@@ -4,6 +4,8 @@
 //!
 //! The loops run `m`, then `k`, then `n` along a row of the output: every element still folds its
 //! `k` in increasing order, and the innermost loop walks `b` and the output contiguously.
+//!
+//! Imports `cpu/elem.rs` and `cpu/error.rs`.
 
 use super::elem::VarValue;
 use super::error::CpuError;

@@ -3,6 +3,8 @@
 //! Every interpreter operation dispatches on the dtype once per tile (the [`dispatch!`] macro
 //! turns a runtime `DType` into a type alias) and then runs one monomorphised loop over plain
 //! slices, so there is no per-element matching.
+//!
+//! The bottom of the CPU back end: imports nothing of the crate.
 
 use fuse_ir::DType;
 use half::{bf16, f16};

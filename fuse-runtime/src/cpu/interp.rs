@@ -1,5 +1,7 @@
 //! The interpreter proper: one [`Prog`] per worker runs programs one after another, reusing its
 //! per-var storage. Every expression is one dtype dispatch and one tight loop over the tile.
+//!
+//! Imports `cpu/elem.rs`, `cpu/dot.rs` and `cpu/error.rs`.
 
 use super::elem::{dispatch, Atomics, Bc, Bits, Bitwise, Elem, Mem, Num, Source, VarValue};
 use super::error::CpuError;

@@ -18,6 +18,10 @@
 //! order of accumulation). Transcendentals (`exp`, `log`, `erf`, ...) come
 //! from `libm` and may differ from CUDA's by a few ulp; float sums are reduced in a different
 //! order (8 accumulators, then a tree).
+//!
+//! Back-end layer: `cpu/` imports nothing of the rest of the crate (a launch hands it
+//! [`CpuArg`](crate::cpu::CpuArg)s). Inside it, `error.rs` and `elem.rs` are at the bottom, `check.rs` and `dot.rs`
+//! above them, `interp.rs` above those, this file on top.
 
 mod check;
 mod dot;

@@ -3,6 +3,12 @@
 //! One stream per device (the context's default stream for `Device::cuda`, the caller's for
 //! `Device::from_cudarc`) orders every copy and launch. A graph capture records the capturing
 //! thread's launches on a private capture stream instead (see `graph.rs`).
+//!
+//! Back-end layer: `cuda/` imports only the bottom layer (`error`, `util`, `disk_cache`); the
+//! device, the launch and the autotuner above it pass it what it needs (the launch words, the
+//! source to compile, the spec's address for the autotuning winners). Inside it, `libs.rs`,
+//! `tma.rs`, `smem.rs`, `capture.rs` and `tunings.rs` are at the bottom, `nvrtc.rs` above
+//! `libs.rs`, this file (the device, its caches and its launches) on top.
 
 pub(crate) mod capture;
 pub(crate) mod libs;
