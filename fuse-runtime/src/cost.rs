@@ -340,7 +340,7 @@ pub(crate) fn cost(
             args.len()
         )));
     }
-    let (scalars, lens) = launch_values(k, args)?;
+    let LaunchValues { scalars, lens } = launch_values(k, args)?;
     let g = [grid.x, grid.y, grid.z];
     let facts = LaunchFacts { consts, grid: g, scalars: &scalars, lens: &lens };
     let programs = u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z);
@@ -395,8 +395,15 @@ pub(crate) fn cost(
     })
 }
 
-/// The launch's integer scalars and buffer lengths, per parameter, from `args`.
-fn launch_values(k: &Kernel, args: &[CostArg]) -> Result<(Vec<Option<i128>>, Vec<Option<u64>>)> {
+/// Per parameter, a launch's integer scalar or buffer length (`None` for the other kinds), as
+/// [`LaunchFacts`] takes them.
+struct LaunchValues {
+    scalars: Vec<Option<i128>>,
+    lens: Vec<Option<u64>>,
+}
+
+/// The [`LaunchValues`] of `args`, each checked against its parameter's kind.
+fn launch_values(k: &Kernel, args: &[CostArg]) -> Result<LaunchValues> {
     let mut scalars = Vec::with_capacity(args.len());
     let mut lens = Vec::with_capacity(args.len());
     for (p, a) in k.params.iter().zip(args) {
@@ -418,7 +425,7 @@ fn launch_values(k: &Kernel, args: &[CostArg]) -> Result<(Vec<Option<i128>>, Vec
         scalars.push(s);
         lens.push(l);
     }
-    Ok((scalars, lens))
+    Ok(LaunchValues { scalars, lens })
 }
 
 /// The traffic of buffer `name` (`len` elements of `elem`) from its live accesses, each given

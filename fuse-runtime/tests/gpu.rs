@@ -32,14 +32,14 @@ fn upload_launch_read_back(d: &Device) {
     println!("device: {}", d.description());
     assert_eq!(Device::cuda(0).unwrap(), *d, "the same device every time");
     for (n, block) in [(1usize, 256u64), (1000, 256), (1_000_003, 1024), (4096, 64)] {
-        run_add_one(&d, n, block);
+        run_add_one(d, n, block);
     }
     // Explicit num_warps, copies, empty buffers.
     let mut out = d.zeros::<f32>(300).unwrap();
     let xb = d.upload(&[2.0f32; 300]).unwrap();
     launch(
         add_one_spec(),
-        &d,
+        d,
         LaunchConfig::new(2u32).num_warps(8),
         &[256],
         &mut [(&xb).into(), (&mut out).into(), 300i32.into()],
@@ -59,7 +59,7 @@ fn out_of_bounds_is_reported_at_the_next_sync(_: &Device) {
     let xb = d.upload(&[1.0f32; 10]).unwrap();
     let mut out = d.zeros::<f32>(16).unwrap();
     // n = 16 > len(x) = 10: lanes 10..16 read x out of bounds; the launch itself succeeds.
-    launch(add_one_spec(), &d, 1u32.into(), &[16], &mut [(&xb).into(), (&mut out).into(), 16i32.into()])
+    launch(add_one_spec(), d, 1u32.into(), &[16], &mut [(&xb).into(), (&mut out).into(), 16i32.into()])
         .unwrap();
     let e = d.synchronize().unwrap_err();
     match &e {
@@ -77,7 +77,7 @@ fn out_of_bounds_is_reported_at_the_next_sync(_: &Device) {
     assert_eq!(&got[10..], &[1.0f32; 6]);
     // Also through to_vec: an out-of-bounds store into `out`.
     let mut small = d.zeros::<f32>(4).unwrap();
-    launch(add_one_spec(), &d, 1u32.into(), &[16], &mut [(&xb).into(), (&mut small).into(), 8i32.into()])
+    launch(add_one_spec(), d, 1u32.into(), &[16], &mut [(&xb).into(), (&mut small).into(), 8i32.into()])
         .unwrap();
     let e = small.to_vec().unwrap_err();
     assert!(matches!(&e, Error::OutOfBounds { param, .. } if param == "out"), "{e}");
@@ -87,9 +87,8 @@ fn cuda_launch_validation(d: &Device) {
     let cpu = Device::cpu();
     let xc = cpu.upload(&[1.0f32; 8]).unwrap();
     let mut out = d.zeros::<f32>(8).unwrap();
-    let e =
-        launch(add_one_spec(), &d, 1u32.into(), &[8], &mut [(&xc).into(), (&mut out).into(), 8i32.into()])
-            .unwrap_err();
+    let e = launch(add_one_spec(), d, 1u32.into(), &[8], &mut [(&xc).into(), (&mut out).into(), 8i32.into()])
+        .unwrap_err();
     assert!(matches!(e, Error::WrongDevice(_)), "{e}");
     assert!(e.to_string().contains("lives on CPU"), "{e}");
     let xg = d.upload(&[1.0f32; 8]).unwrap();
@@ -100,7 +99,7 @@ fn cuda_launch_validation(d: &Device) {
     assert!(matches!(e, Error::WrongDevice(_)), "{e}");
     let e = launch(
         add_one_spec(),
-        &d,
+        d,
         (1u32, 70000u32).into(),
         &[8],
         &mut [(&xg).into(), (&mut out).into(), 8i32.into()],
@@ -115,16 +114,16 @@ fn aot_compile_then_launch_and_time_ms(d: &Device) {
     // Correctness of compile() then launch, and that time_ms returns a positive time; how fast
     // these are is measured by `cargo bench --bench cache` / `--bench anchors`.
     let spec = add_one_spec();
-    spec.compile(&d, &[512], None).unwrap();
+    spec.compile(d, &[512], None).unwrap();
     let n = 1 << 20;
     let xb = d.upload(&vec![1.0f32; n]).unwrap();
     let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
     let grid = (n / 512) as u32;
-    launch(spec, &d, grid.into(), &[512], &mut [(&xb).into(), (&mut out).into(), (n as i32).into()]).unwrap();
+    launch(spec, d, grid.into(), &[512], &mut [(&xb).into(), (&mut out).into(), (n as i32).into()]).unwrap();
     assert!(out.to_vec().unwrap().iter().all(|&v| v == 2.0));
     let ms = d
         .time_ms(20, || {
-            launch(spec, &d, grid.into(), &[512], &mut [(&xb).into(), (&mut out).into(), (n as i32).into()])
+            launch(spec, d, grid.into(), &[512], &mut [(&xb).into(), (&mut out).into(), (n as i32).into()])
         })
         .unwrap();
     assert!(ms > 0.0);
@@ -143,7 +142,7 @@ fn hot_path_repeated_launches_stay_correct(d: &Device) {
         {
             let src = if i % 2 == 0 { &xb } else { &acc };
             let mut args: [KernelArg<'_>; 3] = [src.into(), (&mut out).into(), 256i32.into()];
-            launch(spec, &d, 1u32.into(), &[256], &mut args).unwrap();
+            launch(spec, d, 1u32.into(), &[256], &mut args).unwrap();
         }
         acc.copy_from(&out).unwrap();
     }
@@ -183,7 +182,7 @@ fn specializations_pick_the_variant(d: &Device) {
     let mut out = d.zeros::<f32>(64).unwrap();
     // Buffers from this runtime are 256-byte aligned: FUSE_ALIGN16_x = 1 always here.
     for (n, want) in [(32i32, 1101.0f32), (33, 1001.0), (48, 1101.0), (7, 1001.0)] {
-        launch(spec, &d, 1u32.into(), &[64], &mut [(&xb).into(), (&mut out).into(), n.into()]).unwrap();
+        launch(spec, d, 1u32.into(), &[64], &mut [(&xb).into(), (&mut out).into(), n.into()]).unwrap();
         let got = out.to_vec().unwrap();
         assert_eq!(got[0], want, "n = {n}");
     }

@@ -18,8 +18,9 @@
 //!   each tuning and its timings, `debug` for a winner taken from disk.
 //!
 //! Top layer: `autotune/` imports `device`, `spec`, `args` and `validate` (the saved buffers),
-//! `cuda` (the device's winners and the disk cache) and the bottom layer. Inside it, `tuning.rs` and
-//! `saved.rs` are at the bottom, `bench.rs` and `record.rs` above them, this file on top.
+//! `cuda` (the device's winners and the disk cache) and the bottom layer. Inside it, `saved.rs`
+//! is at the bottom, `tuning.rs` above it, `bench.rs` and `record.rs` above those, this file on
+//! top.
 
 mod bench;
 mod record;

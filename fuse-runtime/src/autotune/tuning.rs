@@ -1,8 +1,8 @@
 //! What an autotuned kernel declares ([`Tuning`]: its [`Candidate`]s and key), how a key value
 //! becomes a word ([`KeyValue`]), and what the tuner asks of the generated launcher ([`Step`]).
 //!
-//! The bottom of `autotune/`: the other files of it may import this one; it imports only
-//! `error` and `autotune/saved.rs` (the buffers a [`Step`] saves and restores).
+//! Near the bottom of `autotune/`: imports only `error` and `autotune/saved.rs` (the buffers a
+//! [`Step`] saves and restores); `bench.rs`, `record.rs` and `autotune/mod.rs` import it.
 
 use super::saved::Saved;
 use crate::error::Error;

@@ -70,10 +70,13 @@ pub fn trial(name: &'static str, test: fn()) -> Trial {
     })
 }
 
+/// A GPU test: its name and its body, given the device.
+pub type GpuTest = (&'static str, fn(&Device));
+
 /// One trial per test, each given GPU 0. With no usable GPU (decided once, the reason printed once
 /// to stderr) every one is ignored with the kind "needs an NVIDIA GPU"; run anyway with
 /// `--include-ignored`, each fails with the reason.
-pub fn gpu_trials(tests: Vec<(&'static str, fn(&Device))>) -> Vec<Trial> {
+pub fn gpu_trials(tests: Vec<GpuTest>) -> Vec<Trial> {
     backtrace_on_segfault();
     let gpu = usable_gpu();
     if let Err(e) = &gpu {
