@@ -541,7 +541,7 @@ pub(crate) trait Source<B> {
         &self,
         start: usize,
         mask: Option<&[bool]>,
-        other: Bc<'_, T>,
+        other: ScalarOrTile<'_, T>,
         out: &mut [T],
     ) {
         let win = &self.items()[start..][..out.len()];
@@ -551,13 +551,13 @@ pub(crate) trait Source<B> {
                     *o = T::from_bits(Self::read(x));
                 }
             }
-            (Some(m), Bc::One(v)) => {
+            (Some(m), ScalarOrTile::Scalar(v)) => {
                 for ((o, x), &k) in out.iter_mut().zip(win).zip(m) {
                     let y = T::from_bits(Self::read(x));
                     *o = if k { y } else { v };
                 }
             }
-            (Some(m), Bc::All(t)) => {
+            (Some(m), ScalarOrTile::Tile(t)) => {
                 for (((o, x), &k), &v) in out.iter_mut().zip(win).zip(m).zip(t) {
                     let y = T::from_bits(Self::read(x));
                     *o = if k { y } else { v };
@@ -567,11 +567,11 @@ pub(crate) trait Source<B> {
     }
 }
 
-/// A scalar broadcast or a tile.
+/// An operand of `n` lanes: one value broadcast to all of them, or a tile of `n`.
 #[derive(Clone, Copy)]
-pub(crate) enum Bc<'a, T> {
-    One(T),
-    All(&'a [T]),
+pub(crate) enum ScalarOrTile<'a, T> {
+    Scalar(T),
+    Tile(&'a [T]),
 }
 
 impl<B: Bits> Source<B> for [B] {

@@ -3,7 +3,7 @@
 //!
 //! Imports `cpu/elem.rs`, `cpu/dot.rs` and `cpu/error.rs`.
 
-use super::elem::{dispatch, Atomics, Bc, Bits, Bitwise, Elem, Mem, Num, Source, VarValue};
+use super::elem::{dispatch, Atomics, Bits, Bitwise, Elem, Mem, Num, ScalarOrTile, Source, VarValue};
 use super::error::CpuError;
 use fuse_ir::philox::{half_word, philox4x32_10, uniform, uniform16};
 use fuse_ir::RandWidth;
@@ -430,7 +430,7 @@ fn arg_reduce<T: Num>(op: ArgOp, a: &[T], walk: &AxisWalk, out: &mut Vec<i32>) -
 
 /// Offsets of a load/store/rand: a tile of an integer compute type.
 #[derive(Clone, Copy)]
-enum Off<'a> {
+enum Offsets<'a> {
     I32(&'a [i32]),
     U32(&'a [u32]),
     I64(&'a [i64]),
@@ -438,13 +438,13 @@ enum Off<'a> {
 }
 
 /// The offsets as `n` lanes; a scalar offset under a tile mask/value is spread into `scratch`.
-fn offsets<'s>(d: &'s VarValue, n: usize, scratch: &'s mut Vec<i64>) -> Result<Off<'s>, CpuError> {
+fn offsets<'s>(d: &'s VarValue, n: usize, scratch: &'s mut Vec<i64>) -> Result<Offsets<'s>, CpuError> {
     if d.len() == n {
         return Ok(match d {
-            VarValue::I32(v) => Off::I32(v),
-            VarValue::U32(v) => Off::U32(v),
-            VarValue::I64(v) => Off::I64(v),
-            VarValue::U64(v) => Off::U64(v),
+            VarValue::I32(v) => Offsets::I32(v),
+            VarValue::U32(v) => Offsets::U32(v),
+            VarValue::I64(v) => Offsets::I64(v),
+            VarValue::U64(v) => Offsets::U64(v),
             _ => return Err(bad(format!("offsets of {}", d.dtype()))),
         });
     }
@@ -460,22 +460,26 @@ fn offsets<'s>(d: &'s VarValue, n: usize, scratch: &'s mut Vec<i64>) -> Result<O
     };
     scratch.clear();
     scratch.resize(n, x);
-    Ok(Off::I64(scratch))
+    Ok(Offsets::I64(scratch))
 }
 
-enum MaskK<'a> {
+/// Which lanes of a load or store a mask lets through.
+enum MaskLanes<'a> {
+    /// Every lane (no mask, or a scalar `true`).
     All,
+    /// None (a scalar `false`).
     None,
+    /// Those whose lane of the tile is true.
     Tile(&'a [bool]),
 }
 
-fn mask_of(m: Option<&VarValue>, n: usize) -> Result<MaskK<'_>, CpuError> {
-    let Some(d) = m else { return Ok(MaskK::All) };
+fn mask_of(m: Option<&VarValue>, n: usize) -> Result<MaskLanes<'_>, CpuError> {
+    let Some(d) = m else { return Ok(MaskLanes::All) };
     let s = as_slice::<bool>(d)?;
     if s.len() == n {
-        Ok(MaskK::Tile(s))
+        Ok(MaskLanes::Tile(s))
     } else if s.len() == 1 {
-        Ok(if s[0] { MaskK::All } else { MaskK::None })
+        Ok(if s[0] { MaskLanes::All } else { MaskLanes::None })
     } else {
         Err(shape_err(s.len(), n))
     }
@@ -489,12 +493,12 @@ fn contiguous<O: Elem>(offs: &[O]) -> Option<i64> {
     ok.then_some(o0)
 }
 
-fn bc<T: Elem>(d: &VarValue, n: usize) -> Result<Bc<'_, T>, CpuError> {
+fn scalar_or_tile<T: Elem>(d: &VarValue, n: usize) -> Result<ScalarOrTile<'_, T>, CpuError> {
     let s = as_slice::<T>(d)?;
     if s.len() == n {
-        Ok(Bc::All(s))
+        Ok(ScalarOrTile::Tile(s))
     } else if s.len() == 1 {
-        Ok(Bc::One(s[0]))
+        Ok(ScalarOrTile::Scalar(s[0]))
     } else {
         Err(shape_err(s.len(), n))
     }
@@ -505,7 +509,7 @@ fn load_loop<T: Elem, O: Elem, S: Source<T::Bits> + ?Sized>(
     src: &S,
     offs: &[O],
     mask: Option<&[bool]>,
-    other: Bc<'_, T>,
+    other: ScalarOrTile<'_, T>,
     out: &mut Vec<T>,
 ) -> Result<(), Fail> {
     let len = src.slen() as u64;
@@ -533,12 +537,12 @@ fn load_loop<T: Elem, O: Elem, S: Source<T::Bits> + ?Sized>(
                 *o = read!(x);
             }
         }
-        (Some(m), Bc::One(v)) => {
+        (Some(m), ScalarOrTile::Scalar(v)) => {
             for ((o, &x), &k) in out.iter_mut().zip(offs).zip(m) {
                 *o = if k { read!(x) } else { v };
             }
         }
-        (Some(m), Bc::All(t)) => {
+        (Some(m), ScalarOrTile::Tile(t)) => {
             for (((o, &x), &k), &v) in out.iter_mut().zip(offs).zip(m).zip(t) {
                 *o = if k { read!(x) } else { v };
             }
@@ -549,40 +553,40 @@ fn load_loop<T: Elem, O: Elem, S: Source<T::Bits> + ?Sized>(
 
 fn load_src<T: Elem, S: Source<T::Bits> + ?Sized>(
     src: &S,
-    off: Off<'_>,
+    off: Offsets<'_>,
     mask: Option<&[bool]>,
-    other: Bc<'_, T>,
+    other: ScalarOrTile<'_, T>,
     out: &mut Vec<T>,
 ) -> Result<(), Fail> {
     match off {
-        Off::I32(o) => load_loop(src, o, mask, other, out),
-        Off::U32(o) => load_loop(src, o, mask, other, out),
-        Off::I64(o) => load_loop(src, o, mask, other, out),
-        Off::U64(o) => load_loop(src, o, mask, other, out),
+        Offsets::I32(o) => load_loop(src, o, mask, other, out),
+        Offsets::U32(o) => load_loop(src, o, mask, other, out),
+        Offsets::I64(o) => load_loop(src, o, mask, other, out),
+        Offsets::U64(o) => load_loop(src, o, mask, other, out),
     }
 }
 
 fn load_t<T: Elem>(
     mem: &Mem<'_>,
-    off: Off<'_>,
-    mask: MaskK<'_>,
+    off: Offsets<'_>,
+    mask: MaskLanes<'_>,
     other: Option<&VarValue>,
     out: &mut VarValue,
     n: usize,
 ) -> Result<(), Fail> {
     let other = match other {
-        None => Bc::One(T::default()),
-        Some(d) => bc::<T>(d, n)?,
+        None => ScalarOrTile::Scalar(T::default()),
+        Some(d) => scalar_or_tile::<T>(d, n)?,
     };
     let out = as_vec_mut::<T>(out)?;
     let mask = match mask {
-        MaskK::All => None,
-        MaskK::Tile(m) => Some(m),
-        MaskK::None => {
+        MaskLanes::All => None,
+        MaskLanes::Tile(m) => Some(m),
+        MaskLanes::None => {
             out.clear();
             match other {
-                Bc::One(v) => out.resize(n, v),
-                Bc::All(s) => out.extend_from_slice(s),
+                ScalarOrTile::Scalar(v) => out.resize(n, v),
+                ScalarOrTile::Tile(s) => out.extend_from_slice(s),
             }
             return Ok(());
         }
@@ -601,7 +605,7 @@ fn store_loop<T: Elem, O: Elem>(
     dst: &[<T::Bits as Bits>::Atomic],
     offs: &[O],
     mask: Option<&[bool]>,
-    val: Bc<'_, T>,
+    val: ScalarOrTile<'_, T>,
 ) -> Result<(), Fail> {
     let len = dst.len() as u64;
     macro_rules! write {
@@ -618,10 +622,12 @@ fn store_loop<T: Elem, O: Elem>(
             let win = &dst[o0 as usize..o0 as usize + offs.len()];
             let put = |a: &<T::Bits as Bits>::Atomic, v: T| <T::Bits as Bits>::store(a, v.to_bits());
             match (mask, val) {
-                (None, Bc::One(v)) => win.iter().for_each(|a| put(a, v)),
-                (None, Bc::All(vs)) => win.iter().zip(vs).for_each(|(a, &v)| put(a, v)),
-                (Some(m), Bc::One(v)) => win.iter().zip(m).filter(|(_, &k)| k).for_each(|(a, _)| put(a, v)),
-                (Some(m), Bc::All(vs)) => {
+                (None, ScalarOrTile::Scalar(v)) => win.iter().for_each(|a| put(a, v)),
+                (None, ScalarOrTile::Tile(vs)) => win.iter().zip(vs).for_each(|(a, &v)| put(a, v)),
+                (Some(m), ScalarOrTile::Scalar(v)) => {
+                    win.iter().zip(m).filter(|(_, &k)| k).for_each(|(a, _)| put(a, v))
+                }
+                (Some(m), ScalarOrTile::Tile(vs)) => {
                     win.iter().zip(m).zip(vs).filter(|((_, &k), _)| k).for_each(|((a, _), &v)| put(a, v))
                 }
             }
@@ -629,24 +635,24 @@ fn store_loop<T: Elem, O: Elem>(
         }
     }
     match (mask, val) {
-        (None, Bc::One(v)) => {
+        (None, ScalarOrTile::Scalar(v)) => {
             for &x in offs {
                 write!(x, v);
             }
         }
-        (None, Bc::All(vs)) => {
+        (None, ScalarOrTile::Tile(vs)) => {
             for (&x, &v) in offs.iter().zip(vs) {
                 write!(x, v);
             }
         }
-        (Some(m), Bc::One(v)) => {
+        (Some(m), ScalarOrTile::Scalar(v)) => {
             for (&x, &k) in offs.iter().zip(m) {
                 if k {
                     write!(x, v);
                 }
             }
         }
-        (Some(m), Bc::All(vs)) => {
+        (Some(m), ScalarOrTile::Tile(vs)) => {
             for ((&x, &k), &v) in offs.iter().zip(m).zip(vs) {
                 if k {
                     write!(x, v);
@@ -659,18 +665,18 @@ fn store_loop<T: Elem, O: Elem>(
 
 fn store_t<T: Elem>(
     mem: &Mem<'_>,
-    off: Off<'_>,
+    off: Offsets<'_>,
     mask: Option<&[bool]>,
     val: &VarValue,
     n: usize,
 ) -> Result<(), Fail> {
     let dst = <T::Bits as Bits>::rw(mem).ok_or_else(|| bad("store to a read-only buffer"))?;
-    let v = bc::<T>(val, n)?;
+    let v = scalar_or_tile::<T>(val, n)?;
     match off {
-        Off::I32(o) => store_loop::<T, _>(dst, o, mask, v),
-        Off::U32(o) => store_loop::<T, _>(dst, o, mask, v),
-        Off::I64(o) => store_loop::<T, _>(dst, o, mask, v),
-        Off::U64(o) => store_loop::<T, _>(dst, o, mask, v),
+        Offsets::I32(o) => store_loop::<T, _>(dst, o, mask, v),
+        Offsets::U32(o) => store_loop::<T, _>(dst, o, mask, v),
+        Offsets::I64(o) => store_loop::<T, _>(dst, o, mask, v),
+        Offsets::U64(o) => store_loop::<T, _>(dst, o, mask, v),
     }
 }
 
@@ -798,9 +804,9 @@ impl<'c, 'a> Prog<'c, 'a> {
         let md = mask.map(|m| &front[m.0 as usize]);
         let n = od.len().max(vd.len()).max(md.map_or(1, VarValue::len));
         let mask = match mask_of(md, n)? {
-            MaskK::None => return Ok(()),
-            MaskK::All => None,
-            MaskK::Tile(m) => Some(m),
+            MaskLanes::None => return Ok(()),
+            MaskLanes::All => None,
+            MaskLanes::Tile(m) => Some(m),
         };
         let off = offsets(od, n, &mut self.scratch)?;
         let r = dispatch!(all elem, T => store_t::<T>(&mem, off, mask, vd, n), else Err(Fail::Err(bad("bad element type"))));
