@@ -26,55 +26,57 @@
 //! comparisons hold for every value their operands' intervals allow, evaluated where the mask is
 //! assigned, is true on every lane of every program (`offs < n` when the grid covers exactly `n`,
 //! `cols < n_cols` when the tile is the row).
+//!
+//! Bottom layer (a pure analysis of the IR): imports nothing of the crate.
 
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Literal, Shape, Stmt, UnaryOp, VarId};
 
 /// A closed interval of mathematical integers; empty when `lo > hi` (no value: the code that
 /// would produce one never runs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Iv {
+pub(crate) struct Interval {
     lo: i128,
     hi: i128,
 }
 
-impl Iv {
-    fn new(lo: i128, hi: i128) -> Iv {
-        Iv { lo, hi }
+impl Interval {
+    fn new(lo: i128, hi: i128) -> Interval {
+        Interval { lo, hi }
     }
-    fn point(v: i128) -> Iv {
-        Iv { lo: v, hi: v }
+    fn point(v: i128) -> Interval {
+        Interval { lo: v, hi: v }
     }
     fn is_empty(self) -> bool {
         self.lo > self.hi
     }
-    fn hull(self, o: Iv) -> Iv {
+    fn hull(self, o: Interval) -> Interval {
         match (self.is_empty(), o.is_empty()) {
             (true, _) => o,
             (_, true) => self,
-            _ => Iv::new(self.lo.min(o.lo), self.hi.max(o.hi)),
+            _ => Interval::new(self.lo.min(o.lo), self.hi.max(o.hi)),
         }
     }
-    fn meet(self, o: Iv) -> Iv {
-        Iv::new(self.lo.max(o.lo), self.hi.min(o.hi))
+    fn meet(self, o: Interval) -> Interval {
+        Interval::new(self.lo.max(o.lo), self.hi.min(o.hi))
     }
 }
 
 /// The values of an integer (or bool) dtype; `None` for floats.
-fn range(d: DType) -> Option<Iv> {
+fn range(d: DType) -> Option<Interval> {
     Some(match d {
-        DType::Bool => Iv::new(0, 1),
-        DType::I8 => Iv::new(i8::MIN.into(), i8::MAX.into()),
-        DType::U8 => Iv::new(0, u8::MAX.into()),
-        DType::I32 => Iv::new(i32::MIN.into(), i32::MAX.into()),
-        DType::U32 => Iv::new(0, u32::MAX.into()),
-        DType::I64 => Iv::new(i64::MIN.into(), i64::MAX.into()),
-        DType::U64 => Iv::new(0, u64::MAX.into()),
+        DType::Bool => Interval::new(0, 1),
+        DType::I8 => Interval::new(i8::MIN.into(), i8::MAX.into()),
+        DType::U8 => Interval::new(0, u8::MAX.into()),
+        DType::I32 => Interval::new(i32::MIN.into(), i32::MAX.into()),
+        DType::U32 => Interval::new(0, u32::MAX.into()),
+        DType::I64 => Interval::new(i64::MIN.into(), i64::MAX.into()),
+        DType::U64 => Interval::new(0, u64::MAX.into()),
         DType::F16 | DType::BF16 | DType::F32 => return None,
     })
 }
 
 /// `iv` if every value fits `d` (so the machine computed it without wrapping), else unknown.
-fn fit(d: DType, iv: Iv) -> Option<Iv> {
+fn fit(d: DType, iv: Interval) -> Option<Interval> {
     let r = range(d)?;
     (iv.is_empty() || (r.lo <= iv.lo && iv.hi <= r.hi)).then_some(iv)
 }
@@ -274,7 +276,7 @@ impl BoundsPlan {
     /// mask is true, over every program of the launch (`(lo, hi)`, empty when `lo > hi`), or
     /// `None` where the analysis cannot bound it. For [`crate::cost`].
     pub(crate) fn access_ranges(&self, f: &LaunchFacts<'_>) -> Vec<Option<(i128, i128)>> {
-        let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
+        let mut vals: Vec<Option<Interval>> = vec![None; self.types.len()];
         self.accesses
             .iter()
             .map(|plan| {
@@ -288,7 +290,7 @@ impl BoundsPlan {
     /// program of the launch, `Some(false)` where it holds in none, `None` otherwise or where it
     /// cannot be followed. For [`crate::cost`].
     pub(crate) fn branches(&self, f: &LaunchFacts<'_>) -> Vec<Option<bool>> {
-        let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
+        let mut vals: Vec<Option<Interval>> = vec![None; self.types.len()];
         self.ifs
             .iter()
             .map(|plan| {
@@ -297,8 +299,8 @@ impl BoundsPlan {
                     vals[s.var.0 as usize] = self.eval(s, f, &vals);
                 }
                 match vals[cond.0 as usize]? {
-                    Iv { lo: 1, hi: 1 } => Some(true),
-                    Iv { lo: 0, hi: 0 } => Some(false),
+                    Interval { lo: 1, hi: 1 } => Some(true),
+                    Interval { lo: 0, hi: 0 } => Some(false),
                     _ => None,
                 }
             })
@@ -309,7 +311,7 @@ impl BoundsPlan {
     /// one execution, over every program of the launch (equal when its start, end and step are
     /// the same everywhere), or `None` where they cannot be bounded. For [`crate::cost`].
     pub(crate) fn trip_counts(&self, f: &LaunchFacts<'_>) -> Vec<Option<(u128, u128)>> {
-        let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
+        let mut vals: Vec<Option<Interval>> = vec![None; self.types.len()];
         self.loops
             .iter()
             .map(|plan| {
@@ -343,7 +345,7 @@ impl BoundsPlan {
         f: &LaunchFacts<'_>,
     ) -> Option<Vec<(i128, i128)>> {
         let plan = self.accesses.get(access)?.as_ref()?;
-        let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
+        let mut vals: Vec<Option<Interval>> = vec![None; self.types.len()];
         for s in &plan.steps {
             vals[s.var.0 as usize] = self.eval(s, f, &vals);
         }
@@ -353,7 +355,7 @@ impl BoundsPlan {
     /// What holds for this launch (see [`Proof`]).
     pub(crate) fn prove(&self, f: &LaunchFacts<'_>) -> Proof {
         let mut proof = Proof::default();
-        let mut vals: Vec<Option<Iv>> = vec![None; self.types.len()];
+        let mut vals: Vec<Option<Interval>> = vec![None; self.types.len()];
         for (i, plan) in self.accesses.iter().enumerate().take(64) {
             let Some(plan) = plan else { continue };
             if self.proves(plan, f, &mut vals) {
@@ -372,7 +374,7 @@ impl BoundsPlan {
         proof
     }
 
-    fn proves(&self, plan: &AccessPlan, f: &LaunchFacts<'_>, vals: &mut [Option<Iv>]) -> bool {
+    fn proves(&self, plan: &AccessPlan, f: &LaunchFacts<'_>, vals: &mut [Option<Interval>]) -> bool {
         let Some(Some(len)) = f.lens.get(plan.param as usize) else { return false };
         match self.offset_range(plan, f, vals) {
             Some(iv) => iv.is_empty() || (iv.lo >= 0 && iv.hi < i128::from(*len)),
@@ -381,16 +383,24 @@ impl BoundsPlan {
     }
 
     /// The offsets of an access on the lanes where its mask is true, over every program.
-    fn offset_range(&self, plan: &AccessPlan, f: &LaunchFacts<'_>, vals: &mut [Option<Iv>]) -> Option<Iv> {
+    fn offset_range(
+        &self,
+        plan: &AccessPlan,
+        f: &LaunchFacts<'_>,
+        vals: &mut [Option<Interval>],
+    ) -> Option<Interval> {
         // Every lane first, then again on the lanes where the mask is true.
         for s in &plan.steps {
             vals[s.var.0 as usize] = self.eval(s, f, vals);
         }
-        let mut pinned: Vec<(VarId, Iv)> = Vec::new();
+        let mut pinned: Vec<(VarId, Interval)> = Vec::new();
         for n in &plan.narrows {
             let (Some(v), Some(b)) = (vals[n.var.0 as usize], vals[n.bound.0 as usize]) else { continue };
-            let limit =
-                if n.upper { Iv::new(i128::MIN, b.hi - n.slack) } else { Iv::new(b.lo + n.slack, i128::MAX) };
+            let limit = if n.upper {
+                Interval::new(i128::MIN, b.hi - n.slack)
+            } else {
+                Interval::new(b.lo + n.slack, i128::MAX)
+            };
             let narrowed = match pinned.iter_mut().find(|(p, _)| *p == n.var) {
                 Some((_, iv)) => {
                     *iv = iv.meet(limit);
@@ -413,7 +423,7 @@ impl BoundsPlan {
         vals[plan.offset.0 as usize]
     }
 
-    fn eval(&self, s: &Step, f: &LaunchFacts<'_>, vals: &[Option<Iv>]) -> Option<Iv> {
+    fn eval(&self, s: &Step, f: &LaunchFacts<'_>, vals: &[Option<Interval>]) -> Option<Interval> {
         let ty = &self.types[s.var.0 as usize];
         let d = ty.dtype;
         let get = |v: VarId| vals[v.0 as usize];
@@ -427,22 +437,22 @@ impl BoundsPlan {
                         hi = a.lo + (b.hi - 1 - a.lo) / st.lo * st.lo;
                     }
                 }
-                Iv::new(a.lo, hi)
+                Interval::new(a.lo, hi)
             }
             Op::Expr(e) => match e {
                 Expr::Copy(v) | Expr::Splat(v) => get(*v)?,
-                Expr::Lit(Literal::Int(i)) => Iv::point((*i).into()),
-                Expr::Lit(Literal::UInt(u)) => Iv::point((*u).into()),
-                Expr::Lit(Literal::Bool(b)) => Iv::point((*b).into()),
+                Expr::Lit(Literal::Int(i)) => Interval::point((*i).into()),
+                Expr::Lit(Literal::UInt(u)) => Interval::point((*u).into()),
+                Expr::Lit(Literal::Bool(b)) => Interval::point((*b).into()),
                 Expr::Lit(Literal::Float(_)) => return None,
-                Expr::Param(p) => Iv::point((*f.scalars.get(*p as usize)?)?),
-                Expr::ConstGeneric(c) => Iv::point((*f.consts.get(*c as usize)?).into()),
-                Expr::ProgramId(a) => Iv::new(0, i128::from(*f.grid.get(*a as usize)?) - 1),
-                Expr::NumPrograms(a) => Iv::point((*f.grid.get(*a as usize)?).into()),
+                Expr::Param(p) => Interval::point((*f.scalars.get(*p as usize)?)?),
+                Expr::ConstGeneric(c) => Interval::point((*f.consts.get(*c as usize)?).into()),
+                Expr::ProgramId(a) => Interval::new(0, i128::from(*f.grid.get(*a as usize)?) - 1),
+                Expr::NumPrograms(a) => Interval::point((*f.grid.get(*a as usize)?).into()),
                 Expr::Arange { start } => {
                     let Shape::Tile(l) = &ty.shape else { return None };
                     let n = l.eval(f.consts)?;
-                    Iv::new((*start).into(), i128::from(*start) + i128::from(n) - 1)
+                    Interval::new((*start).into(), i128::from(*start) + i128::from(n) - 1)
                 }
                 Expr::Unary(op, v) => unary(*op, get(*v)?)?,
                 Expr::Binary(op, a, b) if !op.is_comparison() => binary(*op, get(*a)?, get(*b)?, d)?,
@@ -455,9 +465,9 @@ impl BoundsPlan {
                         v[a.0 as usize] = Some(x);
                         v[b.0 as usize] = Some(y);
                         if always(&t, &v) {
-                            Iv::point(1)
+                            Interval::point(1)
                         } else if always(&negate(&t), &v) {
-                            Iv::point(0)
+                            Interval::point(0)
                         } else {
                             range(DType::Bool)?
                         }
@@ -493,7 +503,7 @@ impl BoundsPlan {
 
 /// Whether `test` holds for every value in the intervals `vals` (vacuously where one is empty:
 /// that code never runs).
-fn always(test: &Test, vals: &[Option<Iv>]) -> bool {
+fn always(test: &Test, vals: &[Option<Interval>]) -> bool {
     match test {
         Test::And(a, b) => always(a, vals) && always(b, vals),
         Test::Compare(op, a, b) => {
@@ -533,30 +543,30 @@ fn negate(t: &Test) -> Test {
     }
 }
 
-fn unary(op: UnaryOp, a: Iv) -> Option<Iv> {
+fn unary(op: UnaryOp, a: Interval) -> Option<Interval> {
     if a.is_empty() {
         return Some(a);
     }
     Some(match op {
-        UnaryOp::Neg => Iv::new(-a.hi, -a.lo),
+        UnaryOp::Neg => Interval::new(-a.hi, -a.lo),
         UnaryOp::Abs if a.lo >= 0 => a,
-        UnaryOp::Abs if a.hi <= 0 => Iv::new(-a.hi, -a.lo),
-        UnaryOp::Abs => Iv::new(0, a.hi.max(-a.lo)),
+        UnaryOp::Abs if a.hi <= 0 => Interval::new(-a.hi, -a.lo),
+        UnaryOp::Abs => Interval::new(0, a.hi.max(-a.lo)),
         _ => return None,
     })
 }
 
-fn binary(op: BinaryOp, a: Iv, b: Iv, d: DType) -> Option<Iv> {
+fn binary(op: BinaryOp, a: Interval, b: Interval, d: DType) -> Option<Interval> {
     if a.is_empty() || b.is_empty() {
-        return Some(Iv::new(1, 0));
+        return Some(Interval::new(1, 0));
     }
-    let corners = |f: &dyn Fn(i128, i128) -> Option<i128>| -> Option<Iv> {
+    let corners = |f: &dyn Fn(i128, i128) -> Option<i128>| -> Option<Interval> {
         let c = [f(a.lo, b.lo)?, f(a.lo, b.hi)?, f(a.hi, b.lo)?, f(a.hi, b.hi)?];
-        Some(Iv::new(*c.iter().min()?, *c.iter().max()?))
+        Some(Interval::new(*c.iter().min()?, *c.iter().max()?))
     };
     Some(match op {
-        BinaryOp::Add => Iv::new(a.lo.checked_add(b.lo)?, a.hi.checked_add(b.hi)?),
-        BinaryOp::Sub => Iv::new(a.lo.checked_sub(b.hi)?, a.hi.checked_sub(b.lo)?),
+        BinaryOp::Add => Interval::new(a.lo.checked_add(b.lo)?, a.hi.checked_add(b.hi)?),
+        BinaryOp::Sub => Interval::new(a.lo.checked_sub(b.hi)?, a.hi.checked_sub(b.lo)?),
         BinaryOp::Mul => corners(&|x, y| x.checked_mul(y))?,
         // Truncating division by a positive divisor is monotone in each operand, so the
         // corners bound it; a divisor that may be 0 (result 0) or negative is not followed.
@@ -564,21 +574,21 @@ fn binary(op: BinaryOp, a: Iv, b: Iv, d: DType) -> Option<Iv> {
         BinaryOp::Rem if b.lo >= 1 => {
             let m = b.hi - 1; // |a % b| <= b - 1, with the dividend's sign, and |a % b| <= |a|
             if a.lo >= 0 {
-                Iv::new(0, a.hi.min(m))
+                Interval::new(0, a.hi.min(m))
             } else if a.hi <= 0 {
-                Iv::new(a.lo.max(-m), 0)
+                Interval::new(a.lo.max(-m), 0)
             } else {
-                Iv::new(a.lo.max(-m), a.hi.min(m))
+                Interval::new(a.lo.max(-m), a.hi.min(m))
             }
         }
-        BinaryOp::Max => Iv::new(a.lo.max(b.lo), a.hi.max(b.hi)),
-        BinaryOp::Min => Iv::new(a.lo.min(b.lo), a.hi.min(b.hi)),
-        BinaryOp::And if d == DType::Bool => Iv::new(0, 1),
-        BinaryOp::And if a.lo >= 0 && b.lo >= 0 => Iv::new(0, a.hi.min(b.hi)),
+        BinaryOp::Max => Interval::new(a.lo.max(b.lo), a.hi.max(b.hi)),
+        BinaryOp::Min => Interval::new(a.lo.min(b.lo), a.hi.min(b.hi)),
+        BinaryOp::And if d == DType::Bool => Interval::new(0, 1),
+        BinaryOp::And if a.lo >= 0 && b.lo >= 0 => Interval::new(0, a.hi.min(b.hi)),
         // Non-negative operands: no bit above the wider one's highest (`cols ^ 1`, a RoPE partner).
         BinaryOp::Or | BinaryOp::Xor if d != DType::Bool && a.lo >= 0 && b.lo >= 0 => {
             let hi = a.hi.max(b.hi);
-            Iv::new(0, if hi == 0 { 0 } else { (1i128 << (128 - hi.leading_zeros())) - 1 })
+            Interval::new(0, if hi == 0 { 0 } else { (1i128 << (128 - hi.leading_zeros())) - 1 })
         }
         _ => return None,
     })
@@ -758,14 +768,14 @@ impl Builder<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{binary, Iv};
+    use super::{binary, Interval};
     use fuse_ir::{BinaryOp, DType};
 
     #[test]
     fn or_and_xor_of_non_negative_values_stay_below_the_next_power_of_two() {
         for op in [BinaryOp::Or, BinaryOp::Xor] {
             for (a, b) in [((0, 127), (1, 1)), ((3, 100), (0, 5)), ((0, 0), (0, 0)), ((0, 128), (0, 1))] {
-                let got = binary(op, Iv::new(a.0, a.1), Iv::new(b.0, b.1), DType::I32).unwrap();
+                let got = binary(op, Interval::new(a.0, a.1), Interval::new(b.0, b.1), DType::I32).unwrap();
                 for x in a.0..=a.1 {
                     for y in b.0..=b.1 {
                         let v = if op == BinaryOp::Or { x | y } else { x ^ y };
@@ -775,6 +785,6 @@ mod tests {
             }
         }
         // Negative operands are not followed.
-        assert!(binary(BinaryOp::Xor, Iv::new(-1, 3), Iv::new(1, 1), DType::I32).is_none());
+        assert!(binary(BinaryOp::Xor, Interval::new(-1, 3), Interval::new(1, 1), DType::I32).is_none());
     }
 }

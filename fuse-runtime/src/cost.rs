@@ -34,8 +34,12 @@
 //!
 //! Lanes are a tile's lanes, masked-off ones included (the GPU computes them too): add_mul over
 //! `n = 1000` with a 1024-lane tile counts 2 x 1024 FLOPs and 16 x 1000 bytes.
+//!
+//! Bottom layer (a pure analysis of the IR): imports `bounds`, `config` and `error`; the
+//! conversions of buffers into [`CostArg`]s are beside the buffers (`memory.rs`).
 use crate::bounds::{BoundsPlan, LaunchFacts};
-use crate::{Buffer, Element, Error, Grid, Result};
+use crate::config::Grid;
+use crate::error::{Error, Result};
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, ParamKind, Shape, Stmt, UnaryOp};
 use std::cell::RefCell;
 
@@ -51,16 +55,6 @@ pub enum CostArg {
     F32(f32),
 }
 
-impl<T: Element> From<&Buffer<T>> for CostArg {
-    fn from(b: &Buffer<T>) -> CostArg {
-        CostArg::Len(b.len() as u64)
-    }
-}
-impl<T: Element> From<&mut Buffer<T>> for CostArg {
-    fn from(b: &mut Buffer<T>) -> CostArg {
-        CostArg::Len(b.len() as u64)
-    }
-}
 macro_rules! int_cost_arg {
     ($($t:ty),*) => {$(
         impl From<$t> for CostArg {
@@ -346,27 +340,7 @@ pub(crate) fn cost(
             args.len()
         )));
     }
-    let mut scalars = Vec::with_capacity(args.len());
-    let mut lens = Vec::with_capacity(args.len());
-    for (p, a) in k.params.iter().zip(args) {
-        let (s, l) = match (p.kind, a) {
-            (ParamKind::Ptr { .. }, CostArg::Len(n)) => (None, Some(*n)),
-            (ParamKind::Scalar(d), CostArg::Int(v)) if d.is_int() => (Some(*v), None),
-            (ParamKind::Scalar(DType::F32), CostArg::F32(_)) => (None, None),
-            (kind, a) => {
-                let want = match kind {
-                    ParamKind::Ptr { .. } => "a buffer length (`CostArg::Len`, `(&buf).into()`)".to_string(),
-                    ParamKind::Scalar(d) => format!("a {d} value"),
-                };
-                return Err(Error::InvalidArgument(format!(
-                    "`{}`: parameter `{}` needs {want}, found {a:?}",
-                    k.name, p.name
-                )));
-            }
-        };
-        scalars.push(s);
-        lens.push(l);
-    }
+    let LaunchValues { scalars, lens } = launch_values(k, args)?;
     let g = [grid.x, grid.y, grid.z];
     let facts = LaunchFacts { consts, grid: g, scalars: &scalars, lens: &lens };
     let programs = u64::from(grid.x) * u64::from(grid.y) * u64::from(grid.z);
@@ -392,52 +366,21 @@ pub(crate) fn cost(
     notes.dedup();
     for (i, p) in k.params.iter().enumerate() {
         let ParamKind::Ptr { elem, .. } = p.kind else { continue };
-        let len = lens[i].unwrap_or(0);
-        let (mut read, mut written, mut proven) = (false, false, true);
-        let mut hull: Option<(i128, i128)> = None;
-        for (((a, r), &store), &live) in accesses.iter().zip(&ranges).zip(&stores).zip(&c.live_accesses) {
-            if a.param as usize != i || !live {
-                continue;
-            }
-            if store {
-                written = true;
-            } else {
-                read = true;
-            }
-            let (lo, hi) = match *r {
-                Some((lo, hi)) if lo > hi => continue, // never runs
-                Some((lo, hi)) => (lo.max(0), hi.min(i128::from(len) - 1)),
-                None => {
-                    proven = false;
-                    (0, i128::from(len) - 1)
-                }
-            };
-            if lo > hi {
-                continue;
-            }
-            hull = Some(match hull {
-                None => (lo, hi),
-                Some((a, b)) => (a.min(lo), b.max(hi)),
-            });
-        }
-        if !proven {
+        // This buffer's accesses on the paths the launch runs: whether each is a store, and its
+        // offsets' range.
+        let all = accesses.iter().zip(&ranges).zip(&stores).zip(&c.live_accesses);
+        let this_buffer = all
+            .filter(|&(((a, _), _), &live)| live && a.param as usize == i)
+            .map(|(((_, range), &store), _)| (store, *range));
+        let traffic = buffer_traffic(&p.name, elem, lens[i].unwrap_or(0), this_buffer);
+        if !traffic.proven {
             exact = false;
             notes.push(format!(
                 "`{}`: an access's offsets cannot be bounded at launch: the whole buffer counted",
                 p.name
             ));
         }
-        let range = hull.map_or((0, 0), |(lo, hi)| (lo as u64, hi as u64 + 1));
-        let bytes = (range.1 - range.0) * elem.size_bytes() as u64 * (u64::from(read) + u64::from(written));
-        buffers.push(BufferTraffic {
-            name: p.name.clone(),
-            dtype: elem,
-            range,
-            read,
-            written,
-            proven,
-            bytes,
-        });
+        buffers.push(traffic);
     }
     let total = |x: u128| u64::try_from(x * u128::from(programs)).unwrap_or(u64::MAX);
     Ok(Cost {
@@ -450,6 +393,76 @@ pub(crate) fn cost(
         exact,
         notes,
     })
+}
+
+/// Per parameter, a launch's integer scalar or buffer length (`None` for the other kinds), as
+/// [`LaunchFacts`] takes them.
+struct LaunchValues {
+    scalars: Vec<Option<i128>>,
+    lens: Vec<Option<u64>>,
+}
+
+/// The [`LaunchValues`] of `args`, each checked against its parameter's kind.
+fn launch_values(k: &Kernel, args: &[CostArg]) -> Result<LaunchValues> {
+    let mut scalars = Vec::with_capacity(args.len());
+    let mut lens = Vec::with_capacity(args.len());
+    for (p, a) in k.params.iter().zip(args) {
+        let (s, l) = match (p.kind, a) {
+            (ParamKind::Ptr { .. }, CostArg::Len(n)) => (None, Some(*n)),
+            (ParamKind::Scalar(d), CostArg::Int(v)) if d.is_int() => (Some(*v), None),
+            (ParamKind::Scalar(DType::F32), CostArg::F32(_)) => (None, None),
+            (kind, a) => {
+                let want = match kind {
+                    ParamKind::Ptr { .. } => "a buffer length (`CostArg::Len`, `(&buf).into()`)".to_string(),
+                    ParamKind::Scalar(d) => format!("a {d} value"),
+                };
+                return Err(Error::InvalidArgument(format!(
+                    "`{}`: parameter `{}` needs {want}, found {a:?}",
+                    k.name, p.name
+                )));
+            }
+        };
+        scalars.push(s);
+        lens.push(l);
+    }
+    Ok(LaunchValues { scalars, lens })
+}
+
+/// The traffic of buffer `name` (`len` elements of `elem`) from its live accesses, each given
+/// as whether it is a store and its offsets' range (`None`: unbounded, so the whole buffer).
+fn buffer_traffic(
+    name: &str,
+    elem: DType,
+    len: u64,
+    accesses: impl Iterator<Item = (bool, Option<(i128, i128)>)>,
+) -> BufferTraffic {
+    let (mut read, mut written, mut proven) = (false, false, true);
+    let mut hull: Option<(i128, i128)> = None;
+    for (store, r) in accesses {
+        if store {
+            written = true;
+        } else {
+            read = true;
+        }
+        let (lo, hi) = match r {
+            Some((lo, hi)) if lo > hi => continue, // never runs
+            Some((lo, hi)) => (lo.max(0), hi.min(i128::from(len) - 1)),
+            None => {
+                proven = false;
+                (0, i128::from(len) - 1)
+            }
+        };
+        if lo > hi {
+            continue;
+        }
+        hull = Some(match hull {
+            None => (lo, hi),
+            Some((a, b)) => (a.min(lo), b.max(hi)),
+        });
+    }
+    let range = hull.map_or((0, 0), |(lo, hi)| (lo as u64, hi as u64 + 1));
+    let bytes = (range.1 - range.0) * elem.size_bytes() as u64 * (u64::from(read) + u64::from(written));
+    BufferTraffic { name: name.to_string(), dtype: elem, range, read, written, proven, bytes }
 }
 
 /// Per access of [`Kernel::accesses`] (the same walk, so the same order): whether it is a store.
@@ -484,15 +497,16 @@ pub fn take_recorded_costs() -> Vec<Recorded> {
     RECORDED.with(|r| r.borrow_mut().take()).unwrap_or_default()
 }
 
+/// Whether this thread records the costs of its launches ([`record_costs`]).
 pub(crate) fn recording() -> bool {
     RECORDED.with(|r| r.borrow().is_some())
 }
 
-pub(crate) fn record(spec: &'static crate::KernelSpec, consts: &[u64], grid: Grid, args: &[CostArg]) {
-    let c = spec.cost(consts, grid, args);
+/// Records one launch of kernel `name` and its cost (while [`recording`]).
+pub(crate) fn record(name: &'static str, cost: Result<Cost>) {
     RECORDED.with(|r| {
         if let Some(v) = r.borrow_mut().as_mut() {
-            v.push((spec.name(), c));
+            v.push((name, cost));
         }
     });
 }

@@ -1,8 +1,12 @@
 //! [`Device`] (the CPU interpreter or one CUDA GPU) and [`Buffer`] (typed memory on a device).
+//!
+//! Layer: above the back ends; imports `cuda` (a GPU device is a `CudaDevice`), `element`,
+//! `error` and `util`. The arguments made from buffers (`args.rs`, `memory.rs`) sit above it.
 
-use crate::cuda::{drv, CudaDevice};
+use crate::cuda::CudaDevice;
 use crate::element::{as_bytes, as_bytes_mut, Element};
-use crate::error::{Error, Result};
+use crate::error::{drv, Error, Result};
+use crate::util::median;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 use std::sync::Arc;
 
@@ -295,18 +299,6 @@ impl Device {
     }
 }
 
-/// The median of `times` (reordered): the middle one, or the mean of the two middle ones for an
-/// even count, as Python's `statistics.median` (do_bench's `return_mode="median"`).
-pub(crate) fn median(times: &mut [f64]) -> f64 {
-    times.sort_by(f64::total_cmp);
-    let n = times.len();
-    if n % 2 == 1 {
-        times[n / 2]
-    } else {
-        (times[n / 2 - 1] + times[n / 2]) / 2.0
-    }
-}
-
 /// `triton.testing.do_bench`'s call counts for a call estimated at `estimate_ms` (its setup
 /// included), as [`Device::do_bench_ms`] takes them: `(warm-up calls, timed calls)`, each
 /// `max(1, budget / estimate)` rounded down, and at most 20,000 (a call too short to measure
@@ -344,9 +336,9 @@ fn host_vec<T: Element>(len: usize, place: &str) -> Result<Vec<T>> {
 
 /// A new zeroed GPU buffer of `len` elements. One of `PAGE_ALIGNED_FROM` bytes or more starts at
 /// a multiple of `page_alignment(bytes)`, so it spans no more 2 MiB pages than it must: the
-/// stream-ordered pool hands out addresses 16 KiB or more into a page, and short kernels measured
-/// up to 4 % slower on such buffers (H200, 2026-11-27, `docs/PERF.md` "Session 19"), where
-/// PyTorch's caching allocator had put the same tensors at page starts. The cost is one whole
+/// stream-ordered pool hands out addresses 16 KiB or more into a page, and a buffer that starts
+/// inside a page spans one more of them, which slows short kernels that stream it (PyTorch's
+/// caching allocator puts large tensors at page starts). The cost is one whole
 /// alignment of padding behind each large buffer (a 1 or 2 MiB buffer takes twice its size);
 /// `FUSE_PAGE_ALIGN=0` turns it off. Returns the allocation and the address of the buffer's
 /// first element in it.
@@ -614,13 +606,6 @@ mod tests {
         assert_eq!(do_bench_counts(0.0, 25.0, 100.0), (MAX_BENCH_CALLS, MAX_BENCH_CALLS));
         assert_eq!(do_bench_counts(f64::NAN, 25.0, 100.0), (1, 1));
         assert_eq!(do_bench_counts(1.0, 0.0, f64::INFINITY), (1, MAX_BENCH_CALLS));
-    }
-
-    #[test]
-    fn median_is_pythons() {
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&mut [7.0]), 7.0);
     }
 
     #[test]

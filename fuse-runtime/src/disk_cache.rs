@@ -41,6 +41,8 @@
 //! 120     n     payload (the cubin)
 //! ```
 //!
+//! Bottom layer: imports nothing of the crate; the CUDA back end and the autotuner use it.
+//!
 //! [`DiskCache::key`]: crate::disk_cache::DiskCache::key
 //! [`DiskCache::load`]: crate::disk_cache::DiskCache::load
 //! [`DiskCache::store`]: crate::disk_cache::DiskCache::store

@@ -1,4 +1,6 @@
 //! Element types a [`Buffer`](crate::Buffer) can hold.
+//!
+//! Bottom layer: imports nothing of the crate.
 
 use fuse_ir::DType;
 

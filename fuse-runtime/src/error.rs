@@ -1,5 +1,9 @@
 //! The one error type of the runtime. Every message says what was expected and what was found.
+//!
+//! Bottom layer: imports nothing of the crate (also the text of a CUDA driver error, [`drv`],
+//! which every layer that calls the driver quotes).
 
+use cudarc::driver::result::DriverError;
 use std::fmt::Write as _;
 
 /// Everything that can go wrong between `launch` and a read-back. Never a panic.
@@ -94,6 +98,17 @@ impl std::error::Error for Error {}
 
 /// `std::result::Result` with this crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// `CUDA_ERROR_NAME: description` for a driver error (what the messages of [`Error::Cuda`] and
+/// [`Error::DriverError`] quote).
+pub(crate) fn drv(e: DriverError) -> String {
+    let name =
+        e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
+    match e.error_string() {
+        Ok(s) => format!("{name}: {}", s.to_string_lossy()),
+        Err(_) => name,
+    }
+}
 
 fn bullet_list(items: &[String]) -> String {
     if items.is_empty() {

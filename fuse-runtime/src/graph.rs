@@ -1,10 +1,13 @@
 //! [`Graph`]: a sequence of kernel launches captured once ([`Device::capture`]) and replayed with
 //! one driver call.
+//!
+//! Top layer: imports `cuda` (its capture slot and the graph's driver handles), `device` and
+//! `error`.
 
 use crate::cuda::capture::Captured;
-use crate::cuda::{drv, CudaDevice};
+use crate::cuda::CudaDevice;
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{drv, Error, Result};
 use cudarc::driver::result::graph;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -88,10 +91,11 @@ impl Device {
     /// directly: a capture records only its own thread's launches.
     ///
     /// While any capture is in progress, no thread may synchronise the whole CUDA context: CUDA
-    /// refuses it (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`) and invalidates the capture, and on
-    /// an H100 (driver 580) we saw `cuCtxSynchronize` crash in that situation. fuse itself only
-    /// synchronises streams; cudarc's `CudaContext::synchronize` and `CudaContext::new_stream` (which
-    /// synchronises the context) are the calls to keep out of a capture's time span.
+    /// refuses it (`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`) and invalidates the capture (and
+    /// `cuCtxSynchronize` can crash the process there, as with the 580 driver on an H100). fuse
+    /// itself only synchronises streams; cudarc's `CudaContext::synchronize` and
+    /// `CudaContext::new_stream` (which synchronises the context) are the calls to keep out of a
+    /// capture's time span.
     ///
     /// Every kernel `f` launches must have run once before with the same configuration (a capture
     /// cannot compile or load a module), and its memory arguments must be fuse [`crate::Buffer`]s or

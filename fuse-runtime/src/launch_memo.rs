@@ -1,7 +1,10 @@
 //! The last launch's answer to a launch-time analysis (the bounds proof, the tensor maps),
 //! reused while the inputs it depends on repeat: launches repeat their shapes, so each analysis
 //! runs about once per shape instead of once per launch.
-use crate::launch::{buffer_len, device_address, scalar_value, KernelArg};
+//!
+//! Bottom layer: imports nothing of the crate. The words of a launch's key come from its
+//! arguments in `args.rs` ([`launch_key`](crate::args::launch_key)).
+
 use std::sync::Mutex;
 
 /// What an analysis reads of a launch, as 64-bit words: the const generics, the grid, each
@@ -15,26 +18,19 @@ pub(crate) struct LaunchKey {
 
 impl LaunchKey {
     /// Words at most; a launch with more is not memoised (it is analysed every time).
-    const MAX: usize = 48;
+    pub(crate) const MAX: usize = 48;
 
-    /// The key of a launch, or `None` past [`LaunchKey::MAX`] words.
+    /// The key of a launch: its const generics, its grid, then `arg_words` (what the analysis
+    /// reads of the arguments); `None` past [`LaunchKey::MAX`] words.
     pub(crate) fn new(
         consts: &[u64],
         grid: [u32; 3],
-        args: &[KernelArg<'_>],
-        addresses: bool,
+        arg_words: impl IntoIterator<Item = u64>,
     ) -> Option<Self> {
         let mut key = LaunchKey { words: [0; Self::MAX], len: 0 };
         let grid = grid.iter().map(|&g| u64::from(g));
-        for word in consts.iter().copied().chain(grid) {
+        for word in consts.iter().copied().chain(grid).chain(arg_words) {
             key.push(word)?;
-        }
-        for a in args {
-            // A scalar's bits (kinds are fixed per kernel), a buffer's length, 0 for an f32.
-            key.push(scalar_value(Some(a)).map(|v| v as u64).or_else(|| buffer_len(a)).unwrap_or(0))?;
-            if addresses {
-                key.push(device_address(a).unwrap_or(0))?;
-            }
         }
         Some(key)
     }
@@ -45,7 +41,7 @@ impl LaunchKey {
         Some(())
     }
 
-    fn words(&self) -> &[u64] {
+    pub(crate) fn words(&self) -> &[u64] {
         &self.words[..self.len]
     }
 }
@@ -91,52 +87,14 @@ mod tests {
     use super::*;
     use std::cell::Cell;
 
-    fn key(consts: &[u64], grid: [u32; 3], args: &[KernelArg<'_>], addresses: bool) -> Vec<u64> {
-        LaunchKey::new(consts, grid, args, addresses).expect("fits").words().to_vec()
-    }
-
-    /// A device buffer argument of `len` f32 elements at `ptr` (never dereferenced here).
-    fn device_buffer(ptr: u64, len: usize) -> KernelArg<'static> {
-        KernelArg::Buffer(crate::launch::BufferArg {
-            dtype: fuse_ir::DType::F32,
-            len,
-            home: crate::launch::Home::Host,
-            data: crate::launch::Data::Cuda { ptr, keep: None },
-        })
-    }
-
-    #[test]
-    fn every_input_an_analysis_reads_changes_the_key() {
-        let args = |n: i32, big: u64, x: f32| [KernelArg::I32(n), KernelArg::U64(big), KernelArg::F32(x)];
-        let k0 = key(&[64, 32], [10, 1, 1], &args(7, 1 << 40, 1.5), false);
-        assert_ne!(k0, key(&[64, 16], [10, 1, 1], &args(7, 1 << 40, 1.5), false), "a const generic");
-        assert_ne!(k0, key(&[64, 32], [11, 1, 1], &args(7, 1 << 40, 1.5), false), "the grid");
-        assert_ne!(k0, key(&[64, 32], [10, 1, 1], &args(8, 1 << 40, 1.5), false), "an i32");
-        assert_ne!(k0, key(&[64, 32], [10, 1, 1], &args(7, 1, 1.5), false), "a u64");
-        // A float scalar is read by no memoised analysis.
-        assert_eq!(k0, key(&[64, 32], [10, 1, 1], &args(7, 1 << 40, -3.0), false));
-        assert_eq!(key(&[], [1, 1, 1], &[KernelArg::I64(-1)], false), vec![1, 1, 1, u64::MAX]);
-    }
-
-    #[test]
-    fn a_buffers_length_always_and_its_address_where_asked_change_the_key() {
-        let (a, b, c) = (device_buffer(0x1000, 64), device_buffer(0x2000, 64), device_buffer(0x1000, 65));
-        let k = |arg: &KernelArg<'_>, addresses| key(&[], [1, 1, 1], std::slice::from_ref(arg), addresses);
-        assert_eq!(k(&a, false), k(&b, false), "the proof reads lengths only");
-        assert_ne!(k(&a, true), k(&b, true), "a tensor map holds the address");
-        assert_ne!(k(&a, false), k(&c, false));
-        assert_ne!(k(&a, true), k(&c, true));
-        assert_eq!(k(&a, true).len(), k(&a, false).len() + 1, "a word more per argument");
-    }
-
     #[test]
     fn too_many_words_are_not_memoised() {
-        let args: Vec<KernelArg<'_>> = (0..LaunchKey::MAX as i32).map(KernelArg::I32).collect();
-        assert!(LaunchKey::new(&[], [1, 1, 1], &args, false).is_none());
+        let words = || (0..LaunchKey::MAX as u64).map(|i| i * 3);
+        assert!(LaunchKey::new(&[], [1, 1, 1], words()).is_none());
         let runs = Cell::new(0);
         let memo = LastLaunch::new();
         for _ in 0..3 {
-            memo.get_or_compute(LaunchKey::new(&[], [1, 1, 1], &args, false), || runs.set(runs.get() + 1));
+            memo.get_or_compute(LaunchKey::new(&[], [1, 1, 1], words()), || runs.set(runs.get() + 1));
         }
         assert_eq!(runs.get(), 3, "computed every time");
     }
@@ -146,7 +104,7 @@ mod tests {
         let memo = LastLaunch::new();
         let runs = Cell::new(0);
         let at = |n: i32| {
-            memo.get_or_compute(LaunchKey::new(&[], [1, 1, 1], &[KernelArg::I32(n)], false), || {
+            memo.get_or_compute(LaunchKey::new(&[], [1, 1, 1], [n as u64]), || {
                 runs.set(runs.get() + 1);
                 n * 10
             })

@@ -14,26 +14,43 @@
 pub use fuse_ir;
 pub use half;
 
-/// Autotuning: the runtime half of `#[fused_kernel(autotune(..))]`.
-pub mod autotune;
-/// The CPU back end: an interpreter of the checked IR (owned by the CPU work, see docs/DESIGN.md).
-pub mod cpu;
-/// The on-disk cubin cache.
-pub mod disk_cache;
-
+// The modules, bottom layer first; each imports only modules of the layers before it (its `//!`
+// says which).
+//
+// Bottom: the error and element types, helpers, and analyses that are pure functions of the IR.
 mod bounds;
+mod config;
 /// What a launch costs, counted from the IR (bytes, FLOPs, arithmetic intensity).
 pub mod cost;
-mod cuda;
-mod device;
+/// The on-disk cubin cache.
+pub mod disk_cache;
 mod element;
 mod error;
+mod launch_memo;
+mod util;
+mod warps;
+// The spec: what the macro generates per kernel, and what the runtime derives from it once.
+mod spec;
+// The back ends.
+/// The CPU back end: an interpreter of the checked IR with the GPU's semantics (docs/DESIGN.md).
+pub mod cpu;
+mod cuda;
+// Devices and their memory, the launch arguments and their checks.
+mod args;
+mod device;
+mod memory;
+mod validate;
+// What a launch's arguments decide, the launch, compiling without a launch, autotuning, graphs.
+mod aot;
+/// Autotuning: the runtime half of `#[fused_kernel(autotune(..))]`.
+pub mod autotune;
 mod graph;
 mod launch;
-mod launch_memo;
-mod memory;
-mod spec;
+mod specialize;
+mod tensor_maps;
 
+pub use args::{BufferArg, BufferArgMut, KernelArg};
+pub use config::{Grid, LaunchConfig, DEFAULT_NUM_STAGES, MAX_NUM_STAGES, MAX_TILE_LEN};
 pub use cost::{BufferTraffic, Cost, CostArg};
 pub use cuda::nvrtc::PtxasReport;
 pub use cuda::{dot_path, tma_loads, DotPath};
@@ -43,12 +60,10 @@ pub use device::{do_bench_counts, Buffer, Device};
 pub use element::{Element, Float, Half};
 pub use error::{Error, Result};
 pub use graph::Graph;
-pub use launch::{
-    launch, BufferArg, BufferArgMut, Grid, KernelArg, LaunchConfig, DEFAULT_NUM_STAGES, MAX_NUM_STAGES,
-    MAX_TILE_LEN,
-};
+pub use launch::launch;
 pub use memory::{BufferView, BufferViewMut, DeviceRead, DeviceWrite};
-pub use spec::{default_num_warps, KernelSpec};
+pub use spec::KernelSpec;
+pub use warps::default_num_warps;
 
 /// NVRTC's version `(major, minor)`, loading it if needed: also the check that kernels can be
 /// compiled on this machine (no GPU needed).

@@ -6,18 +6,22 @@
 //! writable parameter takes only exclusive borrows, so passing one buffer both as an input and as
 //! an output of one launch is a borrow error. The length a launch's bounds checks and proofs use
 //! is the view's, never the allocation's.
+//!
+//! Also the conversions of a whole [`Buffer`] into a [`KernelArg`] and a
+//! [`CostArg`](crate::cost::CostArg).
+//!
+//! Layer: above `args` and `device`; imports them, `cost`, `element` and `error`.
 
+use crate::args::{
+    home_of, ArgMemory, ArgMemoryMut, BufferArg, BufferArgMut, CudarcMemory, CudarcMemoryMut, Home, KernelArg,
+};
+use crate::cost::CostArg;
 use crate::device::{Buffer, Storage};
 use crate::element::{as_bytes, as_bytes_mut, Element};
 use crate::error::{Error, Result};
-use crate::launch::{BufferArg, BufferArgMut, Data, DataMut, Home, KernelArg};
-use cudarc::driver::{
-    CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice,
-    SyncOnDrop,
-};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
-use std::sync::Arc;
 
 /// Memory a kernel may read: a `*const T` parameter of a generated `launch` takes `&M` for any
 /// `M: DeviceRead<T>` (a `&mut M` coerces).
@@ -124,9 +128,9 @@ impl<T: Element> Buffer<T> {
     /// The launch argument for elements `start..start + len` (already checked to be inside).
     pub(crate) fn read_arg(&self, start: usize, len: usize) -> KernelArg<'_> {
         let data = match &self.storage {
-            Storage::Cpu(v) => Data::Host(as_bytes(&v[start..start + len])),
+            Storage::Cpu(v) => ArgMemory::Host(as_bytes(&v[start..start + len])),
             Storage::Cuda { slice, ptr } => {
-                Data::Cuda { ptr: ptr + (start * std::mem::size_of::<T>()) as u64, keep: Some(slice) }
+                ArgMemory::Cuda { ptr: ptr + (start * std::mem::size_of::<T>()) as u64, keep: Some(slice) }
             }
         };
         KernelArg::Buffer(BufferArg { dtype: T::DTYPE, len, home: Home::Fuse(&self.device), data })
@@ -136,8 +140,8 @@ impl<T: Element> Buffer<T> {
         // Disjoint borrows of the fields: the device shared, the storage mutable.
         let Buffer { device, storage, .. } = self;
         let data = match storage {
-            Storage::Cpu(v) => DataMut::Host(as_bytes_mut(&mut v[start..start + len])),
-            Storage::Cuda { slice, ptr } => DataMut::Cuda {
+            Storage::Cpu(v) => ArgMemoryMut::Host(as_bytes_mut(&mut v[start..start + len])),
+            Storage::Cuda { slice, ptr } => ArgMemoryMut::Cuda {
                 ptr: *ptr + (start * std::mem::size_of::<T>()) as u64,
                 keep: Some(&*slice),
                 _exclusive: PhantomData,
@@ -176,6 +180,28 @@ impl<T: Element> BufferViewMut<'_, T> {
     }
 }
 
+// A whole buffer as a launch argument (`(&buf).into()`) and as a cost argument.
+impl<'a, T: Element> From<&'a Buffer<T>> for KernelArg<'a> {
+    fn from(b: &'a Buffer<T>) -> KernelArg<'a> {
+        b.read_arg(0, b.len())
+    }
+}
+impl<'a, T: Element> From<&'a mut Buffer<T>> for KernelArg<'a> {
+    fn from(b: &'a mut Buffer<T>) -> KernelArg<'a> {
+        let len = b.len();
+        b.write_arg(0, len)
+    }
+}
+impl<T: Element> From<&Buffer<T>> for CostArg {
+    fn from(b: &Buffer<T>) -> CostArg {
+        CostArg::Len(b.len() as u64)
+    }
+}
+impl<T: Element> From<&mut Buffer<T>> for CostArg {
+    fn from(b: &mut Buffer<T>) -> CostArg {
+        CostArg::Len(b.len() as u64)
+    }
+}
 impl<T: Element> DeviceRead<T> for Buffer<T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
         self.read_arg(0, self.len)
@@ -226,7 +252,7 @@ fn host_read<T: Element>(v: &[T]) -> KernelArg<'_> {
         dtype: T::DTYPE,
         len: v.len(),
         home: Home::Host,
-        data: Data::Host(as_bytes(v)),
+        data: ArgMemory::Host(as_bytes(v)),
     })
 }
 fn host_write<T: Element>(v: &mut [T]) -> KernelArg<'_> {
@@ -235,7 +261,7 @@ fn host_write<T: Element>(v: &mut [T]) -> KernelArg<'_> {
         dtype: T::DTYPE,
         len,
         home: Home::Host,
-        data: DataMut::Host(as_bytes_mut(v)),
+        data: ArgMemoryMut::Host(as_bytes_mut(v)),
     })
 }
 impl<T: Element> DeviceRead<T> for [T] {
@@ -259,78 +285,17 @@ impl<T: Element> DeviceWrite<T> for Vec<T> {
     }
 }
 
-/// cudarc memory, type-erased: its pointer is taken at launch through cudarc's `DevicePtr` /
-/// `DevicePtrMut` on the launching stream, so cudarc's stream synchronisation (events, where its
-/// context tracks them) orders the kernel with the memory's other users.
-pub(crate) trait CudarcMemory {
-    fn context(&self) -> &Arc<CudaContext>;
-    fn read_ptr<'s>(&'s self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>);
-}
-
-pub(crate) trait CudarcMemoryMut: CudarcMemory {
-    fn write_ptr<'s>(&'s mut self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>);
-}
-
-impl<T> CudarcMemory for CudaSlice<T> {
-    fn context(&self) -> &Arc<CudaContext> {
-        CudaSlice::context(self)
-    }
-    fn read_ptr<'s>(&'s self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>) {
-        self.device_ptr(stream)
-    }
-}
-impl<T> CudarcMemoryMut for CudaSlice<T> {
-    fn write_ptr<'s>(&'s mut self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>) {
-        self.device_ptr_mut(stream)
-    }
-}
-impl<T> CudarcMemory for CudaView<'_, T> {
-    fn context(&self) -> &Arc<CudaContext> {
-        self.stream().context()
-    }
-    fn read_ptr<'s>(&'s self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>) {
-        self.device_ptr(stream)
-    }
-}
-impl<T> CudarcMemory for CudaViewMut<'_, T> {
-    fn context(&self) -> &Arc<CudaContext> {
-        self.stream().context()
-    }
-    fn read_ptr<'s>(&'s self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>) {
-        self.device_ptr(stream)
-    }
-}
-impl<T> CudarcMemoryMut for CudaViewMut<'_, T> {
-    fn write_ptr<'s>(&'s mut self, stream: &'s CudaStream) -> (u64, SyncOnDrop<'s>) {
-        self.device_ptr_mut(stream)
-    }
-}
-
-/// Which cudarc context a piece of cudarc memory belongs to, read when the argument is made.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CudarcHome {
-    /// The driver context (`CUcontext`): memory is usable by any stream of the same one.
-    pub(crate) cu_ctx: usize,
-    /// The cudarc `CudaContext` object: its event tracking is what orders the memory's users.
-    pub(crate) object: usize,
-    /// Whether that object synchronises streams with events (multi-stream mode, tracking on).
-    pub(crate) tracked: bool,
-}
-
-fn home_of(ctx: &Arc<CudaContext>) -> Home<'static> {
-    Home::Cudarc(CudarcHome {
-        cu_ctx: ctx.cu_ctx() as usize,
-        object: Arc::as_ptr(ctx) as usize,
-        tracked: ctx.is_managing_stream_synchronization(),
-    })
-}
-
 fn cudarc_read<T: Element, M: CudarcMemory>(m: &M, len: usize) -> KernelArg<'_> {
-    KernelArg::Buffer(BufferArg { dtype: T::DTYPE, len, home: home_of(m.context()), data: Data::Cudarc(m) })
+    KernelArg::Buffer(BufferArg {
+        dtype: T::DTYPE,
+        len,
+        home: home_of(m.context()),
+        data: ArgMemory::Cudarc(m),
+    })
 }
 fn cudarc_write<T: Element, M: CudarcMemoryMut>(m: &mut M, len: usize) -> KernelArg<'_> {
     let home = home_of(m.context());
-    KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len, home, data: DataMut::Cudarc(m) })
+    KernelArg::BufferMut(BufferArgMut { dtype: T::DTYPE, len, home, data: ArgMemoryMut::Cudarc(m) })
 }
 
 impl<T: Element> DeviceRead<T> for CudaSlice<T> {

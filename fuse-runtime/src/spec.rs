@@ -1,12 +1,18 @@
 //! [`KernelSpec`]: what `#[fused_kernel]` generates for each kernel (name, CUDA source, IR, the
-//! launch-time specializations its source reads), and the compile-time entry points on it.
+//! launch-time specializations its source reads); what the runtime derives from it once
+//! ([`KernelInfo`]: the checked IR, the bounds plan, the host programs); and the source NVRTC
+//! compiles for one variant (the `#define`s, then the emitted source).
+//!
+//! Layer: above the pure analyses; imports `bounds`, `cost`, `config`, `warps`, `launch_memo`
+//! and `error`. Compiling a spec (`aot.rs`) and launching it (`launch.rs`) sit above the back ends.
 
 use crate::bounds::{BoundsPlan, Proof};
+use crate::config::Grid;
 use crate::cost::{Cost, CostArg};
 use crate::error::{Error, Result};
-use crate::launch::TensorMaps;
 use crate::launch_memo::LastLaunch;
-use fuse_ir::{DType, Expr, Kernel, Len, ParamKind, Specialization, Stmt, UnaryOp};
+use crate::warps::{num_warps_for, num_warps_for_grid, WarpShape};
+use fuse_ir::{DType, Expr, Kernel, Len, ParamKind, Specialization, Stmt};
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
@@ -32,6 +38,10 @@ pub(crate) struct BoxPrograms {
     pub(crate) base_pitch: Vec<fuse_ir::HostProgram>,
 }
 
+/// Per [`Specialization::TensorBox`] of a kernel, its tensor map (zeros where unused), and the
+/// accesses whose map a launch encoded (`tensor_maps.rs` makes them).
+pub(crate) type TensorMaps = (Vec<cudarc::driver::sys::CUtensorMap>, Vec<u32>);
+
 /// What the runtime derives from the IR once.
 pub(crate) struct KernelInfo {
     pub(crate) kernel: Kernel,
@@ -40,7 +50,7 @@ pub(crate) struct KernelInfo {
     pub(crate) narrow_index: Vec<Option<DType>>,
     /// `kernel.tile_lens()`, computed once.
     pub(crate) tile_lens: Vec<Len>,
-    /// What picks the [`default_num_warps`] rule.
+    /// What picks the [`default_num_warps`](crate::default_num_warps) rule.
     pub(crate) shape: WarpShape,
     /// The launch-time in-bounds proof (`FUSE_INB_<k>`).
     pub(crate) bounds: BoundsPlan,
@@ -64,7 +74,7 @@ pub(crate) struct KernelInfo {
 }
 
 impl KernelInfo {
-    /// [`default_num_warps`] without allocating.
+    /// [`default_num_warps`](crate::default_num_warps) without allocating.
     pub(crate) fn default_num_warps(&self, consts: &[u64]) -> u32 {
         num_warps_for(self.largest_tile(consts), self.shape)
     }
@@ -73,30 +83,11 @@ impl KernelInfo {
         self.tile_lens.iter().filter_map(|l| l.eval(consts)).max()
     }
 
-    /// The default for a launch of `programs` programs on a GPU with `sms` multiprocessors: see
-    /// [`fill_gpu`].
+    /// The default for a launch of `programs` programs on a GPU with `sms` multiprocessors
+    /// ([`num_warps_for_grid`]).
     pub(crate) fn default_num_warps_for_grid(&self, consts: &[u64], programs: u64, sms: u32) -> u32 {
-        let largest = self.largest_tile(consts);
-        let min_elems = if self.shape.axis_reduces { AXIS_REDUCE_ELEMS } else { 8 };
-        fill_gpu(num_warps_for(largest, self.shape), largest.unwrap_or(1), min_elems, programs, sms)
+        num_warps_for_grid(self.largest_tile(consts), self.shape, programs, sms)
     }
-}
-
-/// A grid too small to give each multiprocessor its 64 resident warps at `warps` per program
-/// leaves the GPU latency-bound: double the warps while it still is and every thread keeps at least
-/// `min_elems` elements of the largest tile `l` (8; f16 LayerNorm 4096x1024 on an H200: 4 warps
-/// instead of 1; the sweep that chose it is `docs/runs/sweep-h200-s3/row_w*.json`). Axis
-/// reductions keep their 16 (`AXIS_REDUCE_ELEMS`): 16384 rows of 256 in `[8, 256]` tiles fill an
-/// H100 at 62 of its 64 warps a multiprocessor on 4 warps, and 8 warps were slower (the H100
-/// sweep of [`default_num_warps`]).
-fn fill_gpu(mut warps: u32, l: u64, min_elems: u64, programs: u64, sms: u32) -> u32 {
-    while programs.saturating_mul(u64::from(warps)) < 64 * u64::from(sms)
-        && l / (64 * u64::from(warps)) >= min_elems
-        && warps < 16
-    {
-        warps *= 2;
-    }
-    warps
 }
 
 impl std::fmt::Debug for KernelSpec {
@@ -168,7 +159,7 @@ impl KernelSpec {
     /// # Errors
     /// [`Error::InvalidArgument`] for the wrong number of const generics or arguments, or an
     /// argument of the wrong kind; [`Error::InvalidKernel`] as for [`KernelSpec::kernel`].
-    pub fn cost(&self, consts: &[u64], grid: impl Into<crate::Grid>, args: &[CostArg]) -> Result<Cost> {
+    pub fn cost(&self, consts: &[u64], grid: impl Into<Grid>, args: &[CostArg]) -> Result<Cost> {
         let info = self.info()?;
         crate::cost::cost(&info.kernel, &info.bounds, consts, grid.into(), args)
     }
@@ -180,18 +171,47 @@ impl KernelSpec {
         }
     }
 
+    /// Parses and checks the IR against the spec and derives what launches need (see
+    /// [`KernelSpec::kernel`] for what is checked); the error is the message of an
+    /// [`Error::InvalidKernel`].
     fn build_info(&self) -> std::result::Result<KernelInfo, String> {
         let kernel = Kernel::from_json(self.ir_json)
             .map_err(|e| format!("the IR of kernel `{}` is not valid fuse IR JSON: {e}", self.name))?;
         if kernel.name != self.name {
             return Err(format!("the IR names kernel `{}` but the spec is `{}`", kernel.name, self.name));
         }
-        let nvars = kernel.vars.len();
-        let nparams = kernel.params.len();
+        let branches = kernel.uniform_branches();
+        self.check_specializations(&kernel, branches.len())?;
+        let host_scalars = kernel.host_scalars();
+        self.check_host_parameters(host_scalars.len())?;
+        let narrow_index = narrow_index(&kernel).map_err(|b| {
+            let (vars, params) = (kernel.vars.len(), kernel.params.len());
+            format!("kernel `{}`: {b} (vars: {vars}, params: {params})", self.name)
+        })?;
+        let tile_lens = kernel.tile_lens();
+        let shape = WarpShape::of(&kernel);
+        let bounds = BoundsPlan::new(&kernel);
+        let tensor_boxes = self.tensor_boxes(&kernel);
+        Ok(KernelInfo {
+            kernel,
+            narrow_index,
+            tile_lens,
+            shape,
+            bounds,
+            branches,
+            host_scalars,
+            tensor_boxes,
+            last_proof: LastLaunch::new(),
+            last_tensor_maps: LastLaunch::new(),
+        })
+    }
+
+    /// Every specialization names a parameter, access, mask or branch of the kernel that fits it
+    /// (`branches`: how many uniform branches it has), and the accesses and masks the source
+    /// names are all of the kernel's, in order.
+    fn check_specializations(&self, kernel: &Kernel, branches: usize) -> std::result::Result<(), String> {
         let naccesses = kernel.accesses().len();
         let nmasks = kernel.masks().len();
-        let branches = kernel.uniform_branches();
-        let nbranches = branches.len();
         for s in self.specializations {
             let ok = match *s {
                 Specialization::Align16(p) => {
@@ -202,7 +222,7 @@ impl KernelSpec {
                 }
                 Specialization::InBounds(a) => (a as usize) < naccesses,
                 Specialization::AllTrue(m) => (m as usize) < nmasks,
-                Specialization::BranchTaken(b) | Specialization::BranchSkipped(b) => (b as usize) < nbranches,
+                Specialization::BranchTaken(b) | Specialization::BranchSkipped(b) => (b as usize) < branches,
                 Specialization::TensorBox(a) => {
                     kernel.accesses().get(a as usize).and_then(|x| kernel.tensor_box(x)).is_some()
                 }
@@ -231,54 +251,28 @@ impl KernelSpec {
         named("masks", nmasks, |s| match *s {
             Specialization::AllTrue(m) => Some(m),
             _ => None,
-        })?;
-        // The source's signature has one `fuse_host<i>` per host scalar: a launch passes them all.
-        // (A spec without a source runs on the CPU only.)
-        let host_scalars = kernel.host_scalars();
+        })
+    }
+
+    /// The source's signature has one `fuse_host<i>` per host scalar (`host_scalars` of them): a
+    /// launch passes them all. A spec without a source runs on the CPU only.
+    fn check_host_parameters(&self, host_scalars: usize) -> std::result::Result<(), String> {
         let declared = (0..).take_while(|i| self.source.contains(&format!(" fuse_host{i},"))).count();
-        if !self.source.is_empty() && declared != host_scalars.len() {
+        if !self.source.is_empty() && declared != host_scalars {
             return Err(format!(
-                "kernel `{}`: the source takes {declared} host-computed scalars but the IR has {}",
-                self.name,
-                host_scalars.len()
+                "kernel `{}`: the source takes {declared} host-computed scalars but the IR has {host_scalars}",
+                self.name
             ));
         }
-        let mut narrow_index: Vec<Option<DType>> = vec![None; nparams];
-        let mut bad: Option<String> = None;
-        kernel.visit_stmts(&mut |s| {
-            let mut access = |param: u32, offset: fuse_ir::VarId| {
-                let (Some(slot), Some(var)) =
-                    (narrow_index.get_mut(param as usize), kernel.vars.get(offset.0 as usize))
-                else {
-                    bad.get_or_insert_with(|| {
-                        format!("access to parameter {param} / var {} out of range", offset.0)
-                    });
-                    return;
-                };
-                if matches!(var.ty.dtype, DType::I32 | DType::U32) {
-                    // i32 is the narrower of the two limits.
-                    *slot = match (*slot, var.ty.dtype) {
-                        (Some(DType::I32), _) | (_, DType::I32) => Some(DType::I32),
-                        _ => Some(DType::U32),
-                    };
-                }
-            };
-            match s {
-                Stmt::Store { param, offset, .. } => access(*param, *offset),
-                Stmt::Assign { expr: Expr::Load { param, offset, .. }, .. } => access(*param, *offset),
-                _ => {}
-            }
-        });
-        if let Some(b) = bad {
-            return Err(format!("kernel `{}`: {b} (vars: {nvars}, params: {nparams})", self.name));
-        }
-        let tile_lens = kernel.tile_lens();
-        let shape = WarpShape::of(&kernel);
-        let bounds = BoundsPlan::new(&kernel);
+        Ok(())
+    }
+
+    /// Per [`Specialization::TensorBox`] of the spec, in order: the access, its box and the host
+    /// programs of its scalars ([`KernelInfo::tensor_boxes`]).
+    fn tensor_boxes(&self, kernel: &Kernel) -> Vec<(u32, fuse_ir::TensorBox, Option<BoxPrograms>)> {
         let accesses = kernel.accesses();
         let defs = kernel.host_defs();
-        let tensor_boxes = self
-            .specializations
+        self.specializations
             .iter()
             .filter_map(|s| match *s {
                 Specialization::TensorBox(a) => {
@@ -299,19 +293,7 @@ impl KernelSpec {
                 }
                 _ => None,
             })
-            .collect();
-        Ok(KernelInfo {
-            kernel,
-            narrow_index,
-            tile_lens,
-            shape,
-            bounds,
-            branches,
-            host_scalars,
-            tensor_boxes,
-            last_proof: LastLaunch::new(),
-            last_tensor_maps: LastLaunch::new(),
-        })
+            .collect()
     }
 
     /// The source NVRTC compiles: `#define <CONST> <value>` per const generic,
@@ -348,163 +330,41 @@ impl KernelSpec {
             }
         }
     }
+}
 
-    /// Compiles the variant with every specialization = 1 (aligned pointers, divisible ints: what
-    /// buffers from this runtime and multiple-of-16 sizes give) to a cubin for `arch` ("sm_90"),
-    /// with NVRTC only: no GPU or driver needed (AOT, cache warming, CI). Uses and fills the
-    /// in-process and on-disk caches.
-    ///
-    /// `consts` are the const generic values in declaration order; `num_warps` a power of two in
-    /// `1..=32` (see [`default_num_warps`]); the pipeline stages are the default
-    /// ([`KernelSpec::compile_for_arch_staged`] takes them).
-    ///
-    /// # Errors
-    /// As [`KernelSpec::compile_for_arch_with`].
-    pub fn compile_for_arch(&self, arch: &str, consts: &[u64], num_warps: u32) -> Result<Vec<u8>> {
-        let all = vec![true; self.specializations.len()];
-        self.compile_for_arch_with(arch, consts, num_warps, &all)
-    }
-
-    /// [`KernelSpec::compile_for_arch`] for given specialization values (one per entry of
-    /// [`KernelSpec::specializations`]). Uses and fills the in-process and on-disk caches.
-    ///
-    /// # Errors
-    /// * [`Error::InvalidArgument`] if `arch` is not of the form `sm_90` (`sm_`, 2 or 3 digits, an
-    ///   optional `a` or `f`), or `spec_values` has the wrong length;
-    /// * [`Error::InvalidKernel`] as for [`KernelSpec::kernel`];
-    /// * [`Error::InvalidLaunch`] if `consts` does not fit the kernel (count, powers of two, tile
-    ///   lengths of at most [`MAX_TILE_LEN`](crate::MAX_TILE_LEN)) or `num_warps` is not a power
-    ///   of two in `1..=32`;
-    /// * [`Error::LibraryNotFound`] if NVRTC cannot be loaded;
-    /// * [`Error::Compile`] if NVRTC rejects the source (with its log), and [`Error::Cuda`] if
-    ///   another NVRTC call fails or gives no cubin (an `arch` NVRTC does not know, say).
-    pub fn compile_for_arch_with(
-        &self,
-        arch: &str,
-        consts: &[u64],
-        num_warps: u32,
-        spec_values: &[bool],
-    ) -> Result<Vec<u8>> {
-        self.compile_for_arch_staged(arch, consts, num_warps, crate::DEFAULT_NUM_STAGES, spec_values)
-    }
-
-    /// [`KernelSpec::compile_for_arch_with`] for `num_stages` pipeline stages (1..=8; the
-    /// methods without it use [`DEFAULT_NUM_STAGES`](crate::DEFAULT_NUM_STAGES)).
-    ///
-    /// # Errors
-    /// As [`KernelSpec::compile_for_arch_with`], and [`Error::InvalidLaunch`] if `num_stages`
-    /// is outside `1..=8`.
-    pub fn compile_for_arch_staged(
-        &self,
-        arch: &str,
-        consts: &[u64],
-        num_warps: u32,
-        num_stages: u32,
-        spec_values: &[bool],
-    ) -> Result<Vec<u8>> {
-        let source = self.checked_source(arch, consts, num_warps, num_stages, spec_values)?;
-        crate::cuda::cubin(self.name, &source, arch).map(|c| c.to_vec())
-    }
-
-    /// The source of one variant, after checking every argument that picks it.
-    fn checked_source(
-        &self,
-        arch: &str,
-        consts: &[u64],
-        num_warps: u32,
-        num_stages: u32,
-        spec_values: &[bool],
-    ) -> Result<String> {
-        crate::cuda::nvrtc::validate_arch(arch)?;
-        let info = self.info()?;
-        crate::launch::validate_consts(&info.kernel, consts)?;
-        crate::launch::validate_num_warps(num_warps)?;
-        crate::launch::validate_num_stages(num_stages)?;
-        if spec_values.len() != self.specializations.len() {
-            return Err(Error::InvalidArgument(format!(
-                "kernel `{}` has {} specializations but {} values were given",
-                self.name,
-                self.specializations.len(),
-                spec_values.len()
-            )));
-        }
-        Ok(self.full_source_staged(consts, num_warps, num_stages, spec_values))
-    }
-
-    /// What ptxas reports for the variant [`KernelSpec::compile_for_arch_staged`] compiles:
-    /// registers, spills, stack, and whether it serialised the wgmma instructions. Compiles afresh
-    /// with `--ptxas-options=-v` (no caches; NVRTC only, no GPU needed), for tests and reports
-    /// such as "no spills in this kernel".
-    ///
-    /// # Errors
-    /// As [`KernelSpec::compile_for_arch_staged`].
-    pub fn ptxas_report(
-        &self,
-        arch: &str,
-        consts: &[u64],
-        num_warps: u32,
-        num_stages: u32,
-        spec_values: &[bool],
-    ) -> Result<crate::PtxasReport> {
-        let source = self.checked_source(arch, consts, num_warps, num_stages, spec_values)?;
-        let (_, log) = crate::cuda::nvrtc::compile_capped(self.name, &source, arch, &["--ptxas-options=-v"])?;
-        Ok(crate::PtxasReport::parse(&log))
-    }
-
-    /// Compiles (or fetches from the caches) and loads this kernel on `device` without launching,
-    /// for every combination of specialization values, so that later launches with these consts and
-    /// `num_warps` (default: [`default_num_warps`]) start at once. The first six specializations
-    /// take both values and any further ones only 1 (at most 64 variants). A GPU launch without
-    /// `num_warps` on a grid too small to fill the GPU may pick more warps than [`default_num_warps`]
-    /// (see [`LaunchConfig`](crate::LaunchConfig)), a variant that this call with `None` does not
-    /// compile. Compiles for the default pipeline stages ([`KernelSpec::compile_staged`] takes
-    /// them). On the CPU only the arguments are checked.
-    ///
-    /// # Errors
-    /// * [`Error::InvalidKernel`] as for [`KernelSpec::kernel`];
-    /// * [`Error::InvalidLaunch`] if `consts` or `num_warps` does not fit, as for
-    ///   [`KernelSpec::compile_for_arch_with`];
-    /// * on a GPU, [`Error::LibraryNotFound`], [`Error::Compile`] or [`Error::Cuda`] if compiling
-    ///   fails, [`Error::Cuda`] if the driver refuses to load the cubin, and
-    ///   [`Error::InvalidLaunch`] if the kernel asks for more shared memory than the GPU gives a
-    ///   block (docs/DESIGN.md, "Runtime conventions").
-    pub fn compile(&self, device: &crate::Device, consts: &[u64], num_warps: Option<u32>) -> Result<()> {
-        self.compile_staged(device, consts, num_warps, None)
-    }
-
-    /// [`KernelSpec::compile`] for `num_stages` pipeline stages (`None`:
-    /// [`DEFAULT_NUM_STAGES`](crate::DEFAULT_NUM_STAGES), what a launch without
-    /// [`LaunchConfig::num_stages`](crate::LaunchConfig::num_stages) uses).
-    ///
-    /// # Errors
-    /// As [`KernelSpec::compile`], and [`Error::InvalidLaunch`] if `num_stages` is outside
-    /// `1..=8`.
-    pub fn compile_staged(
-        &self,
-        device: &crate::Device,
-        consts: &[u64],
-        num_warps: Option<u32>,
-        num_stages: Option<u32>,
-    ) -> Result<()> {
-        let info = self.info()?;
-        crate::launch::validate_consts(&info.kernel, consts)?;
-        let num_warps = num_warps.unwrap_or_else(|| info.default_num_warps(consts));
-        crate::launch::validate_num_warps(num_warps)?;
-        let num_stages = num_stages.unwrap_or(crate::DEFAULT_NUM_STAGES);
-        crate::launch::validate_num_stages(num_stages)?;
-        let Some(cuda) = device.cuda_inner() else { return Ok(()) };
-        let n = self.specializations.len().min(6); // 64 variants at most; the rest stay 1
-        for bits in 0u32..(1 << n) {
-            let values: Vec<bool> =
-                (0..self.specializations.len()).map(|i| i >= n || bits & (1 << i) != 0).collect();
-            let source = self.full_source_staged(consts, num_warps, num_stages, &values);
-            let loaded = cuda.load_source(self.name, &info.kernel, &source)?;
-            if let Err(t) = loaded.smem {
-                let config = crate::launch::describe_config(&info.kernel, consts, num_warps, num_stages);
-                return Err(t.error(self.name, &config, &cuda.description()));
+/// Per parameter of `kernel`: for pointers, the narrowest index dtype (`I32`, else `U32`) of the
+/// 32-bit offsets its loads and stores use, if any; an error for an access naming a parameter or
+/// var that is not there.
+fn narrow_index(kernel: &Kernel) -> std::result::Result<Vec<Option<DType>>, String> {
+    let mut narrow_index: Vec<Option<DType>> = vec![None; kernel.params.len()];
+    let mut bad: Option<String> = None;
+    kernel.visit_stmts(&mut |s| {
+        let mut access = |param: u32, offset: fuse_ir::VarId| {
+            let (Some(slot), Some(var)) =
+                (narrow_index.get_mut(param as usize), kernel.vars.get(offset.0 as usize))
+            else {
+                bad.get_or_insert_with(|| {
+                    format!("access to parameter {param} / var {} out of range", offset.0)
+                });
+                return;
+            };
+            if matches!(var.ty.dtype, DType::I32 | DType::U32) {
+                // i32 is the narrower of the two limits.
+                *slot = match (*slot, var.ty.dtype) {
+                    (Some(DType::I32), _) | (_, DType::I32) => Some(DType::I32),
+                    _ => Some(DType::U32),
+                };
             }
+        };
+        match s {
+            Stmt::Store { param, offset, .. } => access(*param, *offset),
+            Stmt::Assign { expr: Expr::Load { param, offset, .. }, .. } => access(*param, *offset),
+            _ => {}
         }
-        Ok(())
+    });
+    match bad {
+        Some(b) => Err(b),
+        None => Ok(narrow_index),
     }
 }
 
@@ -546,228 +406,4 @@ pub(crate) fn full_source_for(
         s.push('\n');
     }
     s
-}
-
-/// The default warps per program, from the largest tile length `L` (a power of two) and the
-/// kernel's shape (reductions, loads, element sizes, math), as elements per thread
-/// (`L / (32 * warps)`). Tuned on an H200 (2026-11-22) by sweeping the warps over the anchor
-/// shapes; the sweeps are kept in `docs/runs/sweep-h200-s3/`, `sweep-h200-s4/` and
-/// `sweep-h200-s5/`:
-/// * element-wise kernels: 8 elements per thread (`clamp(L / 256, 1, 16)`), 16 where the kernel
-///   does math (`erf`, `exp`, `rand`, ...) and 32 where it does math on 1- or 2-byte loads: more
-///   independent lanes per thread to hide the long dependent chains, and per-thread setup (a
-///   division, say) spread over more of them (bias+GELU+dropout, `sweep-h200-s4/run2-*`);
-/// * a reduction over one streamed tile (softmax-like): 2-byte elements 16 per thread
-///   (`clamp(L / 512, 1, 16)`); 4-byte ones 4 warps up to `L = 4096`, 16 above (Triton's rule,
-///   but 4 warps also at 4096);
-/// * a reduction with several tile loads (layernorm-like: x, w, b), whose tiles stay live across
-///   the reductions: 2-byte elements 32 per thread (`clamp(L / 1024, 1, 16)`: f16 LayerNorm 8192
-///   and 768 wide, `sweep-h200-s4/run5-row_w*`) but at least 8 warps from `L = 4096` (f16
-///   LayerNorm 4096x4096 timed alone in the fifth session, code 615b9d0: 8 warps 3005–3031 GB/s,
-///   4 warps 2926–2971 over three calls); 4-byte ones `clamp(L / 256, 1, 8)` up to 2048 wide
-///   (Triton's rule) and 16 warps from 4096.
-///
-/// A kernel that reduces a 2-D tile along an axis (`x.sum(1)`, `x.max(0)`, `argmax(x, 1)`)
-/// holds all the rows of its largest tile at once and takes 16 elements per thread
-/// (`clamp(L / 512, 1, 16)`), whatever its loads and element size: the rows stay live in
-/// registers across the reductions together with their per-row results and column-broadcast
-/// operands, and a row reduction costs the same shuffles however many warps hold the rows (a
-/// row spans `C / VEC` threads either way). 32 elements per thread put qk_norm_rope's `[8, 128]`
-/// f16 tile on one warp at 255 registers a thread (twice as slow as on 4 warps, docs/PERF.md,
-/// issue 14; its launcher now takes 2); 8 (the rule until session 14) was 1–5 % slower than 16 on
-/// every narrow-row softmax and LayerNorm anchor of an H100 sweep (`[ROWS, BLOCK]` tiles of 2048
-/// lanes, 8 against 4 warps, `docs/runs/2026-11-27-h100-session14/call6/sweep_t2048_w*`).
-///
-/// Never more warps than `L / 32`.
-pub fn default_num_warps(kernel: &Kernel, consts: &[u64]) -> u32 {
-    num_warps_for(kernel.tile_lens().iter().filter_map(|l| l.eval(consts)).max(), WarpShape::of(kernel))
-}
-
-/// The features of a kernel that its default `num_warps` depends on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct WarpShape {
-    /// Some tile is reduced (to a scalar or along an axis).
-    reduces: bool,
-    /// Some 2-D tile is reduced along an axis.
-    axis_reduces: bool,
-    tile_loads: usize,
-    /// Some tile load has 1- or 2-byte elements.
-    narrow: bool,
-    /// Math functions or `rand` on tiles.
-    math: bool,
-}
-
-impl WarpShape {
-    fn of(kernel: &Kernel) -> WarpShape {
-        let mut shape =
-            WarpShape { reduces: false, axis_reduces: false, tile_loads: 0, narrow: false, math: false };
-        kernel.visit_stmts(&mut |s| match s {
-            Stmt::Assign { expr: Expr::Reduce(..) | Expr::ArgReduce { axis: None, .. }, .. } => {
-                shape.reduces = true
-            }
-            Stmt::Assign {
-                expr: Expr::ReduceAxis { .. } | Expr::ArgReduce { axis: Some(_), .. }, ..
-            } => {
-                shape.reduces = true;
-                shape.axis_reduces = true;
-            }
-            Stmt::Assign { dst, expr: Expr::Load { .. } } if !kernel.ty(*dst).shape.is_scalar() => {
-                shape.tile_loads += 1;
-                shape.narrow |= kernel.ty(*dst).dtype.size_bytes() <= 2;
-            }
-            Stmt::Assign { dst, expr: Expr::Rand { .. } } if !kernel.ty(*dst).shape.is_scalar() => {
-                shape.math = true
-            }
-            Stmt::Assign { dst, expr: Expr::Unary(op, _) }
-                if !kernel.ty(*dst).shape.is_scalar() && UnaryOp::MATH.contains(op) =>
-            {
-                shape.math = true
-            }
-            _ => {}
-        });
-        shape
-    }
-}
-
-/// The elements of its largest tile a thread of an axis-reducing kernel holds by default.
-const AXIS_REDUCE_ELEMS: u64 = 16;
-
-fn num_warps_for(largest_tile: Option<u64>, shape: WarpShape) -> u32 {
-    let l = largest_tile.unwrap_or(1);
-    let w = match shape {
-        WarpShape { axis_reduces: true, .. } => (l / (32 * AXIS_REDUCE_ELEMS)).clamp(1, 16),
-        WarpShape { reduces: false, math: false, .. } => (l / 256).clamp(1, 16),
-        WarpShape { reduces: false, math: true, narrow: true, .. } => (l / 1024).clamp(1, 16),
-        WarpShape { reduces: false, math: true, .. } => (l / 512).clamp(1, 16),
-        WarpShape { tile_loads: 0..=1, narrow: true, .. } => (l / 512).clamp(1, 16),
-        WarpShape { tile_loads: 0..=1, narrow: false, .. } if l <= 4096 => 4,
-        WarpShape { tile_loads: 0..=1, narrow: false, .. } => 16,
-        WarpShape { narrow: true, .. } if l >= 4096 => (l / 1024).clamp(8, 16),
-        WarpShape { narrow: true, .. } => (l / 1024).clamp(1, 16),
-        _ if l >= 4096 => 16,
-        _ => (l / 256).clamp(1, 8),
-    };
-    w.min((l / 32).max(1)) as u32
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{num_warps_for, WarpShape};
-
-    const fn shape(reduces: bool, tile_loads: usize, narrow: bool, math: bool) -> WarpShape {
-        WarpShape { reduces, axis_reduces: false, tile_loads, narrow, math }
-    }
-    const fn rows(s: WarpShape) -> WarpShape {
-        WarpShape { reduces: true, axis_reduces: true, ..s }
-    }
-    const ELEMENTWISE: WarpShape = shape(false, 3, false, false);
-    const DROPOUT: WarpShape = shape(false, 2, true, true);
-    const DROPOUT_F32: WarpShape = shape(false, 2, false, true);
-    const SOFTMAX: WarpShape = shape(true, 1, false, true);
-    const SOFTMAX_F16: WarpShape = shape(true, 1, true, true);
-    const LAYERNORM: WarpShape = shape(true, 3, false, false);
-    const LAYERNORM_F16: WarpShape = shape(true, 3, true, false);
-    // The same with axis reductions of 2-D tiles; QK_NORM_ROPE's loads: x, its partner, the two
-    // weights, cos and sin.
-    const SOFTMAX_ROWS: WarpShape = rows(SOFTMAX);
-    const SOFTMAX_ROWS_F16: WarpShape = rows(SOFTMAX_F16);
-    const LAYERNORM_ROWS_F16: WarpShape = rows(LAYERNORM_F16);
-    const QK_NORM_ROPE_F16: WarpShape = rows(shape(true, 6, true, true));
-
-    #[test]
-    fn num_warps_elementwise() {
-        assert_eq!(num_warps_for(None, ELEMENTWISE), 1);
-        assert_eq!(num_warps_for(Some(64), ELEMENTWISE), 1);
-        assert_eq!(num_warps_for(Some(1024), ELEMENTWISE), 4);
-        assert_eq!(num_warps_for(Some(1024), DROPOUT), 1);
-        assert_eq!(num_warps_for(Some(1024), DROPOUT_F32), 2);
-        assert_eq!(num_warps_for(Some(4096), ELEMENTWISE), 16);
-        assert_eq!(num_warps_for(Some(1 << 20), ELEMENTWISE), 16);
-    }
-
-    #[test]
-    fn num_warps_one_stream_reduction() {
-        for (l, w, w16) in [
-            (32, 1, 1),
-            (64, 2, 1),
-            (512, 4, 1),
-            (1024, 4, 2),
-            (2048, 4, 4),
-            (4096, 4, 8),
-            (8192, 16, 16),
-            (16384, 16, 16),
-        ] {
-            assert_eq!(num_warps_for(Some(l), SOFTMAX), w, "L = {l}");
-            assert_eq!(num_warps_for(Some(l), SOFTMAX_F16), w16, "f16 L = {l}");
-        }
-    }
-
-    #[test]
-    fn num_warps_several_streams() {
-        for (l, w, w16) in
-            [(256, 1, 1), (1024, 4, 1), (2048, 8, 2), (4096, 16, 8), (8192, 16, 8), (65536, 16, 16)]
-        {
-            assert_eq!(num_warps_for(Some(l), LAYERNORM), w, "L = {l}");
-            assert_eq!(num_warps_for(Some(l), LAYERNORM_F16), w16, "f16 L = {l}");
-        }
-    }
-
-    #[test]
-    fn axis_reductions_take_16_elements_per_thread() {
-        // qk_norm_rope's [8, 128] f16 tile: 2 warps (32 elements a thread gave 1: 255 registers).
-        assert_eq!(num_warps_for(Some(1024), QK_NORM_ROPE_F16), 2);
-        assert_eq!(num_warps_for(Some(1024), rows(LAYERNORM_F16)), 2);
-        // The rows kernels' [ROWS, BLOCK] tiles of 2048 lanes: 4 warps, f32 LayerNorm's 1-D rule
-        // (8) included.
-        for shape in [SOFTMAX_ROWS, SOFTMAX_ROWS_F16, LAYERNORM_ROWS_F16, rows(LAYERNORM)] {
-            assert_eq!(num_warps_for(Some(2048), shape), 4, "{shape:?}");
-        }
-        // At most 16 warps, never more than L / 32, at least 1.
-        assert_eq!(num_warps_for(Some(8192), SOFTMAX_ROWS), 16);
-        assert_eq!(num_warps_for(Some(1 << 16), LAYERNORM_ROWS_F16), 16);
-        assert_eq!(num_warps_for(Some(512), QK_NORM_ROPE_F16), 1);
-        assert_eq!(num_warps_for(Some(16), SOFTMAX_ROWS), 1);
-        for l in (0..20).map(|i| 1u64 << i) {
-            for s in [SOFTMAX, SOFTMAX_F16, LAYERNORM, LAYERNORM_F16] {
-                let two_d = u64::from(num_warps_for(Some(l), rows(s)));
-                assert_eq!(two_d, (l / 512).clamp(1, 16), "L = {l} {s:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn small_grids_get_more_warps_while_threads_keep_their_minimum() {
-        use super::fill_gpu;
-        assert_eq!(fill_gpu(1, 1024, 8, 4096, 132), 4, "f16 LayerNorm 4096x1024 on 132 SMs");
-        assert_eq!(fill_gpu(1, 1024, 8, 32768, 132), 1, "32768 rows fill the GPU at 1 warp");
-        assert_eq!(fill_gpu(1, 512, 8, 1024, 132), 2, "8 elements per thread at least");
-        assert_eq!(fill_gpu(4, 1024, 8, 1024, 132), 4, "already 8 per thread");
-        assert_eq!(fill_gpu(8, 1 << 20, 8, 1, 132), 16, "at most 16");
-        // Axis reductions keep 16 a thread: [8, 256] tiles over 16384 rows stay on 4 warps.
-        assert_eq!(fill_gpu(4, 2048, 16, 2048, 132), 4, "16384x256 LayerNorm rows");
-        assert_eq!(fill_gpu(4, 2048, 8, 2048, 132), 8, "the 1-D minimum would double it");
-        assert_eq!(fill_gpu(1, 2048, 16, 16, 132), 4, "a tiny grid: down to 16 a thread");
-    }
-
-    #[test]
-    fn num_warps_is_always_a_power_of_two_in_range() {
-        for l in (0..20).map(|i| 1u64 << i) {
-            for shape in [
-                ELEMENTWISE,
-                DROPOUT,
-                SOFTMAX,
-                SOFTMAX_F16,
-                LAYERNORM,
-                LAYERNORM_F16,
-                SOFTMAX_ROWS,
-                QK_NORM_ROPE_F16,
-            ] {
-                let w = num_warps_for(Some(l), shape);
-                assert!(
-                    w.is_power_of_two() && (1..=32).contains(&w) && u64::from(w) * 32 <= l.max(32),
-                    "{l} {shape:?}"
-                );
-            }
-        }
-    }
 }

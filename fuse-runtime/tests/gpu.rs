@@ -1,7 +1,8 @@
-//! GPU tests (harness = false, fuse_testkit::harness): run on GPU 0; with no usable GPU each is
+//! GPU tests (harness = false, tests/common/harness.rs): run on GPU 0; with no usable GPU each is
 //! reported as ignored, "needs an NVIDIA GPU", and the reason is printed once.
 mod common;
-use fuse_testkit::harness;
+#[path = "common/harness.rs"]
+mod harness;
 
 use common::*;
 use fuse_runtime::{launch, Device, DeviceRead, DeviceWrite, Error, KernelArg, KernelSpec, LaunchConfig};
@@ -86,9 +87,8 @@ fn cuda_launch_validation(d: &Device) {
     let cpu = Device::cpu();
     let xc = cpu.upload(&[1.0f32; 8]).unwrap();
     let mut out = d.zeros::<f32>(8).unwrap();
-    let e =
-        launch(add_one_spec(), d, 1u32.into(), &[8], &mut [(&xc).into(), (&mut out).into(), 8i32.into()])
-            .unwrap_err();
+    let e = launch(add_one_spec(), d, 1u32.into(), &[8], &mut [(&xc).into(), (&mut out).into(), 8i32.into()])
+        .unwrap_err();
     assert!(matches!(e, Error::WrongDevice(_)), "{e}");
     assert!(e.to_string().contains("lives on CPU"), "{e}");
     let xg = d.upload(&[1.0f32; 8]).unwrap();

@@ -1,8 +1,11 @@
 //! Timing one candidate the way `triton.testing.do_bench` does: a warm-up launch (which also
 //! compiles it), then the median of launches each timed by its own pair of CUDA events, the
 //! `restore` buffers put back before each outside the timed region.
+//!
+//! Imports `device`, `error` and, in `autotune/`, `saved.rs` and `tuning.rs`.
 
-use super::{Saved, Step};
+use super::saved::Saved;
+use super::tuning::Step;
 use crate::device::Device;
 use crate::error::Result;
 use std::cell::RefCell;

@@ -12,125 +12,30 @@
 //! * On the CPU device, and with `FUSE_AUTOTUNE=0`, the first candidate is taken without timing.
 //! * Timing runs the kernel many times over the launch's own arguments: buffers the kernel
 //!   writes in place must be listed in `restore = [..]` (saved before and put back before every
-//!   timed run and before the real launch, [`Saved`](crate::autotune::Saved)); any other output is simply written again.
+//!   timed run and before the real launch, [`Saved`](crate::autotune::Saved)); any other output
+//!   is simply written again.
 //! * The choice is logged through the `log` crate (target `fuse_runtime::autotune`): `info` for
 //!   each tuning and its timings, `debug` for a winner taken from disk.
+//!
+//! Top layer: `autotune/` imports `device`, `spec`, `args` and `validate` (the saved buffers),
+//! `cuda` (the device's winners and the disk cache) and the bottom layer. Inside it, `saved.rs`
+//! is at the bottom, `tuning.rs` above it, `bench.rs` and `record.rs` above those, this file on
+//! top.
 
 mod bench;
 mod record;
 mod saved;
+mod tuning;
 
 pub use saved::Saved;
+pub use tuning::{no_such_config, Candidate, KeyValue, Step, Tuning};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::spec::KernelSpec;
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock, RwLock};
-
-/// One candidate configuration, as the runtime sees it: the const generics in declaration order
-/// and the launch's warps and stages (`None`: the runtime's default).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Candidate {
-    /// The const generics' values, in the kernel's declaration order.
-    pub consts: &'static [u64],
-    /// Warps per program; `None` takes [`crate::default_num_warps`].
-    pub num_warps: Option<u32>,
-    /// Pipeline stages; `None` takes [`crate::DEFAULT_NUM_STAGES`].
-    pub num_stages: Option<u32>,
-}
-
-impl Candidate {
-    /// A candidate (constructible in a `static`).
-    pub const fn new(consts: &'static [u64], num_warps: Option<u32>, num_stages: Option<u32>) -> Candidate {
-        Candidate { consts, num_warps, num_stages }
-    }
-
-    /// `BLOCK = 1024, num_warps = 4, num_stages = default`.
-    fn describe(&self, const_names: &[String]) -> String {
-        let mut parts: Vec<String> =
-            const_names.iter().zip(self.consts).map(|(n, v)| format!("{n} = {v}")).collect();
-        let opt = |v: Option<u32>| v.map_or("default".to_string(), |v| v.to_string());
-        parts.push(format!("num_warps = {}", opt(self.num_warps)));
-        parts.push(format!("num_stages = {}", opt(self.num_stages)));
-        parts.join(", ")
-    }
-}
-
-/// What an autotuned kernel's attribute declared: the candidates, the key parameters' names (for
-/// the logs) and whether some buffers are restored around timing runs.
-#[derive(Debug)]
-pub struct Tuning {
-    candidates: &'static [Candidate],
-    key_names: &'static [&'static str],
-    restores: bool,
-}
-
-impl Tuning {
-    /// Constructible in a `static`.
-    pub const fn new(
-        candidates: &'static [Candidate],
-        key_names: &'static [&'static str],
-        restores: bool,
-    ) -> Tuning {
-        Tuning { candidates, key_names, restores }
-    }
-
-    /// The candidates, in the attribute's order.
-    pub fn candidates(&self) -> &'static [Candidate] {
-        self.candidates
-    }
-}
-
-/// What [`run`] asks the generated launcher to do.
-pub enum Step<'a> {
-    /// Launch candidate `i` over the launch's arguments.
-    Launch(usize),
-    /// Save the `restore` buffers into the given [`Saved`] (before tuning).
-    Save(&'a mut Saved),
-    /// Put the saved contents back (before each timed run and before the real launch).
-    Restore(&'a Saved),
-}
-
-/// A key parameter's value as the tuner keys it: integers by value, `f32` by its bits.
-pub trait KeyValue: Copy {
-    /// The value as one 64-bit word (signed integers sign-extended).
-    fn key_word(self) -> u64;
-}
-
-impl KeyValue for i32 {
-    fn key_word(self) -> u64 {
-        i64::from(self) as u64
-    }
-}
-impl KeyValue for i64 {
-    fn key_word(self) -> u64 {
-        self as u64
-    }
-}
-impl KeyValue for u32 {
-    fn key_word(self) -> u64 {
-        u64::from(self)
-    }
-}
-impl KeyValue for u64 {
-    fn key_word(self) -> u64 {
-        self
-    }
-}
-impl KeyValue for f32 {
-    fn key_word(self) -> u64 {
-        u64::from(self.to_bits())
-    }
-}
-
-/// The error for a [`Step::Launch`] index the launcher has no candidate for (never expected:
-/// [`run`] only asks for candidates of its [`Tuning`]).
-pub fn no_such_config(i: usize) -> Error {
-    Error::InvalidArgument(format!("autotune: no candidate configuration #{i}"))
-}
+use std::sync::OnceLock;
 
 /// Whether `FUSE_AUTOTUNE` turns tuning off (`0`, `false`, `off`), read once per process.
 fn disabled() -> bool {
@@ -156,24 +61,10 @@ fn log_first_once(spec: &KernelSpec, why: &'static str) {
     }
 }
 
-/// A GPU's winners: per kernel spec (its address: specs are statics), per key.
-#[derive(Default)]
-pub(crate) struct Tunings {
-    winners: RwLock<HashMap<usize, HashMap<Vec<u64>, usize>>>,
-    /// Held while tuning: timings of two kernels at once would measure each other.
-    tuning: Mutex<()>,
-}
-
-impl Tunings {
-    fn get(&self, spec: &KernelSpec, key: &[u64]) -> Option<usize> {
-        let winners = self.winners.read().unwrap_or_else(|p| p.into_inner());
-        winners.get(&(spec as *const KernelSpec as usize))?.get(key).copied()
-    }
-
-    fn insert(&self, spec: &KernelSpec, key: &[u64], winner: usize) {
-        let mut winners = self.winners.write().unwrap_or_else(|p| p.into_inner());
-        winners.entry(spec as *const KernelSpec as usize).or_default().insert(key.to_vec(), winner);
-    }
+/// How a GPU's winners ([`crate::cuda::tunings::Tunings`]) know a kernel: its spec's address
+/// (specs are statics).
+fn spec_address(spec: &KernelSpec) -> usize {
+    spec as *const KernelSpec as usize
 }
 
 /// `m = 1024, n = 512` (the key as the logs and errors name it).
@@ -214,7 +105,7 @@ pub fn run(
         step(Step::Launch(0))?;
         return Ok(0);
     }
-    if let Some(w) = cuda.tunings.get(spec, key) {
+    if let Some(w) = cuda.tunings.get(spec_address(spec), key) {
         step(Step::Launch(w))?;
         return Ok(w);
     }
@@ -238,7 +129,7 @@ pub fn run(
         )));
     }
     let winner = {
-        let _one_at_a_time = cuda.tunings.tuning.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_at_a_time = cuda.tunings.one_at_a_time();
         TUNING_HERE.with(|t| t.set(true));
         let _reset = ResetOnDrop;
         winner_for(tuning, spec, device, cuda, key, step)?
@@ -269,7 +160,7 @@ fn winner_for(
     key: &[u64],
     step: &mut dyn FnMut(Step<'_>) -> Result<()>,
 ) -> Result<usize> {
-    let winner = match cuda.tunings.get(spec, key) {
+    let winner = match cuda.tunings.get(spec_address(spec), key) {
         Some(w) => w,
         None => {
             let record = record::Record::new(tuning, spec, &cuda.name, &cuda.target, key);
@@ -291,7 +182,7 @@ fn winner_for(
                     w
                 }
             };
-            cuda.tunings.insert(spec, key, w);
+            cuda.tunings.insert(spec_address(spec), key, w);
             w
         }
     };

@@ -6,8 +6,11 @@
 //! version. The payload is a small JSON document naming the winner by its values (not only its
 //! index), checked against the candidates on load. A corrupt or unreadable entry is logged and
 //! ignored (the cache removes what fails its checksum) and the fresh tuning rewrites it.
+//!
+//! Imports `disk_cache`, `spec`, `cuda` (the process's disk cache, NVRTC's version) and, in
+//! `autotune/`, `tuning.rs`.
 
-use super::{Candidate, Tuning};
+use super::tuning::{Candidate, Tuning};
 use crate::disk_cache::{DiskCache, TUNE_EXT};
 use crate::spec::KernelSpec;
 use serde_json::{json, Value};

@@ -1,10 +1,14 @@
 //! Triton's `restore_value`: copies of the buffers an autotuned kernel writes in place, taken
 //! before tuning and put back before every timed launch and before the real one, so that timing
 //! a candidate never changes what the real launch computes.
+//!
+//! Imports `args`, `validate` (whose memory the buffers are), `device` and `error`; nothing else
+//! of `autotune/`.
 
+use crate::args::{ArgMemoryMut, BufferArgMut, KernelArg};
 use crate::device::Device;
-use crate::error::{Error, Result};
-use crate::launch::{check_home, BufferArgMut, DataMut, KernelArg};
+use crate::error::{drv, Error, Result};
+use crate::validate::check_home;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 /// The saved contents of a launch's `restore` buffers (see the module docs of
@@ -55,13 +59,13 @@ impl Saved {
             check_home(self.kernel, name, b.home, device)?;
             let len = b.len * b.dtype.size_bytes();
             let copy = match (&mut b.data, device.cuda_inner()) {
-                (DataMut::Host(h), _) => Copy::Host(h.to_vec()),
+                (ArgMemoryMut::Host(h), _) => Copy::Host(h.to_vec()),
                 (data, Some(cuda)) => {
                     cuda.capture.refuse_on_this_thread("save buffers for autotuning")?;
                     let mut bytes = cuda.stream.alloc_zeros::<u8>(len.max(1)).map_err(|e| {
                         Error::Cuda(format!(
                             "allocating {len} bytes to save `{name}` for autotuning: {}",
-                            crate::cuda::drv(e)
+                            drv(e)
                         ))
                     })?;
                     {
@@ -112,8 +116,8 @@ impl Saved {
                 )));
             }
             match (copy, &mut b.data) {
-                (Copy::Host(h), DataMut::Host(dst)) => dst.copy_from_slice(h),
-                (Copy::Device { bytes, .. }, data) if !matches!(data, DataMut::Host(_)) => {
+                (Copy::Host(h), ArgMemoryMut::Host(dst)) => dst.copy_from_slice(h),
+                (Copy::Device { bytes, .. }, data) if !matches!(data, ArgMemoryMut::Host(_)) => {
                     let cuda =
                         device.cuda_inner().ok_or_else(|| Error::WrongDevice("restore on the CPU".into()))?;
                     let (src, _src_guard) = bytes.device_ptr(&cuda.stream);
@@ -144,7 +148,7 @@ fn copy_on_stream(
     name: &str,
     len: usize,
     copy: u64,
-    data: &mut DataMut<'_>,
+    data: &mut ArgMemoryMut<'_>,
     dir: Direction,
 ) -> Result<()> {
     let cuda = device.cuda_inner().ok_or_else(|| Error::WrongDevice("a GPU copy on the CPU".into()))?;
@@ -152,25 +156,24 @@ fn copy_on_stream(
         return Ok(());
     }
     let (ptr, _guard) = match data {
-        DataMut::Cuda { ptr, .. } => (*ptr, None),
-        DataMut::Cudarc(m) if dir == Direction::IntoBuffer => {
+        ArgMemoryMut::Cuda { ptr, .. } => (*ptr, None),
+        ArgMemoryMut::Cudarc(m) if dir == Direction::IntoBuffer => {
             let (p, g) = m.write_ptr(&cuda.stream);
             (p, Some(g))
         }
-        DataMut::Cudarc(m) => {
+        ArgMemoryMut::Cudarc(m) => {
             let (p, g) = m.read_ptr(&cuda.stream);
             (p, Some(g))
         }
-        DataMut::Host(_) => return Err(Error::WrongDevice(format!("`{name}` is host memory"))),
+        ArgMemoryMut::Host(_) => return Err(Error::WrongDevice(format!("`{name}` is host memory"))),
     };
     let (dst, src) = if dir == Direction::IntoBuffer { (ptr, copy) } else { (copy, ptr) };
-    cuda.ctx.bind_to_thread().map_err(|e| Error::Cuda(crate::cuda::drv(e)))?;
+    cuda.ctx.bind_to_thread().map_err(|e| Error::Cuda(drv(e)))?;
     // SAFETY: both addresses hold at least `len` bytes: the buffer's view (its elements times
     // their size, checked against the saved length) and the copy allocated for it; they are
     // distinct allocations, and the copy is ordered on the device's stream.
-    unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, len, cuda.stream.cu_stream()) }.map_err(
-        |e| Error::Cuda(format!("copying `{name}` ({len} bytes) for autotuning: {}", crate::cuda::drv(e))),
-    )
+    unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, len, cuda.stream.cu_stream()) }
+        .map_err(|e| Error::Cuda(format!("copying `{name}` ({len} bytes) for autotuning: {}", drv(e))))
 }
 
 #[cfg(test)]

@@ -1,8 +1,12 @@
 //! Re-checks the IR against the rules the interpreter relies on, once per launch, so that a
 //! malformed kernel is an `InvalidKernel` error and never a panic.
+//!
+//! Imports only `cpu/error.rs`.
 
-use super::CpuError;
-use fuse_ir::{dot_accumulator, DType, Expr, Kernel, ParamKind, ReduceOp, Stmt, UnaryOp, VarId, DOT_MIN_DIM};
+use super::error::CpuError;
+use fuse_ir::{
+    dot_accumulator, BinaryOp, DType, Expr, Kernel, ParamKind, ReduceOp, Stmt, UnaryOp, VarId, DOT_MIN_DIM,
+};
 
 /// Tiles longer than this are refused (the interpreter allocates every var per worker).
 pub(crate) const MAX_TILE: u64 = 1 << 26;
@@ -85,19 +89,20 @@ pub(crate) fn check(kernel: &Kernel, consts: &[u64]) -> Result<Layout, CpuError>
             format!("per-program state of {state} bytes is too large for the CPU back end"),
         ));
     }
-    let ck = Ck { k: kernel, lens: &lens, dims: &dims_of, dtypes: &dtypes };
-    ck.stmts(&kernel.body)?;
+    let checker = Checker { k: kernel, lens: &lens, dims: &dims_of, dtypes: &dtypes };
+    checker.stmts(&kernel.body)?;
     Ok(Layout { lens, dims: dims_of, dtypes, state })
 }
 
-struct Ck<'a> {
+/// The IR's rules checked against one launch's layout.
+struct Checker<'a> {
     k: &'a Kernel,
     lens: &'a [usize],
     dims: &'a [Vec<usize>],
     dtypes: &'a [DType],
 }
 
-impl Ck<'_> {
+impl Checker<'_> {
     fn err(&self, msg: String) -> CpuError {
         bad(self.k, msg)
     }
@@ -201,15 +206,19 @@ impl Ck<'_> {
         Ok(())
     }
 
+    /// `v` fits `n` lanes (see [`Checker::fits`]) and has `dst`'s dtype `d`.
+    fn same(&self, v: VarId, n: usize, (dst, d): (VarId, DType), what: &str) -> Result<(), CpuError> {
+        let vd = self.fits(v, n, what)?;
+        if vd != d {
+            return Err(self.err(format!("{what} `{}` is {vd}, `{}` is {d}", self.name(v), self.name(dst))));
+        }
+        Ok(())
+    }
+
+    /// `dst` (of dtype `d`, `n` lanes) = `e`.
     fn expr(&self, dst: VarId, d: DType, n: usize, e: &Expr) -> Result<(), CpuError> {
         let dname = self.name(dst).to_string();
-        let same = |v: VarId, what: &str| -> Result<(), CpuError> {
-            let vd = self.fits(v, n, what)?;
-            if vd != d {
-                return Err(self.err(format!("{what} `{}` is {vd}, `{dname}` is {d}", self.name(v))));
-            }
-            Ok(())
-        };
+        let same = |v: VarId, what: &str| self.same(v, n, (dst, d), what);
         match e {
             Expr::Copy(v) | Expr::Splat(v) => same(*v, "operand")?,
             Expr::Lit(_) => {}
@@ -245,23 +254,7 @@ impl Ck<'_> {
                     return Err(self.err(format!("{} on {d}", op.name())));
                 }
             }
-            Expr::Binary(op, a, b) => {
-                let ad = self.fits(*a, n, "operand")?;
-                let bd = self.fits(*b, n, "operand")?;
-                if ad != bd {
-                    return Err(self.err(format!("binary operands of {ad} and {bd}")));
-                }
-                let ok = if op.is_comparison() {
-                    d == DType::Bool && ad.is_compute()
-                } else if op.is_bitwise() {
-                    d == ad && (ad == DType::Bool || ad.is_int())
-                } else {
-                    d == ad && ad.is_compute() && ad != DType::Bool
-                };
-                if !ok {
-                    return Err(self.err(format!("{op:?} on {ad} into {d}")));
-                }
-            }
+            Expr::Binary(op, a, b) => self.binary(*op, *a, *b, d, n)?,
             Expr::Cast(v) => {
                 self.fits(*v, n, "cast operand")?;
             }
@@ -273,24 +266,7 @@ impl Ck<'_> {
                 same(*b, "where operand")?;
             }
             Expr::Load { param, offset, mask, other } => {
-                let elem = self.ptr(*param, false)?;
-                if elem != d {
-                    return Err(self.err(format!("load of {elem} into {d}")));
-                }
-                let od = self.fits(*offset, n, "load offset")?;
-                if !is_offset_int(od) {
-                    return Err(
-                        self.err(format!("load offset `{}` is {od}, not an integer", self.name(*offset)))
-                    );
-                }
-                if let Some(m) = mask {
-                    if self.fits(*m, n, "load mask")? != DType::Bool {
-                        return Err(self.err("load mask is not bool".into()));
-                    }
-                }
-                if let Some(o) = other {
-                    same(*o, "load other")?;
-                }
+                self.load(dst, d, n, (*param, *offset, *mask, *other))?
             }
             Expr::Reduce(op, v) => {
                 let (vd, _) = self.var(*v)?;
@@ -302,9 +278,82 @@ impl Ck<'_> {
                     return Err(self.err(format!("{op:?} of {vd} into {d} with {n} lanes")));
                 }
             }
+            Expr::Broadcast(_) | Expr::Reshape(_) | Expr::Trans(_) | Expr::Split { .. } | Expr::Join(..) => {
+                self.shape_move(dst, d, n, e)?
+            }
+            Expr::ReduceAxis { .. } | Expr::ArgReduce { .. } => self.axis_or_arg_reduction(dst, d, n, e)?,
+            Expr::Dot { a, b, acc } => self.dot(dst, d, (*a, *b, *acc))?,
+            Expr::Rand { seed, offset, .. } => {
+                if !is_offset_int(self.scalar(*seed, "rand seed")?) {
+                    return Err(self.err("rand seed is not an integer".into()));
+                }
+                if !is_offset_int(self.fits(*offset, n, "rand offset")?) {
+                    return Err(self.err("rand offset is not an integer".into()));
+                }
+                if d != DType::F32 {
+                    return Err(self.err(format!("rand into {d}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `a op b` into `n` lanes of `d`.
+    fn binary(&self, op: BinaryOp, a: VarId, b: VarId, d: DType, n: usize) -> Result<(), CpuError> {
+        let ad = self.fits(a, n, "operand")?;
+        let bd = self.fits(b, n, "operand")?;
+        if ad != bd {
+            return Err(self.err(format!("binary operands of {ad} and {bd}")));
+        }
+        let ok = if op.is_comparison() {
+            d == DType::Bool && ad.is_compute()
+        } else if op.is_bitwise() {
+            d == ad && (ad == DType::Bool || ad.is_int())
+        } else {
+            d == ad && ad.is_compute() && ad != DType::Bool
+        };
+        if !ok {
+            return Err(self.err(format!("{op:?} on {ad} into {d}")));
+        }
+        Ok(())
+    }
+
+    /// A load of `param[offset]` (under `mask`, else `other`) into `dst`.
+    fn load(
+        &self,
+        dst: VarId,
+        d: DType,
+        n: usize,
+        (param, offset, mask, other): (u32, VarId, Option<VarId>, Option<VarId>),
+    ) -> Result<(), CpuError> {
+        let elem = self.ptr(param, false)?;
+        if elem != d {
+            return Err(self.err(format!("load of {elem} into {d}")));
+        }
+        let od = self.fits(offset, n, "load offset")?;
+        if !is_offset_int(od) {
+            return Err(self.err(format!("load offset `{}` is {od}, not an integer", self.name(offset))));
+        }
+        if let Some(m) = mask {
+            if self.fits(m, n, "load mask")? != DType::Bool {
+                return Err(self.err("load mask is not bool".into()));
+            }
+        }
+        if let Some(o) = other {
+            self.same(o, n, (dst, d), "load other")?;
+        }
+        Ok(())
+    }
+
+    /// A broadcast, reshape, transpose, split or join into `dst`: the same dtype, and shapes that
+    /// fit the move.
+    fn shape_move(&self, dst: VarId, d: DType, n: usize, e: &Expr) -> Result<(), CpuError> {
+        let dname = self.name(dst);
+        let dd = &self.dims[dst.0 as usize];
+        match e {
             Expr::Broadcast(v) | Expr::Reshape(v) | Expr::Trans(v) => {
                 let (vd, vl) = self.var(*v)?;
-                let (sd, dd) = (&self.dims[v.0 as usize], &self.dims[dst.0 as usize]);
+                let sd = &self.dims[v.0 as usize];
                 let ok = vd == d
                     && !sd.is_empty()
                     && match e {
@@ -320,19 +369,28 @@ impl Ck<'_> {
             }
             Expr::Split { src, half } => {
                 let (vd, _) = self.var(*src)?;
-                let (sd, dd) = (&self.dims[src.0 as usize], &self.dims[dst.0 as usize]);
+                let sd = &self.dims[src.0 as usize];
                 if vd != d || *half > 1 || !halves(dd, sd) {
                     return Err(self.err(format!("`{dname}`: bad split {e:?} from {sd:?} to {dd:?}")));
                 }
             }
             Expr::Join(a, b) => {
                 let ((ad, _), (bd, _)) = (self.var(*a)?, self.var(*b)?);
-                let (sa, sb, dd) =
-                    (&self.dims[a.0 as usize], &self.dims[b.0 as usize], &self.dims[dst.0 as usize]);
+                let (sa, sb) = (&self.dims[a.0 as usize], &self.dims[b.0 as usize]);
                 if ad != d || bd != d || sa != sb || !halves(sa, dd) {
                     return Err(self.err(format!("`{dname}`: bad join {e:?} of {sa:?} and {sb:?} to {dd:?}")));
                 }
             }
+            _ => unreachable!("`expr` passes only shape moves"),
+        }
+        Ok(())
+    }
+
+    /// A reduction along an axis, or an argmax/argmin (along an axis or of the whole tile), into
+    /// `dst`.
+    fn axis_or_arg_reduction(&self, dst: VarId, d: DType, n: usize, e: &Expr) -> Result<(), CpuError> {
+        let dname = self.name(dst);
+        match e {
             Expr::ReduceAxis { axis, src, .. } | Expr::ArgReduce { axis: Some(axis), src, .. } => {
                 let (vd, _) = self.var(*src)?;
                 let (sd, dd) = (&self.dims[src.0 as usize], &self.dims[dst.0 as usize]);
@@ -363,39 +421,33 @@ impl Ck<'_> {
                     return Err(self.err(format!("`{dname}`: bad argmax/argmin {e:?}")));
                 }
             }
-            Expr::Dot { a, b, acc } => {
-                let ((ad, _), (bd, _)) = (self.var(*a)?, self.var(*b)?);
-                let dims = |v: &VarId| self.dims[v.0 as usize].as_slice();
-                let shapes_ok = match (dims(a), dims(b), dims(&dst)) {
-                    (&[m, k], &[k2, n], &[m2, n2]) => {
-                        k == k2 && m == m2 && n == n2 && [m, n, k].iter().all(|&x| x as u64 >= DOT_MIN_DIM)
-                    }
-                    _ => false,
-                };
-                let acc_ok = match acc {
-                    None => true,
-                    Some(c) => self.var(*c)?.0 == d && dims(c) == dims(&dst),
-                };
-                if !(ad == bd && dot_accumulator(ad) == Some(d) && shapes_ok && acc_ok) {
-                    return Err(self.err(format!(
-                        "`{dname}`: bad dot of {ad} {:?} and {bd} {:?} into {d} {:?}",
-                        dims(a),
-                        dims(b),
-                        dims(&dst)
-                    )));
-                }
+            _ => unreachable!("`expr` passes only axis and arg reductions"),
+        }
+        Ok(())
+    }
+
+    /// `dst = a @ b (+ acc)`: `[M, K]` by `[K, N]` into `[M, N]` of the operands' accumulator type.
+    fn dot(&self, dst: VarId, d: DType, (a, b, acc): (VarId, VarId, Option<VarId>)) -> Result<(), CpuError> {
+        let ((ad, _), (bd, _)) = (self.var(a)?, self.var(b)?);
+        let dims = |v: VarId| self.dims[v.0 as usize].as_slice();
+        let shapes_ok = match (dims(a), dims(b), dims(dst)) {
+            (&[m, k], &[k2, n], &[m2, n2]) => {
+                k == k2 && m == m2 && n == n2 && [m, n, k].iter().all(|&x| x as u64 >= DOT_MIN_DIM)
             }
-            Expr::Rand { seed, offset, .. } => {
-                if !is_offset_int(self.scalar(*seed, "rand seed")?) {
-                    return Err(self.err("rand seed is not an integer".into()));
-                }
-                if !is_offset_int(self.fits(*offset, n, "rand offset")?) {
-                    return Err(self.err("rand offset is not an integer".into()));
-                }
-                if d != DType::F32 {
-                    return Err(self.err(format!("rand into {d}")));
-                }
-            }
+            _ => false,
+        };
+        let acc_ok = match acc {
+            None => true,
+            Some(c) => self.var(c)?.0 == d && dims(c) == dims(dst),
+        };
+        if !(ad == bd && dot_accumulator(ad) == Some(d) && shapes_ok && acc_ok) {
+            return Err(self.err(format!(
+                "`{}`: bad dot of {ad} {:?} and {bd} {:?} into {d} {:?}",
+                self.name(dst),
+                dims(a),
+                dims(b),
+                dims(dst)
+            )));
         }
         Ok(())
     }

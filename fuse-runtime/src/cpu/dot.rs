@@ -4,9 +4,11 @@
 //!
 //! The loops run `m`, then `k`, then `n` along a row of the output: every element still folds its
 //! `k` in increasing order, and the innermost loop walks `b` and the output contiguously.
+//!
+//! Imports `cpu/elem.rs` and `cpu/error.rs`.
 
-use super::elem::Data;
-use super::CpuError;
+use super::elem::VarValue;
+use super::error::CpuError;
 use fuse_ir::tf32;
 
 fn bad(msg: impl Into<String>) -> CpuError {
@@ -16,12 +18,12 @@ fn bad(msg: impl Into<String>) -> CpuError {
 /// `out = acc + a @ b` for `a` of dims `[m, k]` and `b` of `[k, n]` (the checker's shapes, checked
 /// again in `check.rs`).
 pub(super) fn dot(
-    a: &Data,
-    b: &Data,
-    acc: Option<&Data>,
+    a: &VarValue,
+    b: &VarValue,
+    acc: Option<&VarValue>,
     a_dims: &[usize],
     b_dims: &[usize],
-    out: &mut Data,
+    out: &mut VarValue,
 ) -> Result<(), CpuError> {
     let (&[m, k], &[k2, n]) = (a_dims, b_dims) else {
         return Err(bad(format!("dot of dims {a_dims:?} and {b_dims:?}")));
@@ -29,27 +31,27 @@ pub(super) fn dot(
     if k != k2 || a.len() != m * k || b.len() != k * n || acc.is_some_and(|c| c.len() != m * n) {
         return Err(bad(format!("dot of dims {a_dims:?} and {b_dims:?} with mismatched data")));
     }
-    let widen = |d: &Data| -> Option<Vec<f32>> {
+    let widen = |d: &VarValue| -> Option<Vec<f32>> {
         Some(match d {
-            Data::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
-            Data::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
-            Data::F32(v) => v.iter().map(|&x| tf32::round(x)).collect(),
+            VarValue::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+            VarValue::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
+            VarValue::F32(v) => v.iter().map(|&x| tf32::round(x)).collect(),
             _ => return None,
         })
     };
     match (a, b, out) {
-        (Data::I8(a), Data::I8(b), Data::I32(out)) => {
-            start_from(out, acc, m * n, |d| if let Data::I32(v) = d { Some(v) } else { None })?;
+        (VarValue::I8(a), VarValue::I8(b), VarValue::I32(out)) => {
+            start_from(out, acc, m * n, |d| if let VarValue::I32(v) = d { Some(v) } else { None })?;
             product(a, b, out, m, k, n, |r: i32, x: i8, y: i8| {
                 r.wrapping_add(i32::from(x).wrapping_mul(i32::from(y)))
             });
             Ok(())
         }
-        (a, b, Data::F32(out)) if a.dtype() == b.dtype() => {
+        (a, b, VarValue::F32(out)) if a.dtype() == b.dtype() => {
             let (Some(a), Some(b)) = (widen(a), widen(b)) else {
                 return Err(bad(format!("dot of {} tiles", a.dtype())));
             };
-            start_from(out, acc, m * n, |d| if let Data::F32(v) = d { Some(v) } else { None })?;
+            start_from(out, acc, m * n, |d| if let VarValue::F32(v) = d { Some(v) } else { None })?;
             product(&a, &b, out, m, k, n, |r: f32, x: f32, y: f32| r + x * y);
             Ok(())
         }
@@ -60,9 +62,9 @@ pub(super) fn dot(
 /// The output's starting values: the accumulator's, else zeros.
 fn start_from<T: Copy + Default>(
     out: &mut Vec<T>,
-    acc: Option<&Data>,
+    acc: Option<&VarValue>,
     len: usize,
-    typed: impl Fn(&Data) -> Option<&Vec<T>>,
+    typed: impl Fn(&VarValue) -> Option<&Vec<T>>,
 ) -> Result<(), CpuError> {
     out.clear();
     match acc {

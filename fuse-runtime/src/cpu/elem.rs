@@ -3,6 +3,8 @@
 //! Every interpreter operation dispatches on the dtype once per tile (the [`dispatch!`] macro
 //! turns a runtime `DType` into a type alias) and then runs one monomorphised loop over plain
 //! slices, so there is no per-element matching.
+//!
+//! The bottom of the CPU back end: imports nothing of the crate.
 
 use fuse_ir::DType;
 use half::{bf16, f16};
@@ -11,7 +13,7 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Rel
 
 /// The value of one var: scalars have length 1, tiles their length.
 #[derive(Clone, Debug)]
-pub(crate) enum Data {
+pub(crate) enum VarValue {
     Bool(Vec<bool>),
     I8(Vec<i8>),
     U8(Vec<u8>),
@@ -24,61 +26,61 @@ pub(crate) enum Data {
     F32(Vec<f32>),
 }
 
-impl Data {
-    pub(crate) fn new(dtype: DType, len: usize) -> Data {
+impl VarValue {
+    pub(crate) fn new(dtype: DType, len: usize) -> VarValue {
         match dtype {
-            DType::Bool => Data::Bool(vec![false; len]),
-            DType::I8 => Data::I8(vec![0; len]),
-            DType::U8 => Data::U8(vec![0; len]),
-            DType::I32 => Data::I32(vec![0; len]),
-            DType::U32 => Data::U32(vec![0; len]),
-            DType::I64 => Data::I64(vec![0; len]),
-            DType::U64 => Data::U64(vec![0; len]),
-            DType::F16 => Data::F16(vec![f16::ZERO; len]),
-            DType::BF16 => Data::BF16(vec![bf16::ZERO; len]),
-            DType::F32 => Data::F32(vec![0.0; len]),
+            DType::Bool => VarValue::Bool(vec![false; len]),
+            DType::I8 => VarValue::I8(vec![0; len]),
+            DType::U8 => VarValue::U8(vec![0; len]),
+            DType::I32 => VarValue::I32(vec![0; len]),
+            DType::U32 => VarValue::U32(vec![0; len]),
+            DType::I64 => VarValue::I64(vec![0; len]),
+            DType::U64 => VarValue::U64(vec![0; len]),
+            DType::F16 => VarValue::F16(vec![f16::ZERO; len]),
+            DType::BF16 => VarValue::BF16(vec![bf16::ZERO; len]),
+            DType::F32 => VarValue::F32(vec![0.0; len]),
         }
     }
 
     pub(crate) fn dtype(&self) -> DType {
         match self {
-            Data::Bool(_) => DType::Bool,
-            Data::I8(_) => DType::I8,
-            Data::U8(_) => DType::U8,
-            Data::I32(_) => DType::I32,
-            Data::U32(_) => DType::U32,
-            Data::I64(_) => DType::I64,
-            Data::U64(_) => DType::U64,
-            Data::F16(_) => DType::F16,
-            Data::BF16(_) => DType::BF16,
-            Data::F32(_) => DType::F32,
+            VarValue::Bool(_) => DType::Bool,
+            VarValue::I8(_) => DType::I8,
+            VarValue::U8(_) => DType::U8,
+            VarValue::I32(_) => DType::I32,
+            VarValue::U32(_) => DType::U32,
+            VarValue::I64(_) => DType::I64,
+            VarValue::U64(_) => DType::U64,
+            VarValue::F16(_) => DType::F16,
+            VarValue::BF16(_) => DType::BF16,
+            VarValue::F32(_) => DType::F32,
         }
     }
 
     pub(crate) fn len(&self) -> usize {
         match self {
-            Data::Bool(v) => v.len(),
-            Data::I8(v) => v.len(),
-            Data::U8(v) => v.len(),
-            Data::I32(v) => v.len(),
-            Data::U32(v) => v.len(),
-            Data::I64(v) => v.len(),
-            Data::U64(v) => v.len(),
-            Data::F16(v) => v.len(),
-            Data::BF16(v) => v.len(),
-            Data::F32(v) => v.len(),
+            VarValue::Bool(v) => v.len(),
+            VarValue::I8(v) => v.len(),
+            VarValue::U8(v) => v.len(),
+            VarValue::I32(v) => v.len(),
+            VarValue::U32(v) => v.len(),
+            VarValue::I64(v) => v.len(),
+            VarValue::U64(v) => v.len(),
+            VarValue::F16(v) => v.len(),
+            VarValue::BF16(v) => v.len(),
+            VarValue::F32(v) => v.len(),
         }
     }
 
     /// The first element of an integer value, widened exactly (loop bounds).
     pub(crate) fn first_int(&self) -> Option<i128> {
         Some(match self {
-            Data::I8(v) => i128::from(*v.first()?),
-            Data::U8(v) => i128::from(*v.first()?),
-            Data::I32(v) => i128::from(*v.first()?),
-            Data::U32(v) => i128::from(*v.first()?),
-            Data::I64(v) => i128::from(*v.first()?),
-            Data::U64(v) => i128::from(*v.first()?),
+            VarValue::I8(v) => i128::from(*v.first()?),
+            VarValue::U8(v) => i128::from(*v.first()?),
+            VarValue::I32(v) => i128::from(*v.first()?),
+            VarValue::U32(v) => i128::from(*v.first()?),
+            VarValue::I64(v) => i128::from(*v.first()?),
+            VarValue::U64(v) => i128::from(*v.first()?),
             _ => return None,
         })
     }
@@ -86,12 +88,12 @@ impl Data {
     /// Sets the first element of an integer value (the loop variable); `v` is in range.
     pub(crate) fn set_first_int(&mut self, v: i128) -> Option<()> {
         match self {
-            Data::I8(d) => *d.first_mut()? = v as i8,
-            Data::U8(d) => *d.first_mut()? = v as u8,
-            Data::I32(d) => *d.first_mut()? = v as i32,
-            Data::U32(d) => *d.first_mut()? = v as u32,
-            Data::I64(d) => *d.first_mut()? = v as i64,
-            Data::U64(d) => *d.first_mut()? = v as u64,
+            VarValue::I8(d) => *d.first_mut()? = v as i8,
+            VarValue::U8(d) => *d.first_mut()? = v as u8,
+            VarValue::I32(d) => *d.first_mut()? = v as i32,
+            VarValue::U32(d) => *d.first_mut()? = v as u32,
+            VarValue::I64(d) => *d.first_mut()? = v as i64,
+            VarValue::U64(d) => *d.first_mut()? = v as u64,
             _ => return None,
         }
         Some(())
@@ -136,25 +138,26 @@ macro_rules! dispatch {
 }
 pub(crate) use dispatch;
 
-/// f32 → f16, round to nearest even; every NaN becomes the canonical `0x7fff` (what the GPU's
-/// `cvt.rn.f16.f32` gives; `half` alone would keep the sign and payload).
-#[inline(always)]
-pub(crate) fn f32_to_f16(x: f32) -> f16 {
-    if x.is_nan() {
-        f16::from_bits(0x7fff)
-    } else {
-        f16::from_f32(x)
-    }
+/// The conversions from f32 to a 2-byte float: round to nearest even, and every NaN becomes the
+/// canonical `0x7fff` (what the GPU gives; `half` alone would keep the sign and payload).
+macro_rules! round_from_f32 {
+    ($($(#[$doc:meta])* $name:ident -> $t:ty;)*) => {$(
+        $(#[$doc])*
+        #[inline(always)]
+        pub(crate) fn $name(x: f32) -> $t {
+            if x.is_nan() {
+                <$t>::from_bits(0x7fff)
+            } else {
+                <$t>::from_f32(x)
+            }
+        }
+    )*};
 }
-
-/// f32 → bf16, round to nearest even; NaN → canonical `0x7fff` (as CUDA's `__float2bfloat16_rn`).
-#[inline(always)]
-pub(crate) fn f32_to_bf16(x: f32) -> bf16 {
-    if x.is_nan() {
-        bf16::from_bits(0x7fff)
-    } else {
-        bf16::from_f32(x)
-    }
+round_from_f32! {
+    /// f32 → f16 (as the GPU's `cvt.rn.f16.f32`).
+    f32_to_f16 -> f16;
+    /// f32 → bf16 (as CUDA's `__float2bfloat16_rn`).
+    f32_to_bf16 -> bf16;
 }
 
 /// An element type of tiles and buffers.
@@ -162,8 +165,8 @@ pub(crate) trait Elem: Copy + Default + PartialEq + PartialOrd + Send + Sync + '
     const DT: DType;
     /// The unsigned integer of the same width: how the element lives in a buffer.
     type Bits: Bits;
-    fn slice(d: &Data) -> Option<&[Self]>;
-    fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>>;
+    fn slice(d: &VarValue) -> Option<&[Self]>;
+    fn vec_mut(d: &mut VarValue) -> Option<&mut Vec<Self>>;
     fn from_bits(b: Self::Bits) -> Self;
     fn to_bits(self) -> Self::Bits;
     fn from_bool(b: bool) -> Self;
@@ -180,259 +183,125 @@ pub(crate) trait Elem: Copy + Default + PartialEq + PartialOrd + Send + Sync + '
     fn as_i64(self) -> i64;
 }
 
-macro_rules! int_elem {
-    ($t:ty, $V:ident, $bits:ty, $signed:expr) => {
+/// `impl Elem for $t`: a var's value `VarValue::$V`, kept in buffers as `$bits`. The
+/// conversions into the type and out of it are each given as one expression of their argument;
+/// `cast` names the constructor of the target type that the IR's `Cast` goes through
+/// (`D::from_i64(..)`, `D::from_f32(..)`, ...) and its argument.
+macro_rules! elem {
+    ($t:ty, $V:ident, $bits:ty,
+        into: { $($into:ident($arg:ident: $arg_ty:ty) = $into_body:expr;)* }
+        out_of: { $($out_of:ident($x:ident) -> $ret:ty = $out_body:expr;)* }
+        cast: |$c:ident| $via:ident($cast:expr) $(,)?
+    ) => {
         impl Elem for $t {
             const DT: DType = DType::$V;
             type Bits = $bits;
             #[inline(always)]
-            fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$V(v) = d {
+            fn slice(v: &VarValue) -> Option<&[Self]> {
+                if let VarValue::$V(v) = v {
                     Some(v)
                 } else {
                     None
                 }
             }
             #[inline(always)]
-            fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-                if let Data::$V(v) = d {
+            fn vec_mut(v: &mut VarValue) -> Option<&mut Vec<Self>> {
+                if let VarValue::$V(v) = v {
                     Some(v)
                 } else {
                     None
                 }
             }
-            #[inline(always)]
-            fn from_bits(b: $bits) -> Self {
-                b as $t
-            }
-            #[inline(always)]
-            fn to_bits(self) -> $bits {
-                self as $bits
-            }
-            #[inline(always)]
-            fn from_bool(b: bool) -> Self {
-                b as $t
-            }
-            #[inline(always)]
-            fn from_i64(v: i64) -> Self {
-                v as $t
-            }
-            #[inline(always)]
-            fn from_u64(v: u64) -> Self {
-                v as $t
-            }
-            #[inline(always)]
-            fn from_f32(v: f32) -> Self {
-                v as $t
-            }
-            #[inline(always)]
-            fn from_f64(v: f64) -> Self {
-                v as $t
-            }
+            $(
+                #[inline(always)]
+                fn $into($arg: $arg_ty) -> Self {
+                    $into_body
+                }
+            )*
+            $(
+                #[inline(always)]
+                fn $out_of(self) -> $ret {
+                    let $x = self;
+                    $out_body
+                }
+            )*
             #[inline(always)]
             fn cast<D: Elem>(self) -> D {
-                if $signed {
-                    D::from_i64(self as i64)
-                } else {
-                    D::from_u64(self as u64)
-                }
-            }
-            #[inline(always)]
-            fn as_i64(self) -> i64 {
-                self as i64
+                let $c = self;
+                D::$via($cast)
             }
         }
     };
 }
-int_elem!(i8, I8, u8, true);
-int_elem!(u8, U8, u8, false);
-int_elem!(i32, I32, u32, true);
-int_elem!(u32, U32, u32, false);
-int_elem!(i64, I64, u64, true);
-int_elem!(u64, U64, u64, false);
 
-impl Elem for bool {
-    const DT: DType = DType::Bool;
-    type Bits = u8;
-    #[inline(always)]
-    fn slice(d: &Data) -> Option<&[Self]> {
-        if let Data::Bool(v) = d {
-            Some(v)
-        } else {
-            None
-        }
-    }
-    #[inline(always)]
-    fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-        if let Data::Bool(v) = d {
-            Some(v)
-        } else {
-            None
-        }
-    }
-    #[inline(always)]
-    fn from_bits(b: u8) -> Self {
-        b != 0
-    }
-    #[inline(always)]
-    fn to_bits(self) -> u8 {
-        self as u8
-    }
-    #[inline(always)]
-    fn from_bool(b: bool) -> Self {
-        b
-    }
-    #[inline(always)]
-    fn from_i64(v: i64) -> Self {
-        v != 0
-    }
-    #[inline(always)]
-    fn from_u64(v: u64) -> Self {
-        v != 0
-    }
-    #[inline(always)]
-    fn from_f32(v: f32) -> Self {
-        v != 0.0
-    }
-    #[inline(always)]
-    fn from_f64(v: f64) -> Self {
-        v != 0.0
-    }
-    #[inline(always)]
-    fn cast<D: Elem>(self) -> D {
-        D::from_bool(self)
-    }
-    #[inline(always)]
-    fn as_i64(self) -> i64 {
-        self as i64
-    }
+/// The integers: `as` conversions (ints wrap, floats truncate and saturate), cast through
+/// `$wide` (`i64` for signed types, sign-extending; `u64` for unsigned ones) by `D::$via`.
+macro_rules! int_elem {
+    ($t:ty, $V:ident, $bits:ty, $wide:ty, $via:ident) => {
+        elem!($t, $V, $bits,
+            into: {
+                from_bits(b: $bits) = b as $t;
+                from_bool(b: bool) = b as $t;
+                from_i64(v: i64) = v as $t;
+                from_u64(v: u64) = v as $t;
+                from_f32(v: f32) = v as $t;
+                from_f64(v: f64) = v as $t;
+            }
+            out_of: { to_bits(x) -> $bits = x as $bits; as_i64(x) -> i64 = x as i64; }
+            cast: |x| $via(x as $wide),
+        );
+    };
 }
+int_elem!(i8, I8, u8, i64, from_i64);
+int_elem!(u8, U8, u8, u64, from_u64);
+int_elem!(i32, I32, u32, i64, from_i64);
+int_elem!(u32, U32, u32, u64, from_u64);
+int_elem!(i64, I64, u64, i64, from_i64);
+int_elem!(u64, U64, u64, u64, from_u64);
 
-impl Elem for f32 {
-    const DT: DType = DType::F32;
-    type Bits = u32;
-    #[inline(always)]
-    fn slice(d: &Data) -> Option<&[Self]> {
-        if let Data::F32(v) = d {
-            Some(v)
-        } else {
-            None
-        }
+elem!(bool, Bool, u8,
+    into: {
+        from_bits(b: u8) = b != 0;
+        from_bool(b: bool) = b;
+        from_i64(v: i64) = v != 0;
+        from_u64(v: u64) = v != 0;
+        from_f32(v: f32) = v != 0.0;
+        from_f64(v: f64) = v != 0.0;
     }
-    #[inline(always)]
-    fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-        if let Data::F32(v) = d {
-            Some(v)
-        } else {
-            None
-        }
-    }
-    #[inline(always)]
-    fn from_bits(b: u32) -> Self {
-        f32::from_bits(b)
-    }
-    #[inline(always)]
-    fn to_bits(self) -> u32 {
-        f32::to_bits(self)
-    }
-    #[inline(always)]
-    fn from_bool(b: bool) -> Self {
-        b as u8 as f32
-    }
-    #[inline(always)]
-    fn from_i64(v: i64) -> Self {
-        v as f32
-    }
-    #[inline(always)]
-    fn from_u64(v: u64) -> Self {
-        v as f32
-    }
-    #[inline(always)]
-    fn from_f32(v: f32) -> Self {
-        v
-    }
-    #[inline(always)]
-    fn from_f64(v: f64) -> Self {
-        v as f32
-    }
-    #[inline(always)]
-    fn cast<D: Elem>(self) -> D {
-        D::from_f32(self)
-    }
-    #[inline(always)]
-    fn as_i64(self) -> i64 {
-        self as i64
-    }
-}
+    out_of: { to_bits(x) -> u8 = x as u8; as_i64(x) -> i64 = x as i64; }
+    cast: |x| from_bool(x),
+);
 
+elem!(f32, F32, u32,
+    into: {
+        from_bits(b: u32) = f32::from_bits(b);
+        from_bool(b: bool) = b as u8 as f32;
+        from_i64(v: i64) = v as f32;
+        from_u64(v: u64) = v as f32;
+        from_f32(v: f32) = v;
+        from_f64(v: f64) = v as f32;
+    }
+    out_of: { to_bits(x) -> u32 = f32::to_bits(x); as_i64(x) -> i64 = x as i64; }
+    cast: |x| from_f32(x),
+);
+
+/// f16 and bf16, rounding with `$round` (to nearest even, NaN to the canonical `0x7fff`).
 macro_rules! half_elem {
     ($t:ty, $V:ident, $round:ident) => {
-        impl Elem for $t {
-            const DT: DType = DType::$V;
-            type Bits = u16;
-            #[inline(always)]
-            fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$V(v) = d {
-                    Some(v)
-                } else {
-                    None
-                }
+        elem!($t, $V, u16,
+            into: {
+                from_bits(b: u16) = <$t>::from_bits(b);
+                from_bool(b: bool) = if b { <$t>::ONE } else { <$t>::ZERO };
+                // Integers go through f32 (as the CUDA C `__float2half_rn((float)x)` does): they
+                // may round twice for |v| > 2^24.
+                from_i64(v: i64) = $round(v as f32);
+                from_u64(v: u64) = $round(v as f32);
+                from_f32(v: f32) = $round(v);
+                from_f64(v: f64) = if v.is_nan() { <$t>::from_bits(0x7fff) } else { <$t>::from_f64(v) };
             }
-            #[inline(always)]
-            fn vec_mut(d: &mut Data) -> Option<&mut Vec<Self>> {
-                if let Data::$V(v) = d {
-                    Some(v)
-                } else {
-                    None
-                }
-            }
-            #[inline(always)]
-            fn from_bits(b: u16) -> Self {
-                <$t>::from_bits(b)
-            }
-            #[inline(always)]
-            fn to_bits(self) -> u16 {
-                <$t>::to_bits(self)
-            }
-            #[inline(always)]
-            fn from_bool(b: bool) -> Self {
-                if b {
-                    <$t>::ONE
-                } else {
-                    <$t>::ZERO
-                }
-            }
-            /// Through f32 (as the CUDA C `__float2half_rn((float)x)` does): may round twice
-            /// for |v| > 2^24.
-            #[inline(always)]
-            fn from_i64(v: i64) -> Self {
-                $round(v as f32)
-            }
-            #[inline(always)]
-            fn from_u64(v: u64) -> Self {
-                $round(v as f32)
-            }
-            #[inline(always)]
-            fn from_f32(v: f32) -> Self {
-                $round(v)
-            }
-            #[inline(always)]
-            fn from_f64(v: f64) -> Self {
-                if v.is_nan() {
-                    <$t>::from_bits(0x7fff)
-                } else {
-                    <$t>::from_f64(v)
-                }
-            }
-            #[inline(always)]
-            fn cast<D: Elem>(self) -> D {
-                D::from_f32(self.to_f32())
-            }
-            #[inline(always)]
-            fn as_i64(self) -> i64 {
-                self.to_f32() as i64
-            }
-        }
+            out_of: { to_bits(x) -> u16 = <$t>::to_bits(x); as_i64(x) -> i64 = x.to_f32() as i64; }
+            cast: |x| from_f32(x.to_f32()),
+        );
     };
 }
 half_elem!(f16, F16, f32_to_f16);
@@ -454,57 +323,55 @@ pub(crate) trait Num: Elem {
     fn vabs(self) -> Self;
 }
 
+/// `impl Num for $t`: the identities of `max` and `min`, then each operation as one expression
+/// of its operands (`a` is `self`).
+macro_rules! num {
+    ($t:ty, MAX_ID = $max_id:expr, MIN_ID = $min_id:expr,
+        binary: { $($binary:ident($a:ident, $o:ident) = $binary_body:expr;)* }
+        unary: { $($unary:ident($u:ident) = $unary_body:expr;)* }
+    ) => {
+        impl Num for $t {
+            const MAX_ID: Self = $max_id;
+            const MIN_ID: Self = $min_id;
+            $(
+                #[inline(always)]
+                fn $binary(self, $o: Self) -> Self {
+                    let $a = self;
+                    $binary_body
+                }
+            )*
+            $(
+                #[inline(always)]
+                fn $unary(self) -> Self {
+                    let $u = self;
+                    $unary_body
+                }
+            )*
+        }
+    };
+}
+
+/// The integer compute types: wrapping arithmetic, and 0 for a division or remainder by 0.
 macro_rules! int_num {
     ($t:ty, $abs:expr) => {
-        impl Num for $t {
-            const MAX_ID: Self = <$t>::MIN;
-            const MIN_ID: Self = <$t>::MAX;
-            #[inline(always)]
-            fn vadd(self, o: Self) -> Self {
-                self.wrapping_add(o)
+        num!($t, MAX_ID = <$t>::MIN, MIN_ID = <$t>::MAX,
+            binary: {
+                vadd(a, o) = a.wrapping_add(o);
+                vsub(a, o) = a.wrapping_sub(o);
+                vmul(a, o) = a.wrapping_mul(o);
+                vdiv(a, o) = if o == 0 { 0 } else { a.wrapping_div(o) };
+                vrem(a, o) = if o == 0 { 0 } else { a.wrapping_rem(o) };
+                vmax(a, o) = Ord::max(a, o);
+                vmin(a, o) = Ord::min(a, o);
             }
-            #[inline(always)]
-            fn vsub(self, o: Self) -> Self {
-                self.wrapping_sub(o)
+            unary: {
+                vneg(a) = a.wrapping_neg();
+                vabs(a) = {
+                    let f: fn($t) -> $t = $abs;
+                    f(a)
+                };
             }
-            #[inline(always)]
-            fn vmul(self, o: Self) -> Self {
-                self.wrapping_mul(o)
-            }
-            #[inline(always)]
-            fn vdiv(self, o: Self) -> Self {
-                if o == 0 {
-                    0
-                } else {
-                    self.wrapping_div(o)
-                }
-            }
-            #[inline(always)]
-            fn vrem(self, o: Self) -> Self {
-                if o == 0 {
-                    0
-                } else {
-                    self.wrapping_rem(o)
-                }
-            }
-            #[inline(always)]
-            fn vmax(self, o: Self) -> Self {
-                Ord::max(self, o)
-            }
-            #[inline(always)]
-            fn vmin(self, o: Self) -> Self {
-                Ord::min(self, o)
-            }
-            #[inline(always)]
-            fn vneg(self) -> Self {
-                self.wrapping_neg()
-            }
-            #[inline(always)]
-            fn vabs(self) -> Self {
-                let f: fn(Self) -> Self = $abs;
-                f(self)
-            }
-        }
+        );
     };
 }
 int_num!(i32, i32::wrapping_abs);
@@ -512,48 +379,24 @@ int_num!(i64, i64::wrapping_abs);
 int_num!(u32, |x| x);
 int_num!(u64, |x| x);
 
-impl Num for f32 {
-    const MAX_ID: Self = f32::NAN;
-    const MIN_ID: Self = f32::NAN;
-    #[inline(always)]
-    fn vadd(self, o: Self) -> Self {
-        self + o
+// The identities of `max` and `min` are NaN, which maxNum and minNum ignore.
+num!(f32, MAX_ID = f32::NAN, MIN_ID = f32::NAN,
+    binary: {
+        vadd(a, o) = a + o;
+        vsub(a, o) = a - o;
+        vmul(a, o) = a * o;
+        vdiv(a, o) = a / o;
+        // `fmodf` (exact; Rust's `%` on floats is fmod).
+        vrem(a, o) = a % o;
+        // IEEE maxNum (minNum): a NaN operand is ignored.
+        vmax(a, o) = f32::max(a, o);
+        vmin(a, o) = f32::min(a, o);
     }
-    #[inline(always)]
-    fn vsub(self, o: Self) -> Self {
-        self - o
+    unary: {
+        vneg(a) = -a;
+        vabs(a) = f32::abs(a);
     }
-    #[inline(always)]
-    fn vmul(self, o: Self) -> Self {
-        self * o
-    }
-    #[inline(always)]
-    fn vdiv(self, o: Self) -> Self {
-        self / o
-    }
-    /// `fmodf` (exact; Rust's `%` on floats is fmod).
-    #[inline(always)]
-    fn vrem(self, o: Self) -> Self {
-        self % o
-    }
-    /// IEEE maxNum: a NaN operand is ignored.
-    #[inline(always)]
-    fn vmax(self, o: Self) -> Self {
-        f32::max(self, o)
-    }
-    #[inline(always)]
-    fn vmin(self, o: Self) -> Self {
-        f32::min(self, o)
-    }
-    #[inline(always)]
-    fn vneg(self) -> Self {
-        -self
-    }
-    #[inline(always)]
-    fn vabs(self) -> Self {
-        f32::abs(self)
-    }
-}
+);
 
 /// `& | ^ !`: logical on bool, bitwise on ints.
 pub(crate) trait Bitwise: Elem {
@@ -670,71 +513,76 @@ macro_rules! bits {
     };
 }
 
-/// Something elements can be loaded from: a plain slice or a slice of atomics.
+/// Something elements can be loaded from: a plain slice of `B`s or a slice of atomics, each
+/// item read as a `B`.
 pub(crate) trait Source<B> {
-    fn slen(&self) -> usize;
-    fn get(&self, i: usize) -> B;
+    /// What the source holds per element (`B`, or its atomic).
+    type Item;
+    /// The items.
+    fn items(&self) -> &[Self::Item];
+    /// One item's value.
+    fn read(item: &Self::Item) -> B;
+
+    #[inline(always)]
+    fn slen(&self) -> usize {
+        self.items().len()
+    }
+
+    #[inline(always)]
+    fn get(&self, i: usize) -> B {
+        Self::read(&self.items()[i])
+    }
+
     /// `out[i] = mask[i] ? self[start + i] : other[i]` where the whole window
     /// `start..start + out.len()` is in bounds (so reading a masked-off lane is harmless and the
     /// loop needs no per-lane checks).
-    fn window<T: Elem<Bits = B>>(&self, start: usize, mask: Option<&[bool]>, other: Bc<'_, T>, out: &mut [T]);
-}
-
-/// A scalar broadcast or a tile.
-#[derive(Clone, Copy)]
-pub(crate) enum Bc<'a, T> {
-    One(T),
-    All(&'a [T]),
-}
-
-#[inline(always)]
-fn window<T: Elem, X>(
-    win: &[X],
-    get: impl Fn(&X) -> T::Bits,
-    mask: Option<&[bool]>,
-    other: Bc<'_, T>,
-    out: &mut [T],
-) {
-    let win = &win[..out.len()];
-    match (mask, other) {
-        (None, _) => {
-            for (o, x) in out.iter_mut().zip(win) {
-                *o = T::from_bits(get(x));
-            }
-        }
-        (Some(m), Bc::One(v)) => {
-            for ((o, x), &k) in out.iter_mut().zip(win).zip(m) {
-                let y = T::from_bits(get(x));
-                *o = if k { y } else { v };
-            }
-        }
-        (Some(m), Bc::All(t)) => {
-            for (((o, x), &k), &v) in out.iter_mut().zip(win).zip(m).zip(t) {
-                let y = T::from_bits(get(x));
-                *o = if k { y } else { v };
-            }
-        }
-    }
-}
-
-impl<B: Bits> Source<B> for [B] {
-    #[inline(always)]
-    fn slen(&self) -> usize {
-        self.len()
-    }
-    #[inline(always)]
-    fn get(&self, i: usize) -> B {
-        self[i]
-    }
     #[inline(always)]
     fn window<T: Elem<Bits = B>>(
         &self,
         start: usize,
         mask: Option<&[bool]>,
-        other: Bc<'_, T>,
+        other: ScalarOrTile<'_, T>,
         out: &mut [T],
     ) {
-        window(&self[start..], |x| *x, mask, other, out)
+        let win = &self.items()[start..][..out.len()];
+        match (mask, other) {
+            (None, _) => {
+                for (o, x) in out.iter_mut().zip(win) {
+                    *o = T::from_bits(Self::read(x));
+                }
+            }
+            (Some(m), ScalarOrTile::Scalar(v)) => {
+                for ((o, x), &k) in out.iter_mut().zip(win).zip(m) {
+                    let y = T::from_bits(Self::read(x));
+                    *o = if k { y } else { v };
+                }
+            }
+            (Some(m), ScalarOrTile::Tile(t)) => {
+                for (((o, x), &k), &v) in out.iter_mut().zip(win).zip(m).zip(t) {
+                    let y = T::from_bits(Self::read(x));
+                    *o = if k { y } else { v };
+                }
+            }
+        }
+    }
+}
+
+/// An operand of `n` lanes: one value broadcast to all of them, or a tile of `n`.
+#[derive(Clone, Copy)]
+pub(crate) enum ScalarOrTile<'a, T> {
+    Scalar(T),
+    Tile(&'a [T]),
+}
+
+impl<B: Bits> Source<B> for [B] {
+    type Item = B;
+    #[inline(always)]
+    fn items(&self) -> &[B] {
+        self
+    }
+    #[inline(always)]
+    fn read(item: &B) -> B {
+        *item
     }
 }
 
@@ -742,23 +590,14 @@ impl<B: Bits> Source<B> for [B] {
 pub(crate) struct Atomics<'a, B: Bits>(pub &'a [B::Atomic]);
 
 impl<B: Bits> Source<B> for Atomics<'_, B> {
+    type Item = B::Atomic;
     #[inline(always)]
-    fn slen(&self) -> usize {
-        self.0.len()
+    fn items(&self) -> &[B::Atomic] {
+        self.0
     }
     #[inline(always)]
-    fn get(&self, i: usize) -> B {
-        B::aload(&self.0[i])
-    }
-    #[inline(always)]
-    fn window<T: Elem<Bits = B>>(
-        &self,
-        start: usize,
-        mask: Option<&[bool]>,
-        other: Bc<'_, T>,
-        out: &mut [T],
-    ) {
-        window(&self.0[start..], |a| B::aload(a), mask, other, out)
+    fn read(item: &B::Atomic) -> B {
+        B::aload(item)
     }
 }
 

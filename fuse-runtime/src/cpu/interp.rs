@@ -1,8 +1,10 @@
 //! The interpreter proper: one [`Prog`] per worker runs programs one after another, reusing its
 //! per-var storage. Every expression is one dtype dispatch and one tight loop over the tile.
+//!
+//! Imports `cpu/elem.rs`, `cpu/dot.rs` and `cpu/error.rs`.
 
-use super::elem::{dispatch, Atomics, Bc, Bits, Bitwise, Data, Elem, Mem, Num, Source};
-use super::CpuError;
+use super::elem::{dispatch, Atomics, Bits, Bitwise, Elem, Mem, Num, ScalarOrTile, Source, VarValue};
+use super::error::CpuError;
 use fuse_ir::philox::{half_word, philox4x32_10, uniform, uniform16};
 use fuse_ir::RandWidth;
 use fuse_ir::{ArgOp, BinaryOp, DType, Expr, Kernel, Literal, ParamKind, ReduceOp, Stmt, UnaryOp, VarId};
@@ -24,7 +26,7 @@ pub(crate) enum ScalarArg {
 }
 
 /// What every program of one launch shares (read-only; `Sync`).
-pub(crate) struct Ctx<'a> {
+pub(crate) struct CpuLaunch<'a> {
     pub kernel: &'a Kernel,
     pub consts: &'a [u64],
     pub grid: [u32; 3],
@@ -35,6 +37,17 @@ pub(crate) struct Ctx<'a> {
     /// Per parameter: the buffer view (pointer params) or the value (scalar params).
     pub mems: Vec<Option<Mem<'a>>>,
     pub scalars: Vec<Option<ScalarArg>>,
+}
+
+impl<'a> CpuLaunch<'a> {
+    /// Pointer parameter `param`: its buffer view, element type and name.
+    fn buffer(&self, param: u32) -> Result<(&Mem<'a>, DType, &'a str), CpuError> {
+        let p = &self.kernel.params[param as usize];
+        match (self.mems.get(param as usize), p.kind) {
+            (Some(Some(m)), ParamKind::Ptr { elem, .. }) => Ok((m, elem, &p.name)),
+            _ => Err(bad(format!("parameter `{}` is not a buffer", p.name))),
+        }
+    }
 }
 
 /// Load/store failure before the parameter name and program are known.
@@ -49,13 +62,25 @@ impl From<CpuError> for Fail {
     }
 }
 
+impl Fail {
+    /// The error, an out-of-bounds access named by its parameter, buffer and program.
+    fn located(self, param: &str, mem: &Mem<'_>, program: [u32; 3]) -> CpuError {
+        match self {
+            Fail::Oob(index) => {
+                CpuError::OutOfBounds { param: param.to_string(), index, len: mem.len(), program }
+            }
+            Fail::Err(e) => e,
+        }
+    }
+}
+
 #[inline(always)]
-fn sl<T: Elem>(d: &Data) -> Result<&[T], CpuError> {
+fn as_slice<T: Elem>(d: &VarValue) -> Result<&[T], CpuError> {
     T::slice(d).ok_or_else(|| bad(format!("internal: expected {} data, found {}", T::DT, d.dtype())))
 }
 
 #[inline(always)]
-fn vm<T: Elem>(d: &mut Data) -> Result<&mut Vec<T>, CpuError> {
+fn as_vec_mut<T: Elem>(d: &mut VarValue) -> Result<&mut Vec<T>, CpuError> {
     let found = d.dtype();
     T::vec_mut(d).ok_or_else(|| bad(format!("internal: expected {} destination, found {found}", T::DT)))
 }
@@ -64,8 +89,8 @@ fn shape_err(len: usize, n: usize) -> CpuError {
     bad(format!("internal: operand of {len} lanes where {n} are expected"))
 }
 
-fn fill<T: Elem>(out: &mut Data, n: usize, x: T) -> Res {
-    let o = vm::<T>(out)?;
+fn fill<T: Elem>(out: &mut VarValue, n: usize, x: T) -> Res {
+    let o = as_vec_mut::<T>(out)?;
     o.clear();
     o.resize(n, x);
     Ok(())
@@ -174,19 +199,25 @@ fn lit<T: Elem>(l: Literal) -> T {
     }
 }
 
-fn unary(op: UnaryOp, a: &Data, out: &mut Data, n: usize) -> Res {
+fn unary(op: UnaryOp, a: &VarValue, out: &mut VarValue, n: usize) -> Res {
     let dt = a.dtype();
     let no = || bad(format!("{} on {dt}", op.name()));
     match op {
-        UnaryOp::Neg => dispatch!(num dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, T::vneg), else Err(no())),
-        UnaryOp::Abs => dispatch!(num dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, T::vabs), else Err(no())),
-        UnaryOp::Not => dispatch!(bits dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, T::vnot), else Err(no())),
+        UnaryOp::Neg => {
+            dispatch!(num dt, T => map1(as_slice::<T>(a)?, n, as_vec_mut::<T>(out)?, T::vneg), else Err(no()))
+        }
+        UnaryOp::Abs => {
+            dispatch!(num dt, T => map1(as_slice::<T>(a)?, n, as_vec_mut::<T>(out)?, T::vabs), else Err(no()))
+        }
+        UnaryOp::Not => {
+            dispatch!(bits dt, T => map1(as_slice::<T>(a)?, n, as_vec_mut::<T>(out)?, T::vnot), else Err(no()))
+        }
         _ => {
             if dt != DType::F32 {
                 return Err(no());
             }
-            let a = sl::<f32>(a)?;
-            let o = vm::<f32>(out)?;
+            let a = as_slice::<f32>(a)?;
+            let o = as_vec_mut::<f32>(out)?;
             match op {
                 UnaryOp::Exp => map1(a, n, o, libm::expf),
                 UnaryOp::Exp2 => map1(a, n, o, exp2_ftz),
@@ -241,18 +272,18 @@ fn arith<T: Num>(op: BinaryOp, a: &[T], b: &[T], n: usize, out: &mut Vec<T>) -> 
     }
 }
 
-fn binary(op: BinaryOp, a: &Data, b: &Data, out: &mut Data, n: usize) -> Res {
+fn binary(op: BinaryOp, a: &VarValue, b: &VarValue, out: &mut VarValue, n: usize) -> Res {
     let dt = a.dtype();
     let no = || bad(format!("{op:?} on {dt} and {}", b.dtype()));
     if b.dtype() != dt {
         return Err(no());
     }
     if op.is_comparison() {
-        dispatch!(cmp dt, T => compare::<T>(op, sl::<T>(a)?, sl::<T>(b)?, n, vm::<bool>(out)?), else Err(no()))
+        dispatch!(cmp dt, T => compare::<T>(op, as_slice::<T>(a)?, as_slice::<T>(b)?, n, as_vec_mut::<bool>(out)?), else Err(no()))
     } else if op.is_bitwise() {
-        dispatch!(bits dt, T => bitop::<T>(op, sl::<T>(a)?, sl::<T>(b)?, n, vm::<T>(out)?), else Err(no()))
+        dispatch!(bits dt, T => bitop::<T>(op, as_slice::<T>(a)?, as_slice::<T>(b)?, n, as_vec_mut::<T>(out)?), else Err(no()))
     } else {
-        dispatch!(num dt, T => arith::<T>(op, sl::<T>(a)?, sl::<T>(b)?, n, vm::<T>(out)?), else Err(no()))
+        dispatch!(num dt, T => arith::<T>(op, as_slice::<T>(a)?, as_slice::<T>(b)?, n, as_vec_mut::<T>(out)?), else Err(no()))
     }
 }
 
@@ -264,9 +295,9 @@ fn reduce_t<T: Num>(op: ReduceOp, a: &[T]) -> T {
     }
 }
 
-fn reduce(op: ReduceOp, a: &Data, out: &mut Data) -> Res {
+fn reduce(op: ReduceOp, a: &VarValue, out: &mut VarValue) -> Res {
     let dt = a.dtype();
-    dispatch!(num dt, T => fill(out, 1, reduce_t::<T>(op, sl::<T>(a)?)), else Err(bad(format!("{op:?} of {dt}"))))
+    dispatch!(num dt, T => fill(out, 1, reduce_t::<T>(op, as_slice::<T>(a)?)), else Err(bad(format!("{op:?} of {dt}"))))
 }
 
 /// Which source lane each destination lane reads: a reshape (the same lane), a transpose
@@ -399,7 +430,7 @@ fn arg_reduce<T: Num>(op: ArgOp, a: &[T], walk: &AxisWalk, out: &mut Vec<i32>) -
 
 /// Offsets of a load/store/rand: a tile of an integer compute type.
 #[derive(Clone, Copy)]
-enum Off<'a> {
+enum Offsets<'a> {
     I32(&'a [i32]),
     U32(&'a [u32]),
     I64(&'a [i64]),
@@ -407,13 +438,13 @@ enum Off<'a> {
 }
 
 /// The offsets as `n` lanes; a scalar offset under a tile mask/value is spread into `scratch`.
-fn offsets<'s>(d: &'s Data, n: usize, scratch: &'s mut Vec<i64>) -> Result<Off<'s>, CpuError> {
+fn offsets<'s>(d: &'s VarValue, n: usize, scratch: &'s mut Vec<i64>) -> Result<Offsets<'s>, CpuError> {
     if d.len() == n {
         return Ok(match d {
-            Data::I32(v) => Off::I32(v),
-            Data::U32(v) => Off::U32(v),
-            Data::I64(v) => Off::I64(v),
-            Data::U64(v) => Off::U64(v),
+            VarValue::I32(v) => Offsets::I32(v),
+            VarValue::U32(v) => Offsets::U32(v),
+            VarValue::I64(v) => Offsets::I64(v),
+            VarValue::U64(v) => Offsets::U64(v),
             _ => return Err(bad(format!("offsets of {}", d.dtype()))),
         });
     }
@@ -421,30 +452,34 @@ fn offsets<'s>(d: &'s Data, n: usize, scratch: &'s mut Vec<i64>) -> Result<Off<'
         return Err(shape_err(d.len(), n));
     }
     let x = match d {
-        Data::I32(v) => v[0].as_i64(),
-        Data::U32(v) => v[0].as_i64(),
-        Data::I64(v) => v[0],
-        Data::U64(v) => v[0].as_i64(),
+        VarValue::I32(v) => v[0].as_i64(),
+        VarValue::U32(v) => v[0].as_i64(),
+        VarValue::I64(v) => v[0],
+        VarValue::U64(v) => v[0].as_i64(),
         _ => return Err(bad(format!("offsets of {}", d.dtype()))),
     };
     scratch.clear();
     scratch.resize(n, x);
-    Ok(Off::I64(scratch))
+    Ok(Offsets::I64(scratch))
 }
 
-enum MaskK<'a> {
+/// Which lanes of a load or store a mask lets through.
+enum MaskLanes<'a> {
+    /// Every lane (no mask, or a scalar `true`).
     All,
+    /// None (a scalar `false`).
     None,
+    /// Those whose lane of the tile is true.
     Tile(&'a [bool]),
 }
 
-fn mask_of(m: Option<&Data>, n: usize) -> Result<MaskK<'_>, CpuError> {
-    let Some(d) = m else { return Ok(MaskK::All) };
-    let s = sl::<bool>(d)?;
+fn mask_of(m: Option<&VarValue>, n: usize) -> Result<MaskLanes<'_>, CpuError> {
+    let Some(d) = m else { return Ok(MaskLanes::All) };
+    let s = as_slice::<bool>(d)?;
     if s.len() == n {
-        Ok(MaskK::Tile(s))
+        Ok(MaskLanes::Tile(s))
     } else if s.len() == 1 {
-        Ok(if s[0] { MaskK::All } else { MaskK::None })
+        Ok(if s[0] { MaskLanes::All } else { MaskLanes::None })
     } else {
         Err(shape_err(s.len(), n))
     }
@@ -458,12 +493,12 @@ fn contiguous<O: Elem>(offs: &[O]) -> Option<i64> {
     ok.then_some(o0)
 }
 
-fn bc<T: Elem>(d: &Data, n: usize) -> Result<Bc<'_, T>, CpuError> {
-    let s = sl::<T>(d)?;
+fn scalar_or_tile<T: Elem>(d: &VarValue, n: usize) -> Result<ScalarOrTile<'_, T>, CpuError> {
+    let s = as_slice::<T>(d)?;
     if s.len() == n {
-        Ok(Bc::All(s))
+        Ok(ScalarOrTile::Tile(s))
     } else if s.len() == 1 {
-        Ok(Bc::One(s[0]))
+        Ok(ScalarOrTile::Scalar(s[0]))
     } else {
         Err(shape_err(s.len(), n))
     }
@@ -474,7 +509,7 @@ fn load_loop<T: Elem, O: Elem, S: Source<T::Bits> + ?Sized>(
     src: &S,
     offs: &[O],
     mask: Option<&[bool]>,
-    other: Bc<'_, T>,
+    other: ScalarOrTile<'_, T>,
     out: &mut Vec<T>,
 ) -> Result<(), Fail> {
     let len = src.slen() as u64;
@@ -502,12 +537,12 @@ fn load_loop<T: Elem, O: Elem, S: Source<T::Bits> + ?Sized>(
                 *o = read!(x);
             }
         }
-        (Some(m), Bc::One(v)) => {
+        (Some(m), ScalarOrTile::Scalar(v)) => {
             for ((o, &x), &k) in out.iter_mut().zip(offs).zip(m) {
                 *o = if k { read!(x) } else { v };
             }
         }
-        (Some(m), Bc::All(t)) => {
+        (Some(m), ScalarOrTile::Tile(t)) => {
             for (((o, &x), &k), &v) in out.iter_mut().zip(offs).zip(m).zip(t) {
                 *o = if k { read!(x) } else { v };
             }
@@ -518,40 +553,40 @@ fn load_loop<T: Elem, O: Elem, S: Source<T::Bits> + ?Sized>(
 
 fn load_src<T: Elem, S: Source<T::Bits> + ?Sized>(
     src: &S,
-    off: Off<'_>,
+    off: Offsets<'_>,
     mask: Option<&[bool]>,
-    other: Bc<'_, T>,
+    other: ScalarOrTile<'_, T>,
     out: &mut Vec<T>,
 ) -> Result<(), Fail> {
     match off {
-        Off::I32(o) => load_loop(src, o, mask, other, out),
-        Off::U32(o) => load_loop(src, o, mask, other, out),
-        Off::I64(o) => load_loop(src, o, mask, other, out),
-        Off::U64(o) => load_loop(src, o, mask, other, out),
+        Offsets::I32(o) => load_loop(src, o, mask, other, out),
+        Offsets::U32(o) => load_loop(src, o, mask, other, out),
+        Offsets::I64(o) => load_loop(src, o, mask, other, out),
+        Offsets::U64(o) => load_loop(src, o, mask, other, out),
     }
 }
 
 fn load_t<T: Elem>(
     mem: &Mem<'_>,
-    off: Off<'_>,
-    mask: MaskK<'_>,
-    other: Option<&Data>,
-    out: &mut Data,
+    off: Offsets<'_>,
+    mask: MaskLanes<'_>,
+    other: Option<&VarValue>,
+    out: &mut VarValue,
     n: usize,
 ) -> Result<(), Fail> {
     let other = match other {
-        None => Bc::One(T::default()),
-        Some(d) => bc::<T>(d, n)?,
+        None => ScalarOrTile::Scalar(T::default()),
+        Some(d) => scalar_or_tile::<T>(d, n)?,
     };
-    let out = vm::<T>(out)?;
+    let out = as_vec_mut::<T>(out)?;
     let mask = match mask {
-        MaskK::All => None,
-        MaskK::Tile(m) => Some(m),
-        MaskK::None => {
+        MaskLanes::All => None,
+        MaskLanes::Tile(m) => Some(m),
+        MaskLanes::None => {
             out.clear();
             match other {
-                Bc::One(v) => out.resize(n, v),
-                Bc::All(s) => out.extend_from_slice(s),
+                ScalarOrTile::Scalar(v) => out.resize(n, v),
+                ScalarOrTile::Tile(s) => out.extend_from_slice(s),
             }
             return Ok(());
         }
@@ -570,7 +605,7 @@ fn store_loop<T: Elem, O: Elem>(
     dst: &[<T::Bits as Bits>::Atomic],
     offs: &[O],
     mask: Option<&[bool]>,
-    val: Bc<'_, T>,
+    val: ScalarOrTile<'_, T>,
 ) -> Result<(), Fail> {
     let len = dst.len() as u64;
     macro_rules! write {
@@ -587,10 +622,12 @@ fn store_loop<T: Elem, O: Elem>(
             let win = &dst[o0 as usize..o0 as usize + offs.len()];
             let put = |a: &<T::Bits as Bits>::Atomic, v: T| <T::Bits as Bits>::store(a, v.to_bits());
             match (mask, val) {
-                (None, Bc::One(v)) => win.iter().for_each(|a| put(a, v)),
-                (None, Bc::All(vs)) => win.iter().zip(vs).for_each(|(a, &v)| put(a, v)),
-                (Some(m), Bc::One(v)) => win.iter().zip(m).filter(|(_, &k)| k).for_each(|(a, _)| put(a, v)),
-                (Some(m), Bc::All(vs)) => {
+                (None, ScalarOrTile::Scalar(v)) => win.iter().for_each(|a| put(a, v)),
+                (None, ScalarOrTile::Tile(vs)) => win.iter().zip(vs).for_each(|(a, &v)| put(a, v)),
+                (Some(m), ScalarOrTile::Scalar(v)) => {
+                    win.iter().zip(m).filter(|(_, &k)| k).for_each(|(a, _)| put(a, v))
+                }
+                (Some(m), ScalarOrTile::Tile(vs)) => {
                     win.iter().zip(m).zip(vs).filter(|((_, &k), _)| k).for_each(|((a, _), &v)| put(a, v))
                 }
             }
@@ -598,24 +635,24 @@ fn store_loop<T: Elem, O: Elem>(
         }
     }
     match (mask, val) {
-        (None, Bc::One(v)) => {
+        (None, ScalarOrTile::Scalar(v)) => {
             for &x in offs {
                 write!(x, v);
             }
         }
-        (None, Bc::All(vs)) => {
+        (None, ScalarOrTile::Tile(vs)) => {
             for (&x, &v) in offs.iter().zip(vs) {
                 write!(x, v);
             }
         }
-        (Some(m), Bc::One(v)) => {
+        (Some(m), ScalarOrTile::Scalar(v)) => {
             for (&x, &k) in offs.iter().zip(m) {
                 if k {
                     write!(x, v);
                 }
             }
         }
-        (Some(m), Bc::All(vs)) => {
+        (Some(m), ScalarOrTile::Tile(vs)) => {
             for ((&x, &k), &v) in offs.iter().zip(m).zip(vs) {
                 if k {
                     write!(x, v);
@@ -628,18 +665,18 @@ fn store_loop<T: Elem, O: Elem>(
 
 fn store_t<T: Elem>(
     mem: &Mem<'_>,
-    off: Off<'_>,
+    off: Offsets<'_>,
     mask: Option<&[bool]>,
-    val: &Data,
+    val: &VarValue,
     n: usize,
 ) -> Result<(), Fail> {
     let dst = <T::Bits as Bits>::rw(mem).ok_or_else(|| bad("store to a read-only buffer"))?;
-    let v = bc::<T>(val, n)?;
+    let v = scalar_or_tile::<T>(val, n)?;
     match off {
-        Off::I32(o) => store_loop::<T, _>(dst, o, mask, v),
-        Off::U32(o) => store_loop::<T, _>(dst, o, mask, v),
-        Off::I64(o) => store_loop::<T, _>(dst, o, mask, v),
-        Off::U64(o) => store_loop::<T, _>(dst, o, mask, v),
+        Offsets::I32(o) => store_loop::<T, _>(dst, o, mask, v),
+        Offsets::U32(o) => store_loop::<T, _>(dst, o, mask, v),
+        Offsets::I64(o) => store_loop::<T, _>(dst, o, mask, v),
+        Offsets::U64(o) => store_loop::<T, _>(dst, o, mask, v),
     }
 }
 
@@ -665,28 +702,56 @@ fn rand_loop<O: Elem>(width: RandWidth, seed: u64, offs: &[O], out: &mut Vec<f32
     }));
 }
 
+/// `out = rand(seed, offset)` over `n` lanes (a scalar offset's one value spread over them).
+fn rand(width: RandWidth, seed: &VarValue, offset: &VarValue, out: &mut VarValue, n: usize) -> Res {
+    let seed = match seed {
+        VarValue::I32(s) => s[0] as i64 as u64,
+        VarValue::U32(s) => u64::from(s[0]),
+        VarValue::I64(s) => s[0] as u64,
+        VarValue::U64(s) => s[0],
+        _ => return Err(bad("rand seed is not an integer")),
+    };
+    let o = as_vec_mut::<f32>(out)?;
+    match offset {
+        VarValue::I32(x) => rand_loop(width, seed, x, o),
+        VarValue::U32(x) => rand_loop(width, seed, x, o),
+        VarValue::I64(x) => rand_loop(width, seed, x, o),
+        VarValue::U64(x) => rand_loop(width, seed, x, o),
+        _ => return Err(bad("rand offset is not an integer")),
+    }
+    if o.len() != n {
+        if o.len() != 1 {
+            return Err(shape_err(o.len(), n));
+        }
+        let x = o[0];
+        o.resize(n, x);
+    }
+    Ok(())
+}
+
 /// One worker's state: the current value of every var (`front`) and a spare buffer per var
 /// (`back`) that an assignment writes before the two are swapped, so `acc = acc + x` reads the
 /// old value while writing the new one without allocating.
 pub(crate) struct Prog<'c, 'a> {
-    ctx: &'c Ctx<'a>,
-    front: Vec<Data>,
-    back: Vec<Data>,
+    launch: &'c CpuLaunch<'a>,
+    front: Vec<VarValue>,
+    back: Vec<VarValue>,
     scratch: Vec<i64>,
     pid: [u32; 3],
 }
 
 impl<'c, 'a> Prog<'c, 'a> {
-    pub(crate) fn new(ctx: &'c Ctx<'a>) -> Self {
-        let mk = || ctx.dtypes.iter().zip(&ctx.lens).map(|(&d, &n)| Data::new(d, n)).collect::<Vec<_>>();
-        Prog { ctx, front: mk(), back: mk(), scratch: Vec::new(), pid: [0; 3] }
+    pub(crate) fn new(launch: &'c CpuLaunch<'a>) -> Self {
+        let mk =
+            || launch.dtypes.iter().zip(&launch.lens).map(|(&d, &n)| VarValue::new(d, n)).collect::<Vec<_>>();
+        Prog { launch, front: mk(), back: mk(), scratch: Vec::new(), pid: [0; 3] }
     }
 
     /// Runs program `pid`.
     pub(crate) fn run(&mut self, pid: [u32; 3]) -> Res {
         self.pid = pid;
-        let ctx = self.ctx;
-        self.exec(&ctx.kernel.body)
+        let launch = self.launch;
+        self.exec(&launch.kernel.body)
     }
 
     fn exec(&mut self, stmts: &[Stmt]) -> Res {
@@ -696,7 +761,7 @@ impl<'c, 'a> Prog<'c, 'a> {
                 Stmt::Store { param, offset, value, mask } => self.store(*param, *offset, *value, *mask)?,
                 Stmt::If { cond, then_body, else_body } => {
                     let c = match &self.front[cond.0 as usize] {
-                        Data::Bool(v) if !v.is_empty() => v[0],
+                        VarValue::Bool(v) if !v.is_empty() => v[0],
                         _ => return Err(bad("if condition is not a bool scalar")),
                     };
                     if c {
@@ -730,48 +795,30 @@ impl<'c, 'a> Prog<'c, 'a> {
         Ok(())
     }
 
-    fn mem(&self, param: u32) -> Result<(&Mem<'a>, DType, &'c str), CpuError> {
-        let ctx = self.ctx;
-        let p = &ctx.kernel.params[param as usize];
-        match (ctx.mems.get(param as usize), p.kind) {
-            (Some(Some(m)), ParamKind::Ptr { elem, .. }) => Ok((m, elem, &p.name)),
-            _ => Err(bad(format!("parameter `{}` is not a buffer", p.name))),
-        }
-    }
-
-    fn fail(&self, f: Fail, param: &str, mem: &Mem<'_>) -> CpuError {
-        match f {
-            Fail::Oob(index) => {
-                CpuError::OutOfBounds { param: param.to_string(), index, len: mem.len(), program: self.pid }
-            }
-            Fail::Err(e) => e,
-        }
-    }
-
     fn store(&mut self, param: u32, offset: VarId, value: VarId, mask: Option<VarId>) -> Res {
-        let (mem, elem, name) = self.mem(param)?;
+        let (mem, elem, name) = self.launch.buffer(param)?;
         let mem = *mem;
         let front = &self.front;
         let od = &front[offset.0 as usize];
         let vd = &front[value.0 as usize];
         let md = mask.map(|m| &front[m.0 as usize]);
-        let n = od.len().max(vd.len()).max(md.map_or(1, Data::len));
+        let n = od.len().max(vd.len()).max(md.map_or(1, VarValue::len));
         let mask = match mask_of(md, n)? {
-            MaskK::None => return Ok(()),
-            MaskK::All => None,
-            MaskK::Tile(m) => Some(m),
+            MaskLanes::None => return Ok(()),
+            MaskLanes::All => None,
+            MaskLanes::Tile(m) => Some(m),
         };
         let off = offsets(od, n, &mut self.scratch)?;
         let r = dispatch!(all elem, T => store_t::<T>(&mem, off, mask, vd, n), else Err(Fail::Err(bad("bad element type"))));
-        r.map_err(|f| self.fail(f, name, &mem))
+        r.map_err(|f| f.located(name, &mem, self.pid))
     }
 
     fn assign(&mut self, dst: VarId, expr: &Expr) -> Res {
-        let ctx = self.ctx;
+        let launch = self.launch;
         let di = dst.0 as usize;
-        let n = ctx.lens[di];
-        let dt = ctx.dtypes[di];
-        let no = || bad(format!("cannot assign to {dt} var `{}`", ctx.kernel.vars[di].name));
+        let n = launch.lens[di];
+        let dt = launch.dtypes[di];
+        let no = || bad(format!("cannot assign to {dt} var `{}`", launch.kernel.vars[di].name));
         {
             let front = &self.front;
             let out = &mut self.back[di];
@@ -779,10 +826,10 @@ impl<'c, 'a> Prog<'c, 'a> {
             match expr {
                 Expr::Copy(a) | Expr::Splat(a) => {
                     let a = v(a);
-                    dispatch!(all dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, |x| x), else Err(no()))?
+                    dispatch!(all dt, T => map1(as_slice::<T>(a)?, n, as_vec_mut::<T>(out)?, |x| x), else Err(no()))?
                 }
                 Expr::Lit(l) => dispatch!(all dt, T => fill(out, n, lit::<T>(*l)), else Err(no()))?,
-                Expr::Param(i) => match ctx.scalars.get(*i as usize).copied().flatten() {
+                Expr::Param(i) => match launch.scalars.get(*i as usize).copied().flatten() {
                     Some(ScalarArg::I32(x)) => fill(out, n, x)?,
                     Some(ScalarArg::I64(x)) => fill(out, n, x)?,
                     Some(ScalarArg::U32(x)) => fill(out, n, x)?,
@@ -791,21 +838,21 @@ impl<'c, 'a> Prog<'c, 'a> {
                     None => return Err(bad(format!("parameter {i} is not a scalar"))),
                 },
                 Expr::ConstGeneric(i) => {
-                    let c = *ctx
+                    let c = *launch
                         .consts
                         .get(*i as usize)
                         .ok_or_else(|| bad("const generic index out of range"))?;
                     dispatch!(all dt, T => fill(out, n, T::from_u64(c)), else Err(no()))?
                 }
                 Expr::ProgramId(a) | Expr::NumPrograms(a) => {
-                    let src = if matches!(expr, Expr::ProgramId(_)) { self.pid } else { ctx.grid };
+                    let src = if matches!(expr, Expr::ProgramId(_)) { self.pid } else { launch.grid };
                     let x = *src.get(*a as usize).ok_or_else(|| bad("axis out of range"))? as i32;
                     dispatch!(all dt, T => fill(out, n, T::from_i64(i64::from(x))), else Err(no()))?
                 }
                 Expr::Arange { start } => {
                     let start = *start;
                     dispatch!(int dt, T => {
-                        let o = vm::<T>(out)?;
+                        let o = as_vec_mut::<T>(out)?;
                         o.clear();
                         o.extend((0..n as i64).map(|k| T::from_i64(start.wrapping_add(k))));
                     }, else return Err(no()))
@@ -817,92 +864,52 @@ impl<'c, 'a> Prog<'c, 'a> {
                     let sd = a.dtype();
                     if sd == dt {
                         // No conversion at all (keeps NaN payloads, as the GPU does).
-                        dispatch!(all dt, T => map1(sl::<T>(a)?, n, vm::<T>(out)?, |x| x), else Err(no()))?
+                        dispatch!(all dt, T => map1(as_slice::<T>(a)?, n, as_vec_mut::<T>(out)?, |x| x), else Err(no()))?
                     } else {
                         dispatch!(all sd, S => dispatch!(all dt, D => {
-                            map1(sl::<S>(a)?, n, vm::<D>(out)?, |x| x.cast::<D>())
+                            map1(as_slice::<S>(a)?, n, as_vec_mut::<D>(out)?, |x| x.cast::<D>())
                         }, else Err(no())), else Err(no()))?
                     }
                 }
                 Expr::Where(c, a, b) => {
-                    dispatch!(all dt, T => select(sl::<bool>(v(c))?, sl::<T>(v(a))?, sl::<T>(v(b))?, n, vm::<T>(out)?), else Err(no()))?
+                    dispatch!(all dt, T => select(as_slice::<bool>(v(c))?, as_slice::<T>(v(a))?, as_slice::<T>(v(b))?, n, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
                 Expr::Load { param, offset, mask, other } => {
-                    let (mem, elem, name) = {
-                        let p = &ctx.kernel.params[*param as usize];
-                        match (ctx.mems.get(*param as usize), p.kind) {
-                            (Some(Some(m)), ParamKind::Ptr { elem, .. }) => (m, elem, p.name.as_str()),
-                            _ => return Err(bad(format!("parameter `{}` is not a buffer", p.name))),
-                        }
-                    };
+                    let (mem, elem, name) = launch.buffer(*param)?;
                     let mask = mask_of(mask.map(|m| v(&m)), n)?;
                     let off = offsets(v(offset), n, &mut self.scratch)?;
                     let other = other.map(|o| v(&o));
                     let r = dispatch!(all elem, T => load_t::<T>(mem, off, mask, other, out, n), else Err(Fail::Err(no())));
-                    if let Err(f) = r {
-                        return Err(match f {
-                            Fail::Oob(index) => CpuError::OutOfBounds {
-                                param: name.to_string(),
-                                index,
-                                len: mem.len(),
-                                program: self.pid,
-                            },
-                            Fail::Err(e) => e,
-                        });
-                    }
+                    r.map_err(|f| f.located(name, mem, self.pid))?
                 }
                 Expr::Reduce(op, a) => reduce(*op, v(a), out)?,
                 Expr::Join(a, b) => {
                     let (a, b) = (v(a), v(b));
-                    dispatch!(all dt, T => interleave(sl::<T>(a)?, sl::<T>(b)?, n, vm::<T>(out)?), else Err(no()))?
+                    dispatch!(all dt, T => interleave(as_slice::<T>(a)?, as_slice::<T>(b)?, n, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
                 Expr::Broadcast(a) | Expr::Reshape(a) | Expr::Trans(a) | Expr::Split { src: a, .. } => {
-                    let lane = SourceLane::new(expr, &ctx.dims[a.0 as usize], &ctx.dims[di]);
-                    dispatch!(all dt, T => gather(sl::<T>(v(a))?, n, &lane, vm::<T>(out)?), else Err(no()))?
+                    let lane = SourceLane::new(expr, &launch.dims[a.0 as usize], &launch.dims[di]);
+                    dispatch!(all dt, T => gather(as_slice::<T>(v(a))?, n, &lane, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
                 Expr::ReduceAxis { op, axis, src } => {
-                    let walk = AxisWalk::new(&ctx.dims[src.0 as usize], *axis)?;
+                    let walk = AxisWalk::new(&launch.dims[src.0 as usize], *axis)?;
                     let a = v(src);
-                    dispatch!(num dt, T => reduce_axis::<T>(*op, sl::<T>(a)?, &walk, vm::<T>(out)?), else Err(no()))?
+                    dispatch!(num dt, T => reduce_axis::<T>(*op, as_slice::<T>(a)?, &walk, as_vec_mut::<T>(out)?), else Err(no()))?
                 }
                 Expr::ArgReduce { op, axis, src } => {
                     let a = v(src);
                     let sd = a.dtype();
                     let walk = match axis {
-                        Some(axis) => AxisWalk::new(&ctx.dims[src.0 as usize], *axis)?,
+                        Some(axis) => AxisWalk::new(&launch.dims[src.0 as usize], *axis)?,
                         None => AxisWalk { outputs: 1, count: a.len(), out_stride: 0, step: 1 },
                     };
-                    dispatch!(num sd, T => arg_reduce::<T>(*op, sl::<T>(a)?, &walk, vm::<i32>(out)?), else Err(no()))?
+                    dispatch!(num sd, T => arg_reduce::<T>(*op, as_slice::<T>(a)?, &walk, as_vec_mut::<i32>(out)?), else Err(no()))?
                 }
                 Expr::Dot { a, b, acc } => {
-                    let (ad, bd) = (&ctx.dims[a.0 as usize], &ctx.dims[b.0 as usize]);
+                    let (ad, bd) = (&launch.dims[a.0 as usize], &launch.dims[b.0 as usize]);
                     super::dot::dot(v(a), v(b), acc.map(|c| v(&c)), ad, bd, out)?
                 }
-                Expr::Rand { seed, offset, width } => {
-                    let seed = match v(seed) {
-                        Data::I32(s) => s[0] as i64 as u64,
-                        Data::U32(s) => u64::from(s[0]),
-                        Data::I64(s) => s[0] as u64,
-                        Data::U64(s) => s[0],
-                        _ => return Err(bad("rand seed is not an integer")),
-                    };
-                    let od = v(offset);
-                    let o = vm::<f32>(out)?;
-                    match od {
-                        Data::I32(x) => rand_loop(*width, seed, x, o),
-                        Data::U32(x) => rand_loop(*width, seed, x, o),
-                        Data::I64(x) => rand_loop(*width, seed, x, o),
-                        Data::U64(x) => rand_loop(*width, seed, x, o),
-                        _ => return Err(bad("rand offset is not an integer")),
-                    }
-                    if o.len() != n {
-                        if o.len() != 1 {
-                            return Err(shape_err(o.len(), n));
-                        }
-                        let x = o[0];
-                        o.resize(n, x);
-                    }
-                }
+                Expr::Rand { seed, offset, width } => rand(*width, v(seed), v(offset), out, n)?,
             }
         }
         std::mem::swap(&mut self.front[di], &mut self.back[di]);

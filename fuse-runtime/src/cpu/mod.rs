@@ -18,17 +18,24 @@
 //! order of accumulation). Transcendentals (`exp`, `log`, `erf`, ...) come
 //! from `libm` and may differ from CUDA's by a few ulp; float sums are reduced in a different
 //! order (8 accumulators, then a tree).
+//!
+//! Back-end layer: `cpu/` imports nothing of the rest of the crate (a launch hands it
+//! [`CpuArg`](crate::cpu::CpuArg)s). Inside it, `error.rs` and `elem.rs` are at the bottom, `check.rs` and `dot.rs`
+//! above them, `interp.rs` above those, this file on top.
 
 mod check;
 mod dot;
 mod elem;
+mod error;
 mod interp;
 #[cfg(test)]
 mod tests;
 
+pub use error::CpuError;
+
 use elem::{view_ro, view_rw, Mem};
 use fuse_ir::{DType, Kernel, ParamKind};
-use interp::{Ctx, Prog, ScalarArg};
+use interp::{CpuLaunch, Prog, ScalarArg};
 use rayon::prelude::*;
 
 /// One launch argument per kernel parameter, in order.
@@ -48,26 +55,6 @@ pub enum CpuArg<'a> {
     U64(u64),
     /// The value of an `f32` scalar parameter.
     F32(f32),
-}
-
-/// Why [`run`] stopped.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CpuError {
-    /// A lane with a true mask addressed `param[index]` outside `[0, len)` in program `program`.
-    #[error("out-of-bounds access to `{param}` at index {index} (length {len}) in program {program:?}")]
-    OutOfBounds {
-        /// The pointer parameter's name.
-        param: String,
-        /// The element index the lane addressed.
-        index: i64,
-        /// The buffer's length in elements.
-        len: usize,
-        /// The program's id, `[x, y, z]`.
-        program: [u32; 3],
-    },
-    /// The kernel, its const generic values or the arguments do not fit together.
-    #[error("invalid kernel for the CPU back end: {0}")]
-    InvalidKernel(String),
 }
 
 fn bad(msg: impl Into<String>) -> CpuError {
@@ -166,7 +153,7 @@ pub fn run(kernel: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [CpuArg<'
     // for kernels with long tiles, so their total stays within a budget instead of aborting.
     let workers =
         (CPU_STATE_BUDGET / layout.state.max(1)).clamp(1, rayon::current_num_threads() as u64) as usize;
-    let ctx = Ctx {
+    let launch = CpuLaunch {
         kernel,
         consts,
         grid,
@@ -181,7 +168,7 @@ pub fn run(kernel: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [CpuArg<'
         [(f % gx) as u32, ((f / gx) % gy) as u32, (f / (gx * gy)) as u32]
     };
     if total == 1 || workers == 1 {
-        let mut prog = Prog::new(&ctx);
+        let mut prog = Prog::new(&launch);
         return (0..total).try_for_each(|f| prog.run(pid_of(f)));
     }
     let run = || {
@@ -191,7 +178,7 @@ pub fn run(kernel: &Kernel, consts: &[u64], grid: [u32; 3], args: &mut [CpuArg<'
         (0..total)
             .into_par_iter()
             .with_min_len(min_len)
-            .try_for_each_init(|| Prog::new(&ctx), |prog, f| prog.run(pid_of(f)))
+            .try_for_each_init(|| Prog::new(&launch), |prog, f| prog.run(pid_of(f)))
     };
     if workers == rayon::current_num_threads() {
         return run();

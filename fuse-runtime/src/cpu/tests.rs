@@ -1,6 +1,8 @@
 //! Tests of the CPU interpreter: the seed kernels (docs/SEED_KERNELS.md) built by hand as the
 //! checker would lower them, run on random data against float64 references, plus targeted
 //! semantics tests.
+//!
+//! Imports the back end's entry point (`cpu/mod.rs`) and the IR.
 #![allow(clippy::needless_range_loop)]
 
 use super::{run, CpuArg, CpuError};

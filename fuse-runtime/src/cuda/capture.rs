@@ -1,10 +1,15 @@
 //! CUDA graph capture on a device: each capturing thread's launches go to a private stream in
 //! thread-local capture mode, and the fuse allocations they use are kept for that graph.
+//!
+//! Owns the device's [`CaptureSlot`] (the captures in progress) and the [`Captured`] graphs; the
+//! device (`cuda/mod.rs`) holds the slot and hands it its context. Imports only the bottom layer
+//! (`error`, `util`) and cudarc.
 
-use super::{drv, lock, CudaDevice};
-use crate::error::{Error, Result};
+use crate::error::{drv, Error, Result};
+use crate::util::lock;
 use cudarc::driver::result::{graph, stream as raw_stream};
 use cudarc::driver::sys::{self, CUstreamCaptureMode};
+use cudarc::driver::CudaContext;
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -76,34 +81,28 @@ impl CaptureSlot {
         }
         Ok(())
     }
-}
-
-impl CudaDevice {
-    /// The stream this thread's launches are captured on, if this thread is capturing.
-    pub(crate) fn capture_stream_of_this_thread(&self) -> Option<sys::CUstream> {
-        self.capture.stream_of_this_thread()
-    }
 
     /// Records allocations this thread's capture must keep alive, and counts one kernel.
-    pub(crate) fn keep_for_capture(&self, keep: impl Iterator<Item = Arc<dyn Any + Send + Sync>>) {
+    pub(crate) fn keep(&self, keep: impl Iterator<Item = Arc<dyn Any + Send + Sync>>) {
         let me = std::thread::current().id();
-        if let Some(a) = lock(&self.capture.captures).iter_mut().find(|a| a.thread == me) {
+        if let Some(a) = lock(&self.captures).iter_mut().find(|a| a.thread == me) {
             a.keep.extend(keep);
             a.kernels += 1;
         }
     }
 
-    /// Starts capturing this thread's launches on this device.
-    pub(crate) fn begin_capture(&self) -> Result<()> {
+    /// Starts capturing this thread's launches on the device of context `ctx` (`device`: its
+    /// description, for the error).
+    pub(crate) fn begin(&self, ctx: &CudaContext, device: impl FnOnce() -> String) -> Result<()> {
         let me = std::thread::current().id();
-        if lock(&self.capture.captures).iter().any(|a| a.thread == me) {
+        if lock(&self.captures).iter().any(|a| a.thread == me) {
             return Err(Error::InvalidLaunch(format!(
                 "this thread is already capturing a graph on {} (captures do not nest)",
-                self.description()
+                device()
             )));
         }
-        self.ctx.bind_to_thread().map_err(|e| Error::Cuda(format!("binding the context: {}", drv(e))))?;
-        let stream = match lock(&self.capture.idle).pop() {
+        ctx.bind_to_thread().map_err(|e| Error::Cuda(format!("binding the context: {}", drv(e))))?;
+        let stream = match lock(&self.idle).pop() {
             Some(s) => s,
             None => RawStream(
                 raw_stream::create(raw_stream::StreamKind::NonBlocking)
@@ -118,33 +117,32 @@ impl CudaDevice {
             raw_stream::begin_capture(stream.0, CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         };
         if let Err(e) = begun {
-            lock(&self.capture.idle).push(stream);
+            lock(&self.idle).push(stream);
             return Err(Error::Cuda(format!("beginning a graph capture: {}", drv(e))));
         }
-        lock(&self.capture.captures).push(Active { thread: me, stream, keep: Vec::new(), kernels: 0 });
-        self.capture.active.fetch_add(1, Ordering::AcqRel);
+        lock(&self.captures).push(Active { thread: me, stream, keep: Vec::new(), kernels: 0 });
+        self.active.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
     /// Ends the capture this thread began and instantiates the graph. Called exactly once per
-    /// successful `begin_capture`, on the same thread, also when the capture closure failed (then
-    /// the graph is discarded by the caller).
-    pub(crate) fn end_capture(&self) -> Result<Captured> {
+    /// successful [`CaptureSlot::begin`], on the same thread, with the same context, also when
+    /// the capture closure failed (then the graph is discarded by the caller).
+    pub(crate) fn end(&self, ctx: &CudaContext) -> Result<Captured> {
         let me = std::thread::current().id();
         let active = {
-            let mut captures = lock(&self.capture.captures);
+            let mut captures = lock(&self.captures);
             let Some(i) = captures.iter().position(|a| a.thread == me) else {
                 return Err(Error::InvalidLaunch("this thread has no graph capture in progress".into()));
             };
-            self.capture.active.fetch_sub(1, Ordering::AcqRel);
+            self.active.fetch_sub(1, Ordering::AcqRel);
             captures.swap_remove(i)
         };
         let Active { stream, keep, kernels, .. } = active;
-        let ended = self
-            .ctx
+        let ended = ctx
             .bind_to_thread()
             .map_err(|e| Error::Cuda(format!("binding the context: {}", drv(e))))
-            // SAFETY: `stream` is capturing (begun by `begin_capture` on this thread).
+            // SAFETY: `stream` is capturing (begun by `begin` on this thread).
             .and_then(|()| {
                 unsafe { raw_stream::end_capture(stream.0) }
                     .map_err(|e| Error::Cuda(format!("ending the graph capture: {}", drv(e))))
@@ -152,7 +150,7 @@ impl CudaDevice {
         // The stream is out of capture mode once `end_capture` returned (even with an error,
         // which invalidates the capture); a stream whose capture could not be ended is dropped.
         if ended.is_ok() {
-            lock(&self.capture.idle).push(stream);
+            lock(&self.idle).push(stream);
         }
         let g = ended?;
         if g.is_null() {
@@ -167,10 +165,5 @@ impl CudaDevice {
                 Err(Error::Cuda(format!("instantiating the captured graph: {}", drv(e))))
             }
         }
-    }
-
-    /// Marks that kernels were queued (so the next `synchronize` reads the error words).
-    pub(crate) fn mark_launched(&self) {
-        self.launched.store(true, Ordering::Release);
     }
 }

@@ -25,6 +25,8 @@
 //! Overrides: `FUSE_NVRTC_PATH` / `FUSE_LIBCUDA_PATH` — a file or a folder (or several, separated
 //! by `:`). When set, *only* those places are searched (not even the loader path), which also lets
 //! tests simulate a machine without the library (`FUSE_NVRTC_PATH=/nonexistent`).
+//!
+//! Imports only `error`.
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};

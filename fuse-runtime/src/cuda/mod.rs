@@ -3,16 +3,23 @@
 //! One stream per device (the context's default stream for `Device::cuda`, the caller's for
 //! `Device::from_cudarc`) orders every copy and launch. A graph capture records the capturing
 //! thread's launches on a private capture stream instead (see `graph.rs`).
+//!
+//! Back-end layer: `cuda/` imports only the bottom layer (`error`, `util`, `disk_cache`); the
+//! device, the launch and the autotuner above it pass it what it needs (the launch words, the
+//! source to compile, the spec's address for the autotuning winners). Inside it, `libs.rs`,
+//! `tma.rs`, `smem.rs`, `capture.rs` and `tunings.rs` are at the bottom, `nvrtc.rs` above
+//! `libs.rs`, this file (the device, its caches and its launches) on top.
 
 pub(crate) mod capture;
 pub(crate) mod libs;
 pub(crate) mod nvrtc;
 pub(crate) mod smem;
 pub(crate) mod tma;
+pub(crate) mod tunings;
 
 use crate::disk_cache::DiskCache;
-use crate::error::{Error, Result};
-use cudarc::driver::result::DriverError;
+use crate::error::{drv, Error, Result};
+use crate::util::{lock, median, stack_or_heap};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
 use fuse_ir::Kernel;
@@ -28,20 +35,6 @@ compile_error!("fuse-runtime passes kernel arguments as little-endian words");
 /// Error-word slots per device: one per kernel (2 words each), so an out-of-bounds report names
 /// its kernel and parameter exactly. Kernels beyond this share the last slot.
 const MAX_SLOTS: usize = 1024;
-
-/// `CUDA_ERROR_NAME: description` for a driver error.
-pub(crate) fn drv(e: DriverError) -> String {
-    let name =
-        e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
-    match e.error_string() {
-        Ok(s) => format!("{name}: {}", s.to_string_lossy()),
-        Err(_) => name,
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// `f`'s value for `key`, computed once however many threads ask at the same time (single
 /// flight). A failure is returned to those threads but not kept: the entry is dropped, so a later
@@ -150,8 +143,8 @@ pub(crate) struct CudaDevice {
     hot: std::sync::RwLock<HashMap<HotKey, Arc<Loaded>, BuildHasherDefault<FxHasher>>>,
     /// The graph captures in progress, one per capturing thread (see `capture.rs`).
     pub(crate) capture: capture::CaptureSlot,
-    /// Autotuning winners on this device (see `autotune`).
-    pub(crate) tunings: crate::autotune::Tunings,
+    /// Autotuning winners on this device (`tunings.rs`).
+    pub(crate) tunings: tunings::Tunings,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -403,15 +396,9 @@ impl CudaDevice {
         capture_stream: Option<cudarc::driver::sys::CUstream>,
     ) -> Result<()> {
         const STACK: usize = 48;
-        let n = words.len() + maps.len();
         let mut stack = [std::ptr::null_mut::<c_void>(); STACK];
         let mut heap = Vec::new();
-        let params: &mut [*mut c_void] = if n <= STACK {
-            &mut stack[..n]
-        } else {
-            heap.resize(n, std::ptr::null_mut());
-            &mut heap
-        };
+        let params = stack_or_heap(words.len() + maps.len(), &mut stack, &mut heap, std::ptr::null_mut());
         for (p, w) in params.iter_mut().zip(words.iter_mut()) {
             *p = (w as *mut u64).cast();
         }
@@ -442,6 +429,31 @@ impl CudaDevice {
         // flag before this point has not read the error words this kernel may write.
         self.launched.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// The stream this thread's launches are captured on, if this thread is capturing.
+    pub(crate) fn capture_stream_of_this_thread(&self) -> Option<cudarc::driver::sys::CUstream> {
+        self.capture.stream_of_this_thread()
+    }
+
+    /// Records allocations this thread's capture must keep alive, and counts one kernel.
+    pub(crate) fn keep_for_capture(&self, keep: impl Iterator<Item = Arc<dyn std::any::Any + Send + Sync>>) {
+        self.capture.keep(keep)
+    }
+
+    /// Starts capturing this thread's launches on this device ([`capture::CaptureSlot::begin`]).
+    pub(crate) fn begin_capture(&self) -> Result<()> {
+        self.capture.begin(&self.ctx, || self.description())
+    }
+
+    /// Ends the capture this thread began ([`capture::CaptureSlot::end`]).
+    pub(crate) fn end_capture(&self) -> Result<capture::Captured> {
+        self.capture.end(&self.ctx)
+    }
+
+    /// Marks that kernels were queued (so the next `synchronize` reads the error words).
+    pub(crate) fn mark_launched(&self) {
+        self.launched.store(true, Ordering::Release);
     }
 
     /// Waits for all work and reports the first out-of-bounds access recorded since the last check.
@@ -535,7 +547,7 @@ impl CudaDevice {
             .iter()
             .map(|(s, e)| s.elapsed_ms(e).map(f64::from).map_err(|e| Error::Cuda(drv(e))))
             .collect::<Result<Vec<_>>>()?;
-        Ok(crate::device::median(&mut times))
+        Ok(median(&mut times))
     }
 }
 

@@ -1,4 +1,6 @@
 //! NVRTC: CUDA C → cubin for an exact `sm_XX`, with no GPU needed.
+//!
+//! Imports `error` and `cuda/libs.rs`.
 
 use super::libs::{self, Lib};
 use crate::error::{Error, Result};

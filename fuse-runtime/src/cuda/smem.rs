@@ -1,10 +1,11 @@
 //! The dynamic shared memory contract (docs/DESIGN.md, "Runtime conventions"): a module that
 //! defines the global `fuse_dynamic_smem_bytes` launches its kernel with that many bytes of
 //! dynamic shared memory, opting in past the default per-block limit (48 KiB) where the device
-//! allows it. A module without the symbol launches with none, as before the contract.
+//! allows it. A module without the symbol launches with none.
+//!
+//! Imports only `error`.
 
-use super::drv;
-use crate::error::{Error, Result};
+use crate::error::{drv, Error, Result};
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::{CUfunction_attribute, CUresult};
 use cudarc::driver::{CudaFunction, CudaModule, CudaStream};

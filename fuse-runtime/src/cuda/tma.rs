@@ -8,6 +8,8 @@
 //! and the box's sizes within TMA's limits, the buffer 16-byte aligned with 16-byte row pitch, and
 //! every element the map can reach inside the buffer. Otherwise the launch takes the `cp.async`
 //! path, which checks each access.
+//!
+//! Imports nothing of the crate: the launch (`tensor_maps.rs`) hands it each box's values.
 use cudarc::driver::sys;
 use fuse_ir::DType;
 
