@@ -1,8 +1,7 @@
-//! GPU tests (harness = false, tests/common/harness.rs): run on GPU 0; with no usable GPU each is
+//! GPU tests (harness = false, fuse_testkit::harness): run on GPU 0; with no usable GPU each is
 //! reported as ignored, "needs an NVIDIA GPU", and the reason is printed once.
 mod common;
-#[path = "common/harness.rs"]
-mod harness;
+use fuse_testkit::harness;
 
 use common::*;
 use fuse_runtime::{launch, Device, DeviceRead, DeviceWrite, Error, KernelArg, KernelSpec, LaunchConfig};
