@@ -340,7 +340,7 @@ fn a_stepped_counter_is_bounded_by_its_last_value_and_no_further() {
         let step = (rng.next_u64() % 9) as i32 - 1;
         let len = (rng.next_u64() % 48) as usize;
         let x = d.upload(&vec![1.0f32; len]).unwrap();
-        let mut y = d.upload(&vec![0.0f32; 4]).unwrap();
+        let mut y = d.upload(&[0.0f32; 4]).unwrap();
         let mut args: Vec<KernelArg<'_>> = vec![
             (&x).into(),
             (&mut y).into(),

@@ -1,7 +1,8 @@
 //! The emitted CUDA C of every example kernel and of the `dot` kernels (tests/common/dot.rs): snapshots (review changes with `cargo insta review`)
-//! and a compile of each with NVRTC for sm_80 and sm_90 (no GPU needed). harness = false
-//! (fuse_testkit::harness): when NVRTC is missing the compile test is reported as
-//! ignored, "needs NVRTC", except under CI=true where it fails.
+//! and a compile of each with NVRTC for sm_80 and sm_90 (no GPU needed), and of the example
+//! kernels without a snapshot with their launch-time specialisations on and off. harness = false
+//! (fuse_testkit::harness): when NVRTC is missing the compile tests are reported as ignored,
+//! "needs NVRTC", except under CI=true where they fail.
 mod common;
 use fuse_kernels::matmul as matmul_example;
 use fuse_testkit::harness;
@@ -16,8 +17,8 @@ fn specs() -> Vec<(&'static fuse::KernelSpec, Vec<u64>)> {
 /// The tensor-core examples whose names the `dot` kernels of tests/common/dot.rs already take:
 /// their snapshot names (`None`: bf16's source differs from f16's in its types alone), specs and
 /// consts. Their half-precision and int8 results go from the accumulator through the scratch
-/// (emit_cuda/coalesce.rs). (`matmul_int8` and `ffn_sublayer` compile in tests/gpu_dot.rs,
-/// attention in tests/gpu_attention.rs, all without a GPU.)
+/// (emit_cuda/coalesce.rs). (`matmul_int8` and `ffn_sublayer` compile in tests/quant_ffn.rs,
+/// attention in tests/attention.rs, all without a GPU.)
 fn tensor_core_examples() -> Vec<(Option<&'static str>, &'static fuse::KernelSpec, Vec<u64>)> {
     vec![
         (Some("example_matmul_f16"), &matmul_example::matmul::f16::SPEC, vec![128, 128, 32]),
@@ -119,7 +120,7 @@ fn emitted_source_is_self_contained() {
 fn every_example_kernel_compiles_with_nvrtc_for_sm80_and_sm90() {
     let mut compiled = 0;
     // The matmul examples at the warps their blocks are launched with (one warp would hold a
-    // whole 128x128 accumulator); int8 compiles in tests/gpu_dot.rs.
+    // whole 128x128 accumulator); int8 compiles in tests/quant_ffn.rs.
     let int8 = &common::matmul_int8::matmul_int8::SPEC;
     let matmuls = tensor_core_examples().into_iter().filter(|(_, s, _)| !std::ptr::eq(*s, int8));
     let kernels = specs().into_iter().map(|(s, c)| (s, c, &[1, 4, 8][..]));
@@ -141,15 +142,75 @@ fn every_example_kernel_compiles_with_nvrtc_for_sm80_and_sm90() {
     println!("compiled {compiled} kernel variants");
 }
 
+/// The example kernels that have no emitted-CUDA snapshot (multi-row softmax and LayerNorm,
+/// QK-norm + RoPE, cross-entropy, add + activation) compile with NVRTC for sm_80 and sm_90, at the
+/// tiles their launchers use, with every launch-time specialisation on (the proven, unchecked
+/// paths), off (the checked ones), and with no access proven in bounds nor mask true but aligned
+/// buffers (the checked vector paths).
+fn unsnapshotted_example_kernels_compile_with_every_specialisation() {
+    use fuse::fuse_ir::Specialization;
+    use fuse::KernelSpec;
+    let specs: Vec<(&'static KernelSpec, Vec<u64>)> = vec![
+        (&softmax::softmax_rows::f32::SPEC, vec![16, 128]),
+        (&softmax::softmax_rows::f16::SPEC, vec![8, 256]),
+        (&softmax::softmax_rows::bf16::SPEC, vec![64, 16]),
+        (&layernorm::layernorm_rows::f32::SPEC, vec![16, 128]),
+        (&layernorm::layernorm_rows::f16::SPEC, vec![8, 256]),
+        (&layernorm::layernorm_rows::bf16::SPEC, vec![2, 1024]),
+        (&qk_norm_rope::qk_norm_rope::f32::SPEC, vec![8, 64]),
+        (&qk_norm_rope::qk_norm_rope::f16::SPEC, vec![8, 64]),
+        (&qk_norm_rope::qk_norm_rope::bf16::SPEC, vec![4, 128]),
+        (&qk_norm_rope::qk_norm_rope_gptj::f16::SPEC, vec![8, 64]),
+        (&qk_norm_rope::qk_norm_rope_gptj::bf16::SPEC, vec![4, 128]),
+        (&cross_entropy::cross_entropy::f32::SPEC, vec![cross_entropy::BLOCK as u64]),
+        (&cross_entropy::cross_entropy::bf16::SPEC, vec![cross_entropy::BLOCK_16BIT as u64]),
+        (&add_activation::add_gelu::f16::SPEC, vec![1024]),
+        (&add_activation::add_gelu::bf16::SPEC, vec![1024]),
+        (&add_activation::add_silu::f16::SPEC, vec![1024]),
+        (&add_activation::add_silu::bf16::SPEC, vec![1024]),
+    ];
+    let mut compiled = 0;
+    for (spec, consts) in specs {
+        // Every fact on, every fact off, and a launch that proves no access in bounds and no mask
+        // true but passes aligned buffers (the checked vector paths).
+        let n = spec.specializations().len();
+        let unproven: Vec<bool> = spec
+            .specializations()
+            .iter()
+            .map(|s| !matches!(s, Specialization::InBounds(_) | Specialization::AllTrue(_)))
+            .collect();
+        for arch in ["sm_80", "sm_90"] {
+            for (what, values) in
+                [("on", vec![true; n]), ("off", vec![false; n]), ("unproven", unproven.clone())]
+            {
+                match spec.compile_for_arch_with(arch, &consts, 4, &values) {
+                    Ok(cubin) => assert!(cubin.len() > 64, "{} {arch}: empty cubin", spec.name()),
+                    Err(e) => {
+                        panic!("{} {consts:?} for {arch} (specialisations {what}) failed:\n{e}", spec.name())
+                    }
+                }
+                compiled += 1;
+            }
+        }
+    }
+    println!("compiled {compiled} kernel variants");
+}
+
 fn main() {
     let mut trials = vec![
         harness::trial("emitted_source_snapshots", emitted_source_snapshots),
         harness::trial("emitted_macros_expand_to_bounded_text", emitted_macros_expand_to_bounded_text),
         harness::trial("emitted_source_is_self_contained", emitted_source_is_self_contained),
     ];
-    trials.extend(harness::nvrtc_trials(vec![(
-        "every_example_kernel_compiles_with_nvrtc_for_sm80_and_sm90",
-        every_example_kernel_compiles_with_nvrtc_for_sm80_and_sm90,
-    )]));
+    trials.extend(harness::nvrtc_trials(vec![
+        (
+            "every_example_kernel_compiles_with_nvrtc_for_sm80_and_sm90",
+            every_example_kernel_compiles_with_nvrtc_for_sm80_and_sm90,
+        ),
+        (
+            "unsnapshotted_example_kernels_compile_with_every_specialisation",
+            unsnapshotted_example_kernels_compile_with_every_specialisation,
+        ),
+    ]));
     harness::run(trials)
 }

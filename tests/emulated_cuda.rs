@@ -14,7 +14,6 @@ use fuse_testkit::harness;
 
 use axis::*;
 use fuse::{fused_kernel, Device};
-use libtest_mimic::Trial;
 
 /// Lane `c` of each program's row reads `src[row + c / 2]` (GPT-J's RoPE angle into a cos/sin
 /// row): each vector chunk loads a run of VEC / 2 elements and repeats each in registers
@@ -429,16 +428,5 @@ fn main() {
         ("layout_totals_runs", layout_totals_runs),
         ("row_stats_runs", row_stats_runs),
     ];
-    let trials = match emu::compiler() {
-        Some(_) => tests.into_iter().map(|(n, f)| harness::trial(n, f)).collect(),
-        None => tests
-            .into_iter()
-            .map(|(n, _)| {
-                Trial::test(n, || Err("no C++ compiler (g++, or $CXX)".into()))
-                    .with_ignored_flag(true)
-                    .with_kind("needs a C++ compiler")
-            })
-            .collect::<Vec<_>>(),
-    };
-    harness::run(trials)
+    harness::run(common::backend::cxx_trials(tests))
 }

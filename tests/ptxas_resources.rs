@@ -71,7 +71,7 @@ fn matmul_k_loops_stay_in_flight() {
     }
 }
 
-/// Issue 16: no spills in the head-dim-128 attention kernels, f16 and bf16, at the configurations
+/// No spills in the head-dim-128 attention kernels, f16 and bf16, at the configurations
 /// the bench picks: with `p_drop = 0` (the dropout block compiled out, as the bench runs) and with
 /// dropout (128 x 128 blocks only without it: its dropout variant sits at the 255-register edge).
 fn attention_d128_does_not_spill() {
@@ -92,9 +92,9 @@ fn attention_d128_does_not_spill() {
 
 /// The narrow-row LayerNorm of 16-bit rows at the launcher's tiles (`[8, 256]`, `[16, 128]`, 4
 /// warps, 16 lanes a thread) in at most 32 registers without spills, so 16 programs fit a
-/// multiprocessor. Before its `1 / n` moved to the kernel's head (emit_cuda/schedule.rs) it took
-/// 39: ptxas kept every converted lane live across the division's slow-path call, and only 12
-/// fitted. Since session 24 the runtime computes `1 / n` (fuse-ir's host_scalars.rs).
+/// multiprocessor. The runtime computes `1 / n` on the host (fuse-ir's host_scalars.rs): with the
+/// division in the kernel, ptxas keeps every converted lane live across the division's slow-path
+/// call and the kernel takes 39 registers.
 fn narrow_row_layernorm_fits_32_registers() {
     for spec in [&layernorm::layernorm_rows::f16::SPEC, &layernorm::layernorm_rows::bf16::SPEC] {
         for tile in [[8u64, 256], [16, 128]] {

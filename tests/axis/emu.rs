@@ -10,8 +10,7 @@ use std::process::Command;
 
 /// The C++ compiler, if one runs.
 pub fn compiler() -> Option<String> {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
-    Command::new(&cxx).arg("--version").output().ok().filter(|o| o.status.success()).map(|_| cxx)
+    crate::common::backend::cxx()
 }
 
 fn work_dir() -> PathBuf {
@@ -151,7 +150,7 @@ pub fn run(l: &mut Launch, seed: u64) -> Result<(), String> {
     for b in l.bufs.iter_mut() {
         let n = b.bytes().len();
         let nb = got.get(at..at + n).ok_or("short output")?;
-        *b = b.from_bytes_like(nb);
+        *b = b.like_from_bytes(nb);
         at += n;
     }
     let err = got.get(at..at + 16).ok_or("no error words")?;

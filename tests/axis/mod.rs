@@ -1,8 +1,8 @@
-//! Axis-0 reductions and arg-reductions along either axis (issue 14, item 4): kernels that put
-//! each result in every layout the emitter gives it, inputs with ties, NaN, infinities and signed
-//! zeros, a float64 (or exact integer) reference, and one runner for the CPU interpreter, a GPU
-//! and the host emulation of the emitted CUDA (`emu`). Shared by tests/tiles_2d.rs (CPU and GPU)
-//! and tests/emulated_cuda.rs (the emulation).
+//! Axis-0 reductions and arg-reductions along either axis: kernels that put each result in every
+//! layout the emitter gives it, inputs with ties, NaN, infinities and signed zeros, a float64 (or
+//! exact integer) reference, and one runner for the CPU interpreter, a GPU and the host emulation
+//! of the emitted CUDA (`emu`). Used by tests/emulated_cuda.rs, which checks the emulation against
+//! the reference and the CPU interpreter.
 #![allow(dead_code)]
 
 pub mod emu;
@@ -160,7 +160,7 @@ impl Buf {
     }
 
     /// The same type and length, from little-endian bytes.
-    pub fn from_bytes_like(&self, b: &[u8]) -> Buf {
+    pub fn like_from_bytes(&self, b: &[u8]) -> Buf {
         fn w<const N: usize>(b: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
             b.chunks_exact(N).map(|c| c.try_into().expect("whole elements"))
         }

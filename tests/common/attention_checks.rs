@@ -1,11 +1,13 @@
-//! Checks of the `attention` example (fuse-kernels/src/attention.rs), shared by the CPU test
-//! (`tests/attention_on_cpu.rs`) and the GPU tests (`tests/gpu_attention.rs`): fresh random
-//! inputs, NaN-poisoned outputs, sequence lengths that are not multiples of the blocks, the output
+//! Checks of the `attention` example (fuse-kernels/src/attention.rs), used by its tests on every
+//! backend (`tests/attention.rs`): fresh random inputs, NaN-poisoned outputs, sequence lengths that are not multiples of the blocks, the output
 //! against float64 within the per-element bound of `attention::error_bound`, the log-sum-exp, and
 //! dropout against the kernel's own Philox decisions recomputed on the host.
 use super::{attention, Elem, Rng};
 use attention::{Config, Options, Shape};
-use fuse::{Device, KernelSpec};
+use fuse::Device;
+
+/// Whether dropout keeps (batch-head, query, key).
+type Keep<'a> = dyn Fn(usize, usize, usize) -> bool + 'a;
 
 /// One launch and its checks (panics naming the first element past its bound).
 pub fn check_attention<T: Elem + fuse::Half>(
@@ -30,7 +32,7 @@ pub fn check_attention<T: Elem + fuse::Half>(
     let keep = |bh: usize, i: usize, j: usize| {
         fuse::fuse_ir::philox::rand(seed, (bh as u64 * n + i as u64) * n + j as u64) > p_drop
     };
-    let dropout: Option<(&dyn Fn(usize, usize, usize) -> bool, f64)> =
+    let dropout: Option<(&Keep<'_>, f64)> =
         if p_drop > 0.0 { Some((&keep, 1.0 / (1.0 - f64::from(p_drop)))) } else { None };
     let (want, want_lse, o_abs) = attention::reference(
         &T::to_f64s(&q),
@@ -66,7 +68,7 @@ pub fn check_attention<T: Elem + fuse::Half>(
 
 /// The attention kernel for an NVRTC compile: const generics (BM, BN, D), warps, architecture
 /// and whether the launch-time specialisations are on, at the GPU configurations.
-pub fn specs() -> Vec<(&'static KernelSpec, Vec<u64>, u32, &'static str, bool)> {
+pub fn specs() -> Vec<super::CompileCase> {
     let c = attention::CONFIGS;
     let consts = |cfg: Config, d: u64| vec![cfg.bm as u64, cfg.bn as u64, d];
     vec![

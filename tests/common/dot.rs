@@ -1,6 +1,6 @@
-//! `dot` kernels and their checks, shared by the CPU tests (`tests/dot_on_cpu.rs`), the GPU tests
-//! (`tests/gpu_dot.rs`) and the emitted-CUDA snapshots and NVRTC compiles
-//! (`tests/emitted_cuda.rs`).
+//! `dot` kernels and their checks, shared by the tests of `dot` on every backend (`tests/dot.rs`),
+//! the emitted-CUDA snapshots and NVRTC compiles (`tests/emitted_cuda.rs`) and the host emulation
+//! of the tensor-core lowering (`tests/emulated_tensor_cores.rs`).
 //!
 //! Every check runs a kernel on fresh random inputs into NaN-poisoned (or, for i32, sentinel
 //! filled) outputs and compares with a float64 (exact integer) reference computed from the inputs
@@ -557,8 +557,8 @@ pub fn check_forms<T: DotElem>(d: &Device, rng: &mut Rng, warps: Option<u32>) {
 pub fn check_reductions<T: DotElem>(d: &Device, rng: &mut Rng, warps: u32) {
     let (a, b) = (random::<T>(rng, FM * FK), random::<T>(rng, FK * FN));
     let (ab, bb) = (d.upload(&a).unwrap(), d.upload(&b).unwrap());
-    let mut sums = d.upload(&vec![f32::NAN; FM]).unwrap();
-    let mut maxes = d.upload(&vec![f32::NAN; FN]).unwrap();
+    let mut sums = d.upload(&[f32::NAN; FM]).unwrap();
+    let mut maxes = d.upload(&[f32::NAN; FN]).unwrap();
     dot_reductions::launch::<T, FM, FN, FK>(
         d,
         LaunchConfig::new(1).num_warps(warps),

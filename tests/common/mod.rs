@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod attention_checks;
+pub mod backend;
 pub mod dot;
 pub mod quant_ffn;
 
@@ -108,7 +109,7 @@ pub mod paths {
     /// Lane `c` of each program's row reads `src[row + (c ^ 1)]` and `src[row + (c ^ 3)]`
     /// (offsets permuted within each vector chunk, `affine::Fact::ChunkXor`: one vector read, the
     /// lanes swapped in registers); lanes at or past `limit[0]` read `other`. Host-emulated in
-    /// tests/emulated_cuda.rs, run on the GPU in tests/gpu_examples.rs.
+    /// tests/emulated_cuda.rs, run on the CPU and the GPU in tests/elementwise.rs.
     #[fused_kernel]
     pub fn xor_gather<T: Float, const N: usize>(
         src: *const T,
@@ -206,15 +207,11 @@ pub mod paths {
         let g = arange(0, 8 * N / 32);
         store(groups + program_id(0) * (8 * N / 32) + g, reshape(v, [8 * N / 32, 32]).max(1));
     }
-    /// [`row_stats`] in float64 for `programs` programs of width `n` with modulus `m`:
-    /// `(y, sums, pairs, cols, groups)`.
-    pub fn row_stats_reference(
-        x: &[f32],
-        w: &[f32],
-        n: usize,
-        m: i32,
-        programs: usize,
-    ) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<i32>, Vec<f64>) {
+    /// [`row_stats`]' outputs: `(y, sums, pairs, cols, groups)`.
+    pub type RowStats = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<i32>, Vec<f64>);
+
+    /// [`row_stats`] in float64 for `programs` programs of width `n` with modulus `m`.
+    pub fn row_stats_reference(x: &[f32], w: &[f32], n: usize, m: i32, programs: usize) -> RowStats {
         let (mut y, mut sums) = (vec![0.0; x.len()], vec![0.0; programs * 8]);
         for r in 0..programs * 8 {
             let row: Vec<f64> = x[r * n..(r + 1) * n].iter().map(|&v| f64::from(v)).collect();
@@ -289,6 +286,25 @@ pub fn example_specs() -> Vec<(&'static KernelSpec, Vec<u64>)> {
     ]
 }
 
+/// A kernel to compile with NVRTC: its spec, const generics, warps, architecture, and whether the
+/// launch-time specialisations are all on (the proven, unchecked paths) or all off.
+pub type CompileCase = (&'static KernelSpec, Vec<u64>, u32, &'static str, bool);
+
+/// Compiles each case with NVRTC (no GPU needed), panicking with the compiler's message at the
+/// first that fails; prints each one's time.
+pub fn compile_each(cases: Vec<CompileCase>) {
+    for (spec, consts, warps, arch, all) in cases {
+        let values = vec![all; spec.specializations().len()];
+        let t0 = std::time::Instant::now();
+        let what =
+            format!("{} {consts:?} with {warps} warps for {arch} (specialisations {all})", spec.name());
+        if let Err(e) = spec.compile_for_arch_with(arch, &consts, warps, &values) {
+            panic!("{what} failed:\n{e}");
+        }
+        println!("{what}: {:.1} s", t0.elapsed().as_secs_f64());
+    }
+}
+
 /// A small deterministic-per-run generator (xorshift*), seeded from the clock so every run sees
 /// fresh inputs; the seed is printed for replay.
 pub struct Rng(u64);
@@ -353,6 +369,8 @@ pub trait Elem: fuse::Float {
     const NAN: Self;
     fn from_f32s(v: &[f32]) -> Vec<Self>;
     fn to_f64s(v: &[Self]) -> Vec<f64>;
+    /// The bit patterns, for comparisons that NaN payloads must pass too.
+    fn bits(v: &[Self]) -> Vec<u32>;
 }
 
 impl Elem for f32 {
@@ -363,6 +381,9 @@ impl Elem for f32 {
     }
     fn to_f64s(v: &[Self]) -> Vec<f64> {
         f64s(v)
+    }
+    fn bits(v: &[Self]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
     }
 }
 
@@ -375,6 +396,9 @@ impl Elem for fuse::half::f16 {
     fn to_f64s(v: &[Self]) -> Vec<f64> {
         f16_to_f64(v)
     }
+    fn bits(v: &[Self]) -> Vec<u32> {
+        v.iter().map(|x| u32::from(x.to_bits())).collect()
+    }
 }
 
 impl Elem for fuse::half::bf16 {
@@ -385,6 +409,9 @@ impl Elem for fuse::half::bf16 {
     }
     fn to_f64s(v: &[Self]) -> Vec<f64> {
         bf16_to_f64(v)
+    }
+    fn bits(v: &[Self]) -> Vec<u32> {
+        v.iter().map(|x| u32::from(x.to_bits())).collect()
     }
 }
 

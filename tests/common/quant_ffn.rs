@@ -1,9 +1,9 @@
-//! Checks of the `matmul_int8` and `ffn_sublayer` examples (fuse-kernels/), shared by the CPU
-//! tests (`tests/quant_ffn_on_cpu.rs`) and the GPU tests (`tests/gpu_dot.rs`): fresh random inputs,
-//! outputs poisoned (NaN for floats; for int8, per element a value the rounding rule forbids
-//! there), every edge masked.
+//! Checks of the `matmul_int8` and `ffn_sublayer` examples (fuse-kernels/), shared by their tests
+//! on every backend (`tests/quant_ffn.rs`) and the host emulation
+//! (`tests/emulated_tensor_cores.rs`): fresh random inputs, outputs poisoned (NaN for floats; for
+//! int8, per element a value the rounding rule forbids there), every edge masked.
 use super::{bias_gelu_dropout, ffn_sublayer, matmul_int8, Elem, Rng};
-use fuse::{Device, KernelSpec};
+use fuse::Device;
 
 /// Uniform bytes in `lo..=hi`.
 pub fn int8s(rng: &mut Rng, len: usize, lo: i8, hi: i8) -> Vec<i8> {
@@ -187,7 +187,7 @@ pub fn check_ffn<T: Elem + fuse::Half>(
 /// specialisation values), the accumulator kernel at the default, `ffn_sublayer` f16 and bf16 at
 /// one configuration each (one compile of it takes 20–40 s on a 2-core machine). The GPU tests
 /// compile every configuration.
-pub fn specs() -> Vec<(&'static KernelSpec, Vec<u64>, u32, &'static str, bool)> {
+pub fn specs() -> Vec<super::CompileCase> {
     let consts = |bm: usize, bn: usize, bk: usize| vec![bm as u64, bn as u64, bk as u64];
     let mut v = Vec::new();
     for (i, arch, all) in [(0, "sm_80", true), (2, "sm_90", false), (4, "sm_80", false)] {

@@ -1,13 +1,18 @@
-//! Pointer offsets and masks the checker once refused (fuzz-2d report), run on the CPU interpreter
-//! against plain host references on fresh random inputs, outputs poisoned first:
+//! Pointer offsets and masks of less common forms, against plain host references on fresh random
+//! inputs, outputs poisoned first:
 //! * a mutable pointer whose offsets come from a u8/i8 load advances by i32 scalars and tiles
 //!   (the offsets are carried as i32, their compute type);
 //! * a 1-D `[1]` mask or offset tile broadcasts against `[N]` offsets in `load` and `store`, by
 //!   the same rule as element-wise operations.
+//!
+//! Each body runs on the CPU interpreter and on a GPU (tests/common/backend.rs: `name/cpu`,
+//! `name/gpu`, the latter ignored without a GPU).
 mod common;
 
+use common::backend::every_backend;
 use common::*;
 use fuse::prelude::*;
+use fuse_testkit::harness;
 
 /// `out[i] = x[idx[i] + shift + 1 - i % 2]` through one mutable pointer over u8 offsets.
 #[fused_kernel]
@@ -61,9 +66,7 @@ fn index_of(i: usize, base: i64) -> usize {
     usize::try_from(base).unwrap_or_else(|_| panic!("reference index {base} at lane {i} is negative"))
 }
 
-#[test]
-fn mutable_pointer_over_u8_offsets() {
-    let d = Device::cpu();
+fn mutable_pointer_over_u8_offsets(d: &Device) {
     let mut rng = Rng::fresh("mutable_pointer_over_u8_offsets");
     let n = 1000; // not a multiple of the block: the tail is masked
     let shift = (rng.next_u64() % 20) as i32;
@@ -71,16 +74,14 @@ fn mutable_pointer_over_u8_offsets() {
     let x = rng.vec(256 + shift as usize + 2, 3.0);
     let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
     let (ib, xb) = (d.upload(&idx).unwrap(), d.upload(&x).unwrap());
-    gather_u8::launch::<BLOCK>(&d, n.div_ceil(BLOCK) as u32, &ib, &xb, &mut out, n as i32, shift).unwrap();
+    gather_u8::launch::<BLOCK>(d, n.div_ceil(BLOCK) as u32, &ib, &xb, &mut out, n as i32, shift).unwrap();
     let want: Vec<f64> = (0..n)
         .map(|i| f64::from(x[index_of(i, i64::from(idx[i]) + i64::from(shift) + 1 - (i % 2) as i64)]))
         .collect();
     assert_close("gather through u8 offsets", &f64s(&out.to_vec().unwrap()), &want, 0.0, 0.0);
 }
 
-#[test]
-fn mutable_pointer_over_i8_offsets() {
-    let d = Device::cpu();
+fn mutable_pointer_over_i8_offsets(d: &Device) {
     let mut rng = Rng::fresh("mutable_pointer_over_i8_offsets");
     let n = 777;
     let shift = 128 + (rng.next_u64() % 10) as i32;
@@ -88,16 +89,14 @@ fn mutable_pointer_over_i8_offsets() {
     let x = rng.vec(shift as usize + 130, 3.0);
     let mut out = d.upload(&vec![f32::NAN; n]).unwrap();
     let (ib, xb) = (d.upload(&idx).unwrap(), d.upload(&x).unwrap());
-    gather_i8::launch::<BLOCK>(&d, n.div_ceil(BLOCK) as u32, &ib, &xb, &mut out, n as i32, shift).unwrap();
+    gather_i8::launch::<BLOCK>(d, n.div_ceil(BLOCK) as u32, &ib, &xb, &mut out, n as i32, shift).unwrap();
     let want: Vec<f64> = (0..n)
         .map(|i| f64::from(x[index_of(i, i64::from(idx[i]) + i64::from(shift) + (i % 3) as i64)]))
         .collect();
     assert_close("gather through i8 offsets", &f64s(&out.to_vec().unwrap()), &want, 0.0, 0.0);
 }
 
-#[test]
-fn unit_masks_and_offsets_broadcast_in_loads_and_stores() {
-    let d = Device::cpu();
+fn unit_masks_and_offsets_broadcast_in_loads_and_stores(d: &Device) {
     let mut rng = Rng::fresh("unit_masks_and_offsets_broadcast_in_loads_and_stores");
     let rows = 9;
     let k = (rng.next_u64() % (BLOCK as u64 + 40)) as i32; // past the tile sometimes
@@ -111,7 +110,7 @@ fn unit_masks_and_offsets_broadcast_in_loads_and_stores() {
         d.upload(&vec![f32::NAN; rows]).unwrap(),
     );
     let (xb, fb) = (d.upload(&x).unwrap(), d.upload(&flags).unwrap());
-    live_rows::launch::<BLOCK>(&d, rows as u32, &xb, &fb, &mut all, &mut live_only, &mut firsts, k).unwrap();
+    live_rows::launch::<BLOCK>(d, rows as u32, &xb, &fb, &mut all, &mut live_only, &mut firsts, k).unwrap();
     let live = |i: usize| flags[i / BLOCK] != 0;
     let want_all: Vec<f64> =
         (0..rows * BLOCK).map(|i| if live(i) { f64::from(x[i]) } else { -1.0 }).collect();
@@ -128,4 +127,12 @@ fn unit_masks_and_offsets_broadcast_in_loads_and_stores() {
         1e-5,
         1e-5,
     );
+}
+
+fn main() {
+    harness::run(every_backend![
+        mutable_pointer_over_u8_offsets,
+        mutable_pointer_over_i8_offsets,
+        unit_masks_and_offsets_broadcast_in_loads_and_stores,
+    ])
 }
