@@ -7,11 +7,12 @@
 //! without a GPU, at block shapes, warp counts and stage counts; the f16 lowering, which the GPU
 //! tests have checked, runs too, as a check of the emulation itself; so does the i8 one
 //! (m16n8k32) of the `matmul_int8` example, its accumulator bit for bit and its requantised
-//! output by the example's float64 rule. Needs a C++17 compiler (`$CXX`, else `g++`); without
-//! one the tests print why and pass.
+//! output by the example's float64 rule. Needs a C++17 compiler (`$CXX`, else `g++`), without
+//! which the tests are reported as ignored (harness = false, `common::backend::cxx_trials`).
 use fuse_kernels::bias_gelu_dropout;
 mod common;
 use fuse_kernels::matmul as matmul_example;
+use fuse_testkit::harness;
 
 use common::dot::*;
 use common::matmul_int8::{self, Config};
@@ -23,15 +24,9 @@ use fuse::KernelSpec;
 use std::path::PathBuf;
 use std::process::Command;
 
-fn compiler() -> Option<String> {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
-    match Command::new(&cxx).arg("--version").output() {
-        Ok(o) if o.status.success() => Some(cxx),
-        _ => {
-            eprintln!("skipping: no C++ compiler ({cxx}; set CXX)");
-            None
-        }
-    }
+/// The C++ compiler (`main` registers the tests as runnable only where one runs).
+fn compiler() -> String {
+    common::backend::cxx().expect("a C++ compiler, checked when the tests were registered")
 }
 
 /// A kernel argument: a buffer (its bytes and element size) or a scalar.
@@ -351,9 +346,8 @@ fn check<T: DotElem + Copy>(
 /// f32 (TF32) matmul: block shapes with 16- to 128-float rows (both staging swizzles), 1 to 8
 /// warps, 2 to 4 stages, ragged sizes (K not a multiple of 4: the per-lane copies), and sizes
 /// the launch proves in bounds (the unchecked 16-byte copies).
-#[test]
 fn tf32_matmul_in_the_emulation() {
-    let Some(cxx) = compiler() else { return };
+    let cxx = compiler();
     let mut rng = Rng::fresh("emulated tf32 matmul");
     let spec = &matmul::f32::SPEC;
     check::<f32>(&cxx, spec, false, &mut rng, (32, 32, 16), (4, 3), (77, 45, 100), false);
@@ -365,9 +359,8 @@ fn tf32_matmul_in_the_emulation() {
 }
 
 /// f32 `a @ w^T` (K-major B read by `ldmatrix`), pipelined.
-#[test]
 fn tf32_k_major_b_in_the_emulation() {
-    let Some(cxx) = compiler() else { return };
+    let cxx = compiler();
     let mut rng = Rng::fresh("emulated tf32 matmul_nt");
     let spec = &matmul_nt::f32::SPEC;
     check::<f32>(&cxx, spec, true, &mut rng, (64, 64, 32), (4, 3), (130, 70, 100), false);
@@ -378,9 +371,8 @@ fn tf32_k_major_b_in_the_emulation() {
 /// loaded in another layout, the method form, a computed operand), `nt_once` (a K-major B) and
 /// `dot_reductions` (row sums from the accumulators, column maxima after moving them out), at 1 to
 /// 8 warps, against float64.
-#[test]
 fn tf32_staged_from_registers_in_the_emulation() {
-    let Some(cxx) = compiler() else { return };
+    let cxx = compiler();
     let mut rng = Rng::fresh("emulated tf32 from registers");
     for warps in [1, 4, 8] {
         let (a, b) = (rng.vec(FM * FK, 1.0), rng.vec(FK * FN, 1.0));
@@ -416,7 +408,7 @@ fn tf32_staged_from_registers_in_the_emulation() {
         assert_within(&format!("emulated f32 nt_once, {warps} warps"), &f32s(&out[2]), &want, &bound);
 
         let (a, b) = (rng.vec(FM * FK, 1.0), rng.vec(FK * FN, 1.0));
-        let args = [buf(&a), buf(&b), buf(&vec![f32::NAN; FM]), buf(&vec![f32::NAN; FN])];
+        let args = [buf(&a), buf(&b), buf(&[f32::NAN; FM]), buf(&[f32::NAN; FN])];
         let out = run(&cxx, &dot_reductions::f32::SPEC, &consts, (warps, 3), (1, 1), false, &args);
         let (av, bv): (Vec<f64>, Vec<f64>) =
             (a.iter().map(|x| x.dot_value()).collect(), b.iter().map(|x| x.dot_value()).collect());
@@ -450,9 +442,8 @@ fn tf32_staged_from_registers_in_the_emulation() {
 
 /// The f16 lowering (ldmatrix.trans, m16n8k16), checked on GPUs, in the emulation: a check of
 /// the emulation's ldmatrix, mma and cp.async.
-#[test]
 fn f16_matmul_in_the_emulation() {
-    let Some(cxx) = compiler() else { return };
+    let cxx = compiler();
     let mut rng = Rng::fresh("emulated f16 matmul");
     check::<f16>(&cxx, &matmul::f16::SPEC, false, &mut rng, (64, 64, 32), (4, 3), (130, 70, 100), false);
     check::<f16>(&cxx, &matmul_nt::f16::SPEC, true, &mut rng, (32, 32, 32), (2, 2), (45, 37, 70), false);
@@ -462,9 +453,8 @@ fn f16_matmul_in_the_emulation() {
 /// 16-byte row runs before its store (`emit_cuda/coalesce.rs`): ragged edges (the masked runs),
 /// one warp to eight, with and without bias + GELU, and a launch proven in bounds (the unchecked
 /// vector stores); within f16's rounding of the float64 result, poisoned output.
-#[test]
 fn f16_results_stored_through_the_scratch_in_the_emulation() {
-    let Some(cxx) = compiler() else { return };
+    let cxx = compiler();
     let mut rng = Rng::fresh("emulated f16 stores through the scratch");
     let spec = &matmul_example::matmul::f16::SPEC;
     let cases = [
@@ -572,9 +562,8 @@ fn check_int8_requant(
 /// (random scales with and without bias; ties exactly). One warp (2 stages), four (3) and eight
 /// (3, 4); ragged sizes with K under 16, a multiple of 16 (the 16-byte copies, masked) or not
 /// (the per-byte ones), and a size proven in bounds (the unchecked copies and stores).
-#[test]
 fn int8_matmul_in_the_emulation() {
-    let Some(cxx) = compiler() else { return };
+    let cxx = compiler();
     let mut rng = Rng::fresh("emulated int8 matmul");
     let cfgs = matmul_int8::CONFIGS;
     let configs = [Config { warps: 1, stages: 2, ..cfgs[6] }, cfgs[2], cfgs[0], cfgs[4]];
@@ -595,4 +584,18 @@ fn int8_matmul_in_the_emulation() {
             println!("emulated matmul_int8 {size:?} {cfg:?}: right; {took_other} within the f32 bound of a tie took the other neighbour");
         }
     }
+}
+
+fn main() {
+    harness::run(common::backend::cxx_trials(vec![
+        ("tf32_matmul_in_the_emulation", tf32_matmul_in_the_emulation),
+        ("tf32_k_major_b_in_the_emulation", tf32_k_major_b_in_the_emulation),
+        ("tf32_staged_from_registers_in_the_emulation", tf32_staged_from_registers_in_the_emulation),
+        ("f16_matmul_in_the_emulation", f16_matmul_in_the_emulation),
+        (
+            "f16_results_stored_through_the_scratch_in_the_emulation",
+            f16_results_stored_through_the_scratch_in_the_emulation,
+        ),
+        ("int8_matmul_in_the_emulation", int8_matmul_in_the_emulation),
+    ]))
 }
