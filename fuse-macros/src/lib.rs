@@ -11,6 +11,7 @@
 
 mod ast;
 mod autotune;
+mod c_names;
 mod check;
 mod diag;
 mod emit_cuda;

@@ -701,7 +701,7 @@ fn names_stay_c_safe() {
             store(out, fuse_tmp);
         }"#);
     for v in &k.vars {
-        assert!(!crate::emit_cuda::names::C_RESERVED.contains(&v.name.as_str()), "{}", v.name);
+        assert!(!crate::c_names::C_RESERVED.contains(&v.name.as_str()), "{}", v.name);
         assert!(!v.name.starts_with("fuse_"), "{}", v.name);
     }
     let names: Vec<&str> = k.vars.iter().map(|v| v.name.as_str()).collect();

@@ -34,7 +34,7 @@ mod stmts;
 
 use crate::ast;
 use crate::diag::Diags;
-use crate::emit_cuda::names::C_RESERVED;
+use crate::c_names::C_RESERVED;
 use fuse_ir::{BinaryOp, Kernel, Len, Param, Stmt, Var, VarId};
 use std::collections::{HashMap, HashSet};
 

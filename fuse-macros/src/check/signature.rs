@@ -4,7 +4,7 @@
 use super::{Binding, Bound, Checker, ConstExpr, Origin, Weak};
 use crate::ast;
 use crate::diag::Sp;
-use crate::emit_cuda::names::C_RESERVED;
+use crate::c_names::C_RESERVED;
 use fuse_ir::{Param, ParamKind};
 use std::collections::HashSet;
 

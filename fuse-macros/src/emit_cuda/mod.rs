@@ -25,7 +25,7 @@ mod dot;
 mod layout;
 mod memory;
 mod mma;
-pub(crate) mod names;
+mod names;
 mod pipeline;
 mod prelude;
 mod random;
