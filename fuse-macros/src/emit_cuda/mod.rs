@@ -17,29 +17,13 @@
 //! fallback for when they are 0.
 use fuse_ir::{DType, Kernel, ParamKind, RandWidth, Specialization, Stmt, VarId};
 
-mod affine;
-mod body;
-mod coalesce;
-mod ctype;
-mod dot;
-mod layout;
-mod memory;
-mod mma;
-mod names;
-mod pipeline;
-mod prelude;
-mod random;
-mod reduce;
-mod remat;
-mod schedule;
-mod shape;
-mod slices;
+mod analysis;
+mod lower;
 #[cfg(test)]
 mod tests;
-mod tf32;
-mod tma;
-mod wgmma;
-mod writer;
+
+use analysis::{affine, layout, pipeline, remat, schedule, slices};
+use lower::{ctype, mma, names, prelude, tma, writer};
 
 use affine::{Div, Facts};
 use ctype::c_type;

@@ -502,7 +502,7 @@ fn i8_takes_the_tensor_cores_with_a_k_major_b_only() {
 #[test]
 fn f32_swizzle_is_a_bijection_without_bank_conflicts() {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".to_string());
-    let prelude = super::super::tf32::PRELUDE;
+    let prelude = super::super::lower::tf32::PRELUDE;
     let start =
         prelude.find("__device__ __forceinline__ int fuse_swz_f32").expect("fuse_swz_f32 in the prelude");
     let end = start + prelude[start..].find("\n}\n").expect("the function's end") + 3;

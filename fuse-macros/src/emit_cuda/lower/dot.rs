@@ -14,13 +14,13 @@
 //! `k = 0..K` in order, the product and the sum each rounded (`__fmul_rn`/`__fadd_rn`, which NVRTC
 //! never contracts into an FMA), or in wrapping i32 for i8 — the IR's order, the interpreter's.
 use super::ctype::{self, c_type};
-use super::Ctx;
+use crate::emit_cuda::Ctx;
 use fuse_ir::{DType, VarId};
 
 impl Ctx<'_> {
     /// `dst = dot(a, b[, acc])`: tensor cores ([`super::mma`]) for f16, bf16 and f32 inputs and
     /// i8 with a K-major B, the general fallback otherwise.
-    pub(super) fn dot(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>) {
+    pub(in crate::emit_cuda) fn dot(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>) {
         if super::mma::takes_mma(self.k, a, b) {
             let dims = self.k.ty(dst).shape.dims();
             let mma = self.layout.mma_index(&dims[0], &dims[1]);

@@ -3,7 +3,7 @@
 //! [`fuse_ir::Expr::ReduceAxis`] and [`fuse_ir::Expr::ArgReduce`] (and the lane-preserving [`fuse_ir::Expr::Reshape`]).
 //!
 //! Every tile, whatever its rank, is spread over the threads by its number of lanes alone
-//! ([`super::layout`]): lane `r * cols + c` of a 2-D tile sits where lane `r * cols + c` of a 1-D
+//! ([`crate::emit_cuda::analysis::layout`]): lane `r * cols + c` of a 2-D tile sits where lane `r * cols + c` of a 1-D
 //! tile of the same length does. So element-wise operations and `reshape` need no data movement,
 //! and an operation whose output lane reads another lane goes through the shared scratch buffer
 //! `fuse_xs`: every thread writes its source slots at their lane index, a barrier, every thread
@@ -11,22 +11,22 @@
 //! unit axis is read from shared memory, never from global memory again.
 //!
 //! A reduction along axis 1 of a `[R, C]` tile with `C > 1` (whose chunks never straddle rows,
-//! see [`super::layout`]) folds each chunk in its thread and combines the `C / VEC` threads of a
+//! see [`crate::emit_cuda::analysis::layout`]) folds each chunk in its thread and combines the `C / VEC` threads of a
 //! row by butterfly shuffles (plus one exchange through shared memory when a row spans several
-//! warps); the rows stay in registers in a row layout ([`super::slices`]), from which a broadcast
+//! warps); the rows stay in registers in a row layout ([`crate::emit_cuda::analysis::slices`]), from which a broadcast
 //! back over the columns is free (in a warp slab a row is one warp's: no shared memory at all).
 //! Axis-0 reductions and arg-reductions (`reduce_down`, `fold_columns`, `arg_rows`) fold each
 //! thread's chunks of the same columns in registers, then across threads by shuffles, and use
 //! the scratch only between warps or to post a result in another layout.
 use super::ctype::{self, c_type};
 use super::reduce::{accumulate, combine, identity, Acc, Fold};
-use super::slices;
-use super::Ctx;
+use crate::emit_cuda::analysis::slices;
+use crate::emit_cuda::Ctx;
 use fuse_ir::{ArgOp, DType, Len, ReduceOp, VarId};
 
 impl Ctx<'_> {
     /// `dst = src` with the same lanes under another shape: the layout is the same, so a copy.
-    pub(super) fn reshape(&mut self, dst: VarId, src: VarId) {
+    pub(in crate::emit_cuda) fn reshape(&mut self, dst: VarId, src: VarId) {
         let k = self.tile(dst).expect("reshape makes a tile");
         let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
         self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{d}[fuse_i] = {s}[fuse_i];"));
@@ -47,7 +47,7 @@ impl Ctx<'_> {
     }
 
     /// NumPy broadcast of a tile to `dst`'s shape.
-    pub(super) fn broadcast(&mut self, dst: VarId, src: VarId) {
+    pub(in crate::emit_cuda) fn broadcast(&mut self, dst: VarId, src: VarId) {
         let (ks, kd) = (self.tile(src).expect("broadcasts read tiles"), self.tile(dst).expect("tile"));
         if self.layout.is_mma(kd) && self.layout.find_mma_row(kd) == Some(ks) {
             // Slot i of the accumulator is row g + 8 ((i / 2) % 2) of m-tile (i / 4) / NI, which
@@ -86,7 +86,7 @@ impl Ctx<'_> {
     }
 
     /// `dst = trans(src)`: `[R, C]` -> `[C, R]`.
-    pub(super) fn trans(&mut self, dst: VarId, src: VarId) {
+    pub(in crate::emit_cuda) fn trans(&mut self, dst: VarId, src: VarId) {
         let dims = self.k.ty(src).shape.dims();
         let (r, c) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
         let lane = format!("(fuse_f % {r}) * {c} + fuse_f / {r}");
@@ -98,7 +98,7 @@ impl Ctx<'_> {
     /// half as wide as `src`'s and as many (each thread then holds both halves of its chunks, as
     /// with 2 or more elements of `src` a thread and at most one vector of it), a register copy;
     /// otherwise through the scratch.
-    pub(super) fn split(&mut self, dst: VarId, src: VarId, half: u8) {
+    pub(in crate::emit_cuda) fn split(&mut self, dst: VarId, src: VarId, half: u8) {
         let (ks, kd) = (self.tile(src).expect("split reads a tile"), self.tile(dst).expect("tile"));
         let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
         let what = format!("{d} = split({s}, {half})");
@@ -115,7 +115,7 @@ impl Ctx<'_> {
 
     /// `dst = join(even, odd)`: lane `2 f` is `even`'s lane `f`, lane `2 f + 1` is `odd`'s. A
     /// register copy under [`Ctx::split`]'s condition, otherwise two passes through the scratch.
-    pub(super) fn join(&mut self, dst: VarId, even: VarId, odd: VarId) {
+    pub(in crate::emit_cuda) fn join(&mut self, dst: VarId, even: VarId, odd: VarId) {
         let (kh, kd) = (self.tile(even).expect("join reads tiles"), self.tile(dst).expect("tile"));
         let (d, e, o) = (self.name(dst).to_string(), self.name(even).to_string(), self.name(odd).to_string());
         let what = format!("{d} = join({e}, {o})");
@@ -169,7 +169,7 @@ impl Ctx<'_> {
     }
 
     /// `dst = op(src, axis)` for a 2-D `src`.
-    pub(super) fn reduce_axis(&mut self, dst: VarId, op: ReduceOp, axis: u8, src: VarId) {
+    pub(in crate::emit_cuda) fn reduce_axis(&mut self, dst: VarId, op: ReduceOp, axis: u8, src: VarId) {
         let dims = self.k.ty(src).shape.dims();
         let from_mma = self.tile(src).is_some_and(|k| self.layout.is_mma(k));
         if from_mma && axis == 1 && self.tile(dst).and_then(|k| self.layout.mma_row(k)).is_some() {
@@ -389,7 +389,7 @@ impl Ctx<'_> {
     }
 
     /// Makes the scratch `fuse_xs` at least `bytes` (a C expression) large.
-    pub(super) fn scratch_bytes_for(&mut self, bytes: String) {
+    pub(in crate::emit_cuda) fn scratch_bytes_for(&mut self, bytes: String) {
         if self.in_pipeline && !self.loop_scratch.contains(&bytes) {
             self.loop_scratch.push(bytes.clone());
         }
@@ -421,7 +421,7 @@ impl Ctx<'_> {
 
     /// `dst = argmax/argmin(src[, axis])`: the first index of the extreme lane, NaN first (see
     /// [`Fold`]: the pairs' order makes the result independent of the fold order).
-    pub(super) fn arg_reduce(&mut self, dst: VarId, op: ArgOp, axis: Option<u8>, src: VarId) {
+    pub(in crate::emit_cuda) fn arg_reduce(&mut self, dst: VarId, op: ArgOp, axis: Option<u8>, src: VarId) {
         let fold = Fold::Arg { op, val: self.dtype(src).compute() };
         let dims = self.k.ty(src).shape.dims();
         let unit = Len::literal_log2(0);

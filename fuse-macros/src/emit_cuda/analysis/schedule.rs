@@ -42,7 +42,7 @@
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Stmt, UnaryOp, VarId};
 
 /// The kernel's top-level statements in emission order, as indices into `Kernel::body`.
-pub(super) struct Schedule {
+pub(in crate::emit_cuda) struct Schedule {
     /// The uniform scalars with a slow-path call and the uniform scalars they read, wherever
     /// they are, in program order: emitted first where a thread holds few lanes.
     pub head: Vec<usize>,
@@ -70,7 +70,7 @@ pub(super) struct Schedule {
 /// `assignments[v]` is how many statements assign var `v`; `host` the divisions the host
 /// computes ([`Kernel::host_divisions`]: passed as parameters, or read only by those that are),
 /// which call nothing on the device.
-pub(super) fn schedule(k: &Kernel, assignments: &[u32], host: &[VarId]) -> Schedule {
+pub(in crate::emit_cuda) fn schedule(k: &Kernel, assignments: &[u32], host: &[VarId]) -> Schedule {
     let once = |v: &VarId| assignments[v.0 as usize] == 1;
     // Vars whose value depends on a load (through any chain of statements, at any depth).
     let mut loaded = vec![false; k.vars.len()];

@@ -4,8 +4,8 @@
 //! `FUSE_PIPE - 1` iterations are issued ahead with `cp.async` straight into a ring of
 //! `FUSE_PIPE` shared-memory stages (swizzled as the MMA lowering reads them), so that global
 //! memory and the tensor cores overlap. This module decides **which loops and loads qualify**
-//! (from the IR alone, before any layout question); [`super::body`] emits the loop and
-//! [`super::memory`] the copies.
+//! (from the IR alone, before any layout question); [`crate::emit_cuda::lower::body`] emits the loop and
+//! [`crate::emit_cuda::lower::memory`] the copies.
 //!
 //! A load qualifies when re-running it one or more iterations early is the same load:
 //! - it is a top-level statement of the loop body, its destination is assigned once and read only
@@ -20,15 +20,15 @@
 //!
 //! Everything else (a loop-carried pointer, a normalised operand, a load under an `if`) runs
 //! as written: correct, not pipelined.
-use super::ctype::c_type;
-use super::mma::takes_mma;
-use super::Ctx;
+use crate::emit_cuda::lower::ctype::c_type;
+use crate::emit_cuda::lower::mma::takes_mma;
+use crate::emit_cuda::Ctx;
 use fuse_ir::{visit_stmts, Expr, Kernel, Stmt, VarId};
 use std::collections::HashMap;
 
 /// One load the pipeline issues ahead into the ring.
 #[derive(Clone, Debug)]
-pub(super) struct StagedLoad {
+pub(in crate::emit_cuda) struct StagedLoad {
     /// The load's destination (never materialised: the `dot` reads the stage).
     pub dst: VarId,
     /// Index of the load statement in the loop body.
@@ -39,7 +39,7 @@ pub(super) struct StagedLoad {
 
 /// A pipelined loop: its staged loads and the body statements their addresses need.
 #[derive(Clone, Debug)]
-pub(super) struct LoopPlan {
+pub(in crate::emit_cuda) struct LoopPlan {
     /// Indices of the body statements to replay before issuing the loads, in program order.
     pub slice: Vec<usize>,
     pub loads: Vec<StagedLoad>,
@@ -55,7 +55,7 @@ pub(super) struct LoopPlan {
 }
 
 /// The pipelined loops, by counter var.
-pub(super) fn plan(k: &Kernel, assignments: &[u32], uses: &[u32]) -> HashMap<VarId, LoopPlan> {
+pub(in crate::emit_cuda) fn plan(k: &Kernel, assignments: &[u32], uses: &[u32]) -> HashMap<VarId, LoopPlan> {
     let mut plans = HashMap::new();
     let mut accesses = 0u32;
     walk(k, &k.body, assignments, uses, &mut accesses, &mut plans, false);
@@ -63,7 +63,7 @@ pub(super) fn plan(k: &Kernel, assignments: &[u32], uses: &[u32]) -> HashMap<Var
 }
 
 /// Per var: how many times statements read it.
-pub(super) fn use_counts(k: &Kernel) -> Vec<u32> {
+pub(in crate::emit_cuda) fn use_counts(k: &Kernel) -> Vec<u32> {
     let mut uses = vec![0u32; k.vars.len()];
     k.visit_stmts(&mut |s| {
         for v in stmt_reads(s) {
@@ -332,7 +332,7 @@ impl Ctx<'_> {
     /// waits for stage `i`, issues iteration `i + FUSE_PIPE - 1` into the stage iteration `i - 1`
     /// read (every thread is past it: the barrier), then runs the body, whose `dot` reads stage
     /// `i`. Only iterations that run are issued, so the accesses are the loop's own.
-    pub(super) fn pipelined_for(
+    pub(in crate::emit_cuda) fn pipelined_for(
         &mut self,
         n: usize,
         (var, start): (VarId, &str),
@@ -354,7 +354,7 @@ impl Ctx<'_> {
         self.w.pp(format!("#define FUSE_INFLIGHT{n} {inflight}"));
         // The loads that may go through TMA (a tensor box, on sm_90a, where the runtime passes a map).
         let boxes: Vec<Option<fuse_ir::TensorBox>> =
-            plan.loads.iter().map(|l| super::tma::tensor_box(self.k, &body[l.stmt])).collect();
+            plan.loads.iter().map(|l| crate::emit_cuda::lower::tma::tensor_box(self.k, &body[l.stmt])).collect();
         let tma: Vec<u32> =
             plan.loads.iter().zip(&boxes).filter(|(_, b)| b.is_some()).map(|(l, _)| l.access).collect();
         for &a in &tma {

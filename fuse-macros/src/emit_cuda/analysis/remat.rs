@@ -10,17 +10,17 @@
 //! loaded or reduced value is not. The recomputation is a few integer operations per slot, where
 //! the scratch costs two barriers and a shared round trip per broadcast (eight per iteration of a
 //! Triton-style matmul K loop before this).
-use super::ctype::{self};
-use super::Ctx;
+use crate::emit_cuda::lower::ctype::{self};
+use crate::emit_cuda::Ctx;
 use fuse_ir::{DType, Expr, Len, Stmt, VarId};
 
 /// The most operations one recomputed value may take (beyond it: through the scratch).
-pub(super) const BUDGET: u32 = 24;
+pub(in crate::emit_cuda) const BUDGET: u32 = 24;
 
 impl Ctx<'_> {
     /// `dst = broadcast(src)` by recomputing `src` at each slot's source lane, if it is
     /// index-computable; `false` (nothing emitted) otherwise.
-    pub(super) fn broadcast_by_remat(&mut self, dst: VarId, src: VarId, lane: &str) -> bool {
+    pub(in crate::emit_cuda) fn broadcast_by_remat(&mut self, dst: VarId, src: VarId, lane: &str) -> bool {
         let kd = self.tile(dst).expect("broadcasts make tiles");
         let mut budget = BUDGET;
         let Some(e) = self.value_at(src, &format!("({lane})"), &mut budget) else { return false };
@@ -35,7 +35,7 @@ impl Ctx<'_> {
 
     /// The value of `v` (in its dtype) at lane `lane` (a C expression), if `v` is a scalar
     /// assigned once or an index-computable tile within `budget` operations.
-    pub(super) fn value_at(&mut self, v: VarId, lane: &str, budget: &mut u32) -> Option<String> {
+    pub(in crate::emit_cuda) fn value_at(&mut self, v: VarId, lane: &str, budget: &mut u32) -> Option<String> {
         if self.assignments[v.0 as usize] != 1 {
             return None;
         }
@@ -109,7 +109,7 @@ impl Ctx<'_> {
 
     /// Runs `f` with `fuse_f` standing for the lanes of layout `k` ([`Ctx::source_lane`] then
     /// takes an MMA layout's rows and columns in closed form), restoring the outer layout after.
-    pub(super) fn at_lanes_of<R>(&mut self, k: usize, f: impl FnOnce(&mut Self) -> R) -> R {
+    pub(in crate::emit_cuda) fn at_lanes_of<R>(&mut self, k: usize, f: impl FnOnce(&mut Self) -> R) -> R {
         let outer = self.lane_layout.replace(k);
         let r = f(self);
         self.lane_layout = outer;
@@ -118,7 +118,7 @@ impl Ctx<'_> {
 
     /// The lane of a broadcast's source (dims `src`) that destination lane `lane` (dims `dst`)
     /// reads (see `fuse_ir::broadcast_source_lane`).
-    pub(super) fn source_lane(&self, src: &[Len], dst: &[Len], lane: &str) -> String {
+    pub(in crate::emit_cuda) fn source_lane(&self, src: &[Len], dst: &[Len], lane: &str) -> String {
         let unit = Len::literal_log2(0);
         // The source's dims aligned at the right with the destination's (missing ones are 1).
         let (rows, cols) = match src {
@@ -148,7 +148,7 @@ impl Ctx<'_> {
 /// [`BUDGET`] operations (the same rules, from the IR alone: the layout pass needs it first).
 /// Such a tile fits any layout: where it meets one unlike its own it is recomputed there
 /// ([`Ctx::view`]).
-pub(super) fn index_computable(k: &fuse_ir::Kernel, assignments: &[u32]) -> Vec<bool> {
+pub(in crate::emit_cuda) fn index_computable(k: &fuse_ir::Kernel, assignments: &[u32]) -> Vec<bool> {
     let mut def: Vec<Option<&Expr>> = vec![None; k.vars.len()];
     k.visit_stmts(&mut |s| {
         if let Stmt::Assign { dst, expr } = s {

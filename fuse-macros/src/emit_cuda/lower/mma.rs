@@ -28,7 +28,7 @@
 //! the same way (`fuse_swz_f32`) and walked in steps of 8 with m16n8k8, never on `wgmma`
 //! ([`super::tf32`]).
 use super::ctype::c_type;
-use super::Ctx;
+use crate::emit_cuda::Ctx;
 use fuse_ir::{DType, Len, VarId};
 
 /// A `[rows, cols]` tile held as tensor-core accumulators (see the module doc).
@@ -36,7 +36,7 @@ use fuse_ir::{DType, Len, VarId};
 pub struct MmaLayout {
     pub rows: Len,
     pub cols: Len,
-    /// Warps along M only (chained dots, see [`super::layout::Layout::rows_first`]).
+    /// Warps along M only (chained dots, see [`crate::emit_cuda::analysis::layout::Layout::rows_first`]).
     pub rows_first: bool,
     /// The kernel has a tensor-core `dot` that `wgmma` may run (not f32, [`may_take_wgmma`]): on
     /// sm_90a the layout may take the warpgroup grid of `wgmma` (decided by the preprocessor,
@@ -232,7 +232,7 @@ __device__ __forceinline__ void fuse_mma_bf16(float* d, const unsigned int* a, c
 /// `buf` (a `unsigned short*`), through `fuse_swz`. Rows are addressed in 16-bit units: an i8
 /// (`esz` 1) column `c` is byte `c % 2` of unit `c / 2`, as a `byte*`; an f32 (`esz` 4) is two
 /// units, through `fuse_swz_f32` ([`super::tf32::swizzled`]), as a `float*`.
-pub(super) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str), esz: usize, byte: &str) -> String {
+pub(in crate::emit_cuda) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str), esz: usize, byte: &str) -> String {
     if esz == 4 {
         super::tf32::swizzled(buf, f, (w, h))
     } else if esz == 1 {
@@ -285,7 +285,7 @@ impl Ctx<'_> {
     /// `dst = dot(a, b, acc)` on tensor cores; `mma` is the MMA layout of `dst`'s shape. A `dst`
     /// (or `acc`) held in another layout is computed in (read into) MMA registers and converted
     /// through the scratch.
-    pub(super) fn dot_mma(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>, mma: usize) {
+    pub(in crate::emit_cuda) fn dot_mma(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>, mma: usize) {
         self.needs.mma = true;
         let input = self.dtype(a);
         let (da, db) = (self.k.ty(a).shape.dims(), self.k.ty(b).shape.dims());
@@ -459,7 +459,7 @@ impl Ctx<'_> {
     }
 
     /// The shared stores of [`Ctx::stage_operands`], without its barriers.
-    pub(super) fn stage_writes(&mut self, ops: &[(usize, &str, &str, &str, &str)], esz: usize) {
+    pub(in crate::emit_cuda) fn stage_writes(&mut self, ops: &[(usize, &str, &str, &str, &str)], esz: usize) {
         self.needs.words = true;
         for &(k, s, buf, w, h) in ops {
             let at = |f: &str| swizzled(buf, f, (w, h), esz, "unsigned char");
@@ -560,7 +560,7 @@ impl Ctx<'_> {
     /// registers of `p`, a 16-bit tile in MMA layout `kp`: the accumulator fragments of n-tiles
     /// 2ks and 2ks + 1 (rows g, g + 8; columns 2t, 2t + 1, then 8 more) are the A fragment of K
     /// step ks, two 16-bit lanes a register (mma.sync's and wgmma's register A alike).
-    pub(super) fn pack_a_fragment(&mut self, (kp, p): (usize, &str), ks: &str, to: &str) {
+    pub(in crate::emit_cuda) fn pack_a_fragment(&mut self, (kp, p): (usize, &str), ks: &str, to: &str) {
         self.w.line(format!("const int fuse_t0 = (fuse_mi * FUSE_NI{kp} + 2 * ({ks})) * 4;"));
         self.w.line("const int fuse_t1 = fuse_t0 + 4;");
         for (r, (t, e)) in [("fuse_t0", 0), ("fuse_t0", 2), ("fuse_t1", 0), ("fuse_t1", 2)].iter().enumerate()
@@ -575,7 +575,7 @@ impl Ctx<'_> {
     /// (`[n, kk]` staged by `swz`) with `ldmatrix` without `.trans`: matrices (ni, k lo), (ni, k
     /// hi), (ni + 1, k lo), (ni + 1, k hi), lanes 8q..8q+7 addressing matrix q's rows; `half_k`
     /// elements of K per matrix (8 halves for m16n8k16, 4 floats for TF32's m16n8k8).
-    pub(super) fn kmajor_b_fragments(&mut self, mma: usize, (kk, n): (&str, &str), swz: &str, half_k: u32) {
+    pub(in crate::emit_cuda) fn kmajor_b_fragments(&mut self, mma: usize, (kk, n): (&str, &str), swz: &str, half_k: u32) {
         self.w.line(format!(
             "const int fuse_n0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"
         ));
@@ -652,7 +652,7 @@ impl Ctx<'_> {
 
 /// The `b` operands of tensor-core `dot`s that are `trans(w)` of a 2-D `w` and read by that `dot`
 /// alone, with their `w`: the lowering stages `w` as B's K-major form and `trans` is not emitted.
-pub(super) fn kmajor_operands(
+pub(in crate::emit_cuda) fn kmajor_operands(
     k: &fuse_ir::Kernel,
     assignments: &[u32],
     uses: &[u32],

@@ -18,7 +18,7 @@
 //! MN-major (`[K, N]`, the transposed-B form) or K-major (`[N, K]`, a `trans(w)` operand). Per K
 //! step of 16: one `wgmma` per 64-row block, then one commit group, waited for before the
 //! accumulators are read (or, in a K loop that only accumulates, one iteration later).
-use super::Ctx;
+use crate::emit_cuda::Ctx;
 use fuse_ir::DType;
 use std::fmt::Write;
 
@@ -146,7 +146,7 @@ impl Ctx<'_> {
     /// registers of a 16-bit tile in MMA layout (its layout, name) whose warp grid is `mma`'s
     /// (attention's `p`), packed for every K step before the fence (wgmma reads them while it runs).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn wgmma_steps(
+    pub(in crate::emit_cuda) fn wgmma_steps(
         &mut self,
         mma: usize,
         dst: fuse_ir::VarId,

@@ -345,7 +345,7 @@ impl Needs {
             (self.mma, super::mma::PRELUDE),
             (self.tf32_mma, super::tf32::PRELUDE),
             (self.tf32, TF32),
-            (self.pipeline, super::pipeline::PRELUDE),
+            (self.pipeline, crate::emit_cuda::analysis::pipeline::PRELUDE),
             (self.tma, super::tma::PRELUDE),
         ];
         let mut out = String::new();

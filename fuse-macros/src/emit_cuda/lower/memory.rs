@@ -13,9 +13,9 @@
 //! for QK-norm + RoPE's two gathers at loaded positions (docs/PERF.md "Session 20").
 //! An out-of-bounds lane is noted in the thread's `fuse_bad`/`fuse_bad_at` and reported once at
 //! the end of the kernel: no call on the lane path (a call costs registers everywhere).
-use super::affine::Fact;
+use crate::emit_cuda::analysis::affine::Fact;
 use super::ctype::{self, c_type};
-use super::Ctx;
+use crate::emit_cuda::Ctx;
 use fuse_ir::{DType, ParamKind, Specialization, VarId};
 
 /// What a memory statement touches.
@@ -99,8 +99,8 @@ impl Ctx<'_> {
         &mut self,
         a: &Access,
         k: usize,
-        start: &super::affine::Div,
-        block: &super::affine::Div,
+        start: &crate::emit_cuda::analysis::affine::Div,
+        block: &crate::emit_cuda::analysis::affine::Div,
     ) -> String {
         self.spec(Specialization::Align16(a.param));
         let aligned = Specialization::Align16(a.param).macro_name(&self.k.params);
@@ -180,7 +180,7 @@ impl Ctx<'_> {
         }
     }
 
-    pub(super) fn load(
+    pub(in crate::emit_cuda) fn load(
         &mut self,
         dst: VarId,
         param: u32,
@@ -424,10 +424,10 @@ impl Ctx<'_> {
     }
 
     /// Load access `index` (f16, bf16 or i8, `other` zero) into the swizzled row-major shared
-    /// buffer `buf` (`unsigned short*`) of a `[h, w]` tile, for the pipeline ([`super::pipeline`]):
+    /// buffer `buf` (`unsigned short*`) of a `[h, w]` tile, for the pipeline ([`crate::emit_cuda::analysis::pipeline`]):
     /// one `cp.async` of VEC lanes per chunk where the vector path applies (zero-filled where its
     /// lanes are off), else checked per-lane loads and shared stores, in the same layout.
-    pub(super) fn async_load(
+    pub(in crate::emit_cuda) fn async_load(
         &mut self,
         index: u32,
         (param, offset, mask): (u32, VarId, Option<VarId>),
@@ -512,7 +512,7 @@ impl Ctx<'_> {
         self.w.close();
     }
 
-    pub(super) fn store(&mut self, param: u32, offset: VarId, value: VarId, mask: Option<VarId>) {
+    pub(in crate::emit_cuda) fn store(&mut self, param: u32, offset: VarId, value: VarId, mask: Option<VarId>) {
         let a = self.access(param, offset, mask);
         self.w.line(format!(
             "// store({}[{}], {}{})",
@@ -608,7 +608,7 @@ fn zero(d: DType) -> String {
 }
 
 /// Element `v` of a chunk held as 32-bit words (little-endian).
-pub(super) fn unpack(d: DType, w: &str, v: &str) -> String {
+pub(in crate::emit_cuda) fn unpack(d: DType, w: &str, v: &str) -> String {
     let t = c_type(d);
     match d.size_bytes() {
         1 => format!("({t})({w}[{v} / 4] >> (8 * ({v} % 4)))"),

@@ -35,10 +35,10 @@
 //! back over the parent's columns reads slot `i / VEC` with no data movement (`slices.rs` decides
 //! which tiles take it).
 //!
-//! An **MMA layout** holds a `dot` result as tensor-core accumulators ([`super::mma`]).
+//! An **MMA layout** holds a `dot` result as tensor-core accumulators ([`crate::emit_cuda::lower::mma`]).
 //! Row, column and MMA layouts are *derived* layouts, numbered after the lengths' in the order
 //! they are made (never renumbered).
-use super::mma::MmaLayout;
+use crate::emit_cuda::lower::mma::MmaLayout;
 use fuse_ir::{Kernel, Len, ParamKind, VarId};
 
 pub struct Layout {
@@ -114,9 +114,9 @@ impl Layout {
         let mut pairs = Vec::new();
         k.visit_stmts(&mut |s| match s {
             fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } => {
-                let mma = super::mma::takes_mma(k, *a, *b);
+                let mma = crate::emit_cuda::lower::mma::takes_mma(k, *a, *b);
                 dots += usize::from(mma);
-                warpgroups |= mma && super::mma::may_take_wgmma(k.ty(*a).dtype);
+                warpgroups |= mma && crate::emit_cuda::lower::mma::may_take_wgmma(k.ty(*a).dtype);
                 slabs = false;
             }
             // (half, whole): the tiles a split or join pairs.

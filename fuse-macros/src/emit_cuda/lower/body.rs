@@ -1,13 +1,13 @@
 //! Statements and element-wise expressions. A tile assignment is one `#pragma unroll` loop over
 //! the thread's EPT slots (all tiles of one operation share a length, hence a layout); a scalar
 //! assignment is one C statement executed redundantly by every thread.
-use super::affine::Fact;
+use crate::emit_cuda::analysis::affine::Fact;
 use super::ctype::{self, c_type, unsigned_of};
-use super::Ctx;
+use crate::emit_cuda::Ctx;
 use fuse_ir::{BinaryOp, DType, Expr, Specialization, Stmt, UnaryOp, VarId};
 
 impl Ctx<'_> {
-    pub(super) fn body(&mut self, stmts: &[Stmt]) {
+    pub(in crate::emit_cuda) fn body(&mut self, stmts: &[Stmt]) {
         for s in stmts {
             self.stmt(s);
         }
@@ -101,10 +101,10 @@ impl Ctx<'_> {
     }
 
     /// Runs `f` with each index tile of `vars` whose layout is not `like`'s replaced by a view:
-    /// the tile recomputed at the lanes `like`'s layout holds ([`super::remat`]; the layout pass
+    /// the tile recomputed at the lanes `like`'s layout holds ([`crate::emit_cuda::analysis::remat`]; the layout pass
     /// left such tiles out of the meet of a tensor-core layout). Tiles already in that layout,
     /// scalars and other tiles are read as they are.
-    pub(super) fn with_views(&mut self, like: VarId, vars: &[VarId], f: &dyn Fn(&mut Self)) {
+    pub(in crate::emit_cuda) fn with_views(&mut self, like: VarId, vars: &[VarId], f: &dyn Fn(&mut Self)) {
         let Some(k) = self.tile(like) else { return f(self) };
         let mut views: Vec<(VarId, String, Option<usize>, Option<String>)> = Vec::new();
         for &v in vars {
@@ -115,7 +115,7 @@ impl Ctx<'_> {
             {
                 continue;
             }
-            let mut budget = super::remat::BUDGET;
+            let mut budget = crate::emit_cuda::analysis::remat::BUDGET;
             let Some(e) = self.at_lanes_of(k, |cx| cx.value_at(v, "(fuse_f)", &mut budget)) else { continue };
             if views.is_empty() {
                 self.w.open("");
@@ -362,7 +362,7 @@ impl Ctx<'_> {
         ctype::convert(&e, rd, to, &mut self.needs)
     }
 
-    pub(super) fn unary(&mut self, op: UnaryOp, d: DType, x: &str) -> String {
+    pub(in crate::emit_cuda) fn unary(&mut self, op: UnaryOp, d: DType, x: &str) -> String {
         let f = d == DType::F32;
         match op {
             UnaryOp::Neg if f => format!("(-{x})"),
@@ -397,7 +397,7 @@ impl Ctx<'_> {
         }
     }
 
-    pub(super) fn binary(&mut self, op: BinaryOp, d: DType, x: &str, y: &str) -> String {
+    pub(in crate::emit_cuda) fn binary(&mut self, op: BinaryOp, d: DType, x: &str, y: &str) -> String {
         let f = d == DType::F32;
         let sym = match op {
             BinaryOp::Add => "+",

@@ -177,7 +177,7 @@ fn visit(k: &Kernel, layout: &mut Layout, transparent: &[bool], settle: bool, la
                 }
                 // A tensor-core dot makes its result, and its accumulator, an MMA layout; its
                 // operands are staged through shared memory from any layout.
-                Expr::Dot { a, b, acc } if super::mma::takes_mma(k, *a, *b) => {
+                Expr::Dot { a, b, acc } if crate::emit_cuda::lower::mma::takes_mma(k, *a, *b) => {
                     demote(lay, &[*a, *b]);
                     let dims = k.ty(*dst).shape.dims();
                     let mma = Lay::Mma(layout.mma_index(&dims[0], &dims[1]));
