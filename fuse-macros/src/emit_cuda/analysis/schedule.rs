@@ -54,11 +54,9 @@ pub(in crate::emit_cuda) struct Schedule {
     /// The uniform scalar statements moved up from after the prologue, in program order.
     pub uniform: Vec<usize>,
     /// The early loads ([`early_loads`]) and the statements computing their offsets and masks,
-    /// in program order: emitted after `uniform` where `early_when` holds, and in place (in
+    /// in program order: emitted after `uniform` where the lowering's `early_when` holds, and in place (in
     /// `rest`) where it does not.
     pub early: Vec<usize>,
-    /// The preprocessor condition for `early`'s place ([`early_when`]).
-    pub early_when: String,
     /// The remaining statements, in program order (`early` among them).
     pub rest: Vec<usize>,
     /// Per statement of `Kernel::body` (and one past the last): how many loads and stores come
@@ -136,7 +134,6 @@ pub(in crate::emit_cuda) fn schedule(k: &Kernel, assignments: &[u32], host: &[Va
         }
     });
     let early = if converts { Vec::new() } else { early_loads(k, &once, &loaded, &available, &rest) };
-    let early_when = early_when(k, &early);
     let mut accesses_before = Vec::with_capacity(k.body.len() + 1);
     let mut count = 0u32;
     for s in &k.body {
@@ -149,10 +146,10 @@ pub(in crate::emit_cuda) fn schedule(k: &Kernel, assignments: &[u32], host: &[Va
     }
     accesses_before.push(count);
     if converts && late.contains(&true) {
-        Schedule { head, late, prologue, uniform, early, early_when, rest, accesses_before }
+        Schedule { head, late, prologue, uniform, early, rest, accesses_before }
     } else {
         let late = vec![false; k.vars.len()];
-        Schedule { head: Vec::new(), late, prologue, uniform, early, early_when, rest, accesses_before }
+        Schedule { head: Vec::new(), late, prologue, uniform, early, rest, accesses_before }
     }
 }
 
@@ -242,26 +239,6 @@ fn early_loads(
         .into_iter()
         .filter(|&i| matches!(&k.body[i], Stmt::Assign { dst, .. } if needed[dst.0 as usize] && ready[dst.0 as usize]))
         .collect()
-}
-
-/// Where the early loads go with the first load (a preprocessor condition): on one warp, and where
-/// the tiles they load hold together at most half as many elements as the kernel's first loaded
-/// tile (LayerNorm's weight and bias rows beside its `[ROWS, BLOCK]` tile). Issued early, loads as
-/// large as that tile keep as many more registers live across the reductions (the one-row
-/// LayerNorm f32 `[1024]` on one warp spilled).
-fn early_when(k: &Kernel, early: &[usize]) -> String {
-    let len_of = |s: &Stmt| match s {
-        Stmt::Assign { dst, expr: Expr::Load { .. } } => k.ty(*dst).shape.len().map(|l| l.c_expr(&k.consts)),
-        _ => None,
-    };
-    let first = k.body.iter().find(|s| matches!(s, Stmt::Assign { expr: Expr::Load { .. }, .. }));
-    let early: Vec<String> = early.iter().filter_map(|&i| len_of(&k.body[i])).collect();
-    match first.and_then(len_of) {
-        Some(big) if !early.is_empty() => {
-            format!("FUSE_NUM_WARPS == 1 && 2 * ({}) <= ({big})", early.join(" + "))
-        }
-        _ => "0".into(),
-    }
 }
 
 /// A scalar statement that may move up to where its operands are: `dst` assigned once, and

@@ -87,7 +87,7 @@ fn visit(k: &Kernel, layout: &mut Layout, transparent: &[bool], settle: bool, la
     // Every tile of `vars` takes the meet of their layouts (all demoted on a conflict). Where the
     // others meet in a tensor-core layout (an accumulator, its rows), index tiles (`rm`, `rn < n`,
     // offsets) are left out: they are recomputed in that layout where it differs from theirs
-    // (`Ctx::view`), so one `rm` can serve the accumulator's rows and a load's offsets.
+    // (`Emitter::view`), so one `rm` can serve the accumulator's rows and a load's offsets.
     let unify = |layout: &Layout, lay: &mut [Lay], vars: &[VarId]| {
         let tiles: Vec<usize> = vars.iter().filter(|v| is_tile(v)).map(|v| v.0 as usize).collect();
         let data = tiles.iter().filter(|&&v| !transparent[v]).fold(Lay::Free, |m, &v| m.meet(lay[v]));
@@ -177,7 +177,7 @@ fn visit(k: &Kernel, layout: &mut Layout, transparent: &[bool], settle: bool, la
                 }
                 // A tensor-core dot makes its result, and its accumulator, an MMA layout; its
                 // operands are staged through shared memory from any layout.
-                Expr::Dot { a, b, acc } if crate::emit_cuda::lower::mma::takes_mma(k, *a, *b) => {
+                Expr::Dot { a, b, acc } if super::tensor_cores::takes_mma(k, *a, *b) => {
                     demote(lay, &[*a, *b]);
                     let dims = k.ty(*dst).shape.dims();
                     let mma = Lay::Mma(layout.mma_index(&dims[0], &dims[1]));
@@ -214,7 +214,7 @@ fn visit(k: &Kernel, layout: &mut Layout, transparent: &[bool], settle: bool, la
             }
         }
         // A full reduction of a row or column layout folds each row (column) once, from the
-        // first thread that holds it (`Ctx::reduce`), so the tile keeps its layout: a row
+        // first thread that holds it (`Emitter::reduce`), so the tile keeps its layout: a row
         // statistic carried through a loop and reduced at its end stays in registers. An
         // undecided tile waits for the statement that decides it (and one never decided ends in
         // its length's layout, which holds each lane once).

@@ -1,12 +1,13 @@
 //! Statements and element-wise expressions. A tile assignment is one `#pragma unroll` loop over
 //! the thread's EPT slots (all tiles of one operation share a length, hence a layout); a scalar
 //! assignment is one C statement executed redundantly by every thread.
-use crate::emit_cuda::analysis::affine::Fact;
 use super::ctype::{self, c_type, unsigned_of};
-use crate::emit_cuda::Ctx;
+use super::Emitter;
+use crate::emit_cuda::analysis::affine::Fact;
+use crate::emit_cuda::analysis::remat::BUDGET;
 use fuse_ir::{BinaryOp, DType, Expr, Specialization, Stmt, UnaryOp, VarId};
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     pub(in crate::emit_cuda) fn body(&mut self, stmts: &[Stmt]) {
         for s in stmts {
             self.stmt(s);
@@ -115,7 +116,7 @@ impl Ctx<'_> {
             {
                 continue;
             }
-            let mut budget = crate::emit_cuda::analysis::remat::BUDGET;
+            let mut budget = BUDGET;
             let Some(e) = self.at_lanes_of(k, |cx| cx.value_at(v, "(fuse_f)", &mut budget)) else { continue };
             if views.is_empty() {
                 self.w.open("");

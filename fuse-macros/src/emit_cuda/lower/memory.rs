@@ -13,9 +13,9 @@
 //! for QK-norm + RoPE's two gathers at loaded positions (docs/PERF.md "Session 20").
 //! An out-of-bounds lane is noted in the thread's `fuse_bad`/`fuse_bad_at` and reported once at
 //! the end of the kernel: no call on the lane path (a call costs registers everywhere).
-use crate::emit_cuda::analysis::affine::Fact;
 use super::ctype::{self, c_type};
-use crate::emit_cuda::Ctx;
+use super::Emitter;
+use crate::emit_cuda::analysis::affine::Fact;
 use fuse_ir::{DType, ParamKind, Specialization, VarId};
 
 /// What a memory statement touches.
@@ -31,7 +31,7 @@ struct Access {
     inb: String,
 }
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     fn access(&mut self, param: u32, offset: VarId, mask: Option<VarId>) -> Access {
         // Accesses are numbered in program order, as `Kernel::accesses` lists them.
         let index = self.accesses;
@@ -221,7 +221,7 @@ impl Ctx<'_> {
     /// The vector path of a load (inside its `#if`): the fast path (one vector access per vector
     /// chunk, `other` for chunks that are off) or the per-lane path. Both fill the access's 32-bit
     /// words and the lanes are unpacked once after them, so narrow elements stay packed in
-    /// registers (two f16 per word) on either path. `unchecked` (under [`Ctx::unchecked_cond`]):
+    /// registers (two f16 per word) on either path. `unchecked` (under [`Emitter::unchecked_cond`]):
     /// the fast path alone, a chunk being on when its first lane is.
     fn vector_load(
         &mut self,
@@ -447,7 +447,7 @@ impl Ctx<'_> {
         let esz = a.elem.size_bytes();
         let bytes = format!("FUSE_VEC{k} * {esz}");
         let at = |f: &str| super::mma::swizzled(buf, f, (w, h), esz, "signed char");
-        let copy = |cx: &Ctx<'_>, on: &str| {
+        let copy = |cx: &Emitter<'_>, on: &str| {
             let first = cx.run_start(&a, "fuse_b");
             format!(
                 "if (FUSE_OK{k}(fuse_j)) fuse_cp_async<{bytes}>(fuse_smem_addr({}), {} + (long long){first}, {on} ? {bytes} : 0);",
@@ -493,7 +493,7 @@ impl Ctx<'_> {
         self.w.pp("#endif");
     }
 
-    /// The per-lane path of [`Ctx::async_load`]: every lane of the tile written to `at` (a shared
+    /// The per-lane path of [`Emitter::async_load`]: every lane of the tile written to `at` (a shared
     /// address of `fuse_f`, the lane's index in the tile), 0 where its mask is off.
     fn async_lanes(&mut self, a: &Access, k: usize, at: &str) {
         self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
@@ -501,7 +501,7 @@ impl Ctx<'_> {
         self.w.close();
     }
 
-    /// Lane `fuse_i` of [`Ctx::async_lanes`].
+    /// Lane `fuse_i` of [`Emitter::async_lanes`].
     fn async_lane(&mut self, a: &Access, k: usize, at: &str) {
         self.w.open(format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k}))"));
         self.w.line(format!("{} fuse_x = {};", c_type(a.elem), zero(a.elem)));
@@ -512,7 +512,13 @@ impl Ctx<'_> {
         self.w.close();
     }
 
-    pub(in crate::emit_cuda) fn store(&mut self, param: u32, offset: VarId, value: VarId, mask: Option<VarId>) {
+    pub(in crate::emit_cuda) fn store(
+        &mut self,
+        param: u32,
+        offset: VarId,
+        value: VarId,
+        mask: Option<VarId>,
+    ) {
         let a = self.access(param, offset, mask);
         self.w.line(format!(
             "// store({}[{}], {}{})",
@@ -596,7 +602,7 @@ fn each(count: &str, var: &str) -> String {
     format!("for (int {var} = 0; {var} < {count}; ++{var})")
 }
 
-fn mask_note(cx: &Ctx<'_>, mask: Option<VarId>) -> String {
+fn mask_note(cx: &Emitter<'_>, mask: Option<VarId>) -> String {
     mask.map(|m| format!(", mask {}", cx.name(m))).unwrap_or_default()
 }
 

@@ -28,21 +28,9 @@
 //! the same way (`fuse_swz_f32`) and walked in steps of 8 with m16n8k8, never on `wgmma`
 //! ([`super::tf32`]).
 use super::ctype::c_type;
-use crate::emit_cuda::Ctx;
-use fuse_ir::{DType, Len, VarId};
-
-/// A `[rows, cols]` tile held as tensor-core accumulators (see the module doc).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MmaLayout {
-    pub rows: Len,
-    pub cols: Len,
-    /// Warps along M only (chained dots, see [`crate::emit_cuda::analysis::layout::Layout::rows_first`]).
-    pub rows_first: bool,
-    /// The kernel has a tensor-core `dot` that `wgmma` may run (not f32, [`may_take_wgmma`]): on
-    /// sm_90a the layout may take the warpgroup grid of `wgmma` (decided by the preprocessor,
-    /// `FUSE_WG<k>`); otherwise `FUSE_WG<k>` is 0 and the grid is mma.sync's.
-    pub warpgroups: bool,
-}
+use super::Emitter;
+use crate::emit_cuda::analysis::tensor_cores::{may_take_wgmma, MmaLayout};
+use fuse_ir::{DType, VarId};
 
 impl MmaLayout {
     /// The `#define`s of MMA layout `k`.
@@ -232,7 +220,13 @@ __device__ __forceinline__ void fuse_mma_bf16(float* d, const unsigned int* a, c
 /// `buf` (a `unsigned short*`), through `fuse_swz`. Rows are addressed in 16-bit units: an i8
 /// (`esz` 1) column `c` is byte `c % 2` of unit `c / 2`, as a `byte*`; an f32 (`esz` 4) is two
 /// units, through `fuse_swz_f32` ([`super::tf32::swizzled`]), as a `float*`.
-pub(in crate::emit_cuda) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str), esz: usize, byte: &str) -> String {
+pub(in crate::emit_cuda) fn swizzled(
+    buf: &str,
+    f: &str,
+    (w, h): (&str, &str),
+    esz: usize,
+    byte: &str,
+) -> String {
     if esz == 4 {
         super::tf32::swizzled(buf, f, (w, h))
     } else if esz == 1 {
@@ -242,50 +236,18 @@ pub(in crate::emit_cuda) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str), e
     }
 }
 
-/// Whether `dot` of these input dtypes has a tensor-core lowering here for a `[K, N]` B.
-pub fn has_mma(input: DType) -> bool {
-    matches!(input, DType::F16 | DType::BF16 | DType::F32)
-}
-
-/// Whether a tensor-core `dot` of these inputs may run on `wgmma` (sm_90a): not f32, whose
-/// TF32 `wgmma` wants both operands K-major ([`super::tf32`]).
-pub fn may_take_wgmma(input: DType) -> bool {
-    super::wgmma::WgInput::of(input).is_some()
-}
-
-/// Whether `dot(a, b)` takes the tensor cores: f16, bf16 and f32 (as TF32) always; i8 (`m16n8k32`, whose B
-/// fragment has no `ldmatrix.trans` for bytes) when `b` is `trans(w)` of a K-major `w` read by
-/// this dot alone.
-pub fn takes_mma(k: &fuse_ir::Kernel, a: VarId, b: VarId) -> bool {
-    let input = k.ty(a).dtype;
-    if has_mma(input) {
-        return true;
-    }
-    if input != DType::I8 {
-        return false;
-    }
-    let (mut trans, mut assigned, mut reads) = (false, 0, 0);
-    k.visit_stmts(&mut |s| match s {
-        fuse_ir::Stmt::Assign { dst, expr } => {
-            if *dst == b {
-                assigned += 1;
-                trans = matches!(expr, fuse_ir::Expr::Trans(_));
-            }
-            reads += expr.operands().iter().filter(|&&v| v == b).count();
-        }
-        fuse_ir::Stmt::Store { offset, value, mask, .. } => {
-            reads += [*offset, *value].iter().chain(mask.iter()).filter(|&&v| v == b).count();
-        }
-        _ => {}
-    });
-    trans && assigned == 1 && reads == 1
-}
-
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// `dst = dot(a, b, acc)` on tensor cores; `mma` is the MMA layout of `dst`'s shape. A `dst`
     /// (or `acc`) held in another layout is computed in (read into) MMA registers and converted
     /// through the scratch.
-    pub(in crate::emit_cuda) fn dot_mma(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>, mma: usize) {
+    pub(in crate::emit_cuda) fn dot_mma(
+        &mut self,
+        dst: VarId,
+        a: VarId,
+        b: VarId,
+        acc: Option<VarId>,
+        mma: usize,
+    ) {
         self.needs.mma = true;
         let input = self.dtype(a);
         let (da, db) = (self.k.ty(a).shape.dims(), self.k.ty(b).shape.dims());
@@ -458,7 +420,7 @@ impl Ctx<'_> {
         self.w.line("__syncthreads();");
     }
 
-    /// The shared stores of [`Ctx::stage_operands`], without its barriers.
+    /// The shared stores of [`Emitter::stage_operands`], without its barriers.
     pub(in crate::emit_cuda) fn stage_writes(&mut self, ops: &[(usize, &str, &str, &str, &str)], esz: usize) {
         self.needs.words = true;
         for &(k, s, buf, w, h) in ops {
@@ -575,7 +537,13 @@ impl Ctx<'_> {
     /// (`[n, kk]` staged by `swz`) with `ldmatrix` without `.trans`: matrices (ni, k lo), (ni, k
     /// hi), (ni + 1, k lo), (ni + 1, k hi), lanes 8q..8q+7 addressing matrix q's rows; `half_k`
     /// elements of K per matrix (8 halves for m16n8k16, 4 floats for TF32's m16n8k8).
-    pub(in crate::emit_cuda) fn kmajor_b_fragments(&mut self, mma: usize, (kk, n): (&str, &str), swz: &str, half_k: u32) {
+    pub(in crate::emit_cuda) fn kmajor_b_fragments(
+        &mut self,
+        mma: usize,
+        (kk, n): (&str, &str),
+        swz: &str,
+        half_k: u32,
+    ) {
         self.w.line(format!(
             "const int fuse_n0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"
         ));
@@ -598,7 +566,7 @@ impl Ctx<'_> {
     }
 
     /// The 16-bit (and i8) A and B fragments of K step `k` (a C expression) into buffer `k & 1`,
-    /// in a block (f32's are [`Ctx::tf32_frag_loads`]). A
+    /// in a block (f32's are [`Emitter::tf32_frag_loads`]). A
     /// K-major B (`[n, kk]` row-major) is read without `.trans`: its 8 x 8 matrices are (n-tile,
     /// k half) pairs, the lane's row `n` and its two halves `k`, `k + 1`, as `mma`'s B fragment.
     fn frag_loads(
@@ -648,31 +616,4 @@ impl Ctx<'_> {
         self.w.close();
         self.w.close();
     }
-}
-
-/// The `b` operands of tensor-core `dot`s that are `trans(w)` of a 2-D `w` and read by that `dot`
-/// alone, with their `w`: the lowering stages `w` as B's K-major form and `trans` is not emitted.
-pub(in crate::emit_cuda) fn kmajor_operands(
-    k: &fuse_ir::Kernel,
-    assignments: &[u32],
-    uses: &[u32],
-) -> std::collections::HashMap<VarId, VarId> {
-    let mut trans = std::collections::HashMap::new();
-    k.visit_stmts(&mut |s| {
-        if let fuse_ir::Stmt::Assign { dst, expr: fuse_ir::Expr::Trans(w) } = s {
-            trans.insert(*dst, *w);
-        }
-    });
-    let mut out = std::collections::HashMap::new();
-    k.visit_stmts(&mut |s| {
-        if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } = s {
-            if let Some(&w) = trans.get(b) {
-                let once = assignments[b.0 as usize] == 1 && uses[b.0 as usize] == 1 && a != b;
-                if once && takes_mma(k, *a, *b) && k.ty(w).shape.dims().len() == 2 {
-                    out.insert(*b, w);
-                }
-            }
-        }
-    });
-    out
 }

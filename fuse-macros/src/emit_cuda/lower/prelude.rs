@@ -33,7 +33,7 @@ pub struct Needs {
     /// TMA copies and `mbarrier`s (pipelined loads of tensor boxes, sm_90a).
     pub tma: bool,
     /// `wgmma` (sm_90a), per (input type, MN-major B) used.
-    pub wgmma: std::collections::BTreeSet<super::wgmma::WgForm>,
+    pub wgmma: std::collections::BTreeSet<crate::emit_cuda::analysis::tensor_cores::WgForm>,
 }
 
 const F16: &str = r#"// f16 <-> f32 (the bits travel as unsigned short).
@@ -345,7 +345,7 @@ impl Needs {
             (self.mma, super::mma::PRELUDE),
             (self.tf32_mma, super::tf32::PRELUDE),
             (self.tf32, TF32),
-            (self.pipeline, crate::emit_cuda::analysis::pipeline::PRELUDE),
+            (self.pipeline, super::pipeline::PRELUDE),
             (self.tma, super::tma::PRELUDE),
         ];
         let mut out = String::new();

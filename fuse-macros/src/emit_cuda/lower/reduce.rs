@@ -6,10 +6,10 @@
 //! passed before every thread finished reading reduction n, so writing the other half needs no
 //! second barrier.
 use super::ctype::{self, c_type, unsigned_of};
-use crate::emit_cuda::Ctx;
+use super::Emitter;
 use fuse_ir::{ArgOp, DType, ReduceOp, VarId};
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     pub(in crate::emit_cuda) fn reduce(&mut self, dst: VarId, op: ReduceOp, src: VarId) {
         let k = self.tile(src).expect("reductions take tiles");
         let (acc, op) = accumulate(self.dtype(src), op);

@@ -20,11 +20,11 @@
 //! the scratch only between warps or to post a result in another layout.
 use super::ctype::{self, c_type};
 use super::reduce::{accumulate, combine, identity, Acc, Fold};
+use super::Emitter;
 use crate::emit_cuda::analysis::slices;
-use crate::emit_cuda::Ctx;
 use fuse_ir::{ArgOp, DType, Len, ReduceOp, VarId};
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// `dst = src` with the same lanes under another shape: the layout is the same, so a copy.
     pub(in crate::emit_cuda) fn reshape(&mut self, dst: VarId, src: VarId) {
         let k = self.tile(dst).expect("reshape makes a tile");
@@ -114,7 +114,7 @@ impl Ctx<'_> {
     }
 
     /// `dst = join(even, odd)`: lane `2 f` is `even`'s lane `f`, lane `2 f + 1` is `odd`'s. A
-    /// register copy under [`Ctx::split`]'s condition, otherwise two passes through the scratch.
+    /// register copy under [`Emitter::split`]'s condition, otherwise two passes through the scratch.
     pub(in crate::emit_cuda) fn join(&mut self, dst: VarId, even: VarId, odd: VarId) {
         let (kh, kd) = (self.tile(even).expect("join reads tiles"), self.tile(dst).expect("tile"));
         let (d, e, o) = (self.name(dst).to_string(), self.name(even).to_string(), self.name(odd).to_string());
@@ -398,7 +398,7 @@ impl Ctx<'_> {
         }
     }
 
-    /// As [`Ctx::scratch_bytes_for`] for the folds across threads, whose sizes all enter the
+    /// As [`Emitter::scratch_bytes_for`] for the folds across threads, whose sizes all enter the
     /// scratch's as one term, their maximum as a balanced tree (the scratch's own maximum over its
     /// terms doubles its text with each term).
     fn fold_scratch_for(&mut self, bytes: String) {
@@ -447,7 +447,7 @@ impl Ctx<'_> {
         }
     }
 
-    /// The serial form of [`Ctx::arg_reduce`]: each output lane searches its row or column (or
+    /// The serial form of [`Emitter::arg_reduce`]: each output lane searches its row or column (or
     /// the whole tile) in lane order through the scratch (any warp count).
     fn arg_reduce_serial(&mut self, dst: VarId, op: ArgOp, axis: Option<u8>, src: VarId) {
         let sd = self.dtype(src);
@@ -540,7 +540,7 @@ impl Ctx<'_> {
 /// the same order, so every thread ends with its columns' totals, bit-identical across holders:
 /// the column layout. When `THREADS` divides `G` (a row spans the block), chunks `G / THREADS`
 /// apart of one thread hold the same columns and no other thread does: registers only.
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// `dst = op(src, 0)` (or `argmax/argmin(src, 0)`) for a `[R, C]` `src` in its length's
     /// layout: the result in the column layout of `src`'s when `dst` has it (free), else posted
     /// by the first row's threads through the scratch into `dst`'s layout. `serial`: a plain
@@ -730,7 +730,7 @@ impl Ctx<'_> {
         self.w.pp("#endif");
     }
 
-    /// `dst = argmax/argmin(src, 1)` for a `[R, C]` `src`, `C > 1`: as [`Ctx::reduce_rows`] with
+    /// `dst = argmax/argmin(src, 1)` for a `[R, C]` `src`, `C > 1`: as [`Emitter::reduce_rows`] with
     /// (value, index) pairs; the indices stay in the row layout when `dst` has it, else each
     /// row's first thread posts its row's through the scratch.
     fn arg_rows(&mut self, dst: VarId, op: ArgOp, src: VarId, cols: &Len) {

@@ -27,7 +27,7 @@
 //! **Not wgmma.** Hopper's `wgmma` takes TF32 only with both operands K-major; f32 dots keep
 //! `mma.sync` on sm_90a, and a kernel whose tensor-core dots are all f32 never takes the
 //! warpgroup grid ([`crate::emit_cuda::analysis::layout::Layout::warpgroups`]).
-use crate::emit_cuda::Ctx;
+use super::Emitter;
 
 /// The device helpers of the TF32 lowering (inline PTX; `fuse_ldmatrix_*` and `fuse_smem_addr`
 /// are [`super::mma::PRELUDE`]'s).
@@ -67,7 +67,7 @@ pub(in crate::emit_cuda) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str)) -
     format!("(float*)({buf} + fuse_swz_f32(({f}) / ({w}), ({f}) % ({w}), {w}, {h}))")
 }
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// The TF32 A and B fragments of K step `k` (a C expression; 8 columns of A a step) into
     /// buffer `k & 1` of `fuse_fa`/`fuse_fb`, in a block: read from the staged `fuse_sa` (`[m, kk]`)
     /// and `fuse_sb` (`[kk, n]`, or `[n, kk]` when `kmajor`), then rounded to TF32.

@@ -11,7 +11,7 @@
 //! and every thread waits on the stage's phase before the barrier that already precedes the MMAs.
 //! The barriers are initialised once at the top of the kernel, and each thread keeps one phase
 //! bit per stage, so a pipelined loop may run many times (inside another loop).
-use crate::emit_cuda::Ctx;
+use super::Emitter;
 use fuse_ir::{Access, BoxStart, DType, Expr, Kernel, Stmt};
 
 /// The device helpers (inline PTX; the instructions exist on sm_90 only, and are only reached
@@ -65,7 +65,7 @@ pub(in crate::emit_cuda) fn tensor_box(k: &Kernel, load: &Stmt) -> Option<fuse_i
     k.tensor_box(&Access { param: *param, offset: *offset, mask: *mask })
 }
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// The C expression of a box's start.
     fn box_start(&self, s: BoxStart) -> String {
         match s.var {
@@ -77,7 +77,14 @@ impl Ctx<'_> {
 
     /// Loop `n`'s TMA copy of access `access` (a [`fuse_ir::TensorBox`] `b`) into the stage at
     /// `buf` (an `unsigned short*`), issued by thread 0 on the stage's barrier `fuse_wr<n>`.
-    pub(in crate::emit_cuda) fn tma_copy(&mut self, n: usize, access: u32, b: &fuse_ir::TensorBox, buf: &str, esz: usize) {
+    pub(in crate::emit_cuda) fn tma_copy(
+        &mut self,
+        n: usize,
+        access: u32,
+        b: &fuse_ir::TensorBox,
+        buf: &str,
+        esz: usize,
+    ) {
         self.needs.tma = true;
         let (h, w) = (b.height.c_expr(&self.k.consts), b.width.c_expr(&self.k.consts));
         let (r0, c0) = (self.box_start(b.row_start), self.box_start(b.col_start));

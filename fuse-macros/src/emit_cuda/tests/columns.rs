@@ -2,7 +2,8 @@
 //! the shape of the emitted folds (shuffles outside conditionals, the serial form only for warp
 //! counts the fast form cannot take), and NVRTC compiles over tile shapes, warp counts, element
 //! types and both architectures. (tests/emulated_cuda.rs runs the emitted code.)
-use super::super::{emit_cuda, layout::Layout, slices};
+use super::super::analysis::{layout::Layout, slices};
+use super::super::emit_cuda;
 use super::nvrtc::{compile, numbered, nvrtc_present};
 use crate::tests::{ok, var_id};
 use fuse_ir::{Kernel, Specialization};

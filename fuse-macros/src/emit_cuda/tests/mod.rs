@@ -1,5 +1,7 @@
 //! Emitter tests: hand-built IR for the seed kernels and a kernel using every IR construct;
 //! structure/determinism checks here, NVRTC compiles in `nvrtc`.
+use super::analysis::affine;
+use super::lower::ctype;
 use super::*;
 use fuse_ir::*;
 

@@ -68,8 +68,8 @@ fn full_reductions_keep_row_layouts() {
         store(out + program_id(0), (cols < n).to(i32).sum());
         store(s + program_id(0), v.sum(1).sum());
     }");
-    let mut layout = super::super::layout::Layout::new(&k);
-    let lay = super::super::slices::assign(&k, &mut layout);
+    let mut layout = super::super::analysis::layout::Layout::new(&k);
+    let lay = super::super::analysis::slices::assign(&k, &mut layout);
     let mut kept = Vec::new();
     fuse_ir::visit_stmts(&k.body, &mut |st| {
         if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Reduce(_, src), .. } = st {
