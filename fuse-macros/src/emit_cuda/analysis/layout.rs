@@ -256,17 +256,19 @@ pub enum BroadcastKind {
 
 pub fn broadcast_kind(k: &Kernel, src: VarId, dst: VarId) -> BroadcastKind {
     let unit = Len::literal_log2(0);
-    let (sl, dl) = (k.ty(src).shape.len(), k.ty(dst).shape.len());
-    if sl == dl {
+    let (src_len, dst_len) = (k.ty(src).shape.len(), k.ty(dst).shape.len());
+    if src_len == dst_len {
         return BroadcastKind::Identity;
     }
-    if sl.is_none() || sl == Some(unit.clone()) {
+    if src_len.is_none() || src_len == Some(unit.clone()) {
         return BroadcastKind::Single;
     }
-    let (sd, dd) = (k.ty(src).shape.dims(), k.ty(dst).shape.dims());
-    match (sd.as_slice(), dd.as_slice()) {
+    let (src_dims, dst_dims) = (k.ty(src).shape.dims(), k.ty(dst).shape.dims());
+    match (src_dims.as_slice(), dst_dims.as_slice()) {
         ([r, one], [r2, c]) if r == r2 && *one == unit && *c != unit => BroadcastKind::Rows(c.clone()),
-        ([c], [r, c2]) | ([_, c], [r, c2]) if c == c2 && *r != unit && (sd.len() == 1 || sd[0] == unit) => {
+        ([c], [r, c2]) | ([_, c], [r, c2])
+            if c == c2 && *r != unit && (src_dims.len() == 1 || src_dims[0] == unit) =>
+        {
             BroadcastKind::Columns(c.clone())
         }
         _ => BroadcastKind::Other,

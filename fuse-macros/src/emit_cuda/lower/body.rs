@@ -18,7 +18,7 @@ impl Emitter<'_> {
         match s {
             Stmt::Assign { dst, expr } if self.needs_views(*dst, expr) => {
                 let vars: Vec<VarId> = expr.operands();
-                self.with_views(*dst, &vars, &|cx: &mut Self| cx.assign(*dst, expr));
+                self.with_views(*dst, &vars, &|emitter: &mut Self| emitter.assign(*dst, expr));
             }
             Stmt::Assign { dst, expr } => self.assign(*dst, expr),
             Stmt::Store { param, offset, value, mask } => {
@@ -26,7 +26,9 @@ impl Emitter<'_> {
                     return self.store_through_scratch((*param, *offset, *value, *mask), l);
                 }
                 let vars: Vec<VarId> = [*offset].into_iter().chain(*mask).collect();
-                self.with_views(*value, &vars, &|cx: &mut Self| cx.store(*param, *offset, *value, *mask));
+                self.with_views(*value, &vars, &|emitter: &mut Self| {
+                    emitter.store(*param, *offset, *value, *mask)
+                });
             }
             Stmt::If { cond, then_body, else_body } => {
                 let mut c = self.name(*cond).to_string();
@@ -117,7 +119,9 @@ impl Emitter<'_> {
                 continue;
             }
             let mut budget = BUDGET;
-            let Some(e) = self.at_lanes_of(k, |cx| cx.value_at(v, "(fuse_f)", &mut budget)) else { continue };
+            let Some(e) = self.at_lanes_of(k, |emitter| emitter.value_at(v, "(fuse_f)", &mut budget)) else {
+                continue;
+            };
             if views.is_empty() {
                 self.w.open("");
             }

@@ -46,7 +46,7 @@ impl Emitter<'_> {
             }
             // The view `with_views` will make must exist.
             let mut budget = BUDGET;
-            self.at_lanes_of(l, |cx| cx.value_at(v, "(fuse_f)", &mut budget))?;
+            self.at_lanes_of(l, |emitter| emitter.value_at(v, "(fuse_f)", &mut budget))?;
         }
         Some(l)
     }
@@ -109,7 +109,7 @@ impl Emitter<'_> {
         let old_layout = self.var_layout[i].replace(l);
         let old_uniform = self.chunk_uniform[i].take();
         let vars: Vec<VarId> = [offset].into_iter().chain(mask).collect();
-        self.with_views(value, &vars, &|cx: &mut Self| cx.store(param, offset, value, mask));
+        self.with_views(value, &vars, &|emitter: &mut Self| emitter.store(param, offset, value, mask));
         self.names.vars[i] = old_name;
         self.var_layout[i] = old_layout;
         self.chunk_uniform[i] = old_uniform;

@@ -447,8 +447,8 @@ impl Emitter<'_> {
         let esz = a.elem.size_bytes();
         let bytes = format!("FUSE_VEC{k} * {esz}");
         let at = |f: &str| super::mma::swizzled(buf, f, (w, h), esz, "signed char");
-        let copy = |cx: &Emitter<'_>, on: &str| {
-            let first = cx.run_start(&a, "fuse_b");
+        let copy = |emitter: &Emitter<'_>, on: &str| {
+            let first = emitter.run_start(&a, "fuse_b");
             format!(
                 "if (FUSE_OK{k}(fuse_j)) fuse_cp_async<{bytes}>(fuse_smem_addr({}), {} + (long long){first}, {on} ? {bytes} : 0);",
                 at(&format!("FUSE_IDX{k}(fuse_b)")),
@@ -602,8 +602,8 @@ fn each(count: &str, var: &str) -> String {
     format!("for (int {var} = 0; {var} < {count}; ++{var})")
 }
 
-fn mask_note(cx: &Emitter<'_>, mask: Option<VarId>) -> String {
-    mask.map(|m| format!(", mask {}", cx.name(m))).unwrap_or_default()
+fn mask_note(emitter: &Emitter<'_>, mask: Option<VarId>) -> String {
+    mask.map(|m| format!(", mask {}", emitter.name(m))).unwrap_or_default()
 }
 
 fn zero(d: DType) -> String {

@@ -250,20 +250,21 @@ impl Emitter<'_> {
     ) {
         self.needs.mma = true;
         let input = self.dtype(a);
-        let (da, db) = (self.k.ty(a).shape.dims(), self.k.ty(b).shape.dims());
+        let (a_dims, b_dims) = (self.k.ty(a).shape.dims(), self.k.ty(b).shape.dims());
         let consts = &self.k.consts;
-        let (m, kk, n) = (da[0].c_expr(consts), da[1].c_expr(consts), db[1].c_expr(consts));
+        let (m, kk, n) = (a_dims[0].c_expr(consts), a_dims[1].c_expr(consts), b_dims[1].c_expr(consts));
         // `b = trans(w)` read by this dot alone: `w` ([N, K] row-major) is B's K-major form, which
         // `ldmatrix` reads without transposing; `trans` itself was never emitted.
         let kmajor = self.kmajor_b.get(&b).copied();
         let b_src = kmajor.unwrap_or(b);
-        let (ka, kb) = (self.tile(a).expect("dot reads tiles"), self.tile(b_src).expect("dot reads tiles"));
-        let (sa, sb, d) =
+        let (a_layout, b_layout) =
+            (self.tile(a).expect("dot reads tiles"), self.tile(b_src).expect("dot reads tiles"));
+        let (a_name, b_name, d) =
             (self.name(a).to_string(), self.name(b_src).to_string(), self.name(dst).to_string());
         let in_place = self.tile(dst) == Some(mma);
-        let sb_shown = if kmajor.is_some() { format!("trans({sb})") } else { sb.clone() };
+        let b_shown = if kmajor.is_some() { format!("trans({b_name})") } else { b_name.clone() };
         self.w.line(format!(
-            "// {d} = dot({sa}, {sb_shown}{}) on tensor cores",
+            "// {d} = dot({a_name}, {b_shown}{}) on tensor cores",
             acc.map(|c| format!(", {}", self.name(c))).unwrap_or_default()
         ));
         // Operands a pipelined loop loaded ahead, or staged once before it, are in shared memory
@@ -289,6 +290,84 @@ impl Emitter<'_> {
         if !in_place {
             self.w.line(format!("{at} fuse_c[FUSE_EPT{mma}];"));
         }
+        self.mma_accumulator_from(acc, (&c, at), mma, zero);
+        // Shared rows are addressed in 16-bit units: an i8 row of K bytes is K / 2 of them, and
+        // one m16n8k32 step reads the 16 of them that a f16 m16n8k16 step reads. (f32 rows are
+        // addressed in floats, tf32.rs.)
+        let kw = if input == DType::I8 { format!("(({kk}) / 2)") } else { kk.clone() };
+        let (wb, hb) = if kmajor.is_some() { (kk.clone(), n.clone()) } else { (n.clone(), kk.clone()) };
+        let a_op = (a_layout, a_name.as_str(), "fuse_sa", kk.as_str(), m.as_str());
+        let b_op = (b_layout, b_name.as_str(), "fuse_sb", wb.as_str(), hb.as_str());
+        let pointers = |emitter: &mut Self, a_in: Option<&String>| {
+            for (buf, src) in [("fuse_sa", a_in), ("fuse_sb", in_b.as_ref())] {
+                match src {
+                    Some(p) => emitter.w.line(format!("const unsigned short* {buf} = {p};")),
+                    None if buf == "fuse_sa" => emitter.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;"),
+                    // In 16-bit units: A is `m * kk * esz` bytes.
+                    None => emitter.w.line(format!("unsigned short* fuse_sb = (unsigned short*)(fuse_xs + (({m}) * ({kk}) * {esz} + 1023) / 1024 * 1024);")),
+                }
+            }
+        };
+        // `a` in the accumulator layout of an earlier dot with the same rows (attention's `p`):
+        // its registers are already A fragments where the warp grids agree (Triton's and
+        // FlashAttention's `P` in registers); else it goes through shared memory as any operand.
+        // (Not f32: m16n8k8's A fragment holds columns t and t + 4, the accumulator 2t and 2t + 1.)
+        let half = matches!(input, DType::F16 | DType::BF16);
+        let regs = self.tile(a).filter(|&kp| self.layout.is_mma(kp) && in_a.is_none() && half);
+        let wgmma = if may_take_wgmma(input) { format!("FUSE_WG{mma} ? 2u : 1u") } else { "1u".to_string() };
+        if let Some(kp) = regs {
+            let from_regs =
+                format!("FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma} && FUSE_WG{kp} == FUSE_WG{mma}");
+            self.dot_paths.push(wgmma.clone());
+            self.w.pp(format!("#if {from_regs}"));
+            pointers(self, Some(&"(const unsigned short*)0".to_string()));
+            if in_b.is_none() {
+                self.stage_operands(&[b_op], esz);
+            }
+            self.w.pp(format!("#if FUSE_WG{mma}"));
+            self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), Some((kp, &a_name)));
+            self.w.pp("#else");
+            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), Some((kp, &a_name)));
+            self.w.pp("#endif");
+            self.w.pp("#else");
+        }
+        if regs.is_none() {
+            self.dot_paths.push(wgmma);
+        }
+        pointers(self, in_a.as_ref());
+        let to_stage: Vec<_> = [(in_a.is_none(), a_op), (in_b.is_none(), b_op)]
+            .into_iter()
+            .filter(|x| x.0)
+            .map(|x| x.1)
+            .collect();
+        if !to_stage.is_empty() {
+            self.stage_operands(&to_stage, esz);
+        }
+        // Hopper's warpgroup MMA where the layout took its grid, else mma.sync; both walk the
+        // rows in 16-bit units (`kw`: an i8 step of K 32 reads the bytes an f16 step of 16 does).
+        // f32 is mma.sync on either grid (`FUSE_WROW`/`FUSE_WNI` place a warp's tiles in both).
+        if may_take_wgmma(input) {
+            self.w.pp(format!("#if FUSE_WG{mma}"));
+            self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), None);
+            self.w.pp("#else");
+            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
+            self.w.pp("#endif");
+        } else {
+            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
+        }
+        if regs.is_some() {
+            self.w.pp("#endif");
+        }
+        if !in_place {
+            self.mma_result_to_layout(dst, mma, at);
+        }
+        self.w.close();
+    }
+
+    /// The accumulator `c` (of C type `at`, in the slots of MMA layout `mma`) at the start of a
+    /// tensor-core `dot`: `acc`'s values (copied, or through the scratch from another layout), else
+    /// zeros.
+    fn mma_accumulator_from(&mut self, acc: Option<VarId>, (c, at): (&str, &str), mma: usize, zero: &str) {
         match acc {
             Some(acc) if self.tile(acc) == Some(mma) => {
                 let s = self.name(acc).to_string();
@@ -321,91 +400,26 @@ impl Emitter<'_> {
             }
             None => self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = {zero};")),
         }
-        // Shared rows are addressed in 16-bit units: an i8 row of K bytes is K / 2 of them, and
-        // one m16n8k32 step reads the 16 of them that a f16 m16n8k16 step reads. (f32 rows are
-        // addressed in floats, tf32.rs.)
-        let kw = if input == DType::I8 { format!("(({kk}) / 2)") } else { kk.clone() };
-        let (wb, hb) = if kmajor.is_some() { (kk.clone(), n.clone()) } else { (n.clone(), kk.clone()) };
-        let a_op = (ka, sa.as_str(), "fuse_sa", kk.as_str(), m.as_str());
-        let b_op = (kb, sb.as_str(), "fuse_sb", wb.as_str(), hb.as_str());
-        let pointers = |cx: &mut Self, a_in: Option<&String>| {
-            for (buf, src) in [("fuse_sa", a_in), ("fuse_sb", in_b.as_ref())] {
-                match src {
-                    Some(p) => cx.w.line(format!("const unsigned short* {buf} = {p};")),
-                    None if buf == "fuse_sa" => cx.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;"),
-                    // In 16-bit units: A is `m * kk * esz` bytes.
-                    None => cx.w.line(format!("unsigned short* fuse_sb = (unsigned short*)(fuse_xs + (({m}) * ({kk}) * {esz} + 1023) / 1024 * 1024);")),
-                }
-            }
-        };
-        // `a` in the accumulator layout of an earlier dot with the same rows (attention's `p`):
-        // its registers are already A fragments where the warp grids agree (Triton's and
-        // FlashAttention's `P` in registers); else it goes through shared memory as any operand.
-        // (Not f32: m16n8k8's A fragment holds columns t and t + 4, the accumulator 2t and 2t + 1.)
-        let half = matches!(input, DType::F16 | DType::BF16);
-        let regs = self.tile(a).filter(|&kp| self.layout.is_mma(kp) && in_a.is_none() && half);
-        let wgmma = if may_take_wgmma(input) { format!("FUSE_WG{mma} ? 2u : 1u") } else { "1u".to_string() };
-        if let Some(kp) = regs {
-            let from_regs =
-                format!("FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma} && FUSE_WG{kp} == FUSE_WG{mma}");
-            self.dot_paths.push(wgmma.clone());
-            self.w.pp(format!("#if {from_regs}"));
-            pointers(self, Some(&"(const unsigned short*)0".to_string()));
-            if in_b.is_none() {
-                self.stage_operands(&[b_op], esz);
-            }
-            self.w.pp(format!("#if FUSE_WG{mma}"));
-            self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), Some((kp, &sa)));
-            self.w.pp("#else");
-            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), Some((kp, &sa)));
-            self.w.pp("#endif");
-            self.w.pp("#else");
-        }
-        if regs.is_none() {
-            self.dot_paths.push(wgmma);
-        }
-        pointers(self, in_a.as_ref());
-        let to_stage: Vec<_> = [(in_a.is_none(), a_op), (in_b.is_none(), b_op)]
-            .into_iter()
-            .filter(|x| x.0)
-            .map(|x| x.1)
-            .collect();
-        if !to_stage.is_empty() {
-            self.stage_operands(&to_stage, esz);
-        }
-        // Hopper's warpgroup MMA where the layout took its grid, else mma.sync; both walk the
-        // rows in 16-bit units (`kw`: an i8 step of K 32 reads the bytes an f16 step of 16 does).
-        // f32 is mma.sync on either grid (`FUSE_WROW`/`FUSE_WNI` place a warp's tiles in both).
-        if may_take_wgmma(input) {
-            self.w.pp(format!("#if FUSE_WG{mma}"));
-            self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), None);
-            self.w.pp("#else");
-            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
-            self.w.pp("#endif");
-        } else {
-            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
-        }
-        if regs.is_some() {
-            self.w.pp("#endif");
-        }
-        if !in_place {
-            // To dst's layout through the scratch.
-            let kd = self.tile(dst).expect("dot makes a tile");
-            let t = c_type(self.dtype(dst));
-            self.w.line("__syncthreads();");
-            self.w.unrolled(
-                "fuse_i",
-                &format!("FUSE_EPT{mma}"),
-                format!("if (FUSE_OK{mma}(0)) (({at}*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] = fuse_c[fuse_i];"),
-            );
-            self.w.line("__syncthreads();");
-            self.w.unrolled(
-                "fuse_i",
-                &format!("FUSE_EPT{kd}"),
-                format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = ({t})(({at}*)fuse_xs)[FUSE_IDX{kd}(fuse_i)];"),
-            );
-        }
-        self.w.close();
+    }
+
+    /// `dst`, held in another layout than MMA layout `mma`, from the accumulator `fuse_c` (of C
+    /// type `at`) through the scratch.
+    fn mma_result_to_layout(&mut self, dst: VarId, mma: usize, at: &str) {
+        let d = self.name(dst).to_string();
+        let kd = self.tile(dst).expect("dot makes a tile");
+        let t = c_type(self.dtype(dst));
+        self.w.line("__syncthreads();");
+        self.w.unrolled(
+            "fuse_i",
+            &format!("FUSE_EPT{mma}"),
+            format!("if (FUSE_OK{mma}(0)) (({at}*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] = fuse_c[fuse_i];"),
+        );
+        self.w.line("__syncthreads();");
+        self.w.unrolled(
+            "fuse_i",
+            &format!("FUSE_EPT{kd}"),
+            format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = ({t})(({at}*)fuse_xs)[FUSE_IDX{kd}(fuse_i)];"),
+        );
     }
 
     /// Writes operands (layout, name, shared buffer, row width) from their registers to their
@@ -493,11 +507,11 @@ impl Emitter<'_> {
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
         self.w.line(format!("unsigned int fuse_fa[2][FUSE_MI{mma}][4];"));
         self.w.line(format!("unsigned int fuse_fb[2][FUSE_NI{mma} + 1][2];"));
-        let loads = |cx: &mut Self, k: &str| {
+        let loads = |emitter: &mut Self, k: &str| {
             if input == DType::F32 {
-                cx.tf32_frag_loads(mma, k, (kk, n, m), kmajor);
+                emitter.tf32_frag_loads(mma, k, (kk, n, m), kmajor);
             } else {
-                cx.frag_loads(mma, k, (kk, n, m), kmajor, a_regs);
+                emitter.frag_loads(mma, k, (kk, n, m), kmajor, a_regs);
             }
         };
         loads(self, "0");

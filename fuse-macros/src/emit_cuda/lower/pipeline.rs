@@ -46,24 +46,11 @@ impl Emitter<'_> {
         plan: &LoopPlan,
     ) {
         let outer = std::mem::replace(&mut self.in_pipeline, true);
-        // FUSE_INFLIGHT<n>: the loop's MMAs stay in flight across iterations (wgmma path, 3+ stages).
-        let inflight: Vec<String> = plan
-            .inflight
-            .iter()
-            .map(|&v| format!("FUSE_WG{}", self.tile(v).expect("dot accumulators are tiles")))
-            .collect();
-        let inflight = if inflight.is_empty() {
-            "0".to_string()
-        } else {
-            format!("(FUSE_PIPE >= 3 && {})", inflight.join(" && "))
-        };
+        let inflight = self.inflight_condition(plan);
         self.w.pp(format!("#define FUSE_INFLIGHT{n} {inflight}"));
         // The loads that may go through TMA (a tensor box, on sm_90a, where the runtime passes a map).
-        let boxes: Vec<Option<fuse_ir::TensorBox>> = plan
-            .loads
-            .iter()
-            .map(|l| crate::emit_cuda::lower::tma::tensor_box(self.k, &body[l.stmt]))
-            .collect();
+        let boxes: Vec<Option<fuse_ir::TensorBox>> =
+            plan.loads.iter().map(|l| super::tma::tensor_box(self.k, &body[l.stmt])).collect();
         let tma: Vec<u32> =
             plan.loads.iter().zip(&boxes).filter(|(_, b)| b.is_some()).map(|(l, _)| l.access).collect();
         for &a in &tma {
@@ -75,30 +62,8 @@ impl Emitter<'_> {
         let outer_inflight = self.inflight.replace((n, plan.inflight.clone()));
         let t = c_type(self.dtype(var));
         let v = self.name(var).to_string();
-        // The stage: the loads' buffers one after the other, each `[rows, cols]` of their elements
-        // from a 1024-byte boundary (wgmma's swizzle atoms; the ring starts on one).
-        let mut at = Vec::new();
-        let mut stage = String::from("0");
-        for l in &plan.loads {
-            let dims = self.k.ty(l.dst).shape.dims();
-            let (r, c) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
-            at.push((stage.clone(), (c.clone(), r.clone())));
-            stage = format!(
-                "({stage} + (({r}) * ({c}) * {} + 1023) / 1024 * 1024)",
-                self.dtype(l.dst).size_bytes()
-            );
-        }
-        // The resident operands after the FUSE_PIPE stages, each 1024-byte aligned.
-        let mut resident = Vec::new();
-        let mut end = format!("FUSE_PIPE * {stage}");
-        for &r in &plan.resident {
-            let src = self.kmajor_b.get(&r).copied().unwrap_or(r);
-            let dims = self.k.ty(src).shape.dims();
-            let (rows, cols) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
-            let esz = self.dtype(src).size_bytes();
-            resident.push((src, end.clone(), (cols.clone(), rows.clone()), esz));
-            end = format!("{end} + (({rows}) * ({cols}) * {esz} + 1023) / 1024 * 1024");
-        }
+        let (at, stage) = self.stage_layout(plan);
+        let (resident, end) = self.resident_layout(plan, &stage);
         self.ring_bytes_for(format!("({end})"));
         let buf =
             |slot: &str, off: &str| format!("(unsigned short*)(fuse_ring + {slot} * {stage} + ({off}))");
@@ -111,19 +76,7 @@ impl Emitter<'_> {
         // the loop's TMA copies into it, which write through the async proxy.
         self.w.line("fuse_fence_async();");
         self.w.line("__syncthreads();  // the ring's readers before this loop are done");
-        for (src, at, (cols, rows), esz) in &resident {
-            // Read by every iteration: staged once (the first iteration's barrier publishes it).
-            let k = self.tile(*src).expect("dot operands are tiles");
-            let name = self.name(*src).to_string();
-            let p = format!("(unsigned short*)(fuse_ring + ({at}))");
-            self.w.line(format!("// {name}: the loop never changes it, staged once for its dots"));
-            self.w.open("");
-            self.w.line(format!("unsigned short* fuse_res = {p};"));
-            self.stage_writes(&[(k, &name, "fuse_res", cols, rows)], *esz);
-            self.w.line("fuse_fence_async();");
-            self.w.close();
-            self.staged.insert(*src, p);
-        }
+        self.stage_residents(&resident);
         self.w.line(format!("{t} fuse_ahead{n} = {start};"));
         self.w.line(format!("int fuse_wr{n} = 0, fuse_rd{n} = 0;"));
         self.w.pp("#pragma unroll 1");
@@ -189,6 +142,80 @@ impl Emitter<'_> {
         self.w.line("fuse_cp_async_wait<0>();");
         self.in_pipeline = outer;
         self.inflight = outer_inflight;
+    }
+
+    /// `FUSE_INFLIGHT<n>`: the loop's MMAs stay in flight across iterations (wgmma path, 3+
+    /// stages).
+    fn inflight_condition(&self, plan: &LoopPlan) -> String {
+        let inflight: Vec<String> = plan
+            .inflight
+            .iter()
+            .map(|&v| format!("FUSE_WG{}", self.tile(v).expect("dot accumulators are tiles")))
+            .collect();
+        if inflight.is_empty() {
+            "0".to_string()
+        } else {
+            format!("(FUSE_PIPE >= 3 && {})", inflight.join(" && "))
+        }
+    }
+
+    /// One stage of the ring: per staged load, its buffer's byte offset in the stage and its
+    /// `(cols, rows)`; and the stage's byte size. The buffers lie one after the other, each
+    /// `[rows, cols]` of their elements from a 1024-byte boundary (wgmma's swizzle atoms; the ring
+    /// starts on one).
+    #[allow(clippy::type_complexity)]
+    fn stage_layout(&self, plan: &LoopPlan) -> (Vec<(String, (String, String))>, String) {
+        let mut at = Vec::new();
+        let mut stage = String::from("0");
+        for l in &plan.loads {
+            let dims = self.k.ty(l.dst).shape.dims();
+            let (r, c) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
+            at.push((stage.clone(), (c.clone(), r.clone())));
+            stage = format!(
+                "({stage} + (({r}) * ({c}) * {} + 1023) / 1024 * 1024)",
+                self.dtype(l.dst).size_bytes()
+            );
+        }
+        (at, stage)
+    }
+
+    /// The resident operands after the `FUSE_PIPE` stages of `stage` bytes, each 1024-byte
+    /// aligned: (the staged var, its byte offset in the ring, `(cols, rows)`, its element size);
+    /// and the ring's end.
+    #[allow(clippy::type_complexity)]
+    fn resident_layout(
+        &self,
+        plan: &LoopPlan,
+        stage: &str,
+    ) -> (Vec<(VarId, String, (String, String), usize)>, String) {
+        let mut resident = Vec::new();
+        let mut end = format!("FUSE_PIPE * {stage}");
+        for &r in &plan.resident {
+            let src = self.kmajor_b.get(&r).copied().unwrap_or(r);
+            let dims = self.k.ty(src).shape.dims();
+            let (rows, cols) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
+            let esz = self.dtype(src).size_bytes();
+            resident.push((src, end.clone(), (cols.clone(), rows.clone()), esz));
+            end = format!("{end} + (({rows}) * ({cols}) * {esz} + 1023) / 1024 * 1024");
+        }
+        (resident, end)
+    }
+
+    /// Stages the resident operands, read by every iteration, once before the loop (the first
+    /// iteration's barrier publishes them).
+    fn stage_residents(&mut self, resident: &[(VarId, String, (String, String), usize)]) {
+        for (src, at, (cols, rows), esz) in resident {
+            let k = self.tile(*src).expect("dot operands are tiles");
+            let name = self.name(*src).to_string();
+            let p = format!("(unsigned short*)(fuse_ring + ({at}))");
+            self.w.line(format!("// {name}: the loop never changes it, staged once for its dots"));
+            self.w.open("");
+            self.w.line(format!("unsigned short* fuse_res = {p};"));
+            self.stage_writes(&[(k, &name, "fuse_res", cols, rows)], *esz);
+            self.w.line("fuse_fence_async();");
+            self.w.close();
+            self.staged.insert(*src, p);
+        }
     }
 
     /// Issues the loads of iteration `fuse_ahead{n}` (if it runs) into stage `fuse_wr{n}`: the

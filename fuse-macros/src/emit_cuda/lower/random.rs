@@ -44,9 +44,9 @@ impl Emitter<'_> {
             RandWidth::W32 => "fuse_uniform",
             RandWidth::W16 => "fuse_uniform16",
         };
-        let per_element = |cx: &mut Self| {
-            let o = cx.at_as(offset, "fuse_i", DType::U64);
-            cx.w.unrolled(
+        let per_element = |emitter: &mut Self| {
+            let o = emitter.at_as(offset, "fuse_i", DType::U64);
+            emitter.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{k}"),
                 format!("{{ {bits}[fuse_i] = fuse_{f}_bits(fuse_seed, {o}); {d}[fuse_i] = {uniform}({bits}[fuse_i]); }}"),

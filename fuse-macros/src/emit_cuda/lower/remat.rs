@@ -52,8 +52,8 @@ impl Emitter<'_> {
                 ctype::convert(&e, self.dtype(x), d, &mut self.needs)
             }
             Expr::Broadcast(x) => {
-                let (sd, dd) = (self.k.ty(x).shape.dims(), self.k.ty(v).shape.dims());
-                let at = self.source_lane(&sd, &dd, lane);
+                let (src_dims, dst_dims) = (self.k.ty(x).shape.dims(), self.k.ty(v).shape.dims());
+                let at = self.source_lane(&src_dims, &dst_dims, lane);
                 self.value_at(x, &format!("({at})"), budget)?
             }
             Expr::Unary(op, x) => {

@@ -75,12 +75,12 @@ impl Emitter<'_> {
             self.w.unrolled("fuse_i", &format!("FUSE_EPT{kd}"), format!("{d}[fuse_i] = {s}[{at}];"));
             return;
         }
-        let (sd, dd) = (self.k.ty(src).shape.dims(), self.k.ty(dst).shape.dims());
-        self.at_lanes_of(kd, |cx| {
-            let lane = cx.source_lane(&sd, &dd, "fuse_f");
-            if !cx.broadcast_by_remat(dst, src, &lane) {
-                let what = format!("{} = broadcast({})", cx.name(dst), cx.name(src));
-                cx.gather(dst, src, &lane, &what);
+        let (src_dims, dst_dims) = (self.k.ty(src).shape.dims(), self.k.ty(dst).shape.dims());
+        self.at_lanes_of(kd, |emitter| {
+            let lane = emitter.source_lane(&src_dims, &dst_dims, "fuse_f");
+            if !emitter.broadcast_by_remat(dst, src, &lane) {
+                let what = format!("{} = broadcast({})", emitter.name(dst), emitter.name(src));
+                emitter.gather(dst, src, &lane, &what);
             }
         });
     }
@@ -194,7 +194,7 @@ impl Emitter<'_> {
         let (count, at) = self.axis_walk(src, axis);
         let kd = self.tile(dst).expect("axis reductions of 2-D tiles make tiles");
         let d = self.name(dst).to_string();
-        let dd = self.dtype(dst);
+        let dst_dtype = self.dtype(dst);
         self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{kd}"));
         self.w.open(format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd}))"));
         self.w.line(format!("const int fuse_f = FUSE_IDX{kd}(fuse_i);"));
@@ -203,7 +203,7 @@ impl Emitter<'_> {
             "for (int fuse_e = 1; fuse_e < {count}; ++fuse_e) fuse_r = {};",
             combine(op, acc, "fuse_r", &format!("(({t}*)fuse_xs)[{at}]"))
         ));
-        let r = ctype::convert("fuse_r", acc, dd, &mut self.needs);
+        let r = ctype::convert("fuse_r", acc, dst_dtype, &mut self.needs);
         self.w.line(format!("{d}[fuse_i] = {r};"));
         self.w.close();
         self.w.close();
@@ -300,8 +300,8 @@ impl Emitter<'_> {
         self.w.close();
         self.w.close();
         self.w.pp("#endif");
-        let dd = self.dtype(dst);
-        let out = ctype::convert("fuse_rv[fuse_j]", acc, dd, &mut self.needs);
+        let dst_dtype = self.dtype(dst);
+        let out = ctype::convert("fuse_rv[fuse_j]", acc, dst_dtype, &mut self.needs);
         match self.tile(dst).expect("axis reductions of 2-D tiles make tiles") {
             kd if kd == r => {
                 self.w.unrolled("fuse_j", &format!("FUSE_NCH{p}"), format!("{d}[fuse_j] = {out};"));
@@ -318,7 +318,8 @@ impl Emitter<'_> {
                     ),
                 );
                 self.w.line("__syncthreads();");
-                let got = ctype::convert(&format!("{xs}[FUSE_IDX{kd}(fuse_i)]"), acc, dd, &mut self.needs);
+                let got =
+                    ctype::convert(&format!("{xs}[FUSE_IDX{kd}(fuse_i)]"), acc, dst_dtype, &mut self.needs);
                 self.w.unrolled(
                     "fuse_i",
                     &format!("FUSE_EPT{kd}"),
@@ -450,14 +451,14 @@ impl Emitter<'_> {
     /// The serial form of [`Emitter::arg_reduce`]: each output lane searches its row or column (or
     /// the whole tile) in lane order through the scratch (any warp count).
     fn arg_reduce_serial(&mut self, dst: VarId, op: ArgOp, axis: Option<u8>, src: VarId) {
-        let sd = self.dtype(src);
-        let t = c_type(sd);
+        let src_dtype = self.dtype(src);
+        let t = c_type(src_dtype);
         let name = if op == ArgOp::Max { "argmax" } else { "argmin" };
         let what = format!("{} = {name}({})", self.name(dst), self.name(src));
         self.scratch_in(src, &what);
         let beats = |x: &str, best: &str| {
             let cmp = if op == ArgOp::Max { ">" } else { "<" };
-            if sd == DType::F32 {
+            if src_dtype == DType::F32 {
                 // Strictly better, or the first NaN (NaN beats every number; later NaNs lose).
                 format!("({x} {cmp} {best} || ({x} != {x} && {best} == {best}))")
             } else {
@@ -552,7 +553,7 @@ impl Emitter<'_> {
         let p = self.tile(src).expect("reductions read tiles");
         let kd = self.tile(dst).expect("axis reductions of 2-D tiles make tiles");
         let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
-        let dd = self.dtype(dst);
+        let dst_dtype = self.dtype(dst);
         let what = match fold {
             Fold::Plain { op, .. } => format!("{d} = {}({s}, 0)", reduce_name(op)),
             Fold::Arg { op, .. } => format!("{d} = {}({s}, 0)", arg_name(op)),
@@ -562,7 +563,7 @@ impl Emitter<'_> {
             self.w.line(format!("// {what}: one column, folded over the block"));
             self.w.open("");
             self.fold_columns(src, fold, None, &|i: &str| format!("FUSE_IDX{p}({i})"));
-            let r = self.fold_result(fold, "0", dd);
+            let r = self.fold_result(fold, "0", dst_dtype);
             self.w.unrolled("fuse_i", &format!("FUSE_EPT{kd}"), format!("{d}[fuse_i] = {r};"));
             self.w.close();
             return;
@@ -573,7 +574,7 @@ impl Emitter<'_> {
             let e = match fold {
                 Fold::Plain { acc, .. } => {
                     let x = self.at_as(src, "fuse_i", acc);
-                    ctype::convert(&x, acc, dd, &mut self.needs)
+                    ctype::convert(&x, acc, dst_dtype, &mut self.needs)
                 }
                 Fold::Arg { .. } => "0".into(),
             };
@@ -593,7 +594,7 @@ impl Emitter<'_> {
         let slot = format!("((fuse_i / FUSE_VEC{p}) % fuse_na) * FUSE_VEC{p} + fuse_i % FUSE_VEC{p}");
         if self.layout.find_row(p, cols, true) == Some(kd) {
             // Slot i of the column layout holds the column of src's slot i: the thread's own.
-            let r = self.fold_result(fold, &slot, dd);
+            let r = self.fold_result(fold, &slot, dst_dtype);
             self.w.unrolled("fuse_i", &format!("FUSE_EPT{p}"), format!("{d}[fuse_i] = {r};"));
         } else {
             // The first row's chunks (g < G) post their columns, each once.
@@ -615,7 +616,7 @@ impl Emitter<'_> {
             );
             self.w.close();
             self.w.line("__syncthreads();");
-            let got = ctype::convert(&format!("{xs}[FUSE_IDX{kd}(fuse_i)]"), t, dd, &mut self.needs);
+            let got = ctype::convert(&format!("{xs}[FUSE_IDX{kd}(fuse_i)]"), t, dst_dtype, &mut self.needs);
             self.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{kd}"),
@@ -638,10 +639,12 @@ impl Emitter<'_> {
         self.w.pp("#endif");
     }
 
-    /// Accumulator `k` of the last fold as a `dd` value (a pair gives its index).
-    fn fold_result(&mut self, fold: Fold, k: &str, dd: DType) -> String {
+    /// Accumulator `k` of the last fold as a `dst_dtype` value (a pair gives its index).
+    fn fold_result(&mut self, fold: Fold, k: &str, dst_dtype: DType) -> String {
         match fold {
-            Fold::Plain { acc, .. } => ctype::convert(&format!("fuse_cv[{k}]"), acc, dd, &mut self.needs),
+            Fold::Plain { acc, .. } => {
+                ctype::convert(&format!("fuse_cv[{k}]"), acc, dst_dtype, &mut self.needs)
+            }
             Fold::Arg { .. } => format!("fuse_ci[{k}]"),
         }
     }
