@@ -307,15 +307,23 @@ fn error_messages(ts: &TokenStream) -> String {
 /// The emitted CUDA of typed 2-D kernels compiles with NVRTC (sm_90) under a few shapes, warp
 /// counts and specialisations. About 0.2 s a compile, so not in the default run:
 /// `cargo test --release -p fuse-macros fuzz -- --ignored` (`FUSE_FUZZ_NVRTC_CASES`, default 100
-/// kernels; needs libnvrtc on the loader path).
+/// kernels; needs libnvrtc on the loader path, and fails without it).
 #[test]
-#[ignore]
+#[cfg_attr(
+    fuse_nvrtc,
+    ignore = "slow (about 0.2 s a compile): cargo test --release -p fuse-macros fuzz -- --ignored"
+)]
+#[cfg_attr(
+    not(fuse_nvrtc),
+    ignore = "needs NVRTC: pip install nvidia-cuda-nvrtc and put its lib (site-packages/nvidia/cu13/lib) on LD_LIBRARY_PATH"
+)]
 fn typed_2d_kernels_compile_with_nvrtc() {
     use crate::{check, diag::Diags, emit_cuda, parse};
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        eprintln!("skipping: NVRTC (libnvrtc.so) not found on the loader path");
-        return;
-    }
+    assert!(
+        unsafe { cudarc::nvrtc::sys::is_culib_present() },
+        "NVRTC (libnvrtc.so) not found on the loader path: `python3 -m pip install nvidia-cuda-nvrtc` and put \
+         site-packages/nvidia/cu13/lib on LD_LIBRARY_PATH"
+    );
     let cases = env_num("FUSE_FUZZ_NVRTC_CASES", 100);
     let seed = env_num("FUSE_FUZZ_SEED", 0x5EED_F05E);
     let (start, mut compiled) = (Instant::now(), 0);

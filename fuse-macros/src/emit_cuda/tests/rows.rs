@@ -29,11 +29,13 @@ fn row_reductions_broadcast_back_without_shared_memory() {
 /// Rows within a warp (`C / VEC <= 32`), across warps, wider than the block (one row spanning
 /// several chunks) and narrower than a vector, each with the launch facts off and on.
 #[test]
+#[cfg_attr(
+    not(fuse_nvrtc),
+    ignore = "needs NVRTC: pip install nvidia-cuda-nvrtc and put its lib (site-packages/nvidia/cu13/lib) on LD_LIBRARY_PATH"
+)]
 fn row_reductions_compile_with_nvrtc() {
-    use super::nvrtc::{compile, defines, numbered, nvrtc_present};
-    if !nvrtc_present() {
-        return;
-    }
+    use super::nvrtc::{compile, defines, numbered, require_nvrtc};
+    require_nvrtc();
     let k = ok(SOFTMAX_ROWS);
     let out = emit_cuda(&k);
     for (rows, block, warps) in
