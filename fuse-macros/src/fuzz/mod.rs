@@ -1,4 +1,4 @@
-//! The macro never panics (issue 4.5): random and mutated kernels go through the compiler's entry
+//! The macro never panics: random and mutated kernels go through the compiler's entry
 //! point, and each must give either a kernel module or spanned `compile_error!`s, never a panic.
 //!
 //! Three kinds of input, from a seeded generator (so a failure is reproducible from its case number):
@@ -12,7 +12,7 @@
 //!   of them are wrong in some way; a quarter are generic (`T: Float`, `O: Half`, wrong bounds,
 //!   defaults, `where` clauses) and use their type parameters in pointer types, casts and
 //!   constants (`T::MAX`);
-//! * typed 2-D kernels (issue 14), built from a model of the types and shapes so that they are
+//! * typed 2-D kernels, built from a model of the types and shapes so that they are
 //!   right: they must check and expand without errors; half of them get one statement that is
 //!   wrong in a known way (axis out of range or not a literal, a reduction of a scalar, a reshape
 //!   to another lane count, `trans` of a 1-D tile, shapes that do not broadcast, ...) and must give

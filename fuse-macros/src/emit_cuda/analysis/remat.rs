@@ -9,7 +9,7 @@
 //! indices of a 2-D tile (`rm`, `k0 + rk`), the offsets built from them and their masks are; a
 //! loaded or reduced value is not. The recomputation is a few integer operations per slot, where
 //! the scratch costs two barriers and a shared round trip per broadcast (eight per iteration of a
-//! Triton-style matmul K loop before this).
+//! Triton-style matmul K loop).
 use fuse_ir::{DType, Expr, Stmt, VarId};
 
 /// The most operations one recomputed value may take (beyond it: through the scratch).

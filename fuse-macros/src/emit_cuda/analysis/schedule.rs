@@ -2,15 +2,12 @@
 //! no loaded value with the first load ([`early_loads`]).
 //!
 //! A scalar that depends only on parameters, const generics, program ids and other such scalars
-//! (the `rand > p` bound, a row's start, `1 / (1 - p)` before the host computed it) is the same
-//! for every lane. Computed where
-//! the user wrote it, it can cost the tile code around it: NVRTC does not move a division's
-//! slow-path call (or the branches of `fuse_rand_gt_bound`) across the tile code, so every tile
-//! predicate live there is kept in a register and restored (bias+GELU+dropout f16, 2 warps: 69
-//! registers and 16 `P2R` before, 48 and one after; static counts from NVRTC 13 for sm_90).
-//! Computed before the loads, it delays them instead (LayerNorm's `1 / n`, then). So such statements
-//! move to the end of the prologue: the top-level statements before the first one that reads a
-//! loaded value, i.e. once the loads are issued and before the math waits on them.
+//! (the `rand > p` bound, a row's start) is the same for every lane. Computed where the user wrote
+//! it, it can cost the tile code around it: NVRTC does not move a division's slow-path call (or
+//! the branches of `fuse_rand_gt_bound`) across the tile code, so every tile predicate live there
+//! is kept in a register and restored. Computed before the loads, it delays them instead. So such
+//! statements move to the end of the prologue: the top-level statements before the first one that
+//! reads a loaded value, i.e. once the loads are issued and before the math waits on them.
 //!
 //! Moving one changes no result: it is pure (no load, reduction or `rand`; integer division and
 //! casts are total in the emitted helpers), its destination is assigned nowhere else, and its
@@ -19,26 +16,18 @@
 //! A uniform scalar whose code holds such a slow-path call (a float division or square root) may
 //! go further, to the head of the kernel with the uniform scalars it reads, where nothing of the
 //! tile code is live across the call. At the end of the prologue ptxas hoists the conversions of
-//! loaded f16/bf16 tiles above the call, so every converted lane stays in a register across it:
-//! narrow-row LayerNorm's `1 / n`, f16 `[8, 256]` at 4 warps, 39 registers there and 32 at the
-//! head, as many as without the division. With many lanes a thread, though, the call at the end
-//! of the prologue is what keeps ptxas from hoisting the later loads over the tile math, and the
-//! head costs registers (one-row LayerNorm f16 `[8192]` at 8 warps, 32 lanes a thread: 64 there,
-//! 78 at the head). So these statements are written at both places, under complementary `#if`s
-//! on the lanes a thread holds (at most 16: the head), and only in kernels that load a 16-bit
-//! float tile: without conversions to hoist, the head only delays the first load. Timed on an
-//! H200 (2026-11-27, session 16, against both at the end of the prologue in the same call):
-//! LayerNorm 16384x256 f16 0.0096 → 0.0086 ms, NeoX RoPE f16 0.0520 → 0.0497; the f32
-//! LayerNorms 0.6-1.3 % slower at the head (65536x128: 0.0222 → 0.0225, though 40 → 32
-//! registers), so f32 kernels keep the old place.
-//! Register counts: NVRTC 13 for sm_90; tests/ptxas_resources.rs holds the narrow-row f16/bf16
-//! LayerNorm to 32.
+//! loaded f16/bf16 tiles above the call, so every converted lane stays in a register across it.
+//! With many lanes a thread, though, the call at the end of the prologue is what keeps ptxas from
+//! hoisting the later loads over the tile math, and the head costs registers. So these statements
+//! are written at both places, under complementary `#if`s on the lanes a thread holds (at most
+//! 16: the head), and only in kernels that load a 16-bit float tile: without conversions to
+//! hoist, the head only delays the first load. (tests/ptxas_resources.rs holds the narrow-row
+//! f16/bf16 LayerNorm to 32 registers.)
 //!
-//! Since session 24 a division or square root of parameters only (LayerNorm's `1 / n`,
-//! dropout's `1 / (1 - p)`) is no longer on the device at all: the runtime computes it at launch
-//! (fuse-ir's host_scalars.rs) and the statement reads a parameter. The head is left to the
-//! uniform divisions the host does not compute (one that reads a program id, say); the
-//! measurements above were taken on `1 / n` when the device computed it.
+//! A division or square root of parameters only (LayerNorm's `1 / n`, dropout's `1 / (1 - p)`) is
+//! not on the device at all: the runtime computes it at launch (fuse-ir's host_scalars.rs,
+//! [`Kernel::host_divisions`]) and the statement reads a parameter. The head holds the uniform
+//! divisions the host does not compute (one that reads a program id, say).
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Stmt, UnaryOp, VarId};
 
 /// The kernel's top-level statements in emission order, as indices into `Kernel::body`.
@@ -162,11 +151,8 @@ pub(in crate::emit_cuda) fn schedule(k: &Kernel, assignments: &[u32], host: &[Va
 /// such loads wait behind the statistics' warp shuffles, which NVRTC does not move loads across;
 /// issued with the first load, their latency hides behind its own. Only in kernels without a
 /// 16-bit float tile load, and there only on one warp and where they are small beside the first
-/// load ([`early_when`]): measured on an H200
-/// (2026-11-27, session 22), narrow-row LayerNorm 16384x256 f32 on one warp 12.54 → 12.35 µs
-/// (65536x128 level); the one-row LayerNorm 4096x1024 f32 on 4 warps 0.0137 / 0.0135 → 0.0139 /
-/// 0.0146 ms; 16-bit LayerNorm rows 0.8-1.2 % slower at the launcher's tiles (up to 1.5 % faster
-/// at others, one call).
+/// load (the lowering's `early_when`); elsewhere they keep more registers live across the
+/// reductions than their latency is worth.
 fn early_loads(
     k: &Kernel,
     once: &dyn Fn(&VarId) -> bool,

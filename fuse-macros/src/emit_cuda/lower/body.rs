@@ -158,7 +158,7 @@ impl Emitter<'_> {
         }
         match expr {
             Expr::Load { .. } if self.staged.contains_key(&dst) => {
-                // Issued ahead into the stage its `dot` reads (pipeline.rs).
+                // Issued ahead into the stage its `dot` reads (analysis/pipeline.rs, lower/pipeline.rs).
                 self.accesses += 1;
                 self.w.line(format!("// {}: in its stage, loaded ahead", self.name(dst)));
             }

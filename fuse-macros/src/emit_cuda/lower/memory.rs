@@ -9,8 +9,8 @@
 //! non-coherent path), an off chunk takes `other`, and only a chunk that is neither (a ragged
 //! mask edge, or a chunk not wholly in bounds) takes the per-lane path. Where the launch proved
 //! the access in bounds and the mask uniform per chunk (`unchecked_cond`), the fast path is all
-//! there is. The per-lane path costs registers even when no chunk takes it: 40 → 63 registers
-//! for QK-norm + RoPE's two gathers at loaded positions (docs/PERF.md "Session 20").
+//! there is. The per-lane path costs registers even when no chunk takes it (QK-norm + RoPE's two
+//! gathers at loaded positions: 63 registers where 40 do without it).
 //! An out-of-bounds lane is noted in the thread's `fuse_bad`/`fuse_bad_at` and reported once at
 //! the end of the kernel: no call on the lane path (a call costs registers everywhere).
 use super::ctype::{self, c_type};

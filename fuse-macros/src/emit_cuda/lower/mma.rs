@@ -93,8 +93,8 @@ impl MmaLayout {
             out.push(format!("#define FUSE_SPLITM{k}_{s} {split_m}"));
             // The preprocessor picks each level's side, so a level names the one before it once:
             // as a ternary (`grow && split ? 2 * wm : wm`, the split test naming wm and wn again)
-            // the expansion grew ~6x a level, to 1.4 MB of tokens per FUSE_IDX<k> at level 5 and
-            // 6.5-15 s of NVRTC front end per mma.sync variant (docs/PERF.md, session 13).
+            // the expansion would grow ~6x a level, to megabytes of tokens per FUSE_IDX<k> at
+            // level 5 and seconds of NVRTC front end per mma.sync variant.
             for (side, prev, test) in [("M", &wm, format!("FUSE_SPLITM{k}_{s}")), ("N", &wn, split_n)] {
                 out.push(format!("#if ({grow}) && ({test})"));
                 out.push(format!("#define FUSE_W{side}{k}_{s} (2 * {prev})"));
@@ -268,7 +268,7 @@ impl Emitter<'_> {
             acc.map(|c| format!(", {}", self.name(c))).unwrap_or_default()
         ));
         // Operands a pipelined loop loaded ahead, or staged once before it, are in shared memory
-        // already (pipeline.rs); the others are staged here.
+        // already (lower/pipeline.rs); the others are staged here.
         let (in_a, in_b) = (self.staged.get(&a).cloned(), self.staged.get(&b_src).cloned());
         let esz = input.size_bytes();
         if in_a.is_none() || in_b.is_none() {
