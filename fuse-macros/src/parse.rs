@@ -1,4 +1,4 @@
-//! syn → [`ast`]: accepts exactly the surface language of DESIGN.md and reports everything else as
+//! syn → [`crate::ast`]: accepts exactly the surface language of DESIGN.md and reports everything else as
 //! "unsupported syntax". Parsing never stops at the first error: a rejected expression becomes
 //! [`ExprKind::Error`] so that the checker still sees the names it binds and reports nothing more
 //! about it.

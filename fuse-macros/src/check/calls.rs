@@ -292,13 +292,7 @@ impl Checker<'_> {
         let cond = self.strong(c, c_sp, "the condition of `where_`");
         let ab = self.unify(a, b, a_sp.to(b_sp), a_sp, b_sp, "the branches of `where_`");
         let (Some(cond), Some((a, b))) = (cond, ab) else { return Val::Err };
-        let cty = self.ty(cond);
-        if cty.dtype != DType::Bool {
-            self.diags.error_help(
-                c_sp,
-                format!("the condition of `where_` must be bool, found {}", self.describe_ty(&cty)),
-                "compare it: `x > 0`",
-            );
+        if !self.bool_or_report(cond, c_sp, "the condition of `where_`", "compare it: `x > 0`") {
             return Val::Err;
         }
         let mut ops = [cond, a, b];
@@ -333,18 +327,7 @@ impl Checker<'_> {
     /// `cdiv(a, b)` of integers, as `(a + b - 1) / b`.
     fn cdiv(&mut self, a: Val, b: Val, func_sp: Sp, [a_sp, b_sp]: [Sp; 2]) -> Val {
         for (v, v_sp) in [(&a, a_sp), (&b, b_sp)] {
-            let is_int = match v {
-                Val::Weak(Weak::Int(_)) | Val::Err => true,
-                Val::Var { id, .. } => self.ty(*id).dtype.compute().is_int(),
-                _ => false,
-            };
-            if !is_int {
-                let d = self.describe(v);
-                self.diags.error_help(
-                    v_sp,
-                    format!("`cdiv` takes integers, found {d}"),
-                    "for floats use `ceil(a / b)`",
-                );
+            if !self.integer_or_report(v, v_sp, "`cdiv` takes integers", "for floats use `ceil(a / b)`") {
                 return Val::Err;
             }
         }

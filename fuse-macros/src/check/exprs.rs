@@ -8,6 +8,32 @@ use crate::diag::Sp;
 use fuse_ir::{BinaryOp, DType, Expr, Literal, ParamKind, Ty, UnaryOp, VarId};
 
 impl Checker<'_> {
+    /// Whether `v` is an integer (a weak integer, or a var whose type computes as one) or an
+    /// error already reported; otherwise reports "`what`, found ..." at `sp`, with `help`.
+    pub(super) fn integer_or_report(&mut self, v: &Val, sp: Sp, what: &str, help: &str) -> bool {
+        let integer = match v {
+            Val::Err | Val::Weak(Weak::Int(_)) => true,
+            Val::Var { id, .. } => self.ty(*id).dtype.compute().is_int(),
+            _ => false,
+        };
+        if !integer {
+            let found = self.describe(v);
+            self.diags.error_help(sp, format!("{what}, found {found}"), help);
+        }
+        integer
+    }
+
+    /// Whether var `id` is bool; otherwise reports "`what` must be bool, found ..." at `sp`, with
+    /// `help`.
+    pub(super) fn bool_or_report(&mut self, id: VarId, sp: Sp, what: &str, help: &str) -> bool {
+        let ty = self.ty(id);
+        let bool = ty.dtype == DType::Bool;
+        if !bool {
+            self.diags.error_help(sp, format!("{what} must be bool, found {}", self.describe_ty(&ty)), help);
+        }
+        bool
+    }
+
     pub(super) fn read(&mut self, b: &Binding) -> Val {
         match &b.bound {
             Bound::Var(id) => Val::Var { id: *id, fresh: false },

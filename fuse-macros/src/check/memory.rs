@@ -2,7 +2,7 @@
 //! masks, `other` values and stored values.
 
 use super::describe::op_symbol;
-use super::{Checker, Val, Weak};
+use super::{Checker, Val};
 use crate::ast::{BinaryKind, UnaryKind};
 use crate::diag::Sp;
 use fuse_ir::{BinaryOp, DType, Expr, Literal, Shape, Stmt, Ty, VarId};
@@ -47,19 +47,11 @@ impl Checker<'_> {
             }
         };
         // The offset must be an integer.
-        match &delta {
-            Val::Err => return Val::Err,
-            Val::Weak(Weak::Int(_)) => {}
-            Val::Var { id, .. } if self.ty(*id).dtype.compute().is_int() => {}
-            other => {
-                let d = self.describe(other);
-                self.diags.error_help(
-                    delta_sp,
-                    format!("pointer offsets must be integers, found {d}"),
-                    "offsets count elements; convert with `.to(i32)`",
-                );
-                return Val::Err;
-            }
+        let help = "offsets count elements; convert with `.to(i32)`";
+        if matches!(delta, Val::Err)
+            || !self.integer_or_report(&delta, delta_sp, "pointer offsets must be integers", help)
+        {
+            return Val::Err;
         }
         // Offsets are carried in their compute type (an i8/u8 load widens to i32), so a pointer
         // variable's offsets take any integer advance of that type.
@@ -114,13 +106,8 @@ impl Checker<'_> {
     pub(super) fn bool_mask(&mut self, m: Option<(Val, Sp)>, func: &str) -> Result<Option<(VarId, Sp)>, ()> {
         let Some((v, sp)) = m else { return Ok(None) };
         let id = self.strong(v, sp, &format!("the mask of `{func}`")).ok_or(())?;
-        let ty = self.ty(id);
-        if ty.dtype != DType::Bool {
-            self.diags.error_help(
-                sp,
-                format!("the mask of `{func}` must be bool, found {}", self.describe_ty(&ty)),
-                "compare the offsets with the bound: `offs < n`",
-            );
+        let help = "compare the offsets with the bound: `offs < n`";
+        if !self.bool_or_report(id, sp, &format!("the mask of `{func}`"), help) {
             return Err(());
         }
         Ok(Some((id, sp)))
@@ -221,10 +208,7 @@ impl Checker<'_> {
         mask: Option<(Val, Sp)>,
         other: Option<(Val, Sp)>,
     ) -> Val {
-        let target = self.pointer(ptr, ptr_sp, "load");
-        let Some((param, offset)) = target else {
-            return Val::Err;
-        };
+        let Some((param, offset)) = self.pointer(ptr, ptr_sp, "load") else { return Val::Err };
         let (elem, _) = self.param_elem(param);
         let mask = self.mask(mask, param, offset, "load");
         let other = match other {
@@ -256,10 +240,7 @@ impl Checker<'_> {
         value_sp: Sp,
         mask: Option<(Val, Sp)>,
     ) -> Val {
-        let target = self.pointer(ptr, ptr_sp, "store");
-        let Some((param, offset)) = target else {
-            return Val::Unit;
-        };
+        let Some((param, offset)) = self.pointer(ptr, ptr_sp, "store") else { return Val::Unit };
         let (elem, mutable) = self.param_elem(param);
         let name = self.param_name(param);
         if !mutable {

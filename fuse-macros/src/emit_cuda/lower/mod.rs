@@ -186,7 +186,7 @@ struct Emitter<'k> {
     k: &'k Kernel,
     names: Names,
     layout: Layout,
-    /// Per var: its layout index (`None` for scalars); see [`slices`].
+    /// Per var: its layout index (`None` for scalars); see [`analysis::slices`].
     var_layout: Vec<Option<usize>>,
     /// Per var: an index tile that fits any layout ([`analysis::remat::index_computable`]).
     transparent: Vec<bool>,

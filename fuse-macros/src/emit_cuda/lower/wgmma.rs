@@ -2,7 +2,7 @@
 //!
 //! Where an MMA layout takes the warpgroup grid (`FUSE_WG<k>`, decided by the preprocessor: the
 //! kernel is compiled for sm_90a, the warps come in whole warpgroups and the block has 64-row
-//! blocks for them, see [`super::mma::MmaLayout::macros`]), each warpgroup of 4 warps owns
+//! blocks for them, see [`MmaLayout::macros`](crate::emit_cuda::analysis::tensor_cores::MmaLayout::macros)), each warpgroup of 4 warps owns
 //! `FUSE_MI` blocks of 64 rows and `FUSE_NI * 8` columns, warp `w % 4` holding rows `16 (w % 4)`
 //! of each block: exactly the accumulator fragment of `wgmma.m64nNk16`, whose register `j` is the
 //! `mma.sync` slot `4 ni + 2 h + e` of the same row and column. So the accumulator is the same
@@ -123,7 +123,7 @@ impl Emitter<'_> {
     /// The warpgroup's `wgmma`s over the staged `fuse_sa` (`[m, kk]`) and `fuse_sb` (`[kk, n]`,
     /// or `[n, kk]` when `kmajor`), accumulating into the MMA-layout registers `c`.
     /// `dst`: the result; where it is an in-flight accumulator of the pipelined loop being
-    /// emitted, one commit group is left pending (FUSE_INFLIGHT<n>). `a_regs`: A from the
+    /// emitted, one commit group is left pending (`FUSE_INFLIGHT<n>`). `a_regs`: A from the
     /// registers of a 16-bit tile in MMA layout (its layout, name) whose warp grid is `mma`'s
     /// (attention's `p`), packed for every K step before the fence (wgmma reads them while it runs).
     #[allow(clippy::too_many_arguments)]

@@ -204,7 +204,7 @@ fn dot_of_half_inputs_takes_the_tensor_cores() {
         assert!(out.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), "{t}\n{out}");
         // The loop-carried accumulator is held in the MMA layout and updated in place.
         let acc = crate::tests::var_id(&k, "acc");
-        assert!(out.contains(&format!("float acc[FUSE_EPT")), "{t}\n{out}");
+        assert!(out.contains("float acc[FUSE_EPT"), "{t}\n{out}");
         assert!(out.contains("// MMA layout"), "{t}\n{out}");
         assert!(
             !out.contains("float fuse_c[FUSE_EPT"),

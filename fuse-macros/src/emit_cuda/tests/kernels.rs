@@ -495,9 +495,7 @@ pub fn everything() -> Kernel {
                     Expr::Rand { seed, offset: so, width: fuse_ir::RandWidth::W32 },
                 );
             }
-            for op in [UnaryOp::Not] {
-                let _ = b.un("not_mask", op, mask);
-            }
+            let _ = b.un("not_mask", UnaryOp::Not, mask);
             for op in [BinaryOp::Or, BinaryOp::Xor, BinaryOp::Eq, BinaryOp::Ne] {
                 let _ = b.bin(&format!("bm_{op:?}"), op, mask, mask);
             }

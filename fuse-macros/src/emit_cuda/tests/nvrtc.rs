@@ -286,8 +286,8 @@ fn emit_scratch_defines_the_dynamic_shared_memory_size() {
     ignore = "needs NVRTC: pip install nvidia-cuda-nvrtc and put its lib (site-packages/nvidia/cu13/lib) on LD_LIBRARY_PATH"
 )]
 fn emit_scratch_past_48k_is_dynamic_shared_memory() {
-    require_nvrtc();
     let k = transposing_kernel();
+    require_nvrtc();
     let out = emit_cuda(&k);
     for (block, r, dynamic) in [(128, 128, true), (32, 32, false)] {
         let src = format!("{}{}", defines(&k, &out.specializations, block, r, 4, 1), out.source);
