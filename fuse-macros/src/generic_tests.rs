@@ -53,15 +53,10 @@ fn one_error(src: &str, msg: &str, text: &str) {
     crate::tests::assert_one_error(&errors(src), msg, text);
 }
 
-const ADD_MUL: &str = r#"
-pub fn add_mul<T: Float, const BLOCK: usize>(x: *const T, y: *const T, z: *const T, out: *mut T, n: i32) {
-    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
-    let mask = offs < n;
-    let x = load(x + offs, mask);
-    let y = load(y + offs, mask);
-    let z = load(z + offs, mask);
-    store(out + offs, (x + y) * z, mask);
-}"#;
+/// The example `add_mul` (fuse-kernels/src/add_mul.rs), generic over `T: Float`.
+fn add_mul() -> String {
+    crate::tests::example_fn(crate::tests::ADD_MUL_FILE, "add_mul")
+}
 
 /// A kernel of two type parameters: a row's sum of squares in `T`, written out in `O`.
 const SUMSQ: &str = r#"
@@ -74,13 +69,13 @@ fn sumsq<T: Float, O: Half, const BLOCK: usize>(x: *const T, out: *mut O, scale:
 
 #[test]
 fn each_instantiation_is_the_kernel_of_its_element_type() {
-    let g = instances(ADD_MUL);
+    let g = instances(&add_mul());
     let got: Vec<(&str, &str)> =
         g.instances.iter().map(|i| (i.suffix.as_str(), i.kernel.name.as_str())).collect();
     assert_eq!(got, [("f32", "add_mul_f32"), ("f16", "add_mul_f16"), ("bf16", "add_mul_bf16")]);
     for inst in &g.instances {
         let dtype = inst.binding[0].1;
-        let src = ADD_MUL
+        let src = add_mul()
             .replace("<T: Float, ", "<")
             .replace("*const T", &format!("*const {dtype}"))
             .replace("*mut T", &format!("*mut {dtype}"));
@@ -121,7 +116,7 @@ fn several_type_parameters_instantiate_their_cross_product() {
 #[test]
 fn expands_to_instance_modules_and_one_generic_launcher() {
     let out =
-        expand::fused_kernel(TokenStream::new(), tokens(&format!("/// Adds and multiplies.\n{ADD_MUL}")));
+        expand::fused_kernel(TokenStream::new(), tokens(&format!("/// Adds and multiplies.\n{}", add_mul())));
     let module: syn::ItemMod =
         syn::parse2(out.clone()).unwrap_or_else(|e| panic!("not a module: {e}\n{out}"));
     assert_eq!(module.ident, "add_mul");
@@ -320,7 +315,7 @@ fn generic_misuse_is_one_spanned_error() {
 #[test]
 fn the_bound_may_be_a_path_to_fuse() {
     for bound in ["Float", "fuse::Float", "::fuse::Float", "fuse::prelude::Float", "::fuse::Half"] {
-        let src = ADD_MUL.replace("T: Float", &format!("T: {bound}"));
+        let src = add_mul().replace("T: Float", &format!("T: {bound}"));
         let g = instances(&src);
         assert_eq!(g.instances.len(), if bound.ends_with("Half") { 2 } else { 3 }, "{bound}");
     }
@@ -328,7 +323,7 @@ fn the_bound_may_be_a_path_to_fuse() {
 
 #[test]
 fn the_stub_keeps_the_generic_signature() {
-    let src = ADD_MUL.replace("(x + y) * z", "(x + y) * w");
+    let src = add_mul().replace("(x + y) * z", "(x + y) * w");
     let out = expand::fused_kernel(TokenStream::new(), tokens(&src));
     let text = out.to_string();
     assert_eq!(text.matches("compile_error").count(), 1, "{text}");
@@ -351,7 +346,7 @@ fn kernels_of_concrete_types_expand_as_before() {
     // No type parameter, no generic module: the `tests.rs` expansion tests pin the rest.
     let text = expand::fused_kernel(
         TokenStream::new(),
-        tokens(&ADD_MUL.replace("T: Float, ", "").replace(" T", " f32")),
+        tokens(&add_mul().replace("T: Float, ", "").replace(" T", " f32")),
     )
     .to_string();
     assert!(!text.contains("pub fn spec"), "{text}");

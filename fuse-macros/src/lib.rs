@@ -5,12 +5,14 @@
 //!
 //! The work happens in ordinary functions over `proc_macro2` token streams so that it can be
 //! unit-tested, in private modules: `parse` (syn → `ast`), `check` (ast → [`fuse_ir::Kernel`]),
-//! `generic` (a generic kernel's instantiations, each parsed and checked), `emit_cuda` (IR → CUDA C)
-//! and `expand` (the generated Rust module).
+//! `generic` (a generic kernel's instantiations, each parsed and checked), `emit_cuda` (IR → CUDA C:
+//! its `analysis` passes, then its `lower`ing) and `expand` (the generated Rust module); `c_names`
+//! holds the C words that the checker and the emitter both keep the user's names off.
 #![warn(missing_docs)]
 
 mod ast;
 mod autotune;
+mod c_names;
 mod check;
 mod diag;
 mod emit_cuda;

@@ -1,4 +1,4 @@
-//! syn → [`ast`]: accepts exactly the surface language of DESIGN.md and reports everything else as
+//! syn → [`crate::ast`]: accepts exactly the surface language of DESIGN.md and reports everything else as
 //! "unsupported syntax". Parsing never stops at the first error: a rejected expression becomes
 //! [`ExprKind::Error`] so that the checker still sees the names it binds and reports nothing more
 //! about it.
@@ -771,90 +771,107 @@ impl Parser<'_> {
             E::Path(p) => self.path(p),
             E::Paren(p) => self.expr(&p.expr).kind,
             E::Group(g) => self.expr(&g.expr).kind,
-            E::Unary(u) => {
-                let op = match u.op {
-                    syn::UnOp::Neg(_) => UnaryKind::Neg,
-                    syn::UnOp::Not(_) => UnaryKind::Not,
-                    _ => {
-                        self.unsupported_help(
-                            &u.op,
-                            "dereferencing with `*`",
-                            "read memory with `load(ptr + offs, mask)`",
-                        );
-                        return ExprKind::Error;
-                    }
-                };
-                ExprKind::Unary { op, expr: Box::new(self.expr(&u.expr)) }
-            }
-            E::Binary(b) => {
-                let Some(op) = self.binary_op(&b.op) else { return ExprKind::Error };
-                ExprKind::Binary {
-                    op,
-                    op_sp: Sp::of(&b.op),
-                    lhs: Box::new(self.expr(&b.left)),
-                    rhs: Box::new(self.expr(&b.right)),
-                }
-            }
-            E::Call(c) => {
-                let func = match &*c.func {
-                    E::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
-                        p.path.get_ident().cloned()
-                    }
-                    E::Path(p) => {
-                        let last = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
-                        self.diags.error_help(
-                            Sp::of(&c.func),
-                            "unsupported syntax: a path call is not part of the fuse tile language",
-                            format!("call tile-language functions by their bare name: `{last}(..)`"),
-                        );
-                        None
-                    }
-                    other => {
-                        self.unsupported(other, "calling this expression");
-                        None
-                    }
-                };
-                let args = c.args.iter().map(|a| self.expr(a)).collect();
-                match func {
-                    Some(func) => ExprKind::Call { func, args, method: false },
-                    None => ExprKind::Error,
-                }
-            }
-            E::MethodCall(m) => {
-                if let Some(t) = &m.turbofish {
-                    self.unsupported(t, "a turbofish `::<>`");
-                    return ExprKind::Error;
-                }
-                if m.method == "to" {
-                    if m.args.len() != 1 {
-                        self.diags.error_help(
-                            Sp::of(&m.method),
-                            "`.to(..)` takes one type",
-                            "write `x.to(f32)`",
-                        );
-                        return ExprKind::Error;
-                    }
-                    let Some(to) = m.args.first().and_then(|t| self.cast_target_expr(t)) else {
-                        return ExprKind::Error;
-                    };
-                    return ExprKind::Cast { expr: Box::new(self.expr(&m.receiver)), to };
-                }
-                if m.method == "step_by" {
-                    self.unsupported_help(
-                        &m.method,
-                        "`step_by` outside a `for` header",
-                        "write `for i in (a..b).step_by(s)`",
-                    );
-                    return ExprKind::Error;
-                }
-                let mut args = vec![self.expr(&m.receiver)];
-                args.extend(m.args.iter().map(|a| self.expr(a)));
-                ExprKind::Call { func: m.method.clone(), args, method: true }
-            }
+            E::Unary(u) => self.unary_expr(u),
+            E::Binary(b) => self.binary_expr(b),
+            E::Call(c) => self.call_expr(c),
+            E::MethodCall(m) => self.method_call_expr(m),
             E::Cast(c) => {
                 let Some(to) = self.cast_target_type(&c.ty) else { return ExprKind::Error };
                 ExprKind::Cast { expr: Box::new(self.expr(&c.expr)), to }
             }
+            // `[M, N]` is a shape; where a shape is not expected the checker says so.
+            E::Array(a) => ExprKind::Shape(a.elems.iter().map(|x| self.expr(x)).collect()),
+            _ => self.unsupported_expr(e),
+        }
+    }
+
+    /// `-x` or `!x` (a `*` dereference is an error).
+    fn unary_expr(&mut self, u: &syn::ExprUnary) -> ExprKind {
+        let op = match u.op {
+            syn::UnOp::Neg(_) => UnaryKind::Neg,
+            syn::UnOp::Not(_) => UnaryKind::Not,
+            _ => {
+                self.unsupported_help(
+                    &u.op,
+                    "dereferencing with `*`",
+                    "read memory with `load(ptr + offs, mask)`",
+                );
+                return ExprKind::Error;
+            }
+        };
+        ExprKind::Unary { op, expr: Box::new(self.expr(&u.expr)) }
+    }
+
+    fn binary_expr(&mut self, b: &syn::ExprBinary) -> ExprKind {
+        let Some(op) = self.binary_op(&b.op) else { return ExprKind::Error };
+        ExprKind::Binary {
+            op,
+            op_sp: Sp::of(&b.op),
+            lhs: Box::new(self.expr(&b.left)),
+            rhs: Box::new(self.expr(&b.right)),
+        }
+    }
+
+    /// A call of a function by its bare name (a path or a computed callee is an error).
+    fn call_expr(&mut self, c: &syn::ExprCall) -> ExprKind {
+        use syn::Expr as E;
+        let func = match &*c.func {
+            E::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => p.path.get_ident().cloned(),
+            E::Path(p) => {
+                let last = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+                self.diags.error_help(
+                    Sp::of(&c.func),
+                    "unsupported syntax: a path call is not part of the fuse tile language",
+                    format!("call tile-language functions by their bare name: `{last}(..)`"),
+                );
+                None
+            }
+            other => {
+                self.unsupported(other, "calling this expression");
+                None
+            }
+        };
+        let args = c.args.iter().map(|a| self.expr(a)).collect();
+        match func {
+            Some(func) => ExprKind::Call { func, args, method: false },
+            None => ExprKind::Error,
+        }
+    }
+
+    /// `x.to(T)`, or method sugar: `x.f(args)` is `f(x, args)`.
+    fn method_call_expr(&mut self, m: &syn::ExprMethodCall) -> ExprKind {
+        if let Some(t) = &m.turbofish {
+            self.unsupported(t, "a turbofish `::<>`");
+            return ExprKind::Error;
+        }
+        if m.method == "to" {
+            if m.args.len() != 1 {
+                self.diags.error_help(Sp::of(&m.method), "`.to(..)` takes one type", "write `x.to(f32)`");
+                return ExprKind::Error;
+            }
+            let Some(to) = m.args.first().and_then(|t| self.cast_target_expr(t)) else {
+                return ExprKind::Error;
+            };
+            return ExprKind::Cast { expr: Box::new(self.expr(&m.receiver)), to };
+        }
+        if m.method == "step_by" {
+            self.unsupported_help(
+                &m.method,
+                "`step_by` outside a `for` header",
+                "write `for i in (a..b).step_by(s)`",
+            );
+            return ExprKind::Error;
+        }
+        let mut args = vec![self.expr(&m.receiver)];
+        args.extend(m.args.iter().map(|a| self.expr(a)));
+        ExprKind::Call { func: m.method.clone(), args, method: true }
+    }
+
+    /// The error for an expression the tile language does not have (`if` as a value, indexing,
+    /// closures, `return`, ...), at the token that introduces it.
+    fn unsupported_expr(&mut self, e: &syn::Expr) -> ExprKind {
+        use syn::Expr as E;
+        match e {
             // Unsupported syntax is reported at the token that introduces it (`match`, `|..|`,
             // `return`, ...), not across the whole construct.
             E::If(i) => {
@@ -944,8 +961,6 @@ impl Parser<'_> {
                 Some("kernels cannot print or call macros"),
             ),
             E::Tuple(_) => self.reject(e, "a tuple"),
-            // `[M, N]` is a shape; where a shape is not expected the checker says so.
-            E::Array(a) => ExprKind::Shape(a.elems.iter().map(|x| self.expr(x)).collect()),
             E::Repeat(_) => self.reject_help(e, "an array", "make tiles with `arange`, `zeros` or `full`"),
             E::Field(f) => self.reject_at(Sp::of(&f.dot_token).to(Sp::of(&f.member)), "field access", None),
             E::Block(_) => self.reject(e, "a block expression"),

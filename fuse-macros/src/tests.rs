@@ -275,82 +275,77 @@ fn validate(k: &Kernel) {
 }
 
 // ---- the seed kernels -----------------------------------------------------------------------
+// Read from the example kernels' files (fuse-kernels/src), so the tests follow them.
 
-const ADD_MUL: &str = r#"
-pub fn add_mul<const BLOCK: usize>(x: *const f32, y: *const f32, z: *const f32, out: *mut f32, n: i32) {
-    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
-    let mask = offs < n;
-    let x = load(x + offs, mask);
-    let y = load(y + offs, mask);
-    let z = load(z + offs, mask);
-    store(out + offs, (x + y) * z, mask);
-}"#;
+pub(crate) const ADD_MUL_FILE: &str = include_str!("../../fuse-kernels/src/add_mul.rs");
+const SOFTMAX_FILE: &str = include_str!("../../fuse-kernels/src/softmax.rs");
+const LAYERNORM_FILE: &str = include_str!("../../fuse-kernels/src/layernorm.rs");
+const BIAS_GELU_DROPOUT_FILE: &str = include_str!("../../fuse-kernels/src/bias_gelu_dropout.rs");
 
-const SOFTMAX: &str = r#"
-pub fn softmax<const BLOCK: usize>(out: *mut f32, inp: *const f32, in_stride: i32, out_stride: i32, n_cols: i32) {
-    let row = program_id(0);
-    let cols = arange(0, BLOCK);
-    let mask = cols < n_cols;
-    let x = load(inp + row * in_stride + cols, mask, f32::NEG_INFINITY);
-    let x = x - max(x);
-    let num = exp(x);
-    let y = num / sum(num);
-    store(out + row * out_stride + cols, y, mask);
-}"#;
-
-const LAYERNORM_F16: &str = r#"
-pub fn layernorm_f16<const BLOCK: usize>(x: *const f16, y: *mut f16, w: *const f16, b: *const f16,
-                                         stride: i32, n_cols: i32, eps: f32) {
-    let row = program_id(0);
-    let cols = arange(0, BLOCK);
-    let mask = cols < n_cols;
-    let xs = load(x + row * stride + cols, mask, 0.0);
-    let mean = sum(xs) / n_cols.to(f32);
-    let xc = where_(mask, xs - mean, 0.0);
-    let var = sum(xc * xc) / n_cols as f32;
-    let rstd = rsqrt(var + eps);
-    let yv = xc * rstd * load(w + cols, mask) + load(b + cols, mask);
-    store(y + row * stride + cols, yv, mask);
-}"#;
-
-const LAYERNORM_WIDE: &str = r#"
-pub fn layernorm_wide<const BLOCK: usize>(x: *const f32, y: *mut f32, w: *const f32, b: *const f32,
-                                          stride: i32, n_cols: i32, eps: f32) {
-    let row = program_id(0);
-    let x = x + row * stride;
-    let y = y + row * stride;
-    let mut acc = zeros(BLOCK);
-    for start in (0..n_cols).step_by(BLOCK) {
-        let cols = start + arange(0, BLOCK);
-        acc += load(x + cols, cols < n_cols, 0.0);
+/// The text of the kernel fn `name` of an example file: from `pub fn name<` to its closing
+/// brace, without its `#[fused_kernel]` (the files also hold launch helpers and references).
+pub(crate) fn example_fn(file: &str, name: &str) -> String {
+    let head = format!("pub fn {name}<");
+    assert_eq!(file.matches(&head).count(), 1, "one `{head}` in the example file");
+    let start = file.find(&head).expect("the kernel fn");
+    let open = start + file[start..].find('{').expect("the kernel's body");
+    let (mut depth, mut end, mut chars) = (0, None, file[open..].char_indices().peekable());
+    while let Some((i, c)) = chars.next() {
+        match c {
+            // Comments may hold braces.
+            '/' if chars.peek().is_some_and(|&(_, n)| n == '/') => {
+                for (_, c) in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(open + i + 1);
+                    break;
+                }
+            }
+            _ => {}
+        }
     }
-    let mean = sum(acc) / n_cols as f32;
-    let mut acc2 = zeros(BLOCK);
-    for start in (0..n_cols).step_by(BLOCK) {
-        let cols = start + arange(0, BLOCK);
-        let m = cols < n_cols;
-        let d = where_(m, load(x + cols, m, 0.0) - mean, 0.0);
-        acc2 += d * d;
-    }
-    let rstd = 1.0 / sqrt(sum(acc2) / n_cols as f32 + eps);
-    for start in (0..n_cols).step_by(BLOCK) {
-        let cols = start + arange(0, BLOCK);
-        let m = cols < n_cols;
-        let v = (load(x + cols, m) - mean) * rstd * load(w + cols, m) + load(b + cols, m);
-        store(y + cols, v, m);
-    }
-}"#;
+    file[start..end.expect("the kernel's closing brace")].to_string()
+}
 
-const BIAS_GELU_DROPOUT: &str = r#"
-pub fn bias_gelu_dropout<const BLOCK: usize>(x: *const f32, bias: *const f32, out: *mut f32,
-                                             seed: u64, p: f32, n: i32, h: i32) {
-    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
-    let m = offs < n;
-    let v = load(x + offs, m) + load(bias + offs % h, m);
-    let g = 0.5 * v * (1.0 + erf(v * 0.7071067811865476));
-    let r = rand(seed, offs);
-    store(out + offs, where_(r > p, g / (1.0 - p), 0.0), m);
-}"#;
+/// [`example_fn`] with its type parameter `T: Float`, if any, bound to `dtype`: an ordinary
+/// kernel of concrete types, named `name`.
+fn example_kernel(file: &str, name: &str, dtype: &str) -> String {
+    let bound = example_fn(file, name)
+        .replacen("<T: Float, ", "<", 1)
+        .replace("*const T,", &format!("*const {dtype},"))
+        .replace("*mut T,", &format!("*mut {dtype},"));
+    assert!(!bound.contains(": Float") && !bound.contains(" T,"), "T left unbound in:\n{bound}");
+    bound
+}
+
+fn add_mul() -> String {
+    example_kernel(ADD_MUL_FILE, "add_mul", "f32")
+}
+
+fn softmax() -> String {
+    example_kernel(SOFTMAX_FILE, "softmax", "f32")
+}
+
+/// `layernorm` on f16 rows (statistics in f32).
+fn layernorm_f16() -> String {
+    example_kernel(LAYERNORM_FILE, "layernorm", "f16")
+}
+
+/// `layernorm_wide`: rows wider than a tile, in loops over column blocks.
+fn layernorm_wide() -> String {
+    example_kernel(LAYERNORM_FILE, "layernorm_wide", "f32")
+}
+
+fn bias_gelu_dropout() -> String {
+    example_kernel(BIAS_GELU_DROPOUT_FILE, "bias_gelu_dropout", "f32")
+}
 
 fn with_dtype(src: &str, from: &str, to: &str) -> String {
     src.replace(&format!("*const {from}"), &format!("*const {to}"))
@@ -359,7 +354,7 @@ fn with_dtype(src: &str, from: &str, to: &str) -> String {
 
 #[test]
 fn add_mul_checks() {
-    let k = ok(ADD_MUL);
+    let k = ok(&add_mul());
     assert_eq!(k.name, "add_mul");
     assert_eq!(k.consts, ["BLOCK"]);
     assert_eq!(k.params.len(), 5);
@@ -387,7 +382,7 @@ fn add_mul_checks() {
 
 #[test]
 fn softmax_checks() {
-    let k = ok(SOFTMAX);
+    let k = ok(&softmax());
     let ls = loads(&k);
     assert_eq!(ls.len(), 1);
     let (_, param, offset, _, other) = ls[0];
@@ -407,12 +402,12 @@ fn softmax_checks() {
 
 #[test]
 fn layernorm_f16_widens_and_narrows() {
-    let k = ok(LAYERNORM_F16);
+    let k = ok(&layernorm_f16());
     // The load keeps the storage type; arithmetic sees it widened.
     assert_eq!(var(&k, "xs").ty, Ty::tile(DType::F16, block()));
     assert_eq!(var(&k, "mean").ty, Ty::scalar(DType::F32));
     assert_eq!(var(&k, "xc").ty, Ty::tile(DType::F32, block()));
-    assert_eq!(var(&k, "yv").ty, Ty::tile(DType::F32, block()));
+    assert_eq!(var(&k, "out").ty, Ty::tile(DType::F32, block()));
     let xs = var_id(&k, "xs");
     assert!(
         assigns(&k).iter().any(|(d, e)| *e == Expr::Cast(xs) && k.ty(*d) == &Ty::tile(DType::F32, block())),
@@ -425,12 +420,12 @@ fn layernorm_f16_widens_and_narrows() {
     let (param, _, value, _) = stores(&k)[0];
     assert_eq!(param, 1);
     assert_eq!(k.ty(value), &Ty::tile(DType::F16, block()));
-    assert_eq!(expr_of(&k, &k.var(value).name), Expr::Cast(var_id(&k, "yv")));
+    assert_eq!(expr_of(&k, &k.var(value).name), Expr::Cast(var_id(&k, "out")));
 }
 
 #[test]
 fn layernorm_wide_tracks_pointers_and_loops() {
-    let k = ok(LAYERNORM_WIDE);
+    let k = ok(&layernorm_wide());
     assert_eq!(var(&k, "acc").ty, Ty::tile(DType::F32, block()));
     let fors: Vec<_> = k.body.iter().filter(|s| matches!(s, Stmt::For { .. })).collect();
     assert_eq!(fors.len(), 3);
@@ -462,7 +457,7 @@ fn layernorm_wide_tracks_pointers_and_loops() {
 
 #[test]
 fn bias_gelu_dropout_checks() {
-    let k = ok(BIAS_GELU_DROPOUT);
+    let k = ok(&bias_gelu_dropout());
     let r = var(&k, "r");
     assert_eq!(r.ty, Ty::tile(DType::F32, block()));
     let Expr::Rand { seed, offset, width: fuse_ir::RandWidth::W32 } = expr_of(&k, "r") else {
@@ -480,14 +475,14 @@ fn bias_gelu_dropout_checks() {
 #[test]
 fn seed_kernels_in_f16_and_bf16() {
     for (src, from) in [
-        (ADD_MUL, "f32"),
-        (SOFTMAX, "f32"),
-        (LAYERNORM_WIDE, "f32"),
-        (BIAS_GELU_DROPOUT, "f32"),
-        (LAYERNORM_F16, "f16"),
+        (add_mul(), "f32"),
+        (softmax(), "f32"),
+        (layernorm_wide(), "f32"),
+        (bias_gelu_dropout(), "f32"),
+        (layernorm_f16(), "f16"),
     ] {
         for to in ["f16", "bf16", "f32"] {
-            let k = ok(&with_dtype(src, from, to));
+            let k = ok(&with_dtype(&src, from, to));
             let d = DType::from_name(to).expect("dtype");
             for (param, _, value, _) in stores(&k) {
                 assert_eq!(k.ty(value).dtype, d, "{} stores {to}", k.name);
@@ -502,7 +497,7 @@ fn seed_kernels_in_f16_and_bf16() {
 
 #[test]
 fn add_mul_in_bf16_widens_every_operand() {
-    let k = ok(&with_dtype(ADD_MUL, "f32", "bf16"));
+    let k = ok(&with_dtype(&add_mul(), "f32", "bf16"));
     let casts = assigns(&k).into_iter().filter(|(_, e)| matches!(e, Expr::Cast(_))).count();
     assert_eq!(casts, 4, "x, y, z widened; the product narrowed");
 }
@@ -701,7 +696,7 @@ fn names_stay_c_safe() {
             store(out, fuse_tmp);
         }"#);
     for v in &k.vars {
-        assert!(!crate::emit_cuda::names::C_RESERVED.contains(&v.name.as_str()), "{}", v.name);
+        assert!(!crate::c_names::C_RESERVED.contains(&v.name.as_str()), "{}", v.name);
         assert!(!v.name.starts_with("fuse_"), "{}", v.name);
     }
     let names: Vec<&str> = k.vars.iter().map(|v| v.name.as_str()).collect();
@@ -1128,7 +1123,7 @@ fn expand_src(attr: &str, src: &str) -> String {
 #[test]
 fn expands_to_module_with_launcher() {
     let out =
-        expand::fused_kernel(TokenStream::new(), tokens(&format!("/// Adds and multiplies.\n{ADD_MUL}")));
+        expand::fused_kernel(TokenStream::new(), tokens(&format!("/// Adds and multiplies.\n{}", add_mul())));
     let module: syn::ItemMod =
         syn::parse2(out.clone()).unwrap_or_else(|e| panic!("not a module: {e}\n{out}"));
     assert_eq!(module.ident, "add_mul");
@@ -1148,7 +1143,7 @@ fn expands_to_module_with_launcher() {
         assert!(text.contains(needle), "missing {needle}\nin {text}");
     }
     // The specializations are the emitter's, spelled as paths.
-    let specs = crate::emit_cuda::emit_cuda(&ok(ADD_MUL)).specializations;
+    let specs = crate::emit_cuda::emit_cuda(&ok(&add_mul())).specializations;
     for s in &specs {
         let spelled = match s {
             Specialization::Align16(i) => format!(":: fuse :: fuse_ir :: Specialization :: Align16 ({i}u32)"),
@@ -1182,12 +1177,12 @@ fn expands_to_module_with_launcher() {
             _ => None,
         })
         .expect("IR_JSON");
-    assert_eq!(Kernel::from_json(&ir).expect("valid IR"), ok(ADD_MUL));
+    assert_eq!(Kernel::from_json(&ir).expect("valid IR"), ok(&add_mul()));
 }
 
 #[test]
 fn expands_half_buffers() {
-    let text = expand_src("", &with_dtype(LAYERNORM_F16, "f16", "bf16"));
+    let text = expand_src("", &with_dtype(&layernorm_f16(), "f16", "bf16"));
     assert!(
         text.contains(
             "x : & (impl :: fuse :: DeviceRead < :: fuse :: half :: bf16 > + ? :: core :: marker :: Sized)"
@@ -1218,7 +1213,7 @@ fn stub_keeps_signature_of_bad_params() {
 
 #[test]
 fn attribute_arguments_are_rejected() {
-    let text = expand_src("num_warps = 4", ADD_MUL);
+    let text = expand_src("num_warps = 4", &add_mul());
     assert!(text.contains("takes no arguments"), "{text}");
     assert!(text.contains("pub mod add_mul"));
 }

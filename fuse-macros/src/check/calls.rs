@@ -60,176 +60,48 @@ pub(super) fn is_builtin(name: &str) -> bool {
 }
 
 impl Checker<'_> {
+    /// A call of a tile-language function (`method`: written as `x.name(..)`, the receiver its
+    /// first argument).
     pub(super) fn call(&mut self, func: &Ident, args: &[ast::Expr], method: bool, sp: Sp) -> Val {
         let name = func.to_string();
-        let fsp = Sp::single(func.span());
+        let func_sp = Sp::single(func.span());
         let vals: Vec<Val> = args.iter().map(|a| self.expr(a)).collect();
-        if method && METHODLESS.contains(&name.as_str()) {
-            // `0.program_id()`, `8.arange(16)`: these take no value to call a method on.
-            self.diags.error_help(
-                fsp,
-                format!("`{name}` is not a method"),
-                format!("call it as a function: `{name}(..)`"),
-            );
-            return Val::Err;
-        }
-        let Some(&(_, lo, hi, sig)) = BUILTINS.iter().find(|b| b.0 == name) else {
-            if method {
-                // Any function whose first argument is a value can be written as a method, plus `.to(T)`.
-                let methods = BUILTINS.iter().filter(|b| !METHODLESS.contains(&b.0)).map(|b| b.0);
-                let help = match closest(&name, methods.clone().chain(["to"])) {
-                    Some(c) => format!("did you mean `.{c}()`?"),
-                    None => format!(
-                        "the methods are `.to(T)` and the tile language's functions on their first argument: {}",
-                        methods.map(|m| format!(".{m}()")).collect::<Vec<_>>().join(" ")
-                    ),
-                };
-                self.diags.error_help(fsp, format!("unknown method `.{name}()`"), help);
-                return Val::Err;
-            }
-            let help = match closest(&name, BUILTINS.iter().map(|b| b.0)) {
-                Some(c) => format!("did you mean `{c}`?"),
-                None if name == "where" => "the select function is `where_(cond, a, b)`".into(),
-                None => format!(
-                    "the tile language's functions are {}",
-                    BUILTINS.iter().map(|b| b.0).collect::<Vec<_>>().join(", ")
-                ),
-            };
-            self.diags.error_help(fsp, format!("unknown function `{name}`"), help);
-            return Val::Err;
-        };
+        let Some((lo, hi, sig)) = self.builtin(&name, method, func_sp) else { return Val::Err };
         if vals.len() < lo || vals.len() > hi {
-            // Method sugar counts the receiver as the first argument; say so in its own terms.
-            let (shown, lo, hi, found) = if method {
-                let rest = sig.split_once(", ").map_or("", |(_, r)| r);
-                (rest, lo.saturating_sub(1), hi.saturating_sub(1), vals.len().saturating_sub(1))
-            } else {
-                (sig, lo, hi, vals.len())
-            };
-            let count = if lo == hi { format!("{lo}") } else { format!("{lo} to {hi}") };
-            let plural = if hi == 1 { "argument" } else { "arguments" };
-            let msg = if method {
-                let first = sig.split(", ").next().unwrap_or("x");
-                if hi == 0 {
-                    format!("`.{name}()` takes no arguments besides its receiver, found {found}")
-                } else {
-                    format!("`.{name}(..)` takes {count} {plural} ({shown}) besides its receiver ({first}), found {found}")
-                }
-            } else {
-                format!("`{name}` takes {count} {plural} ({shown}), found {found}")
-            };
-            match name.as_str() {
-                "max" | "min" if vals.len() == 2 => {
-                    let help = if method {
-                        format!("`.{name}()` reduces one tile; for the element-wise {name} of two values use `a.{name}imum(b)`")
-                    } else {
-                        format!("`{name}` reduces one tile; for the element-wise {name} of two values use `{name}imum(a, b)`")
-                    };
-                    self.diags.error_help(fsp, msg, help)
-                }
-                _ => self.diags.error(fsp, msg),
-            }
+            self.wrong_arity(&name, method, (lo, hi, sig), vals.len(), func_sp);
             return Val::Err;
         }
-        let sps: Vec<Sp> = args.iter().map(|a| a.sp).collect();
+        let arg_sps: Vec<Sp> = args.iter().map(|a| a.sp).collect();
         let mut vals = vals.into_iter();
         let mut arg = move || vals.next().unwrap_or(Val::Err);
-        let asp = |i: usize| sps.get(i).copied().unwrap_or(fsp);
+        let arg_sp = |i: usize| arg_sps.get(i).copied().unwrap_or(func_sp);
         match name.as_str() {
-            "program_id" | "num_programs" => {
-                let axis = match arg() {
-                    Val::Err => return Val::Err,
-                    Val::Weak(Weak::Int(ConstExpr::Lit(a))) if (0..=2).contains(&a) => a as u8,
-                    _ => {
-                        self.diags.error_help(
-                            asp(0),
-                            format!("the axis of `{name}` must be the literal 0, 1 or 2"),
-                            "grids have up to three axes",
-                        );
-                        return Val::Err;
-                    }
-                };
-                let expr = if name == "program_id" { Expr::ProgramId(axis) } else { Expr::NumPrograms(axis) };
-                self.fresh(Ty::scalar(DType::I32), expr)
-            }
-            "arange" => self.arange(arg(), arg(), asp(0), asp(1), sp),
-            "zeros" => {
-                let Some(dims) = self.const_shape(&arg(), asp(0), "the length of `zeros`") else {
-                    return Val::Err;
-                };
-                let Some(shape) = Shape::from_dims(&dims) else { return Val::Err };
-                let zero = self.emit(Ty::scalar(DType::F32), Expr::Lit(Literal::Float(0.0)));
-                self.fresh(Ty { dtype: DType::F32, shape }, Expr::Splat(zero))
-            }
+            "program_id" | "num_programs" => self.program_id(&name, arg(), arg_sp(0)),
+            "arange" => self.arange(arg(), arg(), arg_sp(0), arg_sp(1), sp),
+            "zeros" => self.zeros(arg(), arg_sp(0)),
             "full" => {
-                let dims = self.const_shape(&arg(), asp(0), "the length of `full`");
-                let v = self.strong(arg(), asp(1), "the value of `full`");
-                let (Some(dims), Some(v)) = (dims, v) else { return Val::Err };
-                let Some(shape) = Shape::from_dims(&dims) else { return Val::Err };
-                let v = self.widen(v);
-                let ty = self.ty(v);
-                if !ty.shape.is_scalar() {
-                    self.diags.error(
-                        asp(1),
-                        format!("the value of `full` must be a scalar, found {}", self.describe_ty(&ty)),
-                    );
-                    return Val::Err;
-                }
-                self.fresh(Ty { dtype: ty.dtype, shape }, Expr::Splat(v))
+                let shape = arg();
+                self.full(shape, arg_sp(0), arg(), arg_sp(1))
             }
             "load" => {
                 let ptr = arg();
-                let mask = if args.len() > 1 { Some((arg(), asp(1))) } else { None };
-                let other = if args.len() > 2 { Some((arg(), asp(2))) } else { None };
-                self.load(ptr, asp(0), mask, other)
+                let mask = if args.len() > 1 { Some((arg(), arg_sp(1))) } else { None };
+                let other = if args.len() > 2 { Some((arg(), arg_sp(2))) } else { None };
+                self.load(ptr, arg_sp(0), mask, other)
             }
             "store" => {
                 let ptr = arg();
                 let value = arg();
-                let mask = if args.len() > 2 { Some((arg(), asp(2))) } else { None };
-                self.store(ptr, asp(0), value, asp(1), mask)
+                let mask = if args.len() > 2 { Some((arg(), arg_sp(2))) } else { None };
+                self.store(ptr, arg_sp(0), value, arg_sp(1), mask)
             }
             "where_" => {
-                let c = arg();
-                let cond = self.strong(c, asp(0), "the condition of `where_`");
-                let (a, b) = (arg(), arg());
-                let ab = self.unify(a, b, asp(1).to(asp(2)), asp(1), asp(2), "the branches of `where_`");
-                let (Some(cond), Some((a, b))) = (cond, ab) else { return Val::Err };
-                let cty = self.ty(cond);
-                if cty.dtype != DType::Bool {
-                    self.diags.error_help(
-                        asp(0),
-                        format!("the condition of `where_` must be bool, found {}", self.describe_ty(&cty)),
-                        "compare it: `x > 0`",
-                    );
-                    return Val::Err;
-                }
-                let mut ops = [cond, a, b];
-                let Some(shape) = self.broadcast_operands(&mut ops, sp) else { return Val::Err };
-                let [cond, a, b] = ops;
-                let dtype = self.ty(a).dtype;
-                self.fresh(Ty { dtype, shape }, Expr::Where(cond, a, b))
+                let (c, a, b) = (arg(), arg(), arg());
+                self.where_(c, a, b, [arg_sp(0), arg_sp(1), arg_sp(2)], sp)
             }
             "maximum" | "minimum" => {
-                let op = if name == "maximum" { BinaryOp::Max } else { BinaryOp::Min };
                 let (a, b) = (arg(), arg());
-                if let (Val::Weak(wa), Val::Weak(wb)) = (&a, &b) {
-                    if let Some(v) = self.fold(op, wa, wb, fsp) {
-                        return v;
-                    }
-                }
-                let Some((x, y)) = self.unify(a, b, fsp, asp(0), asp(1), &format!("`{name}`")) else {
-                    return Val::Err;
-                };
-                let dtype = self.ty(x).dtype;
-                if dtype == DType::Bool {
-                    self.diags.error(fsp, format!("`{name}` takes numbers, found bools"));
-                    return Val::Err;
-                }
-                let mut ops = [x, y];
-                let Some(shape) = self.broadcast_operands(&mut ops, fsp) else { return Val::Err };
-                let [x, y] = ops;
-                self.fresh(Ty { dtype, shape }, Expr::Binary(op, x, y))
+                self.maximum_or_minimum(&name, a, b, func_sp, [arg_sp(0), arg_sp(1)])
             }
             "sum" | "max" | "min" | "argmax" | "argmin" => {
                 let op = match name.as_str() {
@@ -240,19 +112,19 @@ impl Checker<'_> {
                     _ => Reduction::Arg(ArgOp::Min),
                 };
                 let tile = arg();
-                let axis = if args.len() > 1 { Some((arg(), asp(1))) } else { None };
-                self.reduce(op, &name, tile, asp(0), axis, method)
+                let axis = if args.len() > 1 { Some((arg(), arg_sp(1))) } else { None };
+                self.reduce(op, &name, tile, arg_sp(0), axis, method)
             }
             "expand_dims" => {
                 let x = arg();
-                self.expand_dims(x, asp(0), arg(), asp(1))
+                self.expand_dims(x, arg_sp(0), arg(), arg_sp(1))
             }
             "broadcast_to" | "reshape" => {
                 let x = arg();
-                let dims = self.const_shape(&arg(), asp(1), &format!("the shape of `{name}`"));
-                self.reshape_or_broadcast(&name, x, asp(0), dims, sp)
+                let dims = self.const_shape(&arg(), arg_sp(1), &format!("the shape of `{name}`"));
+                self.reshape_or_broadcast(&name, x, arg_sp(0), dims, sp)
             }
-            "trans" => self.trans(arg(), asp(0)),
+            "trans" => self.trans(arg(), arg_sp(0)),
             "split" => {
                 // Anywhere but `let (even, odd) = split(x);` (stmts.rs).
                 self.diags.error_help(
@@ -264,57 +136,215 @@ impl Checker<'_> {
             }
             "join" => {
                 let (a, b) = (arg(), arg());
-                self.join(a, asp(0), b, asp(1), sp)
+                self.join(a, arg_sp(0), b, arg_sp(1), sp)
             }
             "dot" => {
                 let (a, b) = (arg(), arg());
-                let acc = if args.len() > 2 { Some((arg(), asp(2))) } else { None };
-                self.dot(a, asp(0), b, asp(1), acc, sp)
+                let acc = if args.len() > 2 { Some((arg(), arg_sp(2))) } else { None };
+                self.dot(a, arg_sp(0), b, arg_sp(1), acc, sp)
             }
             "cdiv" => {
                 let (a, b) = (arg(), arg());
-                for (v, i) in [(&a, 0), (&b, 1)] {
-                    let is_int = match v {
-                        Val::Weak(Weak::Int(_)) | Val::Err => true,
-                        Val::Var { id, .. } => self.ty(*id).dtype.compute().is_int(),
-                        _ => false,
-                    };
-                    if !is_int {
-                        let d = self.describe(v);
-                        self.diags.error_help(
-                            asp(i),
-                            format!("`cdiv` takes integers, found {d}"),
-                            "for floats use `ceil(a / b)`",
-                        );
-                        return Val::Err;
-                    }
-                }
-                // cdiv(a, b) = (a + b - 1) / b
-                let sum = self.binary(BinaryKind::Op(BinaryOp::Add), a, b.clone(), fsp, asp(0), asp(1));
-                let one = Val::Weak(Weak::Int(ConstExpr::Lit(1)));
-                let minus = self.binary(BinaryKind::Op(BinaryOp::Sub), sum, one, fsp, asp(0), asp(1));
-                self.binary(BinaryKind::Op(BinaryOp::Div), minus, b, fsp, asp(0), asp(1))
+                self.cdiv(a, b, func_sp, [arg_sp(0), arg_sp(1)])
             }
-            "rand" => self.rand(RandWidth::W32, arg(), asp(0), arg(), asp(1)),
-            "rand16" => self.rand(RandWidth::W16, arg(), asp(0), arg(), asp(1)),
+            "rand" => self.rand(RandWidth::W32, arg(), arg_sp(0), arg(), arg_sp(1)),
+            "rand16" => self.rand(RandWidth::W16, arg(), arg_sp(0), arg(), arg_sp(1)),
             _ => {
                 let op = match UnaryOp::MATH.iter().find(|o| o.name() == name) {
                     Some(op) => *op,
                     None => UnaryOp::Abs,
                 };
-                self.math(op, &name, arg(), asp(0))
+                self.math(op, &name, arg(), arg_sp(0))
             }
         }
     }
 
-    pub(super) fn arange(&mut self, start: Val, end: Val, ssp: Sp, esp: Sp, sp: Sp) -> Val {
+    /// The fewest and most arguments and the argument names of builtin `name`; `None` (reported)
+    /// for an unknown function or method, or a method call of a function that takes no receiver.
+    fn builtin(&mut self, name: &str, method: bool, func_sp: Sp) -> Option<(usize, usize, &'static str)> {
+        if method && METHODLESS.contains(&name) {
+            // `0.program_id()`, `8.arange(16)`: these take no value to call a method on.
+            self.diags.error_help(
+                func_sp,
+                format!("`{name}` is not a method"),
+                format!("call it as a function: `{name}(..)`"),
+            );
+            return None;
+        }
+        if let Some(&(_, lo, hi, sig)) = BUILTINS.iter().find(|b| b.0 == name) {
+            return Some((lo, hi, sig));
+        }
+        if method {
+            // Any function whose first argument is a value can be written as a method, plus `.to(T)`.
+            let methods = BUILTINS.iter().filter(|b| !METHODLESS.contains(&b.0)).map(|b| b.0);
+            let help = match closest(name, methods.clone().chain(["to"])) {
+                Some(c) => format!("did you mean `.{c}()`?"),
+                None => format!(
+                    "the methods are `.to(T)` and the tile language's functions on their first argument: {}",
+                    methods.map(|m| format!(".{m}()")).collect::<Vec<_>>().join(" ")
+                ),
+            };
+            self.diags.error_help(func_sp, format!("unknown method `.{name}()`"), help);
+            return None;
+        }
+        let help = match closest(name, BUILTINS.iter().map(|b| b.0)) {
+            Some(c) => format!("did you mean `{c}`?"),
+            None if name == "where" => "the select function is `where_(cond, a, b)`".into(),
+            None => format!(
+                "the tile language's functions are {}",
+                BUILTINS.iter().map(|b| b.0).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        self.diags.error_help(func_sp, format!("unknown function `{name}`"), help);
+        None
+    }
+
+    /// Reports a call of `name` with `given` arguments where it takes `lo` to `hi` (named by
+    /// `sig`). Method sugar counts the receiver as the first argument; the message says so in its
+    /// own terms.
+    fn wrong_arity(
+        &mut self,
+        name: &str,
+        method: bool,
+        (lo, hi, sig): (usize, usize, &str),
+        given: usize,
+        func_sp: Sp,
+    ) {
+        let (shown, lo, hi, found) = if method {
+            let rest = sig.split_once(", ").map_or("", |(_, r)| r);
+            (rest, lo.saturating_sub(1), hi.saturating_sub(1), given.saturating_sub(1))
+        } else {
+            (sig, lo, hi, given)
+        };
+        let count = if lo == hi { format!("{lo}") } else { format!("{lo} to {hi}") };
+        let plural = if hi == 1 { "argument" } else { "arguments" };
+        let msg = if method {
+            let first = sig.split(", ").next().unwrap_or("x");
+            if hi == 0 {
+                format!("`.{name}()` takes no arguments besides its receiver, found {found}")
+            } else {
+                format!("`.{name}(..)` takes {count} {plural} ({shown}) besides its receiver ({first}), found {found}")
+            }
+        } else {
+            format!("`{name}` takes {count} {plural} ({shown}), found {found}")
+        };
+        match name {
+            "max" | "min" if given == 2 => {
+                let help = if method {
+                    format!("`.{name}()` reduces one tile; for the element-wise {name} of two values use `a.{name}imum(b)`")
+                } else {
+                    format!("`{name}` reduces one tile; for the element-wise {name} of two values use `{name}imum(a, b)`")
+                };
+                self.diags.error_help(func_sp, msg, help)
+            }
+            _ => self.diags.error(func_sp, msg),
+        }
+    }
+
+    /// `program_id(axis)` or `num_programs(axis)`.
+    fn program_id(&mut self, name: &str, axis: Val, axis_sp: Sp) -> Val {
+        let axis = match axis {
+            Val::Err => return Val::Err,
+            Val::Weak(Weak::Int(ConstExpr::Lit(a))) if (0..=2).contains(&a) => a as u8,
+            _ => {
+                self.diags.error_help(
+                    axis_sp,
+                    format!("the axis of `{name}` must be the literal 0, 1 or 2"),
+                    "grids have up to three axes",
+                );
+                return Val::Err;
+            }
+        };
+        let expr = if name == "program_id" { Expr::ProgramId(axis) } else { Expr::NumPrograms(axis) };
+        self.fresh(Ty::scalar(DType::I32), expr)
+    }
+
+    /// `zeros(shape)`: an f32 tile.
+    fn zeros(&mut self, shape: Val, shape_sp: Sp) -> Val {
+        let Some(dims) = self.const_shape(&shape, shape_sp, "the length of `zeros`") else {
+            return Val::Err;
+        };
+        let Some(shape) = Shape::from_dims(&dims) else { return Val::Err };
+        let zero = self.emit(Ty::scalar(DType::F32), Expr::Lit(Literal::Float(0.0)));
+        self.fresh(Ty { dtype: DType::F32, shape }, Expr::Splat(zero))
+    }
+
+    /// `full(shape, value)`: a tile of the scalar `value`.
+    fn full(&mut self, shape: Val, shape_sp: Sp, value: Val, value_sp: Sp) -> Val {
+        let dims = self.const_shape(&shape, shape_sp, "the length of `full`");
+        let v = self.strong(value, value_sp, "the value of `full`");
+        let (Some(dims), Some(v)) = (dims, v) else { return Val::Err };
+        let Some(shape) = Shape::from_dims(&dims) else { return Val::Err };
+        let v = self.widen(v);
+        let ty = self.ty(v);
+        if !ty.shape.is_scalar() {
+            self.diags.error(
+                value_sp,
+                format!("the value of `full` must be a scalar, found {}", self.describe_ty(&ty)),
+            );
+            return Val::Err;
+        }
+        self.fresh(Ty { dtype: ty.dtype, shape }, Expr::Splat(v))
+    }
+
+    /// `where_(c, a, b)`, given the arguments' spans in order.
+    fn where_(&mut self, c: Val, a: Val, b: Val, [c_sp, a_sp, b_sp]: [Sp; 3], sp: Sp) -> Val {
+        let cond = self.strong(c, c_sp, "the condition of `where_`");
+        let ab = self.unify(a, b, a_sp.to(b_sp), a_sp, b_sp, "the branches of `where_`");
+        let (Some(cond), Some((a, b))) = (cond, ab) else { return Val::Err };
+        if !self.bool_or_report(cond, c_sp, "the condition of `where_`", "compare it: `x > 0`") {
+            return Val::Err;
+        }
+        let mut ops = [cond, a, b];
+        let Some(shape) = self.broadcast_operands(&mut ops, sp) else { return Val::Err };
+        let [cond, a, b] = ops;
+        let dtype = self.ty(a).dtype;
+        self.fresh(Ty { dtype, shape }, Expr::Where(cond, a, b))
+    }
+
+    /// `maximum(a, b)` or `minimum(a, b)`, element-wise (folded when both are constants).
+    fn maximum_or_minimum(&mut self, name: &str, a: Val, b: Val, func_sp: Sp, [a_sp, b_sp]: [Sp; 2]) -> Val {
+        let op = if name == "maximum" { BinaryOp::Max } else { BinaryOp::Min };
+        if let (Val::Weak(wa), Val::Weak(wb)) = (&a, &b) {
+            if let Some(v) = self.fold(op, wa, wb, func_sp) {
+                return v;
+            }
+        }
+        let Some((x, y)) = self.unify(a, b, func_sp, a_sp, b_sp, &format!("`{name}`")) else {
+            return Val::Err;
+        };
+        let dtype = self.ty(x).dtype;
+        if dtype == DType::Bool {
+            self.diags.error(func_sp, format!("`{name}` takes numbers, found bools"));
+            return Val::Err;
+        }
+        let mut ops = [x, y];
+        let Some(shape) = self.broadcast_operands(&mut ops, func_sp) else { return Val::Err };
+        let [x, y] = ops;
+        self.fresh(Ty { dtype, shape }, Expr::Binary(op, x, y))
+    }
+
+    /// `cdiv(a, b)` of integers, as `(a + b - 1) / b`.
+    fn cdiv(&mut self, a: Val, b: Val, func_sp: Sp, [a_sp, b_sp]: [Sp; 2]) -> Val {
+        for (v, v_sp) in [(&a, a_sp), (&b, b_sp)] {
+            if !self.integer_or_report(v, v_sp, "`cdiv` takes integers", "for floats use `ceil(a / b)`") {
+                return Val::Err;
+            }
+        }
+        let sum = self.binary(BinaryKind::Op(BinaryOp::Add), a, b.clone(), func_sp, a_sp, b_sp);
+        let one = Val::Weak(Weak::Int(ConstExpr::Lit(1)));
+        let minus = self.binary(BinaryKind::Op(BinaryOp::Sub), sum, one, func_sp, a_sp, b_sp);
+        self.binary(BinaryKind::Op(BinaryOp::Div), minus, b, func_sp, a_sp, b_sp)
+    }
+
+    pub(super) fn arange(&mut self, start: Val, end: Val, start_sp: Sp, end_sp: Sp, sp: Sp) -> Val {
         let s = match start {
             Val::Err => return Val::Err,
             Val::Weak(Weak::Int(ConstExpr::Lit(s))) => s,
             other => {
                 let d = self.describe(&other);
                 self.diags.error_help(
-                    ssp,
+                    start_sp,
                     format!("the start of `arange` must be an integer literal, found {d}"),
                     "shift the tile instead: `start + arange(0, BLOCK)`",
                 );
@@ -334,7 +364,7 @@ impl Checker<'_> {
                 }
                 if !(n as u128).is_power_of_two() || n > 1 << 30 {
                     // Point at the end when it alone sets the length.
-                    let at = if s == 0 { esp } else { sp };
+                    let at = if s == 0 { end_sp } else { sp };
                     let up = (n as u128).checked_next_power_of_two().filter(|p| *p <= 1 << 30);
                     let help = match up {
                         Some(p) => format!(
@@ -352,10 +382,10 @@ impl Checker<'_> {
                 }
                 self.const_len(&Val::Weak(Weak::Int(ConstExpr::Lit(n))), sp, "the length of `arange`")
             }
-            Val::Weak(Weak::Int(_)) if s == 0 => self.const_len(&end, esp, "the end of `arange`"),
+            Val::Weak(Weak::Int(_)) if s == 0 => self.const_len(&end, end_sp, "the end of `arange`"),
             Val::Weak(Weak::Int(_)) => {
                 self.diags.error_help(
-                    ssp,
+                    start_sp,
                     "`arange` with a symbolic end needs the start 0",
                     "shift the tile instead: `start + arange(0, BLOCK)`",
                 );
@@ -364,7 +394,7 @@ impl Checker<'_> {
             other => {
                 let d = self.describe(other);
                 self.diags.error_help(
-                    esp,
+                    end_sp,
                     format!("the end of `arange` must be a compile-time constant, found {d}"),
                     "tile lengths are compile-time constants: use a const generic like `BLOCK` and mask with `offs < n`",
                 );
@@ -413,17 +443,24 @@ impl Checker<'_> {
         self.fresh(ty, Expr::Unary(op, id))
     }
 
-    pub(super) fn rand(&mut self, width: RandWidth, seed: Val, ssp: Sp, offsets: Val, osp: Sp) -> Val {
+    pub(super) fn rand(
+        &mut self,
+        width: RandWidth,
+        seed: Val,
+        seed_sp: Sp,
+        offsets: Val,
+        offsets_sp: Sp,
+    ) -> Val {
         let f = width.name();
         let seed = match seed {
             Val::Err => None,
             // A literal seed is a u64 (as the Philox key is), or i64 if negative.
             Val::Weak(Weak::Int(ce)) => {
                 let d = if matches!(ce, ConstExpr::Lit(v) if v < 0) { DType::I64 } else { DType::U64 };
-                self.materialize(&Weak::Int(ce), d, ssp)
+                self.materialize(&Weak::Int(ce), d, seed_sp)
             }
             other => {
-                let id = self.strong(other, ssp, &format!("the seed of `{f}`"));
+                let id = self.strong(other, seed_sp, &format!("the seed of `{f}`"));
                 id.and_then(|id| {
                     let id = self.widen(id);
                     let ty = self.ty(id);
@@ -431,7 +468,7 @@ impl Checker<'_> {
                         Some(id)
                     } else {
                         self.diags.error_help(
-                            ssp,
+                            seed_sp,
                             format!(
                                 "the seed of `{f}` must be an integer scalar, found {}",
                                 self.describe_ty(&ty)
@@ -445,14 +482,14 @@ impl Checker<'_> {
         };
         let offset = match offsets {
             Val::Err => None,
-            other => self.strong(other, osp, &format!("the offsets of `{f}`")).and_then(|id| {
+            other => self.strong(other, offsets_sp, &format!("the offsets of `{f}`")).and_then(|id| {
                 let id = self.widen(id);
                 let ty = self.ty(id);
                 if ty.dtype.is_int() {
                     Some(id)
                 } else {
                     self.diags.error_help(
-                        osp,
+                        offsets_sp,
                         format!("the offsets of `{f}` must be integers, found {}", self.describe_ty(&ty)),
                         "use element offsets like `offs`",
                     );

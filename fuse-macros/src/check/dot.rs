@@ -22,18 +22,18 @@ struct Operand {
 
 impl Checker<'_> {
     /// `dot(a, b[, acc])`; `sp` is the whole call.
-    pub(super) fn dot(&mut self, a: Val, asp: Sp, b: Val, bsp: Sp, acc: Option<(Val, Sp)>, sp: Sp) -> Val {
-        let a = self.dot_operand(a, asp, "a");
-        let b = self.dot_operand(b, bsp, "b");
+    pub(super) fn dot(&mut self, a: Val, a_sp: Sp, b: Val, b_sp: Sp, acc: Option<(Val, Sp)>, sp: Sp) -> Val {
+        let a = self.dot_operand(a, a_sp, "a");
+        let b = self.dot_operand(b, b_sp, "b");
         let (Some(a), Some(b)) = (a, b) else {
             return Val::Err;
         };
-        let acc_dtype = self.dot_element_types(&a, asp, &b, bsp);
-        let dims_ok = self.dot_dims(&a, asp, &b, bsp, sp);
+        let acc_dtype = self.dot_element_types(&a, a_sp, &b, b_sp);
+        let dims_ok = self.dot_dims(&a, a_sp, &b, b_sp, sp);
         let (m, n) = (a.rows.clone(), b.cols.clone());
         let acc = match acc {
             None => Some(None),
-            Some((v, vsp)) => self.dot_accumulator(v, vsp, acc_dtype, &a, &b).map(Some),
+            Some((v, acc_sp)) => self.dot_accumulator(v, acc_sp, acc_dtype, &a, &b).map(Some),
         };
         match (acc_dtype, dims_ok, acc) {
             (Some(dtype), true, Some(acc)) => {
@@ -73,10 +73,10 @@ impl Checker<'_> {
     }
 
     /// Both operands of one supported storage type; gives the accumulator dtype.
-    fn dot_element_types(&mut self, a: &Operand, asp: Sp, b: &Operand, bsp: Sp) -> Option<DType> {
+    fn dot_element_types(&mut self, a: &Operand, a_sp: Sp, b: &Operand, b_sp: Sp) -> Option<DType> {
         let (ta, tb) = (self.ty(a.id), self.ty(b.id));
         let mut supported = true;
-        for (t, sp, which) in [(&ta, asp, "a"), (&tb, bsp, "b")] {
+        for (t, sp, which) in [(&ta, a_sp, "a"), (&tb, b_sp, "b")] {
             if dot_accumulator(t.dtype).is_none() {
                 self.diags.error_help(
                     sp,
@@ -109,7 +109,7 @@ impl Checker<'_> {
                 "convert one operand so both are f16, bf16, f32 or i8".to_string()
             };
             self.diags.error_help(
-                asp.to(bsp),
+                a_sp.to(b_sp),
                 format!(
                     "mismatched element types in `dot`: `a` is {} and `b` is {}",
                     self.describe_ty(&ta),
@@ -124,7 +124,7 @@ impl Checker<'_> {
 
     /// `a`'s columns are `b`'s rows, and M, N, K are at least 16 where they are literal (const
     /// generics are asserted at the launch). Reports and gives false otherwise.
-    fn dot_dims(&mut self, a: &Operand, asp: Sp, b: &Operand, bsp: Sp, sp: Sp) -> bool {
+    fn dot_dims(&mut self, a: &Operand, a_sp: Sp, b: &Operand, b_sp: Sp, sp: Sp) -> bool {
         let shapes = format!(
             "`a` is {} and `b` is {}",
             self.dims_text(&[a.rows.clone(), a.cols.clone()]),
@@ -149,8 +149,8 @@ impl Checker<'_> {
         }
         // Point at the operand that holds the small dims, or at the call for K (both hold it).
         let at = match (small(&a.rows), small(&a.cols), small(&b.cols)) {
-            (_, false, false) => asp,
-            (false, false, true) => bsp,
+            (_, false, false) => a_sp,
+            (false, false, true) => b_sp,
             _ => sp,
         };
         self.diags.error_help(

@@ -8,6 +8,32 @@ use crate::diag::Sp;
 use fuse_ir::{BinaryOp, DType, Expr, Literal, ParamKind, Ty, UnaryOp, VarId};
 
 impl Checker<'_> {
+    /// Whether `v` is an integer (a weak integer, or a var whose type computes as one) or an
+    /// error already reported; otherwise reports "`what`, found ..." at `sp`, with `help`.
+    pub(super) fn integer_or_report(&mut self, v: &Val, sp: Sp, what: &str, help: &str) -> bool {
+        let integer = match v {
+            Val::Err | Val::Weak(Weak::Int(_)) => true,
+            Val::Var { id, .. } => self.ty(*id).dtype.compute().is_int(),
+            _ => false,
+        };
+        if !integer {
+            let found = self.describe(v);
+            self.diags.error_help(sp, format!("{what}, found {found}"), help);
+        }
+        integer
+    }
+
+    /// Whether var `id` is bool; otherwise reports "`what` must be bool, found ..." at `sp`, with
+    /// `help`.
+    pub(super) fn bool_or_report(&mut self, id: VarId, sp: Sp, what: &str, help: &str) -> bool {
+        let ty = self.ty(id);
+        let bool = ty.dtype == DType::Bool;
+        if !bool {
+            self.diags.error_help(sp, format!("{what} must be bool, found {}", self.describe_ty(&ty)), help);
+        }
+        bool
+    }
+
     pub(super) fn read(&mut self, b: &Binding) -> Val {
         match &b.bound {
             Bound::Var(id) => Val::Var { id: *id, fresh: false },
@@ -135,8 +161,8 @@ impl Checker<'_> {
         a: Val,
         b: Val,
         op_sp: Sp,
-        asp: Sp,
-        bsp: Sp,
+        a_sp: Sp,
+        b_sp: Sp,
         what: &str,
     ) -> Option<(VarId, VarId)> {
         let (a, b) = match (a, b) {
@@ -147,23 +173,23 @@ impl Checker<'_> {
                 } else {
                     DType::I32
                 };
-                (self.materialize(&wa, d, asp)?, self.materialize(&wb, d, bsp)?)
+                (self.materialize(&wa, d, a_sp)?, self.materialize(&wb, d, b_sp)?)
             }
             (Val::Weak(wa), b) => {
-                let b = self.strong(b, bsp, what)?;
+                let b = self.strong(b, b_sp, what)?;
                 let b = self.widen(b);
                 let d = self.ty(b).dtype;
-                (self.weak_operand(&wa, d, asp, b, what)?, b)
+                (self.weak_operand(&wa, d, a_sp, b, what)?, b)
             }
             (a, Val::Weak(wb)) => {
-                let a = self.strong(a, asp, what)?;
+                let a = self.strong(a, a_sp, what)?;
                 let a = self.widen(a);
                 let d = self.ty(a).dtype;
-                (a, self.weak_operand(&wb, d, bsp, a, what)?)
+                (a, self.weak_operand(&wb, d, b_sp, a, what)?)
             }
             (a, b) => {
-                let a = self.strong(a, asp, what);
-                let b = self.strong(b, bsp, what);
+                let a = self.strong(a, a_sp, what);
+                let b = self.strong(b, b_sp, what);
                 let (a, b) = (a?, b?);
                 (self.widen(a), self.widen(b))
             }
@@ -210,8 +236,8 @@ impl Checker<'_> {
         self.materialize(w, d, sp)
     }
 
-    pub(super) fn binary(&mut self, op: BinaryKind, a: Val, b: Val, op_sp: Sp, asp: Sp, bsp: Sp) -> Val {
-        self.binary_as(op, op_symbol(op), a, b, op_sp, asp, bsp)
+    pub(super) fn binary(&mut self, op: BinaryKind, a: Val, b: Val, op_sp: Sp, a_sp: Sp, b_sp: Sp) -> Val {
+        self.binary_as(op, op_symbol(op), a, b, op_sp, a_sp, b_sp)
     }
 
     /// `binary`, with the operator spelled `sym` in messages (`+=` for a compound assignment).
@@ -223,8 +249,8 @@ impl Checker<'_> {
         a: Val,
         b: Val,
         op_sp: Sp,
-        asp: Sp,
-        bsp: Sp,
+        a_sp: Sp,
+        b_sp: Sp,
     ) -> Val {
         let bop = match op {
             BinaryKind::Op(o) => o,
@@ -235,7 +261,7 @@ impl Checker<'_> {
             return Val::Err;
         }
         if matches!(a, Val::Ptr { .. }) || matches!(b, Val::Ptr { .. }) {
-            return self.pointer_arith(bop, sym, a, b, op_sp, asp, bsp);
+            return self.pointer_arith(bop, sym, a, b, op_sp, a_sp, b_sp);
         }
         // Constants fold and stay weak where the result can still adapt.
         if let (Val::Weak(wa), Val::Weak(wb)) = (&a, &b) {
@@ -246,7 +272,7 @@ impl Checker<'_> {
             }
         }
         let what = format!("`{sym}`");
-        let Some((x, y)) = self.unify(a, b, op_sp, asp, bsp, &what) else { return Val::Err };
+        let Some((x, y)) = self.unify(a, b, op_sp, a_sp, b_sp, &what) else { return Val::Err };
         let dtype = self.ty(x).dtype;
         let logical = matches!(op, BinaryKind::LogicalAnd | BinaryKind::LogicalOr);
         let problem = if logical && dtype != DType::Bool {

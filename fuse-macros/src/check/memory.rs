@@ -2,7 +2,7 @@
 //! masks, `other` values and stored values.
 
 use super::describe::op_symbol;
-use super::{Checker, Val, Weak};
+use super::{Checker, Val};
 use crate::ast::{BinaryKind, UnaryKind};
 use crate::diag::Sp;
 use fuse_ir::{BinaryOp, DType, Expr, Literal, Shape, Stmt, Ty, VarId};
@@ -18,16 +18,16 @@ impl Checker<'_> {
         a: Val,
         b: Val,
         op_sp: Sp,
-        asp: Sp,
-        bsp: Sp,
+        a_sp: Sp,
+        b_sp: Sp,
     ) -> Val {
-        let (param, offset, delta, dsp, negate) = match (op, a, b) {
-            (BinaryOp::Add, Val::Ptr { param, offset }, d) => (param, offset, d, bsp, false),
+        let (param, offset, delta, delta_sp, negate) = match (op, a, b) {
+            (BinaryOp::Add, Val::Ptr { param, offset }, d) => (param, offset, d, b_sp, false),
             (BinaryOp::Add, d, Val::Ptr { param, offset }) if !matches!(d, Val::Ptr { .. }) => {
-                (param, offset, d, asp, false)
+                (param, offset, d, a_sp, false)
             }
             (BinaryOp::Sub, Val::Ptr { param, offset }, d) if !matches!(d, Val::Ptr { .. }) => {
-                (param, offset, d, bsp, true)
+                (param, offset, d, b_sp, true)
             }
             (op, a, b) => {
                 let both = matches!(a, Val::Ptr { .. }) && matches!(b, Val::Ptr { .. });
@@ -47,19 +47,11 @@ impl Checker<'_> {
             }
         };
         // The offset must be an integer.
-        match &delta {
-            Val::Err => return Val::Err,
-            Val::Weak(Weak::Int(_)) => {}
-            Val::Var { id, .. } if self.ty(*id).dtype.compute().is_int() => {}
-            other => {
-                let d = self.describe(other);
-                self.diags.error_help(
-                    dsp,
-                    format!("pointer offsets must be integers, found {d}"),
-                    "offsets count elements; convert with `.to(i32)`",
-                );
-                return Val::Err;
-            }
+        let help = "offsets count elements; convert with `.to(i32)`";
+        if matches!(delta, Val::Err)
+            || !self.integer_or_report(&delta, delta_sp, "pointer offsets must be integers", help)
+        {
+            return Val::Err;
         }
         // Offsets are carried in their compute type (an i8/u8 load widens to i32), so a pointer
         // variable's offsets take any integer advance of that type.
@@ -71,11 +63,11 @@ impl Checker<'_> {
             other => other,
         };
         let new_offset = match offset {
-            None if negate => self.unary(UnaryKind::Neg, delta, dsp),
+            None if negate => self.unary(UnaryKind::Neg, delta, delta_sp),
             None => delta,
             Some(o) => {
                 let kind = BinaryKind::Op(if negate { BinaryOp::Sub } else { BinaryOp::Add });
-                self.binary_as(kind, sym, *o, delta, op_sp, asp, dsp)
+                self.binary_as(kind, sym, *o, delta, op_sp, a_sp, delta_sp)
             }
         };
         if matches!(new_offset, Val::Err) {
@@ -114,13 +106,8 @@ impl Checker<'_> {
     pub(super) fn bool_mask(&mut self, m: Option<(Val, Sp)>, func: &str) -> Result<Option<(VarId, Sp)>, ()> {
         let Some((v, sp)) = m else { return Ok(None) };
         let id = self.strong(v, sp, &format!("the mask of `{func}`")).ok_or(())?;
-        let ty = self.ty(id);
-        if ty.dtype != DType::Bool {
-            self.diags.error_help(
-                sp,
-                format!("the mask of `{func}` must be bool, found {}", self.describe_ty(&ty)),
-                "compare the offsets with the bound: `offs < n`",
-            );
+        let help = "compare the offsets with the bound: `offs < n`";
+        if !self.bool_or_report(id, sp, &format!("the mask of `{func}`"), help) {
             return Err(());
         }
         Ok(Some((id, sp)))
@@ -217,14 +204,11 @@ impl Checker<'_> {
     pub(super) fn load(
         &mut self,
         ptr: Val,
-        psp: Sp,
+        ptr_sp: Sp,
         mask: Option<(Val, Sp)>,
         other: Option<(Val, Sp)>,
     ) -> Val {
-        let target = self.pointer(ptr, psp, "load");
-        let Some((param, offset)) = target else {
-            return Val::Err;
-        };
+        let Some((param, offset)) = self.pointer(ptr, ptr_sp, "load") else { return Val::Err };
         let (elem, _) = self.param_elem(param);
         let mask = self.mask(mask, param, offset, "load");
         let other = match other {
@@ -240,7 +224,7 @@ impl Checker<'_> {
         // Offsets, mask and `other` broadcast together (a `[1, N]` row of offsets under an
         // `[M, N]` mask loads `M` copies).
         let mut ids: Vec<VarId> = [Some(offset), mask, other].into_iter().flatten().collect();
-        let Some(shape) = self.broadcast_operands(&mut ids, psp) else { return Val::Err };
+        let Some(shape) = self.broadcast_operands(&mut ids, ptr_sp) else { return Val::Err };
         let mut ids = ids.into_iter();
         let offset = ids.next().unwrap_or(offset);
         let mask = mask.and_then(|_| ids.next());
@@ -248,22 +232,26 @@ impl Checker<'_> {
         self.fresh(Ty { dtype: elem, shape }, Expr::Load { param, offset, mask, other })
     }
 
-    pub(super) fn store(&mut self, ptr: Val, psp: Sp, value: Val, vsp: Sp, mask: Option<(Val, Sp)>) -> Val {
-        let target = self.pointer(ptr, psp, "store");
-        let Some((param, offset)) = target else {
-            return Val::Unit;
-        };
+    pub(super) fn store(
+        &mut self,
+        ptr: Val,
+        ptr_sp: Sp,
+        value: Val,
+        value_sp: Sp,
+        mask: Option<(Val, Sp)>,
+    ) -> Val {
+        let Some((param, offset)) = self.pointer(ptr, ptr_sp, "store") else { return Val::Unit };
         let (elem, mutable) = self.param_elem(param);
         let name = self.param_name(param);
         if !mutable {
             self.diags.error_help(
-                psp,
+                ptr_sp,
                 format!("cannot store through `{name}`: it is a `*const {elem}` parameter"),
                 format!("declare it writable: `{name}: *mut {elem}`"),
             );
         }
-        let value = self.element_value(value, elem, vsp, &format!("the value stored into `{name}`"));
-        let value_fits = value.map(|v| self.fits_offset(v, param, offset, vsp, "the stored value"));
+        let value = self.element_value(value, elem, value_sp, &format!("the value stored into `{name}`"));
+        let value_fits = value.map(|v| self.fits_offset(v, param, offset, value_sp, "the stored value"));
         // A tile stored through a scalar pointer is one mistake: the mask's shape says nothing new.
         let mask = if value_fits == Some(Err(())) {
             self.mask_dtype_only(mask, "store")
@@ -273,7 +261,7 @@ impl Checker<'_> {
         let value = value.filter(|_| value_fits == Some(Ok(())));
         if let (true, Some(value), Ok(mask)) = (mutable, value, mask) {
             let mut ids: Vec<VarId> = [Some(offset), Some(value), mask].into_iter().flatten().collect();
-            if self.broadcast_operands(&mut ids, psp).is_some() {
+            if self.broadcast_operands(&mut ids, ptr_sp).is_some() {
                 let (offset, value, mask) = (ids[0], ids[1], mask.map(|_| ids[2]));
                 self.out.push(Stmt::Store { param, offset, value, mask });
             }

@@ -33,8 +33,8 @@ mod signature;
 mod stmts;
 
 use crate::ast;
+use crate::c_names::C_RESERVED;
 use crate::diag::Diags;
-use crate::emit_cuda::names::C_RESERVED;
 use fuse_ir::{BinaryOp, Kernel, Len, Param, Stmt, Var, VarId};
 use std::collections::{HashMap, HashSet};
 

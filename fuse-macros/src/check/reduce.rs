@@ -24,7 +24,7 @@ impl Checker<'_> {
         method: bool,
     ) -> Val {
         // `max(a, b)` meant `maximum(a, b)`: say so before anything about `a`.
-        if let Some((other, asp)) = &axis {
+        if let Some((other, axis_sp)) = &axis {
             if !matches!(other, Val::Err | Val::Weak(Weak::Int(ConstExpr::Lit(_)))) {
                 let d = self.describe(other);
                 let help = match op {
@@ -37,7 +37,7 @@ impl Checker<'_> {
                     _ => "write the axis as a literal: `x.sum(1)` reduces each row".to_string(),
                 };
                 self.diags.error_help(
-                    *asp,
+                    *axis_sp,
                     format!("the axis of `{name}` must be the literal 0 or 1, found {d}"),
                     help,
                 );
@@ -65,10 +65,10 @@ impl Checker<'_> {
             Some((Val::Weak(Weak::Int(ConstExpr::Lit(a))), _)) if (0..rank as i128).contains(&a) => {
                 Some(a as u8)
             }
-            Some((Val::Weak(Weak::Int(ConstExpr::Lit(a))), asp)) => {
+            Some((Val::Weak(Weak::Int(ConstExpr::Lit(a))), axis_sp)) => {
                 let t = self.describe_ty(&self.ty(id));
                 self.diags.error_help(
-                    asp,
+                    axis_sp,
                     format!(
                         "axis {a} is out of range: `{name}` of {t} takes axis 0{}",
                         if rank == 2 { " or 1" } else { "" }

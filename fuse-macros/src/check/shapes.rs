@@ -25,12 +25,12 @@ impl Checker<'_> {
 
     /// `expand_dims(x, axis)`: a unit dim inserted before dim `axis` (Triton's `x[None, :]` is
     /// axis 0, `x[:, None]` axis 1). Lanes keep their order: a [`Expr::Reshape`].
-    pub(super) fn expand_dims(&mut self, x: Val, xsp: Sp, axis: Val, asp: Sp) -> Val {
-        let Some(id) = self.tile_arg(x, xsp, "expand_dims") else { return Val::Err };
+    pub(super) fn expand_dims(&mut self, x: Val, x_sp: Sp, axis: Val, axis_sp: Sp) -> Val {
+        let Some(id) = self.tile_arg(x, x_sp, "expand_dims") else { return Val::Err };
         let ty = self.ty(id);
         let Shape::Tile(len) = &ty.shape else {
             self.diags.error_help(
-                xsp,
+                x_sp,
                 format!("`expand_dims` of {} would make a 3-D tile", self.describe_ty(&ty)),
                 "tiles have one or two dims",
             );
@@ -44,7 +44,7 @@ impl Checker<'_> {
             other => {
                 let d = self.describe(&other);
                 self.diags.error_help(
-                    asp,
+                    axis_sp,
                     format!("the axis of `expand_dims` of a 1-D tile must be the literal 0 or 1, found {d}"),
                     "`expand_dims(x, 0)` is `[1, N]` (Triton's `x[None, :]`), `expand_dims(x, 1)` is `[N, 1]` (`x[:, None]`)",
                 );
@@ -59,16 +59,16 @@ impl Checker<'_> {
         &mut self,
         name: &str,
         x: Val,
-        xsp: Sp,
+        x_sp: Sp,
         dims: Option<Vec<Len>>,
         sp: Sp,
     ) -> Val {
         let id = match x {
             // `broadcast_to` of a scalar is `full`.
             v @ (Val::Weak(_) | Val::Var { .. }) if name == "broadcast_to" => {
-                self.strong(v, xsp, "the value of `broadcast_to`")
+                self.strong(v, x_sp, "the value of `broadcast_to`")
             }
-            other => self.tile_arg(other, xsp, name),
+            other => self.tile_arg(other, x_sp, name),
         };
         let (Some(id), Some(dims)) = (id, dims) else { return Val::Err };
         let Some(shape) = Shape::from_dims(&dims) else { return Val::Err };
@@ -124,15 +124,15 @@ impl Checker<'_> {
             );
             return [Val::Err, Val::Err];
         }
-        let xsp = args[0].sp;
+        let x_sp = args[0].sp;
         let x = self.expr(&args[0]);
-        let Some(id) = self.tile_arg(x, xsp, "split") else { return [Val::Err, Val::Err] };
+        let Some(id) = self.tile_arg(x, x_sp, "split") else { return [Val::Err, Val::Err] };
         let ty = self.ty(id);
         let dims = ty.shape.dims();
         let last = dims.last().expect("a tile has dims");
         if *last == Len::literal_log2(0) {
             self.diags.error_help(
-                xsp,
+                x_sp,
                 format!("`split` halves the last dim, which is 1 in {}", self.describe_ty(&ty)),
                 "the last dim must be even: `split` of `[M, 2 * N]` gives two `[M, N]` tiles",
             );
@@ -145,8 +145,8 @@ impl Checker<'_> {
     }
 
     /// `join(even, odd)`: two tiles of one shape and dtype interleaved along the last dim.
-    pub(super) fn join(&mut self, a: Val, asp: Sp, b: Val, bsp: Sp, sp: Sp) -> Val {
-        let (Some(ia), Some(ib)) = (self.tile_arg(a, asp, "join"), self.tile_arg(b, bsp, "join")) else {
+    pub(super) fn join(&mut self, a: Val, a_sp: Sp, b: Val, b_sp: Sp, sp: Sp) -> Val {
+        let (Some(ia), Some(ib)) = (self.tile_arg(a, a_sp, "join"), self.tile_arg(b, b_sp, "join")) else {
             return Val::Err;
         };
         let (ta, tb) = (self.ty(ia), self.ty(ib));
@@ -163,12 +163,12 @@ impl Checker<'_> {
     }
 
     /// `trans(x)` of a 2-D tile.
-    pub(super) fn trans(&mut self, x: Val, xsp: Sp) -> Val {
-        let Some(id) = self.tile_arg(x, xsp, "trans") else { return Val::Err };
+    pub(super) fn trans(&mut self, x: Val, x_sp: Sp) -> Val {
+        let Some(id) = self.tile_arg(x, x_sp, "trans") else { return Val::Err };
         let ty = self.ty(id);
         let Shape::Tile2(r, c) = &ty.shape else {
             self.diags.error_help(
-                xsp,
+                x_sp,
                 format!("`trans` takes a 2-D tile, found {}", self.describe_ty(&ty)),
                 "make it 2-D first: `expand_dims(x, 0)` is `[1, N]`",
             );

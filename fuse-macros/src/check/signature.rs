@@ -3,8 +3,8 @@
 
 use super::{Binding, Bound, Checker, ConstExpr, Origin, Weak};
 use crate::ast;
+use crate::c_names::C_RESERVED;
 use crate::diag::Sp;
-use crate::emit_cuda::names::C_RESERVED;
 use fuse_ir::{Param, ParamKind};
 use std::collections::HashSet;
 

@@ -133,7 +133,7 @@ impl Checker<'_> {
 
     pub(super) fn assign(&mut self, target: &Ident, op: Option<(BinaryOp, Sp)>, value: &ast::Expr, sp: Sp) {
         let name = target.to_string();
-        let tsp = Sp::single(target.span());
+        let target_sp = Sp::single(target.span());
         let rhs = self.expr(value);
         let Some(binding) = self.lookup(&name).cloned() else {
             self.undefined(target);
@@ -145,20 +145,20 @@ impl Checker<'_> {
         if !binding.mutable {
             match binding.origin {
                 Origin::Param => self.diags.error_help(
-                    tsp,
+                    target_sp,
                     format!("cannot assign to the parameter `{name}`"),
                     format!("shadow it with a mutable copy: `let mut {name} = {name};`"),
                 ),
                 Origin::Const => {
-                    self.diags.error(tsp, format!("cannot assign to the const generic `{name}`"))
+                    self.diags.error(target_sp, format!("cannot assign to the const generic `{name}`"))
                 }
                 Origin::LoopVar => self.diags.error_help(
-                    tsp,
+                    target_sp,
                     format!("cannot assign to the loop variable `{name}`"),
                     format!("copy it first: `let mut {name} = {name};`"),
                 ),
                 Origin::Local => self.diags.error_help(
-                    tsp,
+                    target_sp,
                     format!("cannot assign twice to the immutable variable `{name}`"),
                     format!("declare it mutable: `let mut {name} = ...;`"),
                 ),
@@ -170,7 +170,7 @@ impl Checker<'_> {
             Some((op, op_sp)) => {
                 let cur = self.read(&binding);
                 let sym = format!("{}=", op_symbol(BinaryKind::Op(op)));
-                self.binary_as(BinaryKind::Op(op), &sym, cur, rhs, op_sp, tsp, value.sp)
+                self.binary_as(BinaryKind::Op(op), &sym, cur, rhs, op_sp, target_sp, value.sp)
             }
         };
         match binding.bound {
@@ -344,14 +344,14 @@ impl Checker<'_> {
             [(&s, start.sp, "the loop start"), (&e, end.sp, "the loop end"), (&st, st_sp, "the loop step")];
         let mut dtype = None;
         let mut ok = true;
-        for (v, vsp, what) in parts {
+        for (v, part_sp, what) in parts {
             match v {
                 Val::Var { id, .. } => {
                     let ty = self.ty(*id);
                     let d = ty.dtype.compute();
                     if !ty.shape.is_scalar() || !d.is_int() {
                         self.diags.error_help(
-                            vsp,
+                            part_sp,
                             format!("{what} must be an integer scalar, found {}", self.describe_ty(&ty)),
                             "loop bounds are integer scalars: `for i in (0..n).step_by(BLOCK)`",
                         );
@@ -363,14 +363,14 @@ impl Checker<'_> {
                 Val::Weak(Weak::Int(_)) | Val::Err => {}
                 other => {
                     let d = self.describe(other);
-                    self.diags.error(vsp, format!("{what} must be an integer scalar, found {d}"));
+                    self.diags.error(part_sp, format!("{what} must be an integer scalar, found {d}"));
                     ok = false;
                 }
             }
         }
         let dtype = dtype.unwrap_or(DType::I32);
         let mut ids = Vec::new();
-        for (v, vsp, what) in
+        for (v, part_sp, what) in
             [(s, start.sp, "the loop start"), (e, end.sp, "the loop end"), (st, st_sp, "the loop step")]
         {
             if !ok {
@@ -381,7 +381,7 @@ impl Checker<'_> {
                     let id = self.widen(id);
                     if self.ty(id).dtype != dtype {
                         self.diags.error_help(
-                            vsp,
+                            part_sp,
                             format!("{what} is {}, but the loop counts in {dtype}", self.ty(id).dtype),
                             format!("convert it: `(..).to({dtype})`"),
                         );
@@ -390,7 +390,7 @@ impl Checker<'_> {
                         Some(id)
                     }
                 }
-                Val::Weak(w) => self.materialize(&w, dtype, vsp),
+                Val::Weak(w) => self.materialize(&w, dtype, part_sp),
                 _ => None,
             };
             ids.push(id);

@@ -1,4 +1,4 @@
-//! The macro never panics (issue 4.5): random and mutated kernels go through the compiler's entry
+//! The macro never panics: random and mutated kernels go through the compiler's entry
 //! point, and each must give either a kernel module or spanned `compile_error!`s, never a panic.
 //!
 //! Three kinds of input, from a seeded generator (so a failure is reproducible from its case number):
@@ -12,7 +12,7 @@
 //!   of them are wrong in some way; a quarter are generic (`T: Float`, `O: Half`, wrong bounds,
 //!   defaults, `where` clauses) and use their type parameters in pointer types, casts and
 //!   constants (`T::MAX`);
-//! * typed 2-D kernels (issue 14), built from a model of the types and shapes so that they are
+//! * typed 2-D kernels, built from a model of the types and shapes so that they are
 //!   right: they must check and expand without errors; half of them get one statement that is
 //!   wrong in a known way (axis out of range or not a literal, a reduction of a scalar, a reshape
 //!   to another lane count, `trans` of a 1-D tile, shapes that do not broadcast, ...) and must give
@@ -307,15 +307,23 @@ fn error_messages(ts: &TokenStream) -> String {
 /// The emitted CUDA of typed 2-D kernels compiles with NVRTC (sm_90) under a few shapes, warp
 /// counts and specialisations. About 0.2 s a compile, so not in the default run:
 /// `cargo test --release -p fuse-macros fuzz -- --ignored` (`FUSE_FUZZ_NVRTC_CASES`, default 100
-/// kernels; needs libnvrtc on the loader path).
+/// kernels; needs libnvrtc on the loader path, and fails without it).
 #[test]
-#[ignore]
+#[cfg_attr(
+    fuse_nvrtc,
+    ignore = "slow (about 0.2 s a compile): cargo test --release -p fuse-macros fuzz -- --ignored"
+)]
+#[cfg_attr(
+    not(fuse_nvrtc),
+    ignore = "needs NVRTC: pip install nvidia-cuda-nvrtc and put its lib (site-packages/nvidia/cu13/lib) on LD_LIBRARY_PATH"
+)]
 fn typed_2d_kernels_compile_with_nvrtc() {
     use crate::{check, diag::Diags, emit_cuda, parse};
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        eprintln!("skipping: NVRTC (libnvrtc.so) not found on the loader path");
-        return;
-    }
+    assert!(
+        unsafe { cudarc::nvrtc::sys::is_culib_present() },
+        "NVRTC (libnvrtc.so) not found on the loader path: `python3 -m pip install nvidia-cuda-nvrtc` and put \
+         site-packages/nvidia/cu13/lib on LD_LIBRARY_PATH"
+    );
     let cases = env_num("FUSE_FUZZ_NVRTC_CASES", 100);
     let seed = env_num("FUSE_FUZZ_SEED", 0x5EED_F05E);
     let (start, mut compiled) = (Instant::now(), 0);

@@ -797,158 +797,170 @@ impl Typed<'_> {
             k -= 8;
         }
         match k {
-            0..=3 => {
-                let dt = *self.rng.pick(&[Dt::F32, Dt::F32, Dt::I32, Dt::Bool]);
-                let shape = self.any_shape();
-                let mutable = self.rng.chance(25) && dt != Dt::Bool;
-                let mut e = self.ex(dt, &shape);
-                if mutable && e.storage {
-                    e = TExpr::of(format!("{}.to({})", paren(&e.text), dt.name()));
-                }
-                // Shadowing, now and then: the name takes the new type.
-                let name = if !self.vars.is_empty() && self.rng.chance(10) {
-                    self.rng.pick(&self.vars).name.clone()
-                } else {
-                    self.fresh_name("t")
-                };
-                self.vars.retain(|v| v.name != name);
-                let m = if mutable { "mut " } else { "" };
-                out.push_str(&format!("let {m}{name} = {};\n", e.text));
-                self.vars.push(TVar { name, dt, shape, storage: e.storage, mutable });
-            }
-            4 => {
-                // A pointer variable holding part of the offsets, mutable sometimes.
-                let (param, dt, _, _) = *self.rng.pick(TYPED_PTRS);
-                let off = self.any_shape();
-                let o = if off.is_empty() { self.ex(Dt::I32, &off) } else { self.offsets(&off) };
-                let name = self.fresh_name("p");
-                let mutable = self.rng.chance(30);
-                // Offsets loaded from u8 (`q`) are widened to i32, so a mutable pointer over them
-                // takes i32 advances like any other.
-                let m = if mutable { "mut " } else { "" };
-                out.push_str(&format!("let {m}{name} = {param} + {};\n", paren(&o.text)));
-                self.ptrs.push(PVar { name, param, dt, off, mutable });
-            }
+            0..=3 => self.let_stmt(out),
+            4 => self.pointer_var(out),
             11 | 12 => self.row_reduction(out),
-            14 if nest == 0 => {
-                // A named constant (weak, so usable as a dim, in shapes and `arange`).
-                let d = self.dim();
-                let name = self.fresh_name("w");
-                let text = self.dim_text(d);
-                out.push_str(&format!("let {name} = {text};\n"));
-                self.aliases.push((name, d));
-            }
+            14 if nest == 0 => self.named_const(out),
             14 => self.store(out),
-            13 => {
-                // A mutable pointer moves on (by a scalar, or by offsets that broadcast to its own).
-                let muts: Vec<PVar> = self.ptrs.iter().filter(|p| p.mutable).cloned().collect();
-                if muts.is_empty() {
-                    return self.row_reduction(out);
-                }
-                let p = self.rng.pick(&muts).clone();
-                let d = self.sub_shape(&p.off, true);
-                let e = self.ex(Dt::I32, &d).text;
-                out.push_str(&match self.rng.below(3) {
-                    0 => format!("{} += {e};\n", p.name),
-                    1 => format!("{} -= {e};\n", p.name),
-                    _ => format!("{0} = {0} + {1};\n", p.name, paren(&e)),
-                });
-            }
+            13 => self.pointer_step(out),
             5 | 6 => self.store(out),
-            7 => {
-                let muts: Vec<TVar> = self.vars.iter().filter(|v| v.mutable).cloned().collect();
-                if muts.is_empty() {
-                    return self.store(out);
-                }
-                let v = self.rng.pick(&muts).clone();
-                let ops: &[&str] = match v.dt {
-                    Dt::F32 => &["=", "+=", "-=", "*=", "/="],
-                    _ => &["=", "+=", "-=", "*=", "%=", "&=", "|=", "^="],
-                };
-                let op = self.rng.word(ops);
-                // `=` takes the shape or what broadcasts to it (2-D), or a scalar; `op=` a part.
-                let s = if op == "=" && v.shape.len() == 1 {
-                    if self.rng.chance(20) {
-                        Vec::new()
-                    } else {
-                        v.shape.clone()
-                    }
-                } else {
-                    self.sub_shape(&v.shape, true)
-                };
-                let e = if s.is_empty() && self.rng.chance(30) {
-                    self.literal(v.dt)
-                } else {
-                    self.ex(v.dt, &s).text
-                };
-                out.push_str(&format!("{} {op} {e};\n", v.name));
-            }
-            8 => {
-                let c = self.ex(Dt::Bool, &[]);
-                let saved = (self.vars.clone(), self.ptrs.clone());
-                let mut body = String::new();
-                let n = 1 + self.rng.below(3);
-                self.stmts(n, nest + 1, &mut body);
-                (self.vars, self.ptrs) = saved.clone();
-                let els = if self.rng.chance(40) {
-                    let mut e = String::new();
-                    self.stmts(1, nest + 1, &mut e);
-                    (self.vars, self.ptrs) = saved;
-                    format!(" else {{\n{e}}}")
-                } else {
-                    String::new()
-                };
-                out.push_str(&format!("if {} {{\n{body}}}{els}\n", c.text));
-            }
-            9 => {
-                let saved = (self.vars.clone(), self.ptrs.clone());
-                let i = self.fresh_name("i");
-                let range = if self.rng.chance(50) {
-                    format!("0..{}", self.rng.word(&["n_rows", "4", "n_cols"]))
-                } else {
-                    format!(
-                        "(0..{}).step_by({})",
-                        self.rng.word(&["n_rows", "R"]),
-                        self.rng.word(&["2", "C"])
-                    )
-                };
-                self.vars.push(TVar {
-                    name: i.clone(),
-                    dt: Dt::I32,
-                    shape: Vec::new(),
-                    storage: false,
-                    mutable: false,
-                });
-                let mut body = String::new();
-                let n = 1 + self.rng.below(3);
-                self.stmts(n, nest + 1, &mut body);
-                (self.vars, self.ptrs) = saved;
-                out.push_str(&format!("for {i} in {range} {{\n{body}}}\n"));
-            }
-            _ => {
-                // A mutable accumulator over a loop (the 2-D reduction pattern).
-                let shape = self.tile_shape();
-                let acc = self.fresh_name("acc");
-                let sh = self.shape_text(&shape);
-                let i = self.fresh_name("i");
-                let sub = self.sub_shape(&shape, true);
-                let saved = self.vars.clone();
-                self.vars.push(TVar {
-                    name: i.clone(),
-                    dt: Dt::I32,
-                    shape: Vec::new(),
-                    storage: false,
-                    mutable: false,
-                });
-                let e = self.ex(Dt::F32, &sub);
-                self.vars = saved;
-                out.push_str(&format!(
-                    "let mut {acc} = zeros({sh});\nfor {i} in 0..n_rows {{\n{acc} += {};\n}}\n",
-                    e.text
-                ));
-                self.vars.push(TVar { name: acc, dt: Dt::F32, shape, storage: false, mutable: true });
-            }
+            7 => self.assign_stmt(out),
+            8 => self.if_stmt(nest, out),
+            9 => self.for_stmt(nest, out),
+            _ => self.accumulator_loop(out),
         }
+    }
+
+    /// A `let` of a new (or shadowed) variable, mutable sometimes.
+    fn let_stmt(&mut self, out: &mut String) {
+        let dt = *self.rng.pick(&[Dt::F32, Dt::F32, Dt::I32, Dt::Bool]);
+        let shape = self.any_shape();
+        let mutable = self.rng.chance(25) && dt != Dt::Bool;
+        let mut e = self.ex(dt, &shape);
+        if mutable && e.storage {
+            e = TExpr::of(format!("{}.to({})", paren(&e.text), dt.name()));
+        }
+        // Shadowing, now and then: the name takes the new type.
+        let name = if !self.vars.is_empty() && self.rng.chance(10) {
+            self.rng.pick(&self.vars).name.clone()
+        } else {
+            self.fresh_name("t")
+        };
+        self.vars.retain(|v| v.name != name);
+        let m = if mutable { "mut " } else { "" };
+        out.push_str(&format!("let {m}{name} = {};\n", e.text));
+        self.vars.push(TVar { name, dt, shape, storage: e.storage, mutable });
+    }
+
+    /// A pointer variable holding part of the offsets, mutable sometimes.
+    fn pointer_var(&mut self, out: &mut String) {
+        let (param, dt, _, _) = *self.rng.pick(TYPED_PTRS);
+        let off = self.any_shape();
+        let o = if off.is_empty() { self.ex(Dt::I32, &off) } else { self.offsets(&off) };
+        let name = self.fresh_name("p");
+        let mutable = self.rng.chance(30);
+        // Offsets loaded from u8 (`q`) are widened to i32, so a mutable pointer over them
+        // takes i32 advances like any other.
+        let m = if mutable { "mut " } else { "" };
+        out.push_str(&format!("let {m}{name} = {param} + {};\n", paren(&o.text)));
+        self.ptrs.push(PVar { name, param, dt, off, mutable });
+    }
+
+    /// A named constant (weak, so usable as a dim, in shapes and `arange`).
+    fn named_const(&mut self, out: &mut String) {
+        let d = self.dim();
+        let name = self.fresh_name("w");
+        let text = self.dim_text(d);
+        out.push_str(&format!("let {name} = {text};\n"));
+        self.aliases.push((name, d));
+    }
+
+    /// A mutable pointer moves on (by a scalar, or by offsets that broadcast to its own).
+    fn pointer_step(&mut self, out: &mut String) {
+        let muts: Vec<PVar> = self.ptrs.iter().filter(|p| p.mutable).cloned().collect();
+        if muts.is_empty() {
+            return self.row_reduction(out);
+        }
+        let p = self.rng.pick(&muts).clone();
+        let d = self.sub_shape(&p.off, true);
+        let e = self.ex(Dt::I32, &d).text;
+        out.push_str(&match self.rng.below(3) {
+            0 => format!("{} += {e};\n", p.name),
+            1 => format!("{} -= {e};\n", p.name),
+            _ => format!("{0} = {0} + {1};\n", p.name, paren(&e)),
+        });
+    }
+
+    /// An assignment (`=` or `op=`) to a mutable variable.
+    fn assign_stmt(&mut self, out: &mut String) {
+        let muts: Vec<TVar> = self.vars.iter().filter(|v| v.mutable).cloned().collect();
+        if muts.is_empty() {
+            return self.store(out);
+        }
+        let v = self.rng.pick(&muts).clone();
+        let ops: &[&str] = match v.dt {
+            Dt::F32 => &["=", "+=", "-=", "*=", "/="],
+            _ => &["=", "+=", "-=", "*=", "%=", "&=", "|=", "^="],
+        };
+        let op = self.rng.word(ops);
+        // `=` takes the shape or what broadcasts to it (2-D), or a scalar; `op=` a part.
+        let s = if op == "=" && v.shape.len() == 1 {
+            if self.rng.chance(20) {
+                Vec::new()
+            } else {
+                v.shape.clone()
+            }
+        } else {
+            self.sub_shape(&v.shape, true)
+        };
+        let e = if s.is_empty() && self.rng.chance(30) { self.literal(v.dt) } else { self.ex(v.dt, &s).text };
+        out.push_str(&format!("{} {op} {e};\n", v.name));
+    }
+
+    /// An `if` on a scalar condition, with an `else` sometimes.
+    fn if_stmt(&mut self, nest: u32, out: &mut String) {
+        let c = self.ex(Dt::Bool, &[]);
+        let saved = (self.vars.clone(), self.ptrs.clone());
+        let mut body = String::new();
+        let n = 1 + self.rng.below(3);
+        self.stmts(n, nest + 1, &mut body);
+        (self.vars, self.ptrs) = saved.clone();
+        let els = if self.rng.chance(40) {
+            let mut e = String::new();
+            self.stmts(1, nest + 1, &mut e);
+            (self.vars, self.ptrs) = saved;
+            format!(" else {{\n{e}}}")
+        } else {
+            String::new()
+        };
+        out.push_str(&format!("if {} {{\n{body}}}{els}\n", c.text));
+    }
+
+    /// A `for` loop over a range or a `step_by` range.
+    fn for_stmt(&mut self, nest: u32, out: &mut String) {
+        let saved = (self.vars.clone(), self.ptrs.clone());
+        let i = self.fresh_name("i");
+        let range = if self.rng.chance(50) {
+            format!("0..{}", self.rng.word(&["n_rows", "4", "n_cols"]))
+        } else {
+            format!("(0..{}).step_by({})", self.rng.word(&["n_rows", "R"]), self.rng.word(&["2", "C"]))
+        };
+        self.vars.push(TVar {
+            name: i.clone(),
+            dt: Dt::I32,
+            shape: Vec::new(),
+            storage: false,
+            mutable: false,
+        });
+        let mut body = String::new();
+        let n = 1 + self.rng.below(3);
+        self.stmts(n, nest + 1, &mut body);
+        (self.vars, self.ptrs) = saved;
+        out.push_str(&format!("for {i} in {range} {{\n{body}}}\n"));
+    }
+
+    /// A mutable accumulator over a loop (the 2-D reduction pattern).
+    fn accumulator_loop(&mut self, out: &mut String) {
+        let shape = self.tile_shape();
+        let acc = self.fresh_name("acc");
+        let sh = self.shape_text(&shape);
+        let i = self.fresh_name("i");
+        let sub = self.sub_shape(&shape, true);
+        let saved = self.vars.clone();
+        self.vars.push(TVar {
+            name: i.clone(),
+            dt: Dt::I32,
+            shape: Vec::new(),
+            storage: false,
+            mutable: false,
+        });
+        let e = self.ex(Dt::F32, &sub);
+        self.vars = saved;
+        out.push_str(&format!(
+            "let mut {acc} = zeros({sh});\nfor {i} in 0..n_rows {{\n{acc} += {};\n}}\n",
+            e.text
+        ));
+        self.vars.push(TVar { name: acc, dt: Dt::F32, shape, storage: false, mutable: true });
     }
 
     /// The softmax pattern along an axis: a reduction, `expand_dims` back, broadcasting against
@@ -1082,6 +1094,23 @@ impl Typed<'_> {
         let name = self.fresh_name("bad");
         let red = self.rng.word(&["sum", "max", "min", "argmax", "argmin"]);
         match self.rng.below(24) {
+            case @ 0..=3 => self.broken_reduction(&name, red, case),
+            case @ (4..=7 | 14..=16 | 19) => self.broken_shape_op(&name, case),
+            case @ 8..=13 => self.broken_broadcast(&name, case),
+            case @ (17 | 18) => self.broken_dtype(&name, red, case),
+            20 => {
+                let s = vec![self.dim_or_one(), self.dim_or_one()];
+                let c = self.ex(Dt::Bool, &s).text;
+                (format!("if {c} {{\nlet {name} = 1;\n}}\n"), "a 2-D condition")
+            }
+            22 | 23 => self.broken_dot(&name),
+            _ => self.broken_assignment(),
+        }
+    }
+
+    /// A reduction with a bad axis, or of a scalar.
+    fn broken_reduction(&mut self, name: &str, red: &str, case: usize) -> (String, &'static str) {
+        match case {
             0 | 1 => {
                 let rank = if self.rng.chance(70) { 2 } else { 1 };
                 let (t, _, s) = self.tile_of_rank(rank);
@@ -1121,6 +1150,13 @@ impl Typed<'_> {
                 };
                 (format!("let {name} = {e};\n"), "reduction of a scalar")
             }
+            _ => unreachable!("case {case} is not one of broken_reduction's"),
+        }
+    }
+
+    /// A shape function of the wrong rank or shape, with a bad shape literal or wrong arguments.
+    fn broken_shape_op(&mut self, name: &str, case: usize) -> (String, &'static str) {
+        match case {
             4 => {
                 let rank = 1 + self.rng.below(2);
                 let (t, _, s) = self.tile_of_rank(rank);
@@ -1168,53 +1204,6 @@ impl Typed<'_> {
                 let (t, _, _) = self.tile_of_rank(1);
                 let axis = self.rng.word(&["2", "-1", "n_cols", "R", "1.0"]);
                 (format!("let {name} = expand_dims({t}, {axis});\n"), "expand_dims axis")
-            }
-            8..=11 => {
-                let (sa, sb) = self.clashing_shapes();
-                let dt = *self.rng.pick(&[Dt::F32, Dt::I32]);
-                let a = self.ex(dt, &sa).text;
-                let b = self.ex(dt, &sb).text;
-                let e = match self.rng.below(6) {
-                    0 => format!("{} + {}", paren(&a), paren(&b)),
-                    1 => format!("{} < {}", paren(&a), paren(&b)),
-                    2 => format!("maximum({a}, {b})"),
-                    3 => {
-                        let c = self.ex(Dt::Bool, &sa).text;
-                        format!("where_({c}, {b}, 0)")
-                    }
-                    4 => {
-                        let sc = self.sub_shape(&sa, true);
-                        let c = self.ex(Dt::Bool, &sc).text;
-                        format!("where_({c}, {a}, {b})")
-                    }
-                    _ => format!("{}.minimum({b})", paren(&a)),
-                };
-                (format!("let {name} = {e};\n"), "shapes that do not broadcast")
-            }
-            12 | 13 => {
-                // A mask, `other` or stored value that does not go with the offsets.
-                let (so, sv) = self.clashing_shapes();
-                let dt = *self.rng.pick(&[Dt::F32, Dt::I32]);
-                let read = self.rng.chance(50);
-                let (p, _) = self.pointer(dt, read, &so);
-                let s = match self.rng.below(3) {
-                    0 => {
-                        let m = self.ex(Dt::Bool, &sv).text;
-                        format!("let {name} = load({p}, {m});\n")
-                    }
-                    1 => {
-                        let m = self.sub_shape(&so, true);
-                        let m = self.ex(Dt::Bool, &m).text;
-                        let t = self.ex(dt, &sv).text;
-                        format!("let {name} = load({p}, {m}, {t});\n")
-                    }
-                    _ => {
-                        let (p, _) = self.pointer(dt, false, &so);
-                        let v = self.ex(dt, &sv).text;
-                        format!("store({p}, {v});\n")
-                    }
-                };
-                (s, "mask, other or value that does not go with the offsets")
             }
             14 => {
                 let (t, _, s) = self.tile_of_rank(2);
@@ -1268,6 +1257,84 @@ impl Typed<'_> {
                 let sh = if sh.starts_with('[') { sh } else { format!("[{sh}]") };
                 (format!("let {name} = {sh};\n"), "a shape as a value")
             }
+            19 => {
+                let (t, _, s) = self.tile_of_rank(2);
+                let e = match self.rng.below(8) {
+                    0 => format!("trans({t}, 0)"),
+                    1 => format!("expand_dims({t})"),
+                    2 => format!("reshape({t})"),
+                    3 => format!("broadcast_to({t}, [R, C], 1)"),
+                    4 => format!("{t}.argmax(0, 1)"),
+                    5 => format!("{t}.trans(1)"),
+                    6 => {
+                        let sh = self.shape_text(&s);
+                        format!("full({sh}, {t})")
+                    }
+                    _ => format!("{t}.sum(0, 1)"),
+                };
+                (format!("let {name} = {e};\n"), "wrong arguments")
+            }
+            _ => unreachable!("case {case} is not one of broken_shape_op's"),
+        }
+    }
+
+    /// Operands, masks or stored values of shapes that do not broadcast together.
+    fn broken_broadcast(&mut self, name: &str, case: usize) -> (String, &'static str) {
+        match case {
+            8..=11 => {
+                let (sa, sb) = self.clashing_shapes();
+                let dt = *self.rng.pick(&[Dt::F32, Dt::I32]);
+                let a = self.ex(dt, &sa).text;
+                let b = self.ex(dt, &sb).text;
+                let e = match self.rng.below(6) {
+                    0 => format!("{} + {}", paren(&a), paren(&b)),
+                    1 => format!("{} < {}", paren(&a), paren(&b)),
+                    2 => format!("maximum({a}, {b})"),
+                    3 => {
+                        let c = self.ex(Dt::Bool, &sa).text;
+                        format!("where_({c}, {b}, 0)")
+                    }
+                    4 => {
+                        let sc = self.sub_shape(&sa, true);
+                        let c = self.ex(Dt::Bool, &sc).text;
+                        format!("where_({c}, {a}, {b})")
+                    }
+                    _ => format!("{}.minimum({b})", paren(&a)),
+                };
+                (format!("let {name} = {e};\n"), "shapes that do not broadcast")
+            }
+            12 | 13 => {
+                // A mask, `other` or stored value that does not go with the offsets.
+                let (so, sv) = self.clashing_shapes();
+                let dt = *self.rng.pick(&[Dt::F32, Dt::I32]);
+                let read = self.rng.chance(50);
+                let (p, _) = self.pointer(dt, read, &so);
+                let s = match self.rng.below(3) {
+                    0 => {
+                        let m = self.ex(Dt::Bool, &sv).text;
+                        format!("let {name} = load({p}, {m});\n")
+                    }
+                    1 => {
+                        let m = self.sub_shape(&so, true);
+                        let m = self.ex(Dt::Bool, &m).text;
+                        let t = self.ex(dt, &sv).text;
+                        format!("let {name} = load({p}, {m}, {t});\n")
+                    }
+                    _ => {
+                        let (p, _) = self.pointer(dt, false, &so);
+                        let v = self.ex(dt, &sv).text;
+                        format!("store({p}, {v});\n")
+                    }
+                };
+                (s, "mask, other or value that does not go with the offsets")
+            }
+            _ => unreachable!("case {case} is not one of broken_broadcast's"),
+        }
+    }
+
+    /// A reduction, math or arithmetic on the wrong dtype, or mixed dtypes.
+    fn broken_dtype(&mut self, name: &str, red: &str, case: usize) -> (String, &'static str) {
+        match case {
             17 => {
                 let s = self.tile_shape();
                 let b = self.ex(Dt::Bool, &s).text;
@@ -1290,46 +1357,25 @@ impl Typed<'_> {
                 };
                 (format!("let {name} = {e};\n"), "mixed dtypes")
             }
-            19 => {
-                let (t, _, s) = self.tile_of_rank(2);
-                let e = match self.rng.below(8) {
-                    0 => format!("trans({t}, 0)"),
-                    1 => format!("expand_dims({t})"),
-                    2 => format!("reshape({t})"),
-                    3 => format!("broadcast_to({t}, [R, C], 1)"),
-                    4 => format!("{t}.argmax(0, 1)"),
-                    5 => format!("{t}.trans(1)"),
-                    6 => {
-                        let sh = self.shape_text(&s);
-                        format!("full({sh}, {t})")
-                    }
-                    _ => format!("{t}.sum(0, 1)"),
-                };
-                (format!("let {name} = {e};\n"), "wrong arguments")
-            }
-            20 => {
-                let s = vec![self.dim_or_one(), self.dim_or_one()];
-                let c = self.ex(Dt::Bool, &s).text;
-                (format!("if {c} {{\nlet {name} = 1;\n}}\n"), "a 2-D condition")
-            }
-            22 | 23 => self.broken_dot(&name),
-            _ => {
-                // A value that does not go into a mutable variable of another shape (a 1-D
-                // variable takes its own length only, a 2-D one what broadcasts to its shape).
-                let s = self.tile_shape();
-                let v = self.fresh_name("mv");
-                let init = self.shape_text(&s);
-                let other = loop {
-                    let o = self.tile_shape();
-                    let fits = if s.len() == 1 { o == s } else { bcast(&s, &o).as_ref() == Some(&s) };
-                    if !fits {
-                        break o;
-                    }
-                };
-                let e = self.ex(Dt::F32, &other).text;
-                (format!("let mut {v} = zeros({init});\n{v} = {e};\n"), "assignment of another shape")
-            }
+            _ => unreachable!("case {case} is not one of broken_dtype's"),
         }
+    }
+
+    /// A value that does not go into a mutable variable of another shape (a 1-D variable takes
+    /// its own length only, a 2-D one what broadcasts to its shape).
+    fn broken_assignment(&mut self) -> (String, &'static str) {
+        let s = self.tile_shape();
+        let v = self.fresh_name("mv");
+        let init = self.shape_text(&s);
+        let other = loop {
+            let o = self.tile_shape();
+            let fits = if s.len() == 1 { o == s } else { bcast(&s, &o).as_ref() == Some(&s) };
+            if !fits {
+                break o;
+            }
+        };
+        let e = self.ex(Dt::F32, &other).text;
+        (format!("let mut {v} = zeros({init});\n{v} = {e};\n"), "assignment of another shape")
     }
 }
 

@@ -2,8 +2,9 @@
 //! the shape of the emitted folds (shuffles outside conditionals, the serial form only for warp
 //! counts the fast form cannot take), and NVRTC compiles over tile shapes, warp counts, element
 //! types and both architectures. (tests/emulated_cuda.rs runs the emitted code.)
-use super::super::{emit_cuda, layout::Layout, slices};
-use super::nvrtc::{compile, numbered, nvrtc_present};
+use super::super::analysis::{layout::Layout, slices};
+use super::super::emit_cuda;
+use super::nvrtc::{compile, numbered, require_nvrtc};
 use crate::tests::{ok, var_id};
 use fuse_ir::{Kernel, Specialization};
 
@@ -161,10 +162,12 @@ fn defines(k: &Kernel, r: u32, c: u32, warps: u32, spec: u32, specs: &[Specializ
 /// block, a tile smaller than the block, one row, one column; every power-of-two warp count and
 /// two odd ones (the serial form); f32, f16 and i32; launch facts off and on.
 #[test]
+#[cfg_attr(
+    not(fuse_nvrtc),
+    ignore = "needs NVRTC: pip install nvidia-cuda-nvrtc and put its lib (site-packages/nvidia/cu13/lib) on LD_LIBRARY_PATH"
+)]
 fn column_folds_compile_with_nvrtc() {
-    if !nvrtc_present() {
-        return;
-    }
+    require_nvrtc();
     const SHAPES: &[(u32, u32)] = &[(2, 1024), (64, 16), (16, 64), (128, 128), (1, 256), (256, 1), (4, 8)];
     const WARPS: &[u32] = &[1, 2, 4, 8, 16, 32, 3, 7];
     let kernels = [cols_kernel("f32"), cols_kernel("f16"), cols_kernel("i32"), units_kernel()];
@@ -220,10 +223,12 @@ fn column_folds_compile_with_nvrtc() {
 /// No local memory (the accumulators are indexed by constants after unrolling) and the folds'
 /// shuffles are there, for a shape whose rows fit a warp.
 #[test]
+#[cfg_attr(
+    not(fuse_nvrtc),
+    ignore = "needs NVRTC: pip install nvidia-cuda-nvrtc and put its lib (site-packages/nvidia/cu13/lib) on LD_LIBRARY_PATH"
+)]
 fn column_folds_stay_in_registers() {
-    if !nvrtc_present() {
-        return;
-    }
+    require_nvrtc();
     let k = cols_kernel("f32");
     let out = emit_cuda(&k);
     for (r, c, w) in [(64, 16, 4), (2, 1024, 4), (128, 128, 8)] {

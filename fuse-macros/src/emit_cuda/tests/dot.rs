@@ -5,7 +5,7 @@
 //! tiles, const generic dims, and warp counts from one (several output slots per thread) to 32
 //! (more threads than output lanes).
 use super::super::emit_cuda;
-use super::nvrtc::{compile, numbered, nvrtc_present};
+use super::nvrtc::{compile, numbered, require_nvrtc};
 use crate::tests::ok;
 
 /// A `[BM, BK] @ [BK, BN]` product of `T` tiles over a K loop (the Triton tutorial's matmul),
@@ -134,10 +134,12 @@ fn f32_operands_staged_from_registers_and_k_major() {
 /// at block shapes and warp counts where f16 takes `wgmma` on sm_90a (and ones where it does not),
 /// in the pipelined K loop, outside it, and with a K-major B.
 #[test]
+#[cfg_attr(
+    not(fuse_nvrtc),
+    ignore = "needs NVRTC: pip install nvidia-cuda-nvrtc and put its lib (site-packages/nvidia/cu13/lib) on LD_LIBRARY_PATH"
+)]
 fn f32_dot_compiles_to_tf32_mma_sync_on_every_arch() {
-    if !nvrtc_present() {
-        return;
-    }
+    require_nvrtc();
     let nt = "fn nt<const BM: usize, const BN: usize, const BK: usize>(a: *const f32, b: *const f32, c: *mut f32, k: i32) {
         let rm = arange(0, BM);
         let rn = arange(0, BN);
@@ -202,7 +204,7 @@ fn dot_of_half_inputs_takes_the_tensor_cores() {
         assert!(out.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), "{t}\n{out}");
         // The loop-carried accumulator is held in the MMA layout and updated in place.
         let acc = crate::tests::var_id(&k, "acc");
-        assert!(out.contains(&format!("float acc[FUSE_EPT")), "{t}\n{out}");
+        assert!(out.contains("float acc[FUSE_EPT"), "{t}\n{out}");
         assert!(out.contains("// MMA layout"), "{t}\n{out}");
         assert!(
             !out.contains("float fuse_c[FUSE_EPT"),
@@ -212,10 +214,12 @@ fn dot_of_half_inputs_takes_the_tensor_cores() {
 }
 
 #[test]
+#[cfg_attr(
+    not(fuse_nvrtc),
+    ignore = "needs NVRTC: pip install nvidia-cuda-nvrtc and put its lib (site-packages/nvidia/cu13/lib) on LD_LIBRARY_PATH"
+)]
 fn dot_fallback_compiles_with_nvrtc() {
-    if !nvrtc_present() {
-        return;
-    }
+    require_nvrtc();
     let mut jobs = Vec::new();
     for (t, src) in kernels() {
         let k = ok(&src);
@@ -267,10 +271,12 @@ fn dot_fallback_compiles_with_nvrtc() {
 /// operands read through descriptors, no `ldmatrix`); on sm_90, and where the warps or rows do not
 /// make warpgroups, `mma.sync`.
 #[test]
+#[cfg_attr(
+    not(fuse_nvrtc),
+    ignore = "needs NVRTC: pip install nvidia-cuda-nvrtc and put its lib (site-packages/nvidia/cu13/lib) on LD_LIBRARY_PATH"
+)]
 fn dot_on_sm90a_takes_wgmma_where_warpgroups_fit() {
-    if !nvrtc_present() {
-        return;
-    }
+    require_nvrtc();
     let mut failures = Vec::new();
     for (t, src) in kernels().into_iter().filter(|(t, _)| *t == "f16" || *t == "bf16") {
         let k = ok(&src);
@@ -309,8 +315,9 @@ fn dot_on_sm90a_takes_wgmma_where_warpgroups_fit() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Prints the emitted CUDA of the `dot` kernels above (a development aid).
 #[test]
-#[ignore]
+#[ignore = "a development aid, not a check: prints the dot kernels' CUDA (--ignored --nocapture)"]
 fn dot_dump() {
     for (t, src) in kernels() {
         println!("==== {t}\n{}", emit_cuda(&ok(&src)).source);
@@ -320,7 +327,7 @@ fn dot_dump() {
 /// `FUSE_DUMP_KERNEL=path cargo test -p fuse-macros --lib dump_kernel_file -- --ignored --nocapture`
 /// prints the emitted CUDA of the `fn` in that file (a development aid: `ptxas -v` on it).
 #[test]
-#[ignore]
+#[ignore = "a development aid, not a check: FUSE_DUMP_KERNEL=path, --ignored --nocapture"]
 fn dump_kernel_file() {
     let path =
         std::env::var("FUSE_DUMP_KERNEL").expect("FUSE_DUMP_KERNEL=path of a file holding one kernel fn");
@@ -456,53 +463,64 @@ fn a_transposed_b_operand_is_read_k_major_without_moving_it() {
     }
 }
 
-#[test]
-fn i8_takes_the_tensor_cores_with_a_k_major_b_only() {
-    let src = |b: &str| {
-        format!(
-            "fn q(a: *const i8, w: *const i8, c: *mut i32) {{
+/// A `[64, 64]` i8 `dot(x, b)` of two loaded tiles, `b` being `trans(y)` or `y`.
+fn i8_dot(b: &str) -> String {
+    format!(
+        "fn q(a: *const i8, w: *const i8, c: *mut i32) {{
         let r = arange(0, 64);
         let kk = arange(0, 64);
         let x = load(a + r.expand_dims(1) * 64 + kk.expand_dims(0));
         let y = load(w + r.expand_dims(1) * 64 + kk.expand_dims(0));
         store(c + r.expand_dims(1) * 64 + r.expand_dims(0), dot(x, {b}));
     }}"
-        )
-    };
-    let k = ok(&src("trans(y)"));
-    let emitted = emit_cuda(&k);
-    let out = emitted.source.clone();
+    )
+}
+
+#[test]
+fn i8_takes_the_tensor_cores_with_a_k_major_b_only() {
+    let out = emit_cuda(&ok(&i8_dot("trans(y)"))).source;
     assert!(out.contains("m16n8k32.row.col.s32.s8.s8.s32"), "{out}");
     assert!(out.contains("fuse_mma_s8(") && out.contains("read by its dot as K-major B"), "{out}");
     assert!(out.contains("int fuse_c[FUSE_EPT") || out.contains("int t"), "{out}");
-    // On sm_90a with a warpgroup: wgmma's k32 s8 form, both operands K-major.
-    if nvrtc_present() {
-        for (warps, wg) in [(4, true), (2, false)] {
-            let mut full = format!("#define FUSE_NUM_WARPS {warps}\n");
-            for s in &emitted.specializations {
-                full.push_str(&format!("#define {} 1\n", s.macro_name(&k.params)));
-            }
-            full.push_str(&out);
-            let ptx = compile(&full, "sm_90a").unwrap_or_else(|log| panic!("{log}\n{}", numbered(&full)));
-            assert_eq!(ptx.contains("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8"), wg, "{warps} warps");
-            assert_eq!(ptx.contains("mma.sync.aligned.m16n8k32"), !wg, "{warps} warps");
-        }
-    }
     // A [K, N] i8 B has no byte ldmatrix.trans: the general fallback.
-    let out = emit_cuda(&ok(&src("y"))).source;
+    let out = emit_cuda(&ok(&i8_dot("y"))).source;
     assert!(out.contains("the general fallback") && !out.contains("fuse_mma_s8("), "{out}");
 }
 
-/// `fuse_swz_f32` (the f32 staging layout), compiled for the host (`$CXX`, else `g++`; skipped
-/// without one) and checked over the operand shapes a dot can have: a bijection onto the buffer's
+/// On sm_90a with a warpgroup, the i8 `dot` of a K-major B takes wgmma's k32 s8 form (both
+/// operands K-major); on fewer warps, mma.sync.
+#[test]
+#[cfg_attr(
+    not(fuse_nvrtc),
+    ignore = "needs NVRTC: pip install nvidia-cuda-nvrtc and put its lib (site-packages/nvidia/cu13/lib) on LD_LIBRARY_PATH"
+)]
+fn i8_takes_wgmma_on_sm90a_with_a_warpgroup() {
+    require_nvrtc();
+    let k = ok(&i8_dot("trans(y)"));
+    let emitted = emit_cuda(&k);
+    for (warps, wg) in [(4, true), (2, false)] {
+        let mut full = format!("#define FUSE_NUM_WARPS {warps}\n");
+        for s in &emitted.specializations {
+            full.push_str(&format!("#define {} 1\n", s.macro_name(&k.params)));
+        }
+        full.push_str(&emitted.source);
+        let ptx = compile(&full, "sm_90a").unwrap_or_else(|log| panic!("{log}\n{}", numbered(&full)));
+        assert_eq!(ptx.contains("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8"), wg, "{warps} warps");
+        assert_eq!(ptx.contains("mma.sync.aligned.m16n8k32"), !wg, "{warps} warps");
+    }
+}
+
+/// `fuse_swz_f32` (the f32 staging layout), compiled for the host (`$CXX`, else `g++`; ignored
+/// where the build found none, `fuse_cxx` in build.rs) and checked over the operand shapes a dot can have: a bijection onto the buffer's
 /// even 16-bit units, 4 consecutive floats from a multiple of 4 in one 16-byte aligned chunk (what
 /// `cp.async` and the staging stores write), 8 rows of a chunk on 8 distinct bank groups (one
 /// `ldmatrix` matrix, A and K-major B), and a `[K, N]` B fragment load (rows `t`, columns `g`,
 /// and rows `t + 4`) on 32 distinct banks.
 #[test]
+#[cfg_attr(not(fuse_cxx), ignore = "needs a C++17 compiler: set CXX, or install g++")]
 fn f32_swizzle_is_a_bijection_without_bank_conflicts() {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".to_string());
-    let prelude = super::super::tf32::PRELUDE;
+    let prelude = super::super::lower::tf32::PRELUDE;
     let start =
         prelude.find("__device__ __forceinline__ int fuse_swz_f32").expect("fuse_swz_f32 in the prelude");
     let end = start + prelude[start..].find("\n}\n").expect("the function's end") + 3;
@@ -554,10 +572,7 @@ int main() {{
     let (cpp, exe) = (dir.join("swz.cpp"), dir.join("swz"));
     std::fs::write(&cpp, program).expect("the test program written");
     match std::process::Command::new(&cxx).args(["-std=c++17", "-O1", "-o"]).arg(&exe).arg(&cpp).output() {
-        Err(e) => {
-            eprintln!("skipping: no host C++ compiler ({cxx}: {e})");
-            return;
-        }
+        Err(e) => panic!("no host C++ compiler ({cxx}: {e}): set CXX, or install g++"),
         Ok(o) => assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr)),
     }
     let run = std::process::Command::new(&exe).output().expect("the test program runs");

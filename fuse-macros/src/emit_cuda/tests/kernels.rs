@@ -479,8 +479,8 @@ pub fn everything() -> Kernel {
                 }
                 // Scalar-offset loads/stores (broadcast) with a scalar mask.
                 let so = b.cast(&format!("so_{}", d.name()), npz, d);
-                let sl = b.load(&format!("sl_{}", d.name()), np, so, Some(t), Some(nan));
-                b.store(8, so, sl, Some(t));
+                let scalar_load = b.load(&format!("sl_{}", d.name()), np, so, Some(t), Some(nan));
+                b.store(8, so, scalar_load, Some(t));
                 // rand with tile and scalar offsets of this dtype.
                 let seed = b.param(&format!("seed_{}", d.name()), sidx(d));
                 let _ = b.like(
@@ -495,9 +495,7 @@ pub fn everything() -> Kernel {
                     Expr::Rand { seed, offset: so, width: fuse_ir::RandWidth::W32 },
                 );
             }
-            for op in [UnaryOp::Not] {
-                let _ = b.un("not_mask", op, mask);
-            }
+            let _ = b.un("not_mask", UnaryOp::Not, mask);
             for op in [BinaryOp::Or, BinaryOp::Xor, BinaryOp::Eq, BinaryOp::Ne] {
                 let _ = b.bin(&format!("bm_{op:?}"), op, mask, mask);
             }

@@ -1,5 +1,7 @@
 //! Emitter tests: hand-built IR for the seed kernels and a kernel using every IR construct;
 //! structure/determinism checks here, NVRTC compiles in `nvrtc`.
+use super::analysis::affine;
+use super::lower::ctype;
 use super::*;
 use fuse_ir::*;
 
@@ -403,6 +405,7 @@ fn emit_moves_uniform_scalars_between_the_loads_and_the_math() {
 }
 
 #[test]
+#[allow(clippy::excessive_precision)] // the literal as the emitted source spells it
 fn emit_philox_constant_matches_reference() {
     // The source's literal 4.6566127342e-10f is the f32 the reference multiplies by.
     assert_eq!(4.6566127342e-10_f32.to_bits(), 0x2FFF_FFFF);
@@ -466,6 +469,8 @@ fn emit_dump() {
 /// (`fuse_ir::philox::uniform(x) > p`) at and around the bound it returns, for every branch.
 #[test]
 fn rand_gt_bound_is_exact() {
+    // As the C helper tests it: a NaN `p` takes the first branch.
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
     fn bound(p: f32) -> u32 {
         if !(p < 1.0) {
             return 0x8000_0000;

@@ -29,11 +29,13 @@ fn row_reductions_broadcast_back_without_shared_memory() {
 /// Rows within a warp (`C / VEC <= 32`), across warps, wider than the block (one row spanning
 /// several chunks) and narrower than a vector, each with the launch facts off and on.
 #[test]
+#[cfg_attr(
+    not(fuse_nvrtc),
+    ignore = "needs NVRTC: pip install nvidia-cuda-nvrtc and put its lib (site-packages/nvidia/cu13/lib) on LD_LIBRARY_PATH"
+)]
 fn row_reductions_compile_with_nvrtc() {
-    use super::nvrtc::{compile, defines, numbered, nvrtc_present};
-    if !nvrtc_present() {
-        return;
-    }
+    use super::nvrtc::{compile, defines, numbered, require_nvrtc};
+    require_nvrtc();
     let k = ok(SOFTMAX_ROWS);
     let out = emit_cuda(&k);
     for (rows, block, warps) in
@@ -68,8 +70,8 @@ fn full_reductions_keep_row_layouts() {
         store(out + program_id(0), (cols < n).to(i32).sum());
         store(s + program_id(0), v.sum(1).sum());
     }");
-    let mut layout = super::super::layout::Layout::new(&k);
-    let lay = super::super::slices::assign(&k, &mut layout);
+    let mut layout = super::super::analysis::layout::Layout::new(&k);
+    let lay = super::super::analysis::slices::assign(&k, &mut layout);
     let mut kept = Vec::new();
     fuse_ir::visit_stmts(&k.body, &mut |st| {
         if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Reduce(_, src), .. } = st {

@@ -8,17 +8,18 @@
 //! writing whole sectors. The scratch rows are padded by 16 bytes, so the pairs a warp writes
 //! (8 rows, 4 threads per row) land in distinct banks, and the 16-byte reads stay aligned.
 use super::ctype::c_type;
-use super::Ctx;
+use super::Emitter;
+use crate::emit_cuda::analysis::remat::BUDGET;
 use fuse_ir::{DType, ParamKind, VarId};
 
 /// The padding of a scratch row, in bytes.
 const PAD_BYTES: usize = 16;
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// The length layout a store of `value` passes through the scratch to, if it does: `value` is
     /// a 2-D tile in an MMA layout of the pointee's 1- or 2-byte type, and every tile among the
     /// offsets and the mask is already in that layout or an index tile recomputable there.
-    pub(super) fn coalesced_store_layout(
+    pub(in crate::emit_cuda) fn coalesced_store_layout(
         &mut self,
         param: u32,
         offset: VarId,
@@ -44,15 +45,15 @@ impl Ctx<'_> {
                 return None;
             }
             // The view `with_views` will make must exist.
-            let mut budget = super::remat::BUDGET;
-            self.at_lanes_of(l, |cx| cx.value_at(v, "(fuse_f)", &mut budget))?;
+            let mut budget = BUDGET;
+            self.at_lanes_of(l, |emitter| emitter.value_at(v, "(fuse_f)", &mut budget))?;
         }
         Some(l)
     }
 
     /// `store(param[offset], value, mask)` with `value` moved to length layout `l` through the
-    /// scratch first ([`Ctx::coalesced_store_layout`]).
-    pub(super) fn store_through_scratch(
+    /// scratch first ([`Emitter::coalesced_store_layout`]).
+    pub(in crate::emit_cuda) fn store_through_scratch(
         &mut self,
         (param, offset, value, mask): (u32, VarId, VarId, Option<VarId>),
         l: usize,
@@ -108,7 +109,7 @@ impl Ctx<'_> {
         let old_layout = self.var_layout[i].replace(l);
         let old_uniform = self.chunk_uniform[i].take();
         let vars: Vec<VarId> = [offset].into_iter().chain(mask).collect();
-        self.with_views(value, &vars, &|cx: &mut Self| cx.store(param, offset, value, mask));
+        self.with_views(value, &vars, &|emitter: &mut Self| emitter.store(param, offset, value, mask));
         self.names.vars[i] = old_name;
         self.var_layout[i] = old_layout;
         self.chunk_uniform[i] = old_uniform;

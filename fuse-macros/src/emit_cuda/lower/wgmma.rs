@@ -2,7 +2,7 @@
 //!
 //! Where an MMA layout takes the warpgroup grid (`FUSE_WG<k>`, decided by the preprocessor: the
 //! kernel is compiled for sm_90a, the warps come in whole warpgroups and the block has 64-row
-//! blocks for them, see [`super::mma::MmaLayout::macros`]), each warpgroup of 4 warps owns
+//! blocks for them, see [`MmaLayout::macros`](crate::emit_cuda::analysis::tensor_cores::MmaLayout::macros)), each warpgroup of 4 warps owns
 //! `FUSE_MI` blocks of 64 rows and `FUSE_NI * 8` columns, warp `w % 4` holding rows `16 (w % 4)`
 //! of each block: exactly the accumulator fragment of `wgmma.m64nNk16`, whose register `j` is the
 //! `mma.sync` slot `4 ni + 2 h + e` of the same row and column. So the accumulator is the same
@@ -18,33 +18,17 @@
 //! MN-major (`[K, N]`, the transposed-B form) or K-major (`[N, K]`, a `trans(w)` operand). Per K
 //! step of 16: one `wgmma` per 64-row block, then one commit group, waited for before the
 //! accumulators are read (or, in a K loop that only accumulates, one iteration later).
-use super::Ctx;
+use super::Emitter;
+use crate::emit_cuda::analysis::tensor_cores::{WgForm, WgInput};
 use fuse_ir::DType;
 use std::fmt::Write;
 
 /// The warpgroup widths a `wgmma` may have here (the warpgroup's N; powers of two).
 const WIDTHS: [usize; 5] = [16, 32, 64, 128, 256];
 
-/// The input types `wgmma` takes here: f16 and bf16 (f32 accumulators, K 16 a step), i8 (i32
-/// accumulators, K 32 a step: the same 32 bytes of a row, so the same descriptors).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum WgInput {
-    F16,
-    Bf16,
-    I8,
-}
-
 impl WgInput {
-    pub fn of(d: DType) -> Option<WgInput> {
-        match d {
-            DType::F16 => Some(WgInput::F16),
-            DType::BF16 => Some(WgInput::Bf16),
-            DType::I8 => Some(WgInput::I8),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
+    /// The type's name in the PTX instruction and in the helpers' names.
+    pub(in crate::emit_cuda) fn name(self) -> &'static str {
         match self {
             WgInput::F16 => "f16",
             WgInput::Bf16 => "bf16",
@@ -52,9 +36,6 @@ impl WgInput {
         }
     }
 }
-
-/// One `wgmma` form a kernel uses: input type, MN-major B, A from registers.
-pub type WgForm = (WgInput, bool, bool);
 
 /// Device helpers: descriptors, the fence/commit/wait protocol and, for each form used,
 /// `fuse_wgmma_<ty>_<t>` (A from shared memory) or `fuse_wgmma_rs_<ty>_<t>` (A from four
@@ -138,15 +119,15 @@ template <int fuse_n> __device__ __forceinline__ void fuse_wg_wait() { asm volat
     out
 }
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// The warpgroup's `wgmma`s over the staged `fuse_sa` (`[m, kk]`) and `fuse_sb` (`[kk, n]`,
     /// or `[n, kk]` when `kmajor`), accumulating into the MMA-layout registers `c`.
     /// `dst`: the result; where it is an in-flight accumulator of the pipelined loop being
-    /// emitted, one commit group is left pending (FUSE_INFLIGHT<n>). `a_regs`: A from the
+    /// emitted, one commit group is left pending (`FUSE_INFLIGHT<n>`). `a_regs`: A from the
     /// registers of a 16-bit tile in MMA layout (its layout, name) whose warp grid is `mma`'s
     /// (attention's `p`), packed for every K step before the fence (wgmma reads them while it runs).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn wgmma_steps(
+    pub(in crate::emit_cuda) fn wgmma_steps(
         &mut self,
         mma: usize,
         dst: fuse_ir::VarId,

@@ -18,10 +18,10 @@ const MAX_TERMS: usize = 4;
 /// A product `2^log2 * consts... * (FUSE_DIV16_p ? 2^l : 1)...` (`l` is 4 for the parameter
 /// itself, less for a quotient of it); every factor is a power of two ≥ 1.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Term {
-    log2: u8,
-    consts: Vec<u32>,
-    div16: Vec<(u32, u8)>,
+pub(in crate::emit_cuda) struct Term {
+    pub(in crate::emit_cuda) log2: u8,
+    pub(in crate::emit_cuda) consts: Vec<u32>,
+    pub(in crate::emit_cuda) div16: Vec<(u32, u8)>,
 }
 
 impl Term {
@@ -62,23 +62,6 @@ impl Term {
     fn le(&self, o: &Term) -> bool {
         self.log2 <= o.log2 && sub_multiset(&self.consts, &o.consts) && sub_multiset(&self.div16, &o.div16)
     }
-
-    /// `div16_macros[p]`: the `FUSE_DIV16_` macro of integer param `p` (the name the runtime defines).
-    fn c_expr(&self, const_names: &[String], div16_macros: &[String]) -> String {
-        let mut f: Vec<String> = Vec::new();
-        if self.log2 > 0 || (self.consts.is_empty() && self.div16.is_empty()) {
-            f.push(format!("{}", 1u64 << self.log2));
-        }
-        f.extend(self.consts.iter().map(|&c| const_names[c as usize].clone()));
-        f.extend(
-            self.div16.iter().map(|&(p, l)| format!("({} ? {} : 1)", div16_macros[p as usize], 1u32 << l)),
-        );
-        if f.len() == 1 {
-            f.pop().unwrap()
-        } else {
-            format!("({})", f.join(" * "))
-        }
-    }
 }
 
 fn sub_multiset<T: PartialEq + Clone>(a: &[T], b: &[T]) -> bool {
@@ -95,7 +78,7 @@ fn sub_multiset<T: PartialEq + Clone>(a: &[T], b: &[T]) -> bool {
 /// A lower bound on the power of two dividing a value: the minimum of its terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Div {
-    terms: Vec<Term>,
+    pub(in crate::emit_cuda) terms: Vec<Term>,
 }
 
 impl Div {
@@ -160,27 +143,6 @@ impl Div {
 
     fn mul(&self, o: &Div) -> Div {
         Div::normalise(self.terms.iter().flat_map(|a| o.terms.iter().map(move |b| a.mul(b))).collect())
-    }
-
-    /// A preprocessor condition for "the value is a multiple of `m`", a power-of-two macro or
-    /// number known to be at most `2^max_log2`, and the integer params whose `FUSE_DIV16_` fact it
-    /// reads. The min of powers of two is a multiple of `m` exactly when every term is, and terms of
-    /// at least `2^max_log2` always are.
-    pub fn multiple_of(
-        &self,
-        m: &str,
-        max_log2: u8,
-        const_names: &[String],
-        div16_macros: &[String],
-    ) -> (String, Vec<u32>) {
-        let kept: Vec<&Term> = self.terms.iter().filter(|t| t.log2 < max_log2).collect();
-        let mut read: Vec<u32> = kept.iter().flat_map(|t| t.div16.iter().map(|&(p, _)| p)).collect();
-        read.sort_unstable();
-        read.dedup();
-        let conds: Vec<String> =
-            kept.iter().map(|t| format!("{} % {m} == 0", t.c_expr(const_names, div16_macros))).collect();
-        let cond = if conds.is_empty() { "1".into() } else { format!("({})", conds.join(" && ")) };
-        (cond, read)
     }
 }
 

@@ -1,26 +1,14 @@
-//! Rematerialisation: a broadcast whose source is a function of lane indices alone is emitted by
-//! computing the source again at the lane each destination slot reads, instead of moving it
-//! between threads through shared memory (Triton gets the same from `arange` fitting any layout).
-//!
-//! A tile is **index-computable** when its one assignment is `arange`, a splat of a scalar, or an
-//! integer or bool element-wise operation, cast, `where_`, reshape or broadcast of index-computable
-//! tiles and scalars, every var involved assigned once (so a scalar read at the broadcast has the
-//! value it had when the tile was made: its one assignment dominates both). The row and column
-//! indices of a 2-D tile (`rm`, `k0 + rk`), the offsets built from them and their masks are; a
-//! loaded or reduced value is not. The recomputation is a few integer operations per slot, where
-//! the scratch costs two barriers and a shared round trip per broadcast (eight per iteration of a
-//! Triton-style matmul K loop before this).
-use super::ctype::{self};
-use super::Ctx;
+//! Rematerialisation (`analysis/remat.rs` says which tiles qualify): a broadcast of an
+//! index-computable tile computes its source again at the lane each destination slot reads.
+use super::ctype;
+use super::Emitter;
+use crate::emit_cuda::analysis::remat::BUDGET;
 use fuse_ir::{DType, Expr, Len, Stmt, VarId};
 
-/// The most operations one recomputed value may take (beyond it: through the scratch).
-pub(super) const BUDGET: u32 = 24;
-
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// `dst = broadcast(src)` by recomputing `src` at each slot's source lane, if it is
     /// index-computable; `false` (nothing emitted) otherwise.
-    pub(super) fn broadcast_by_remat(&mut self, dst: VarId, src: VarId, lane: &str) -> bool {
+    pub(in crate::emit_cuda) fn broadcast_by_remat(&mut self, dst: VarId, src: VarId, lane: &str) -> bool {
         let kd = self.tile(dst).expect("broadcasts make tiles");
         let mut budget = BUDGET;
         let Some(e) = self.value_at(src, &format!("({lane})"), &mut budget) else { return false };
@@ -35,7 +23,12 @@ impl Ctx<'_> {
 
     /// The value of `v` (in its dtype) at lane `lane` (a C expression), if `v` is a scalar
     /// assigned once or an index-computable tile within `budget` operations.
-    pub(super) fn value_at(&mut self, v: VarId, lane: &str, budget: &mut u32) -> Option<String> {
+    pub(in crate::emit_cuda) fn value_at(
+        &mut self,
+        v: VarId,
+        lane: &str,
+        budget: &mut u32,
+    ) -> Option<String> {
         if self.assignments[v.0 as usize] != 1 {
             return None;
         }
@@ -59,8 +52,8 @@ impl Ctx<'_> {
                 ctype::convert(&e, self.dtype(x), d, &mut self.needs)
             }
             Expr::Broadcast(x) => {
-                let (sd, dd) = (self.k.ty(x).shape.dims(), self.k.ty(v).shape.dims());
-                let at = self.source_lane(&sd, &dd, lane);
+                let (src_dims, dst_dims) = (self.k.ty(x).shape.dims(), self.k.ty(v).shape.dims());
+                let at = self.source_lane(&src_dims, &dst_dims, lane);
                 self.value_at(x, &format!("({at})"), budget)?
             }
             Expr::Unary(op, x) => {
@@ -107,9 +100,9 @@ impl Ctx<'_> {
         found
     }
 
-    /// Runs `f` with `fuse_f` standing for the lanes of layout `k` ([`Ctx::source_lane`] then
+    /// Runs `f` with `fuse_f` standing for the lanes of layout `k` ([`Emitter::source_lane`] then
     /// takes an MMA layout's rows and columns in closed form), restoring the outer layout after.
-    pub(super) fn at_lanes_of<R>(&mut self, k: usize, f: impl FnOnce(&mut Self) -> R) -> R {
+    pub(in crate::emit_cuda) fn at_lanes_of<R>(&mut self, k: usize, f: impl FnOnce(&mut Self) -> R) -> R {
         let outer = self.lane_layout.replace(k);
         let r = f(self);
         self.lane_layout = outer;
@@ -118,7 +111,7 @@ impl Ctx<'_> {
 
     /// The lane of a broadcast's source (dims `src`) that destination lane `lane` (dims `dst`)
     /// reads (see `fuse_ir::broadcast_source_lane`).
-    pub(super) fn source_lane(&self, src: &[Len], dst: &[Len], lane: &str) -> String {
+    pub(in crate::emit_cuda) fn source_lane(&self, src: &[Len], dst: &[Len], lane: &str) -> String {
         let unit = Len::literal_log2(0);
         // The source's dims aligned at the right with the destination's (missing ones are 1).
         let (rows, cols) = match src {
@@ -142,69 +135,4 @@ impl Ctx<'_> {
             _ => "0".into(),
         }
     }
-}
-
-/// Per var: whether it is an index-computable tile that [`Ctx::value_at`] recomputes within
-/// [`BUDGET`] operations (the same rules, from the IR alone: the layout pass needs it first).
-/// Such a tile fits any layout: where it meets one unlike its own it is recomputed there
-/// ([`Ctx::view`]).
-pub(super) fn index_computable(k: &fuse_ir::Kernel, assignments: &[u32]) -> Vec<bool> {
-    let mut def: Vec<Option<&Expr>> = vec![None; k.vars.len()];
-    k.visit_stmts(&mut |s| {
-        if let Stmt::Assign { dst, expr } = s {
-            def[dst.0 as usize] = Some(expr);
-        }
-    });
-    // The operations a recomputation takes (`None`: not recomputable), memoised.
-    fn cost(
-        k: &fuse_ir::Kernel,
-        v: VarId,
-        def: &[Option<&Expr>],
-        assignments: &[u32],
-        memo: &mut [Option<Option<u32>>],
-    ) -> Option<u32> {
-        let i = v.0 as usize;
-        if let Some(c) = memo[i] {
-            return c;
-        }
-        let c = (|| {
-            if assignments[i] != 1 {
-                return None;
-            }
-            if k.ty(v).shape.is_scalar() {
-                return Some(0);
-            }
-            let d = k.ty(v).dtype;
-            if !(d.is_int() || d == DType::Bool) {
-                return None;
-            }
-            let operands = match def[i]? {
-                Expr::Arange { .. } => Vec::new(),
-                e @ (Expr::Copy(_)
-                | Expr::Splat(_)
-                | Expr::Reshape(_)
-                | Expr::Cast(_)
-                | Expr::Broadcast(_)
-                | Expr::Unary(..)
-                | Expr::Binary(..)
-                | Expr::Where(..)) => e.operands(),
-                _ => return None,
-            };
-            let mut total = 1u32;
-            for o in operands {
-                total += cost(k, o, def, assignments, memo)?;
-            }
-            Some(total)
-        })();
-        memo[i] = Some(c);
-        c
-    }
-    let mut memo = vec![None; k.vars.len()];
-    (0..k.vars.len())
-        .map(|i| {
-            let v = VarId(i as u32);
-            !k.ty(v).shape.is_scalar()
-                && cost(k, v, &def, assignments, &mut memo).is_some_and(|c| c <= BUDGET)
-        })
-        .collect()
 }

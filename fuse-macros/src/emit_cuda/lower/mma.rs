@@ -28,21 +28,9 @@
 //! the same way (`fuse_swz_f32`) and walked in steps of 8 with m16n8k8, never on `wgmma`
 //! ([`super::tf32`]).
 use super::ctype::c_type;
-use super::Ctx;
-use fuse_ir::{DType, Len, VarId};
-
-/// A `[rows, cols]` tile held as tensor-core accumulators (see the module doc).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MmaLayout {
-    pub rows: Len,
-    pub cols: Len,
-    /// Warps along M only (chained dots, see [`super::layout::Layout::rows_first`]).
-    pub rows_first: bool,
-    /// The kernel has a tensor-core `dot` that `wgmma` may run (not f32, [`may_take_wgmma`]): on
-    /// sm_90a the layout may take the warpgroup grid of `wgmma` (decided by the preprocessor,
-    /// `FUSE_WG<k>`); otherwise `FUSE_WG<k>` is 0 and the grid is mma.sync's.
-    pub warpgroups: bool,
-}
+use super::Emitter;
+use crate::emit_cuda::analysis::tensor_cores::{may_take_wgmma, MmaLayout};
+use fuse_ir::{DType, VarId};
 
 impl MmaLayout {
     /// The `#define`s of MMA layout `k`.
@@ -105,8 +93,8 @@ impl MmaLayout {
             out.push(format!("#define FUSE_SPLITM{k}_{s} {split_m}"));
             // The preprocessor picks each level's side, so a level names the one before it once:
             // as a ternary (`grow && split ? 2 * wm : wm`, the split test naming wm and wn again)
-            // the expansion grew ~6x a level, to 1.4 MB of tokens per FUSE_IDX<k> at level 5 and
-            // 6.5-15 s of NVRTC front end per mma.sync variant (docs/PERF.md, session 13).
+            // the expansion would grow ~6x a level, to megabytes of tokens per FUSE_IDX<k> at
+            // level 5 and seconds of NVRTC front end per mma.sync variant.
             for (side, prev, test) in [("M", &wm, format!("FUSE_SPLITM{k}_{s}")), ("N", &wn, split_n)] {
                 out.push(format!("#if ({grow}) && ({test})"));
                 out.push(format!("#define FUSE_W{side}{k}_{s} (2 * {prev})"));
@@ -232,7 +220,13 @@ __device__ __forceinline__ void fuse_mma_bf16(float* d, const unsigned int* a, c
 /// `buf` (a `unsigned short*`), through `fuse_swz`. Rows are addressed in 16-bit units: an i8
 /// (`esz` 1) column `c` is byte `c % 2` of unit `c / 2`, as a `byte*`; an f32 (`esz` 4) is two
 /// units, through `fuse_swz_f32` ([`super::tf32::swizzled`]), as a `float*`.
-pub(super) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str), esz: usize, byte: &str) -> String {
+pub(in crate::emit_cuda) fn swizzled(
+    buf: &str,
+    f: &str,
+    (w, h): (&str, &str),
+    esz: usize,
+    byte: &str,
+) -> String {
     if esz == 4 {
         super::tf32::swizzled(buf, f, (w, h))
     } else if esz == 1 {
@@ -242,70 +236,39 @@ pub(super) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str), esz: usize, byt
     }
 }
 
-/// Whether `dot` of these input dtypes has a tensor-core lowering here for a `[K, N]` B.
-pub fn has_mma(input: DType) -> bool {
-    matches!(input, DType::F16 | DType::BF16 | DType::F32)
-}
-
-/// Whether a tensor-core `dot` of these inputs may run on `wgmma` (sm_90a): not f32, whose
-/// TF32 `wgmma` wants both operands K-major ([`super::tf32`]).
-pub fn may_take_wgmma(input: DType) -> bool {
-    super::wgmma::WgInput::of(input).is_some()
-}
-
-/// Whether `dot(a, b)` takes the tensor cores: f16, bf16 and f32 (as TF32) always; i8 (`m16n8k32`, whose B
-/// fragment has no `ldmatrix.trans` for bytes) when `b` is `trans(w)` of a K-major `w` read by
-/// this dot alone.
-pub fn takes_mma(k: &fuse_ir::Kernel, a: VarId, b: VarId) -> bool {
-    let input = k.ty(a).dtype;
-    if has_mma(input) {
-        return true;
-    }
-    if input != DType::I8 {
-        return false;
-    }
-    let (mut trans, mut assigned, mut reads) = (false, 0, 0);
-    k.visit_stmts(&mut |s| match s {
-        fuse_ir::Stmt::Assign { dst, expr } => {
-            if *dst == b {
-                assigned += 1;
-                trans = matches!(expr, fuse_ir::Expr::Trans(_));
-            }
-            reads += expr.operands().iter().filter(|&&v| v == b).count();
-        }
-        fuse_ir::Stmt::Store { offset, value, mask, .. } => {
-            reads += [*offset, *value].iter().chain(mask.iter()).filter(|&&v| v == b).count();
-        }
-        _ => {}
-    });
-    trans && assigned == 1 && reads == 1
-}
-
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// `dst = dot(a, b, acc)` on tensor cores; `mma` is the MMA layout of `dst`'s shape. A `dst`
     /// (or `acc`) held in another layout is computed in (read into) MMA registers and converted
     /// through the scratch.
-    pub(super) fn dot_mma(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>, mma: usize) {
+    pub(in crate::emit_cuda) fn dot_mma(
+        &mut self,
+        dst: VarId,
+        a: VarId,
+        b: VarId,
+        acc: Option<VarId>,
+        mma: usize,
+    ) {
         self.needs.mma = true;
         let input = self.dtype(a);
-        let (da, db) = (self.k.ty(a).shape.dims(), self.k.ty(b).shape.dims());
+        let (a_dims, b_dims) = (self.k.ty(a).shape.dims(), self.k.ty(b).shape.dims());
         let consts = &self.k.consts;
-        let (m, kk, n) = (da[0].c_expr(consts), da[1].c_expr(consts), db[1].c_expr(consts));
+        let (m, kk, n) = (a_dims[0].c_expr(consts), a_dims[1].c_expr(consts), b_dims[1].c_expr(consts));
         // `b = trans(w)` read by this dot alone: `w` ([N, K] row-major) is B's K-major form, which
         // `ldmatrix` reads without transposing; `trans` itself was never emitted.
         let kmajor = self.kmajor_b.get(&b).copied();
         let b_src = kmajor.unwrap_or(b);
-        let (ka, kb) = (self.tile(a).expect("dot reads tiles"), self.tile(b_src).expect("dot reads tiles"));
-        let (sa, sb, d) =
+        let (a_layout, b_layout) =
+            (self.tile(a).expect("dot reads tiles"), self.tile(b_src).expect("dot reads tiles"));
+        let (a_name, b_name, d) =
             (self.name(a).to_string(), self.name(b_src).to_string(), self.name(dst).to_string());
         let in_place = self.tile(dst) == Some(mma);
-        let sb_shown = if kmajor.is_some() { format!("trans({sb})") } else { sb.clone() };
+        let b_shown = if kmajor.is_some() { format!("trans({b_name})") } else { b_name.clone() };
         self.w.line(format!(
-            "// {d} = dot({sa}, {sb_shown}{}) on tensor cores",
+            "// {d} = dot({a_name}, {b_shown}{}) on tensor cores",
             acc.map(|c| format!(", {}", self.name(c))).unwrap_or_default()
         ));
         // Operands a pipelined loop loaded ahead, or staged once before it, are in shared memory
-        // already (pipeline.rs); the others are staged here.
+        // already (lower/pipeline.rs); the others are staged here.
         let (in_a, in_b) = (self.staged.get(&a).cloned(), self.staged.get(&b_src).cloned());
         let esz = input.size_bytes();
         if in_a.is_none() || in_b.is_none() {
@@ -327,6 +290,84 @@ impl Ctx<'_> {
         if !in_place {
             self.w.line(format!("{at} fuse_c[FUSE_EPT{mma}];"));
         }
+        self.mma_accumulator_from(acc, (&c, at), mma, zero);
+        // Shared rows are addressed in 16-bit units: an i8 row of K bytes is K / 2 of them, and
+        // one m16n8k32 step reads the 16 of them that a f16 m16n8k16 step reads. (f32 rows are
+        // addressed in floats, tf32.rs.)
+        let kw = if input == DType::I8 { format!("(({kk}) / 2)") } else { kk.clone() };
+        let (wb, hb) = if kmajor.is_some() { (kk.clone(), n.clone()) } else { (n.clone(), kk.clone()) };
+        let a_op = (a_layout, a_name.as_str(), "fuse_sa", kk.as_str(), m.as_str());
+        let b_op = (b_layout, b_name.as_str(), "fuse_sb", wb.as_str(), hb.as_str());
+        let pointers = |emitter: &mut Self, a_in: Option<&String>| {
+            for (buf, src) in [("fuse_sa", a_in), ("fuse_sb", in_b.as_ref())] {
+                match src {
+                    Some(p) => emitter.w.line(format!("const unsigned short* {buf} = {p};")),
+                    None if buf == "fuse_sa" => emitter.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;"),
+                    // In 16-bit units: A is `m * kk * esz` bytes.
+                    None => emitter.w.line(format!("unsigned short* fuse_sb = (unsigned short*)(fuse_xs + (({m}) * ({kk}) * {esz} + 1023) / 1024 * 1024);")),
+                }
+            }
+        };
+        // `a` in the accumulator layout of an earlier dot with the same rows (attention's `p`):
+        // its registers are already A fragments where the warp grids agree (Triton's and
+        // FlashAttention's `P` in registers); else it goes through shared memory as any operand.
+        // (Not f32: m16n8k8's A fragment holds columns t and t + 4, the accumulator 2t and 2t + 1.)
+        let half = matches!(input, DType::F16 | DType::BF16);
+        let regs = self.tile(a).filter(|&kp| self.layout.is_mma(kp) && in_a.is_none() && half);
+        let wgmma = if may_take_wgmma(input) { format!("FUSE_WG{mma} ? 2u : 1u") } else { "1u".to_string() };
+        if let Some(kp) = regs {
+            let from_regs =
+                format!("FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma} && FUSE_WG{kp} == FUSE_WG{mma}");
+            self.dot_paths.push(wgmma.clone());
+            self.w.pp(format!("#if {from_regs}"));
+            pointers(self, Some(&"(const unsigned short*)0".to_string()));
+            if in_b.is_none() {
+                self.stage_operands(&[b_op], esz);
+            }
+            self.w.pp(format!("#if FUSE_WG{mma}"));
+            self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), Some((kp, &a_name)));
+            self.w.pp("#else");
+            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), Some((kp, &a_name)));
+            self.w.pp("#endif");
+            self.w.pp("#else");
+        }
+        if regs.is_none() {
+            self.dot_paths.push(wgmma);
+        }
+        pointers(self, in_a.as_ref());
+        let to_stage: Vec<_> = [(in_a.is_none(), a_op), (in_b.is_none(), b_op)]
+            .into_iter()
+            .filter(|x| x.0)
+            .map(|x| x.1)
+            .collect();
+        if !to_stage.is_empty() {
+            self.stage_operands(&to_stage, esz);
+        }
+        // Hopper's warpgroup MMA where the layout took its grid, else mma.sync; both walk the
+        // rows in 16-bit units (`kw`: an i8 step of K 32 reads the bytes an f16 step of 16 does).
+        // f32 is mma.sync on either grid (`FUSE_WROW`/`FUSE_WNI` place a warp's tiles in both).
+        if may_take_wgmma(input) {
+            self.w.pp(format!("#if FUSE_WG{mma}"));
+            self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), None);
+            self.w.pp("#else");
+            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
+            self.w.pp("#endif");
+        } else {
+            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
+        }
+        if regs.is_some() {
+            self.w.pp("#endif");
+        }
+        if !in_place {
+            self.mma_result_to_layout(dst, mma, at);
+        }
+        self.w.close();
+    }
+
+    /// The accumulator `c` (of C type `at`, in the slots of MMA layout `mma`) at the start of a
+    /// tensor-core `dot`: `acc`'s values (copied, or through the scratch from another layout), else
+    /// zeros.
+    fn mma_accumulator_from(&mut self, acc: Option<VarId>, (c, at): (&str, &str), mma: usize, zero: &str) {
         match acc {
             Some(acc) if self.tile(acc) == Some(mma) => {
                 let s = self.name(acc).to_string();
@@ -359,91 +400,26 @@ impl Ctx<'_> {
             }
             None => self.w.unrolled("fuse_i", &format!("FUSE_EPT{mma}"), format!("{c}[fuse_i] = {zero};")),
         }
-        // Shared rows are addressed in 16-bit units: an i8 row of K bytes is K / 2 of them, and
-        // one m16n8k32 step reads the 16 of them that a f16 m16n8k16 step reads. (f32 rows are
-        // addressed in floats, tf32.rs.)
-        let kw = if input == DType::I8 { format!("(({kk}) / 2)") } else { kk.clone() };
-        let (wb, hb) = if kmajor.is_some() { (kk.clone(), n.clone()) } else { (n.clone(), kk.clone()) };
-        let a_op = (ka, sa.as_str(), "fuse_sa", kk.as_str(), m.as_str());
-        let b_op = (kb, sb.as_str(), "fuse_sb", wb.as_str(), hb.as_str());
-        let pointers = |cx: &mut Self, a_in: Option<&String>| {
-            for (buf, src) in [("fuse_sa", a_in), ("fuse_sb", in_b.as_ref())] {
-                match src {
-                    Some(p) => cx.w.line(format!("const unsigned short* {buf} = {p};")),
-                    None if buf == "fuse_sa" => cx.w.line("unsigned short* fuse_sa = (unsigned short*)fuse_xs;"),
-                    // In 16-bit units: A is `m * kk * esz` bytes.
-                    None => cx.w.line(format!("unsigned short* fuse_sb = (unsigned short*)(fuse_xs + (({m}) * ({kk}) * {esz} + 1023) / 1024 * 1024);")),
-                }
-            }
-        };
-        // `a` in the accumulator layout of an earlier dot with the same rows (attention's `p`):
-        // its registers are already A fragments where the warp grids agree (Triton's and
-        // FlashAttention's `P` in registers); else it goes through shared memory as any operand.
-        // (Not f32: m16n8k8's A fragment holds columns t and t + 4, the accumulator 2t and 2t + 1.)
-        let half = matches!(input, DType::F16 | DType::BF16);
-        let regs = self.tile(a).filter(|&kp| self.layout.is_mma(kp) && in_a.is_none() && half);
-        let wgmma = if may_take_wgmma(input) { format!("FUSE_WG{mma} ? 2u : 1u") } else { "1u".to_string() };
-        if let Some(kp) = regs {
-            let from_regs =
-                format!("FUSE_WN{kp} == 1 && FUSE_WM{kp} == FUSE_WM{mma} && FUSE_WG{kp} == FUSE_WG{mma}");
-            self.dot_paths.push(wgmma.clone());
-            self.w.pp(format!("#if {from_regs}"));
-            pointers(self, Some(&"(const unsigned short*)0".to_string()));
-            if in_b.is_none() {
-                self.stage_operands(&[b_op], esz);
-            }
-            self.w.pp(format!("#if FUSE_WG{mma}"));
-            self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), Some((kp, &sa)));
-            self.w.pp("#else");
-            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), Some((kp, &sa)));
-            self.w.pp("#endif");
-            self.w.pp("#else");
-        }
-        if regs.is_none() {
-            self.dot_paths.push(wgmma);
-        }
-        pointers(self, in_a.as_ref());
-        let to_stage: Vec<_> = [(in_a.is_none(), a_op), (in_b.is_none(), b_op)]
-            .into_iter()
-            .filter(|x| x.0)
-            .map(|x| x.1)
-            .collect();
-        if !to_stage.is_empty() {
-            self.stage_operands(&to_stage, esz);
-        }
-        // Hopper's warpgroup MMA where the layout took its grid, else mma.sync; both walk the
-        // rows in 16-bit units (`kw`: an i8 step of K 32 reads the bytes an f16 step of 16 does).
-        // f32 is mma.sync on either grid (`FUSE_WROW`/`FUSE_WNI` place a warp's tiles in both).
-        if may_take_wgmma(input) {
-            self.w.pp(format!("#if FUSE_WG{mma}"));
-            self.wgmma_steps(mma, dst, &c, input, (&m, &kw, &n), kmajor.is_some(), None);
-            self.w.pp("#else");
-            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
-            self.w.pp("#endif");
-        } else {
-            self.mma_steps(mma, &c, input, (&kw, &n, &m), kmajor.is_some(), None);
-        }
-        if regs.is_some() {
-            self.w.pp("#endif");
-        }
-        if !in_place {
-            // To dst's layout through the scratch.
-            let kd = self.tile(dst).expect("dot makes a tile");
-            let t = c_type(self.dtype(dst));
-            self.w.line("__syncthreads();");
-            self.w.unrolled(
-                "fuse_i",
-                &format!("FUSE_EPT{mma}"),
-                format!("if (FUSE_OK{mma}(0)) (({at}*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] = fuse_c[fuse_i];"),
-            );
-            self.w.line("__syncthreads();");
-            self.w.unrolled(
-                "fuse_i",
-                &format!("FUSE_EPT{kd}"),
-                format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = ({t})(({at}*)fuse_xs)[FUSE_IDX{kd}(fuse_i)];"),
-            );
-        }
-        self.w.close();
+    }
+
+    /// `dst`, held in another layout than MMA layout `mma`, from the accumulator `fuse_c` (of C
+    /// type `at`) through the scratch.
+    fn mma_result_to_layout(&mut self, dst: VarId, mma: usize, at: &str) {
+        let d = self.name(dst).to_string();
+        let kd = self.tile(dst).expect("dot makes a tile");
+        let t = c_type(self.dtype(dst));
+        self.w.line("__syncthreads();");
+        self.w.unrolled(
+            "fuse_i",
+            &format!("FUSE_EPT{mma}"),
+            format!("if (FUSE_OK{mma}(0)) (({at}*)fuse_xs)[FUSE_IDX{mma}(fuse_i)] = fuse_c[fuse_i];"),
+        );
+        self.w.line("__syncthreads();");
+        self.w.unrolled(
+            "fuse_i",
+            &format!("FUSE_EPT{kd}"),
+            format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd})) {d}[fuse_i] = ({t})(({at}*)fuse_xs)[FUSE_IDX{kd}(fuse_i)];"),
+        );
     }
 
     /// Writes operands (layout, name, shared buffer, row width) from their registers to their
@@ -458,8 +434,8 @@ impl Ctx<'_> {
         self.w.line("__syncthreads();");
     }
 
-    /// The shared stores of [`Ctx::stage_operands`], without its barriers.
-    pub(super) fn stage_writes(&mut self, ops: &[(usize, &str, &str, &str, &str)], esz: usize) {
+    /// The shared stores of [`Emitter::stage_operands`], without its barriers.
+    pub(in crate::emit_cuda) fn stage_writes(&mut self, ops: &[(usize, &str, &str, &str, &str)], esz: usize) {
         self.needs.words = true;
         for &(k, s, buf, w, h) in ops {
             let at = |f: &str| swizzled(buf, f, (w, h), esz, "unsigned char");
@@ -531,11 +507,11 @@ impl Ctx<'_> {
         self.w.open(format!("if (FUSE_OK{mma}(0))"));
         self.w.line(format!("unsigned int fuse_fa[2][FUSE_MI{mma}][4];"));
         self.w.line(format!("unsigned int fuse_fb[2][FUSE_NI{mma} + 1][2];"));
-        let loads = |cx: &mut Self, k: &str| {
+        let loads = |emitter: &mut Self, k: &str| {
             if input == DType::F32 {
-                cx.tf32_frag_loads(mma, k, (kk, n, m), kmajor);
+                emitter.tf32_frag_loads(mma, k, (kk, n, m), kmajor);
             } else {
-                cx.frag_loads(mma, k, (kk, n, m), kmajor, a_regs);
+                emitter.frag_loads(mma, k, (kk, n, m), kmajor, a_regs);
             }
         };
         loads(self, "0");
@@ -560,7 +536,7 @@ impl Ctx<'_> {
     /// registers of `p`, a 16-bit tile in MMA layout `kp`: the accumulator fragments of n-tiles
     /// 2ks and 2ks + 1 (rows g, g + 8; columns 2t, 2t + 1, then 8 more) are the A fragment of K
     /// step ks, two 16-bit lanes a register (mma.sync's and wgmma's register A alike).
-    pub(super) fn pack_a_fragment(&mut self, (kp, p): (usize, &str), ks: &str, to: &str) {
+    pub(in crate::emit_cuda) fn pack_a_fragment(&mut self, (kp, p): (usize, &str), ks: &str, to: &str) {
         self.w.line(format!("const int fuse_t0 = (fuse_mi * FUSE_NI{kp} + 2 * ({ks})) * 4;"));
         self.w.line("const int fuse_t1 = fuse_t0 + 4;");
         for (r, (t, e)) in [("fuse_t0", 0), ("fuse_t0", 2), ("fuse_t1", 0), ("fuse_t1", 2)].iter().enumerate()
@@ -575,7 +551,13 @@ impl Ctx<'_> {
     /// (`[n, kk]` staged by `swz`) with `ldmatrix` without `.trans`: matrices (ni, k lo), (ni, k
     /// hi), (ni + 1, k lo), (ni + 1, k hi), lanes 8q..8q+7 addressing matrix q's rows; `half_k`
     /// elements of K per matrix (8 halves for m16n8k16, 4 floats for TF32's m16n8k8).
-    pub(super) fn kmajor_b_fragments(&mut self, mma: usize, (kk, n): (&str, &str), swz: &str, half_k: u32) {
+    pub(in crate::emit_cuda) fn kmajor_b_fragments(
+        &mut self,
+        mma: usize,
+        (kk, n): (&str, &str),
+        swz: &str,
+        half_k: u32,
+    ) {
         self.w.line(format!(
             "const int fuse_n0 = (FUSE_WNI{mma} * FUSE_NI{mma} + fuse_ni) * 8 + (fuse_lane & 7);"
         ));
@@ -598,7 +580,7 @@ impl Ctx<'_> {
     }
 
     /// The 16-bit (and i8) A and B fragments of K step `k` (a C expression) into buffer `k & 1`,
-    /// in a block (f32's are [`Ctx::tf32_frag_loads`]). A
+    /// in a block (f32's are [`Emitter::tf32_frag_loads`]). A
     /// K-major B (`[n, kk]` row-major) is read without `.trans`: its 8 x 8 matrices are (n-tile,
     /// k half) pairs, the lane's row `n` and its two halves `k`, `k + 1`, as `mma`'s B fragment.
     fn frag_loads(
@@ -648,31 +630,4 @@ impl Ctx<'_> {
         self.w.close();
         self.w.close();
     }
-}
-
-/// The `b` operands of tensor-core `dot`s that are `trans(w)` of a 2-D `w` and read by that `dot`
-/// alone, with their `w`: the lowering stages `w` as B's K-major form and `trans` is not emitted.
-pub(super) fn kmajor_operands(
-    k: &fuse_ir::Kernel,
-    assignments: &[u32],
-    uses: &[u32],
-) -> std::collections::HashMap<VarId, VarId> {
-    let mut trans = std::collections::HashMap::new();
-    k.visit_stmts(&mut |s| {
-        if let fuse_ir::Stmt::Assign { dst, expr: fuse_ir::Expr::Trans(w) } = s {
-            trans.insert(*dst, *w);
-        }
-    });
-    let mut out = std::collections::HashMap::new();
-    k.visit_stmts(&mut |s| {
-        if let fuse_ir::Stmt::Assign { expr: fuse_ir::Expr::Dot { a, b, .. }, .. } = s {
-            if let Some(&w) = trans.get(b) {
-                let once = assignments[b.0 as usize] == 1 && uses[b.0 as usize] == 1 && a != b;
-                if once && takes_mma(k, *a, *b) && k.ty(w).shape.dims().len() == 2 {
-                    out.insert(*b, w);
-                }
-            }
-        }
-    });
-    out
 }

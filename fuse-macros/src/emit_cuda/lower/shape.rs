@@ -3,7 +3,7 @@
 //! [`fuse_ir::Expr::ReduceAxis`] and [`fuse_ir::Expr::ArgReduce`] (and the lane-preserving [`fuse_ir::Expr::Reshape`]).
 //!
 //! Every tile, whatever its rank, is spread over the threads by its number of lanes alone
-//! ([`super::layout`]): lane `r * cols + c` of a 2-D tile sits where lane `r * cols + c` of a 1-D
+//! ([`crate::emit_cuda::analysis::layout`]): lane `r * cols + c` of a 2-D tile sits where lane `r * cols + c` of a 1-D
 //! tile of the same length does. So element-wise operations and `reshape` need no data movement,
 //! and an operation whose output lane reads another lane goes through the shared scratch buffer
 //! `fuse_xs`: every thread writes its source slots at their lane index, a barrier, every thread
@@ -11,22 +11,22 @@
 //! unit axis is read from shared memory, never from global memory again.
 //!
 //! A reduction along axis 1 of a `[R, C]` tile with `C > 1` (whose chunks never straddle rows,
-//! see [`super::layout`]) folds each chunk in its thread and combines the `C / VEC` threads of a
+//! see [`crate::emit_cuda::analysis::layout`]) folds each chunk in its thread and combines the `C / VEC` threads of a
 //! row by butterfly shuffles (plus one exchange through shared memory when a row spans several
-//! warps); the rows stay in registers in a row layout ([`super::slices`]), from which a broadcast
+//! warps); the rows stay in registers in a row layout ([`crate::emit_cuda::analysis::slices`]), from which a broadcast
 //! back over the columns is free (in a warp slab a row is one warp's: no shared memory at all).
 //! Axis-0 reductions and arg-reductions (`reduce_down`, `fold_columns`, `arg_rows`) fold each
 //! thread's chunks of the same columns in registers, then across threads by shuffles, and use
 //! the scratch only between warps or to post a result in another layout.
 use super::ctype::{self, c_type};
 use super::reduce::{accumulate, combine, identity, Acc, Fold};
-use super::slices;
-use super::Ctx;
+use super::Emitter;
+use crate::emit_cuda::analysis::slices;
 use fuse_ir::{ArgOp, DType, Len, ReduceOp, VarId};
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// `dst = src` with the same lanes under another shape: the layout is the same, so a copy.
-    pub(super) fn reshape(&mut self, dst: VarId, src: VarId) {
+    pub(in crate::emit_cuda) fn reshape(&mut self, dst: VarId, src: VarId) {
         let k = self.tile(dst).expect("reshape makes a tile");
         let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
         self.w.unrolled("fuse_i", &format!("FUSE_EPT{k}"), format!("{d}[fuse_i] = {s}[fuse_i];"));
@@ -47,7 +47,7 @@ impl Ctx<'_> {
     }
 
     /// NumPy broadcast of a tile to `dst`'s shape.
-    pub(super) fn broadcast(&mut self, dst: VarId, src: VarId) {
+    pub(in crate::emit_cuda) fn broadcast(&mut self, dst: VarId, src: VarId) {
         let (ks, kd) = (self.tile(src).expect("broadcasts read tiles"), self.tile(dst).expect("tile"));
         if self.layout.is_mma(kd) && self.layout.find_mma_row(kd) == Some(ks) {
             // Slot i of the accumulator is row g + 8 ((i / 2) % 2) of m-tile (i / 4) / NI, which
@@ -75,18 +75,18 @@ impl Ctx<'_> {
             self.w.unrolled("fuse_i", &format!("FUSE_EPT{kd}"), format!("{d}[fuse_i] = {s}[{at}];"));
             return;
         }
-        let (sd, dd) = (self.k.ty(src).shape.dims(), self.k.ty(dst).shape.dims());
-        self.at_lanes_of(kd, |cx| {
-            let lane = cx.source_lane(&sd, &dd, "fuse_f");
-            if !cx.broadcast_by_remat(dst, src, &lane) {
-                let what = format!("{} = broadcast({})", cx.name(dst), cx.name(src));
-                cx.gather(dst, src, &lane, &what);
+        let (src_dims, dst_dims) = (self.k.ty(src).shape.dims(), self.k.ty(dst).shape.dims());
+        self.at_lanes_of(kd, |emitter| {
+            let lane = emitter.source_lane(&src_dims, &dst_dims, "fuse_f");
+            if !emitter.broadcast_by_remat(dst, src, &lane) {
+                let what = format!("{} = broadcast({})", emitter.name(dst), emitter.name(src));
+                emitter.gather(dst, src, &lane, &what);
             }
         });
     }
 
     /// `dst = trans(src)`: `[R, C]` -> `[C, R]`.
-    pub(super) fn trans(&mut self, dst: VarId, src: VarId) {
+    pub(in crate::emit_cuda) fn trans(&mut self, dst: VarId, src: VarId) {
         let dims = self.k.ty(src).shape.dims();
         let (r, c) = (dims[0].c_expr(&self.k.consts), dims[1].c_expr(&self.k.consts));
         let lane = format!("(fuse_f % {r}) * {c} + fuse_f / {r}");
@@ -98,7 +98,7 @@ impl Ctx<'_> {
     /// half as wide as `src`'s and as many (each thread then holds both halves of its chunks, as
     /// with 2 or more elements of `src` a thread and at most one vector of it), a register copy;
     /// otherwise through the scratch.
-    pub(super) fn split(&mut self, dst: VarId, src: VarId, half: u8) {
+    pub(in crate::emit_cuda) fn split(&mut self, dst: VarId, src: VarId, half: u8) {
         let (ks, kd) = (self.tile(src).expect("split reads a tile"), self.tile(dst).expect("tile"));
         let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
         let what = format!("{d} = split({s}, {half})");
@@ -114,8 +114,8 @@ impl Ctx<'_> {
     }
 
     /// `dst = join(even, odd)`: lane `2 f` is `even`'s lane `f`, lane `2 f + 1` is `odd`'s. A
-    /// register copy under [`Ctx::split`]'s condition, otherwise two passes through the scratch.
-    pub(super) fn join(&mut self, dst: VarId, even: VarId, odd: VarId) {
+    /// register copy under [`Emitter::split`]'s condition, otherwise two passes through the scratch.
+    pub(in crate::emit_cuda) fn join(&mut self, dst: VarId, even: VarId, odd: VarId) {
         let (kh, kd) = (self.tile(even).expect("join reads tiles"), self.tile(dst).expect("tile"));
         let (d, e, o) = (self.name(dst).to_string(), self.name(even).to_string(), self.name(odd).to_string());
         let what = format!("{d} = join({e}, {o})");
@@ -169,7 +169,7 @@ impl Ctx<'_> {
     }
 
     /// `dst = op(src, axis)` for a 2-D `src`.
-    pub(super) fn reduce_axis(&mut self, dst: VarId, op: ReduceOp, axis: u8, src: VarId) {
+    pub(in crate::emit_cuda) fn reduce_axis(&mut self, dst: VarId, op: ReduceOp, axis: u8, src: VarId) {
         let dims = self.k.ty(src).shape.dims();
         let from_mma = self.tile(src).is_some_and(|k| self.layout.is_mma(k));
         if from_mma && axis == 1 && self.tile(dst).and_then(|k| self.layout.mma_row(k)).is_some() {
@@ -194,7 +194,7 @@ impl Ctx<'_> {
         let (count, at) = self.axis_walk(src, axis);
         let kd = self.tile(dst).expect("axis reductions of 2-D tiles make tiles");
         let d = self.name(dst).to_string();
-        let dd = self.dtype(dst);
+        let dst_dtype = self.dtype(dst);
         self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{kd}"));
         self.w.open(format!("if (FUSE_OK{kd}(fuse_i / FUSE_VEC{kd}))"));
         self.w.line(format!("const int fuse_f = FUSE_IDX{kd}(fuse_i);"));
@@ -203,7 +203,7 @@ impl Ctx<'_> {
             "for (int fuse_e = 1; fuse_e < {count}; ++fuse_e) fuse_r = {};",
             combine(op, acc, "fuse_r", &format!("(({t}*)fuse_xs)[{at}]"))
         ));
-        let r = ctype::convert("fuse_r", acc, dd, &mut self.needs);
+        let r = ctype::convert("fuse_r", acc, dst_dtype, &mut self.needs);
         self.w.line(format!("{d}[fuse_i] = {r};"));
         self.w.close();
         self.w.close();
@@ -300,8 +300,8 @@ impl Ctx<'_> {
         self.w.close();
         self.w.close();
         self.w.pp("#endif");
-        let dd = self.dtype(dst);
-        let out = ctype::convert("fuse_rv[fuse_j]", acc, dd, &mut self.needs);
+        let dst_dtype = self.dtype(dst);
+        let out = ctype::convert("fuse_rv[fuse_j]", acc, dst_dtype, &mut self.needs);
         match self.tile(dst).expect("axis reductions of 2-D tiles make tiles") {
             kd if kd == r => {
                 self.w.unrolled("fuse_j", &format!("FUSE_NCH{p}"), format!("{d}[fuse_j] = {out};"));
@@ -318,7 +318,8 @@ impl Ctx<'_> {
                     ),
                 );
                 self.w.line("__syncthreads();");
-                let got = ctype::convert(&format!("{xs}[FUSE_IDX{kd}(fuse_i)]"), acc, dd, &mut self.needs);
+                let got =
+                    ctype::convert(&format!("{xs}[FUSE_IDX{kd}(fuse_i)]"), acc, dst_dtype, &mut self.needs);
                 self.w.unrolled(
                     "fuse_i",
                     &format!("FUSE_EPT{kd}"),
@@ -389,7 +390,7 @@ impl Ctx<'_> {
     }
 
     /// Makes the scratch `fuse_xs` at least `bytes` (a C expression) large.
-    pub(super) fn scratch_bytes_for(&mut self, bytes: String) {
+    pub(in crate::emit_cuda) fn scratch_bytes_for(&mut self, bytes: String) {
         if self.in_pipeline && !self.loop_scratch.contains(&bytes) {
             self.loop_scratch.push(bytes.clone());
         }
@@ -398,7 +399,7 @@ impl Ctx<'_> {
         }
     }
 
-    /// As [`Ctx::scratch_bytes_for`] for the folds across threads, whose sizes all enter the
+    /// As [`Emitter::scratch_bytes_for`] for the folds across threads, whose sizes all enter the
     /// scratch's as one term, their maximum as a balanced tree (the scratch's own maximum over its
     /// terms doubles its text with each term).
     fn fold_scratch_for(&mut self, bytes: String) {
@@ -421,7 +422,7 @@ impl Ctx<'_> {
 
     /// `dst = argmax/argmin(src[, axis])`: the first index of the extreme lane, NaN first (see
     /// [`Fold`]: the pairs' order makes the result independent of the fold order).
-    pub(super) fn arg_reduce(&mut self, dst: VarId, op: ArgOp, axis: Option<u8>, src: VarId) {
+    pub(in crate::emit_cuda) fn arg_reduce(&mut self, dst: VarId, op: ArgOp, axis: Option<u8>, src: VarId) {
         let fold = Fold::Arg { op, val: self.dtype(src).compute() };
         let dims = self.k.ty(src).shape.dims();
         let unit = Len::literal_log2(0);
@@ -447,17 +448,17 @@ impl Ctx<'_> {
         }
     }
 
-    /// The serial form of [`Ctx::arg_reduce`]: each output lane searches its row or column (or
+    /// The serial form of [`Emitter::arg_reduce`]: each output lane searches its row or column (or
     /// the whole tile) in lane order through the scratch (any warp count).
     fn arg_reduce_serial(&mut self, dst: VarId, op: ArgOp, axis: Option<u8>, src: VarId) {
-        let sd = self.dtype(src);
-        let t = c_type(sd);
+        let src_dtype = self.dtype(src);
+        let t = c_type(src_dtype);
         let name = if op == ArgOp::Max { "argmax" } else { "argmin" };
         let what = format!("{} = {name}({})", self.name(dst), self.name(src));
         self.scratch_in(src, &what);
         let beats = |x: &str, best: &str| {
             let cmp = if op == ArgOp::Max { ">" } else { "<" };
-            if sd == DType::F32 {
+            if src_dtype == DType::F32 {
                 // Strictly better, or the first NaN (NaN beats every number; later NaNs lose).
                 format!("({x} {cmp} {best} || ({x} != {x} && {best} == {best}))")
             } else {
@@ -540,7 +541,7 @@ impl Ctx<'_> {
 /// the same order, so every thread ends with its columns' totals, bit-identical across holders:
 /// the column layout. When `THREADS` divides `G` (a row spans the block), chunks `G / THREADS`
 /// apart of one thread hold the same columns and no other thread does: registers only.
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// `dst = op(src, 0)` (or `argmax/argmin(src, 0)`) for a `[R, C]` `src` in its length's
     /// layout: the result in the column layout of `src`'s when `dst` has it (free), else posted
     /// by the first row's threads through the scratch into `dst`'s layout. `serial`: a plain
@@ -552,7 +553,7 @@ impl Ctx<'_> {
         let p = self.tile(src).expect("reductions read tiles");
         let kd = self.tile(dst).expect("axis reductions of 2-D tiles make tiles");
         let (d, s) = (self.name(dst).to_string(), self.name(src).to_string());
-        let dd = self.dtype(dst);
+        let dst_dtype = self.dtype(dst);
         let what = match fold {
             Fold::Plain { op, .. } => format!("{d} = {}({s}, 0)", reduce_name(op)),
             Fold::Arg { op, .. } => format!("{d} = {}({s}, 0)", arg_name(op)),
@@ -562,7 +563,7 @@ impl Ctx<'_> {
             self.w.line(format!("// {what}: one column, folded over the block"));
             self.w.open("");
             self.fold_columns(src, fold, None, &|i: &str| format!("FUSE_IDX{p}({i})"));
-            let r = self.fold_result(fold, "0", dd);
+            let r = self.fold_result(fold, "0", dst_dtype);
             self.w.unrolled("fuse_i", &format!("FUSE_EPT{kd}"), format!("{d}[fuse_i] = {r};"));
             self.w.close();
             return;
@@ -573,7 +574,7 @@ impl Ctx<'_> {
             let e = match fold {
                 Fold::Plain { acc, .. } => {
                     let x = self.at_as(src, "fuse_i", acc);
-                    ctype::convert(&x, acc, dd, &mut self.needs)
+                    ctype::convert(&x, acc, dst_dtype, &mut self.needs)
                 }
                 Fold::Arg { .. } => "0".into(),
             };
@@ -593,7 +594,7 @@ impl Ctx<'_> {
         let slot = format!("((fuse_i / FUSE_VEC{p}) % fuse_na) * FUSE_VEC{p} + fuse_i % FUSE_VEC{p}");
         if self.layout.find_row(p, cols, true) == Some(kd) {
             // Slot i of the column layout holds the column of src's slot i: the thread's own.
-            let r = self.fold_result(fold, &slot, dd);
+            let r = self.fold_result(fold, &slot, dst_dtype);
             self.w.unrolled("fuse_i", &format!("FUSE_EPT{p}"), format!("{d}[fuse_i] = {r};"));
         } else {
             // The first row's chunks (g < G) post their columns, each once.
@@ -615,7 +616,7 @@ impl Ctx<'_> {
             );
             self.w.close();
             self.w.line("__syncthreads();");
-            let got = ctype::convert(&format!("{xs}[FUSE_IDX{kd}(fuse_i)]"), t, dd, &mut self.needs);
+            let got = ctype::convert(&format!("{xs}[FUSE_IDX{kd}(fuse_i)]"), t, dst_dtype, &mut self.needs);
             self.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{kd}"),
@@ -638,10 +639,12 @@ impl Ctx<'_> {
         self.w.pp("#endif");
     }
 
-    /// Accumulator `k` of the last fold as a `dd` value (a pair gives its index).
-    fn fold_result(&mut self, fold: Fold, k: &str, dd: DType) -> String {
+    /// Accumulator `k` of the last fold as a `dst_dtype` value (a pair gives its index).
+    fn fold_result(&mut self, fold: Fold, k: &str, dst_dtype: DType) -> String {
         match fold {
-            Fold::Plain { acc, .. } => ctype::convert(&format!("fuse_cv[{k}]"), acc, dd, &mut self.needs),
+            Fold::Plain { acc, .. } => {
+                ctype::convert(&format!("fuse_cv[{k}]"), acc, dst_dtype, &mut self.needs)
+            }
             Fold::Arg { .. } => format!("fuse_ci[{k}]"),
         }
     }
@@ -730,7 +733,7 @@ impl Ctx<'_> {
         self.w.pp("#endif");
     }
 
-    /// `dst = argmax/argmin(src, 1)` for a `[R, C]` `src`, `C > 1`: as [`Ctx::reduce_rows`] with
+    /// `dst = argmax/argmin(src, 1)` for a `[R, C]` `src`, `C > 1`: as [`Emitter::reduce_rows`] with
     /// (value, index) pairs; the indices stay in the row layout when `dst` has it, else each
     /// row's first thread posts its row's through the scratch.
     fn arg_rows(&mut self, dst: VarId, op: ArgOp, src: VarId, cols: &Len) {

@@ -9,13 +9,13 @@
 //! non-coherent path), an off chunk takes `other`, and only a chunk that is neither (a ragged
 //! mask edge, or a chunk not wholly in bounds) takes the per-lane path. Where the launch proved
 //! the access in bounds and the mask uniform per chunk (`unchecked_cond`), the fast path is all
-//! there is. The per-lane path costs registers even when no chunk takes it: 40 → 63 registers
-//! for QK-norm + RoPE's two gathers at loaded positions (docs/PERF.md "Session 20").
+//! there is. The per-lane path costs registers even when no chunk takes it (QK-norm + RoPE's two
+//! gathers at loaded positions: 63 registers where 40 do without it).
 //! An out-of-bounds lane is noted in the thread's `fuse_bad`/`fuse_bad_at` and reported once at
 //! the end of the kernel: no call on the lane path (a call costs registers everywhere).
-use super::affine::Fact;
 use super::ctype::{self, c_type};
-use super::Ctx;
+use super::Emitter;
+use crate::emit_cuda::analysis::affine::Fact;
 use fuse_ir::{DType, ParamKind, Specialization, VarId};
 
 /// What a memory statement touches.
@@ -31,7 +31,7 @@ struct Access {
     inb: String,
 }
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     fn access(&mut self, param: u32, offset: VarId, mask: Option<VarId>) -> Access {
         // Accesses are numbered in program order, as `Kernel::accesses` lists them.
         let index = self.accesses;
@@ -99,8 +99,8 @@ impl Ctx<'_> {
         &mut self,
         a: &Access,
         k: usize,
-        start: &super::affine::Div,
-        block: &super::affine::Div,
+        start: &crate::emit_cuda::analysis::affine::Div,
+        block: &crate::emit_cuda::analysis::affine::Div,
     ) -> String {
         self.spec(Specialization::Align16(a.param));
         let aligned = Specialization::Align16(a.param).macro_name(&self.k.params);
@@ -180,7 +180,7 @@ impl Ctx<'_> {
         }
     }
 
-    pub(super) fn load(
+    pub(in crate::emit_cuda) fn load(
         &mut self,
         dst: VarId,
         param: u32,
@@ -221,7 +221,7 @@ impl Ctx<'_> {
     /// The vector path of a load (inside its `#if`): the fast path (one vector access per vector
     /// chunk, `other` for chunks that are off) or the per-lane path. Both fill the access's 32-bit
     /// words and the lanes are unpacked once after them, so narrow elements stay packed in
-    /// registers (two f16 per word) on either path. `unchecked` (under [`Ctx::unchecked_cond`]):
+    /// registers (two f16 per word) on either path. `unchecked` (under [`Emitter::unchecked_cond`]):
     /// the fast path alone, a chunk being on when its first lane is.
     fn vector_load(
         &mut self,
@@ -424,10 +424,10 @@ impl Ctx<'_> {
     }
 
     /// Load access `index` (f16, bf16 or i8, `other` zero) into the swizzled row-major shared
-    /// buffer `buf` (`unsigned short*`) of a `[h, w]` tile, for the pipeline ([`super::pipeline`]):
+    /// buffer `buf` (`unsigned short*`) of a `[h, w]` tile, for the pipeline ([`crate::emit_cuda::analysis::pipeline`]):
     /// one `cp.async` of VEC lanes per chunk where the vector path applies (zero-filled where its
     /// lanes are off), else checked per-lane loads and shared stores, in the same layout.
-    pub(super) fn async_load(
+    pub(in crate::emit_cuda) fn async_load(
         &mut self,
         index: u32,
         (param, offset, mask): (u32, VarId, Option<VarId>),
@@ -447,8 +447,8 @@ impl Ctx<'_> {
         let esz = a.elem.size_bytes();
         let bytes = format!("FUSE_VEC{k} * {esz}");
         let at = |f: &str| super::mma::swizzled(buf, f, (w, h), esz, "signed char");
-        let copy = |cx: &Ctx<'_>, on: &str| {
-            let first = cx.run_start(&a, "fuse_b");
+        let copy = |emitter: &Emitter<'_>, on: &str| {
+            let first = emitter.run_start(&a, "fuse_b");
             format!(
                 "if (FUSE_OK{k}(fuse_j)) fuse_cp_async<{bytes}>(fuse_smem_addr({}), {} + (long long){first}, {on} ? {bytes} : 0);",
                 at(&format!("FUSE_IDX{k}(fuse_b)")),
@@ -493,7 +493,7 @@ impl Ctx<'_> {
         self.w.pp("#endif");
     }
 
-    /// The per-lane path of [`Ctx::async_load`]: every lane of the tile written to `at` (a shared
+    /// The per-lane path of [`Emitter::async_load`]: every lane of the tile written to `at` (a shared
     /// address of `fuse_f`, the lane's index in the tile), 0 where its mask is off.
     fn async_lanes(&mut self, a: &Access, k: usize, at: &str) {
         self.w.open_unrolled("fuse_i", &format!("FUSE_EPT{k}"));
@@ -501,7 +501,7 @@ impl Ctx<'_> {
         self.w.close();
     }
 
-    /// Lane `fuse_i` of [`Ctx::async_lanes`].
+    /// Lane `fuse_i` of [`Emitter::async_lanes`].
     fn async_lane(&mut self, a: &Access, k: usize, at: &str) {
         self.w.open(format!("if (FUSE_OK{k}(fuse_i / FUSE_VEC{k}))"));
         self.w.line(format!("{} fuse_x = {};", c_type(a.elem), zero(a.elem)));
@@ -512,7 +512,13 @@ impl Ctx<'_> {
         self.w.close();
     }
 
-    pub(super) fn store(&mut self, param: u32, offset: VarId, value: VarId, mask: Option<VarId>) {
+    pub(in crate::emit_cuda) fn store(
+        &mut self,
+        param: u32,
+        offset: VarId,
+        value: VarId,
+        mask: Option<VarId>,
+    ) {
         let a = self.access(param, offset, mask);
         self.w.line(format!(
             "// store({}[{}], {}{})",
@@ -596,8 +602,8 @@ fn each(count: &str, var: &str) -> String {
     format!("for (int {var} = 0; {var} < {count}; ++{var})")
 }
 
-fn mask_note(cx: &Ctx<'_>, mask: Option<VarId>) -> String {
-    mask.map(|m| format!(", mask {}", cx.name(m))).unwrap_or_default()
+fn mask_note(emitter: &Emitter<'_>, mask: Option<VarId>) -> String {
+    mask.map(|m| format!(", mask {}", emitter.name(m))).unwrap_or_default()
 }
 
 fn zero(d: DType) -> String {
@@ -608,7 +614,7 @@ fn zero(d: DType) -> String {
 }
 
 /// Element `v` of a chunk held as 32-bit words (little-endian).
-pub(super) fn unpack(d: DType, w: &str, v: &str) -> String {
+pub(in crate::emit_cuda) fn unpack(d: DType, w: &str, v: &str) -> String {
     let t = c_type(d);
     match d.size_bytes() {
         1 => format!("({t})({w}[{v} / 4] >> (8 * ({v} % 4)))"),

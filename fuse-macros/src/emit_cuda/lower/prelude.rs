@@ -33,7 +33,7 @@ pub struct Needs {
     /// TMA copies and `mbarrier`s (pipelined loads of tensor boxes, sm_90a).
     pub tma: bool,
     /// `wgmma` (sm_90a), per (input type, MN-major B) used.
-    pub wgmma: std::collections::BTreeSet<super::wgmma::WgForm>,
+    pub wgmma: std::collections::BTreeSet<crate::emit_cuda::analysis::tensor_cores::WgForm>,
 }
 
 const F16: &str = r#"// f16 <-> f32 (the bits travel as unsigned short).

@@ -1,9 +1,9 @@
 //! `dst = dot(a, b[, acc])` ([`fuse_ir::Expr::Dot`]).
 //!
-//! [`Ctx::dot`] is the entry point that picks a lowering: the **tensor cores** where
-//! [`super::mma::takes_mma`] says so (f16 and bf16, f32 as TF32 ([`super::tf32`]), i8 with a
+//! [`Emitter::dot`] is the entry point that picks a lowering: the **tensor cores** where
+//! [`takes_mma`](crate::emit_cuda::analysis::tensor_cores::takes_mma) says so (f16 and bf16, f32 as TF32 ([`super::tf32`]), i8 with a
 //! K-major B; `mma.sync`, or `wgmma` on sm_90a for all but f32), else the **general fallback**
-//! ([`Ctx::dot_fallback`]): correct for every shape, element type and warp count, and
+//! ([`Emitter::dot_fallback`]): correct for every shape, element type and warp count, and
 //! bit-identical to the CPU interpreter, but not fast — today only i8 with a `[K, N]` B (no byte
 //! `ldmatrix.trans`) reaches it.
 //!
@@ -14,14 +14,14 @@
 //! `k = 0..K` in order, the product and the sum each rounded (`__fmul_rn`/`__fadd_rn`, which NVRTC
 //! never contracts into an FMA), or in wrapping i32 for i8 — the IR's order, the interpreter's.
 use super::ctype::{self, c_type};
-use super::Ctx;
+use super::Emitter;
 use fuse_ir::{DType, VarId};
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// `dst = dot(a, b[, acc])`: tensor cores ([`super::mma`]) for f16, bf16 and f32 inputs and
     /// i8 with a K-major B, the general fallback otherwise.
-    pub(super) fn dot(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>) {
-        if super::mma::takes_mma(self.k, a, b) {
+    pub(in crate::emit_cuda) fn dot(&mut self, dst: VarId, a: VarId, b: VarId, acc: Option<VarId>) {
+        if crate::emit_cuda::analysis::tensor_cores::takes_mma(self.k, a, b) {
             let dims = self.k.ty(dst).shape.dims();
             let mma = self.layout.mma_index(&dims[0], &dims[1]);
             return self.dot_mma(dst, a, b, acc, mma);

@@ -6,17 +6,17 @@
 //! 4b..4b+3 are one half of the eight-group 8(b >> 1)..: one call gives its four half-words (words
 //! x, y for even b, z, w for odd), the other half unused.
 //! `rand(..) > p` (the dropout test) compares the Philox words with integer bounds (see
-//! [`Ctx::rand_gt`]) instead of converting them to floats; `rand16(..) > p` compares the
+//! [`Emitter::rand_gt`]) instead of converting them to floats; `rand16(..) > p` compares the
 //! half-word with one integer bound.
-use super::affine::Fact;
-use super::Ctx;
+use super::Emitter;
+use crate::emit_cuda::analysis::affine::Fact;
 use fuse_ir::{BinaryOp, DType, Expr, RandWidth, Stmt, VarId};
 
 /// One Philox4x32-10 call at counter `fuse_c` (`(fuse_c, fuse_c >> 32, 0, 0)`), key `fuse_seed`.
 const PHILOX_CALL: &str = "const uint4 fuse_p = fuse_philox((unsigned int)fuse_c, (unsigned int)(fuse_c >> 32), (unsigned int)fuse_seed, (unsigned int)(fuse_seed >> 32));";
 
-impl Ctx<'_> {
-    pub(super) fn rand(&mut self, dst: VarId, seed: VarId, offset: VarId, width: RandWidth) {
+impl Emitter<'_> {
+    pub(in crate::emit_cuda) fn rand(&mut self, dst: VarId, seed: VarId, offset: VarId, width: RandWidth) {
         self.needs.philox = true;
         self.needs.philox16 |= width == RandWidth::W16;
         let d = self.name(dst).to_string();
@@ -44,9 +44,9 @@ impl Ctx<'_> {
             RandWidth::W32 => "fuse_uniform",
             RandWidth::W16 => "fuse_uniform16",
         };
-        let per_element = |cx: &mut Self| {
-            let o = cx.at_as(offset, "fuse_i", DType::U64);
-            cx.w.unrolled(
+        let per_element = |emitter: &mut Self| {
+            let o = emitter.at_as(offset, "fuse_i", DType::U64);
+            emitter.w.unrolled(
                 "fuse_i",
                 &format!("FUSE_EPT{k}"),
                 format!("{{ {bits}[fuse_i] = fuse_{f}_bits(fuse_seed, {o}); {d}[fuse_i] = {uniform}({bits}[fuse_i]); }}"),
@@ -128,7 +128,13 @@ impl Ctx<'_> {
     /// `r > p` (or `p < r`) for a tile `r` assigned once by `rand` and a scalar f32 `p`, on the
     /// Philox words: exact (see `fuse_rand_gt_bound`), two integer compares instead of a
     /// conversion, a multiply and a float compare. `None` if the operands are not of that form.
-    pub(super) fn rand_gt(&mut self, op: BinaryOp, a: VarId, b: VarId, i: &str) -> Option<String> {
+    pub(in crate::emit_cuda) fn rand_gt(
+        &mut self,
+        op: BinaryOp,
+        a: VarId,
+        b: VarId,
+        i: &str,
+    ) -> Option<String> {
         let (r, p) = match op {
             BinaryOp::Gt => (a, b),
             BinaryOp::Lt => (b, a),
@@ -164,11 +170,11 @@ impl Ctx<'_> {
         n
     }
 
-    /// After the prologue and the uniform scalars moved up to it (see [`super::schedule`]): the
+    /// After the prologue and the uniform scalars moved up to it (see [`crate::emit_cuda::analysis::schedule`]): the
     /// bound of each scalar assigned once there that some `rand(..) > p` in the statements still
     /// to come (`later`) compares with, so that its branches run before the tile math too. A
-    /// bound [`Ctx::rand_gt`] then declines to use is dead code to NVRTC.
-    pub(super) fn hoisted_rand_bounds<'s>(
+    /// bound [`Emitter::rand_gt`] then declines to use is dead code to NVRTC.
+    pub(in crate::emit_cuda) fn hoisted_rand_bounds<'s>(
         &mut self,
         uniform: impl Iterator<Item = &'s Stmt>,
         later: impl Iterator<Item = &'s Stmt>,

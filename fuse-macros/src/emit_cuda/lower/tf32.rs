@@ -26,8 +26,8 @@
 //!
 //! **Not wgmma.** Hopper's `wgmma` takes TF32 only with both operands K-major; f32 dots keep
 //! `mma.sync` on sm_90a, and a kernel whose tensor-core dots are all f32 never takes the
-//! warpgroup grid ([`super::layout::Layout::warpgroups`]).
-use super::Ctx;
+//! warpgroup grid ([`crate::emit_cuda::analysis::layout::Layout::warpgroups`]).
+use super::Emitter;
 
 /// The device helpers of the TF32 lowering (inline PTX; `fuse_ldmatrix_*` and `fuse_smem_addr`
 /// are [`super::mma::PRELUDE`]'s).
@@ -63,15 +63,15 @@ pub const K_STEP: usize = 8;
 
 /// The shared address (a `float*`) of element `f` (row-major flat index) of a `[h, w]` f32
 /// operand staged at `buf` (an `unsigned short*`).
-pub(super) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str)) -> String {
+pub(in crate::emit_cuda) fn swizzled(buf: &str, f: &str, (w, h): (&str, &str)) -> String {
     format!("(float*)({buf} + fuse_swz_f32(({f}) / ({w}), ({f}) % ({w}), {w}, {h}))")
 }
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// The TF32 A and B fragments of K step `k` (a C expression; 8 columns of A a step) into
     /// buffer `k & 1` of `fuse_fa`/`fuse_fb`, in a block: read from the staged `fuse_sa` (`[m, kk]`)
     /// and `fuse_sb` (`[kk, n]`, or `[n, kk]` when `kmajor`), then rounded to TF32.
-    pub(super) fn tf32_frag_loads(
+    pub(in crate::emit_cuda) fn tf32_frag_loads(
         &mut self,
         mma: usize,
         k: &str,

@@ -11,7 +11,7 @@
 //! and every thread waits on the stage's phase before the barrier that already precedes the MMAs.
 //! The barriers are initialised once at the top of the kernel, and each thread keeps one phase
 //! bit per stage, so a pipelined loop may run many times (inside another loop).
-use super::Ctx;
+use super::Emitter;
 use fuse_ir::{Access, BoxStart, DType, Expr, Kernel, Stmt};
 
 /// The device helpers (inline PTX; the instructions exist on sm_90 only, and are only reached
@@ -57,7 +57,7 @@ pub const PANEL_BYTES: u64 = 128;
 
 /// Whether staged load statement `load` (an [`Expr::Load`] of `k`) may go through TMA: its
 /// element type is one `fuse_swz` lays out (16-bit or 8-bit) and it reads a tensor box.
-pub(super) fn tensor_box(k: &Kernel, load: &Stmt) -> Option<fuse_ir::TensorBox> {
+pub(in crate::emit_cuda) fn tensor_box(k: &Kernel, load: &Stmt) -> Option<fuse_ir::TensorBox> {
     let Stmt::Assign { dst, expr: Expr::Load { param, offset, mask, .. } } = load else { return None };
     if !matches!(k.ty(*dst).dtype, DType::F16 | DType::BF16 | DType::I8) {
         return None;
@@ -65,7 +65,7 @@ pub(super) fn tensor_box(k: &Kernel, load: &Stmt) -> Option<fuse_ir::TensorBox> 
     k.tensor_box(&Access { param: *param, offset: *offset, mask: *mask })
 }
 
-impl Ctx<'_> {
+impl Emitter<'_> {
     /// The C expression of a box's start.
     fn box_start(&self, s: BoxStart) -> String {
         match s.var {
@@ -77,7 +77,14 @@ impl Ctx<'_> {
 
     /// Loop `n`'s TMA copy of access `access` (a [`fuse_ir::TensorBox`] `b`) into the stage at
     /// `buf` (an `unsigned short*`), issued by thread 0 on the stage's barrier `fuse_wr<n>`.
-    pub(super) fn tma_copy(&mut self, n: usize, access: u32, b: &fuse_ir::TensorBox, buf: &str, esz: usize) {
+    pub(in crate::emit_cuda) fn tma_copy(
+        &mut self,
+        n: usize,
+        access: u32,
+        b: &fuse_ir::TensorBox,
+        buf: &str,
+        esz: usize,
+    ) {
         self.needs.tma = true;
         let (h, w) = (b.height.c_expr(&self.k.consts), b.width.c_expr(&self.k.consts));
         let (r0, c0) = (self.box_start(b.row_start), self.box_start(b.col_start));
@@ -106,7 +113,7 @@ impl Ctx<'_> {
     }
 
     /// At the top of loop `n`'s iteration: waits for the TMA copies of stage `fuse_rd<n>`.
-    pub(super) fn tma_wait(&mut self, n: usize) {
+    pub(in crate::emit_cuda) fn tma_wait(&mut self, n: usize) {
         self.w.pp(format!("#if FUSE_TMA_LOOP{n}"));
         self.w.line(format!(
             "fuse_mbar_wait(fuse_smem_addr(&fuse_bar{n}[fuse_rd{n}]), (fuse_ph{n} >> fuse_rd{n}) & 1u);"
@@ -118,7 +125,7 @@ impl Ctx<'_> {
 
 /// The preprocessor switches of the TMA loads, before the kernel: `FUSE_TMA_ON_<k>` per load (the
 /// runtime's `FUSE_TMA_<k>` on an sm_90a compile), and per loop whether any is on and how many.
-pub(super) fn switches(loops: &[(usize, Vec<u32>)]) -> Vec<String> {
+pub(in crate::emit_cuda) fn switches(loops: &[(usize, Vec<u32>)]) -> Vec<String> {
     let mut out = Vec::new();
     for (n, accesses) in loops {
         for a in accesses {
@@ -137,7 +144,7 @@ pub(super) fn switches(loops: &[(usize, Vec<u32>)]) -> Vec<String> {
 
 /// The kernel's opening lines for the TMA loops: each loop's barriers (one per stage), initialised
 /// by thread 0 before any thread can wait on them, and this thread's phase bits.
-pub(super) fn declarations(loops: &[(usize, Vec<u32>)]) -> Vec<String> {
+pub(in crate::emit_cuda) fn declarations(loops: &[(usize, Vec<u32>)]) -> Vec<String> {
     let mut out = Vec::new();
     for (n, _) in loops {
         out.push(format!("#if FUSE_TMA_LOOP{n}"));

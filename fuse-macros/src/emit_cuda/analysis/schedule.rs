@@ -2,15 +2,12 @@
 //! no loaded value with the first load ([`early_loads`]).
 //!
 //! A scalar that depends only on parameters, const generics, program ids and other such scalars
-//! (the `rand > p` bound, a row's start, `1 / (1 - p)` before the host computed it) is the same
-//! for every lane. Computed where
-//! the user wrote it, it can cost the tile code around it: NVRTC does not move a division's
-//! slow-path call (or the branches of `fuse_rand_gt_bound`) across the tile code, so every tile
-//! predicate live there is kept in a register and restored (bias+GELU+dropout f16, 2 warps: 69
-//! registers and 16 `P2R` before, 48 and one after; static counts from NVRTC 13 for sm_90).
-//! Computed before the loads, it delays them instead (LayerNorm's `1 / n`, then). So such statements
-//! move to the end of the prologue: the top-level statements before the first one that reads a
-//! loaded value, i.e. once the loads are issued and before the math waits on them.
+//! (the `rand > p` bound, a row's start) is the same for every lane. Computed where the user wrote
+//! it, it can cost the tile code around it: NVRTC does not move a division's slow-path call (or
+//! the branches of `fuse_rand_gt_bound`) across the tile code, so every tile predicate live there
+//! is kept in a register and restored. Computed before the loads, it delays them instead. So such
+//! statements move to the end of the prologue: the top-level statements before the first one that
+//! reads a loaded value, i.e. once the loads are issued and before the math waits on them.
 //!
 //! Moving one changes no result: it is pure (no load, reduction or `rand`; integer division and
 //! casts are total in the emitted helpers), its destination is assigned nowhere else, and its
@@ -19,30 +16,22 @@
 //! A uniform scalar whose code holds such a slow-path call (a float division or square root) may
 //! go further, to the head of the kernel with the uniform scalars it reads, where nothing of the
 //! tile code is live across the call. At the end of the prologue ptxas hoists the conversions of
-//! loaded f16/bf16 tiles above the call, so every converted lane stays in a register across it:
-//! narrow-row LayerNorm's `1 / n`, f16 `[8, 256]` at 4 warps, 39 registers there and 32 at the
-//! head, as many as without the division. With many lanes a thread, though, the call at the end
-//! of the prologue is what keeps ptxas from hoisting the later loads over the tile math, and the
-//! head costs registers (one-row LayerNorm f16 `[8192]` at 8 warps, 32 lanes a thread: 64 there,
-//! 78 at the head). So these statements are written at both places, under complementary `#if`s
-//! on the lanes a thread holds (at most 16: the head), and only in kernels that load a 16-bit
-//! float tile: without conversions to hoist, the head only delays the first load. Timed on an
-//! H200 (2026-11-27, session 16, against both at the end of the prologue in the same call):
-//! LayerNorm 16384x256 f16 0.0096 → 0.0086 ms, NeoX RoPE f16 0.0520 → 0.0497; the f32
-//! LayerNorms 0.6-1.3 % slower at the head (65536x128: 0.0222 → 0.0225, though 40 → 32
-//! registers), so f32 kernels keep the old place.
-//! Register counts: NVRTC 13 for sm_90; tests/ptxas_resources.rs holds the narrow-row f16/bf16
-//! LayerNorm to 32.
+//! loaded f16/bf16 tiles above the call, so every converted lane stays in a register across it.
+//! With many lanes a thread, though, the call at the end of the prologue is what keeps ptxas from
+//! hoisting the later loads over the tile math, and the head costs registers. So these statements
+//! are written at both places, under complementary `#if`s on the lanes a thread holds (at most
+//! 16: the head), and only in kernels that load a 16-bit float tile: without conversions to
+//! hoist, the head only delays the first load. (tests/ptxas_resources.rs holds the narrow-row
+//! f16/bf16 LayerNorm to 32 registers.)
 //!
-//! Since session 24 a division or square root of parameters only (LayerNorm's `1 / n`,
-//! dropout's `1 / (1 - p)`) is no longer on the device at all: the runtime computes it at launch
-//! (fuse-ir's host_scalars.rs) and the statement reads a parameter. The head is left to the
-//! uniform divisions the host does not compute (one that reads a program id, say); the
-//! measurements above were taken on `1 / n` when the device computed it.
+//! A division or square root of parameters only (LayerNorm's `1 / n`, dropout's `1 / (1 - p)`) is
+//! not on the device at all: the runtime computes it at launch (fuse-ir's host_scalars.rs,
+//! [`Kernel::host_divisions`]) and the statement reads a parameter. The head holds the uniform
+//! divisions the host does not compute (one that reads a program id, say).
 use fuse_ir::{BinaryOp, DType, Expr, Kernel, Stmt, UnaryOp, VarId};
 
 /// The kernel's top-level statements in emission order, as indices into `Kernel::body`.
-pub(super) struct Schedule {
+pub(in crate::emit_cuda) struct Schedule {
     /// The uniform scalars with a slow-path call and the uniform scalars they read, wherever
     /// they are, in program order: emitted first where a thread holds few lanes.
     pub head: Vec<usize>,
@@ -54,11 +43,9 @@ pub(super) struct Schedule {
     /// The uniform scalar statements moved up from after the prologue, in program order.
     pub uniform: Vec<usize>,
     /// The early loads ([`early_loads`]) and the statements computing their offsets and masks,
-    /// in program order: emitted after `uniform` where `early_when` holds, and in place (in
+    /// in program order: emitted after `uniform` where the lowering's `early_when` holds, and in place (in
     /// `rest`) where it does not.
     pub early: Vec<usize>,
-    /// The preprocessor condition for `early`'s place ([`early_when`]).
-    pub early_when: String,
     /// The remaining statements, in program order (`early` among them).
     pub rest: Vec<usize>,
     /// Per statement of `Kernel::body` (and one past the last): how many loads and stores come
@@ -70,7 +57,7 @@ pub(super) struct Schedule {
 /// `assignments[v]` is how many statements assign var `v`; `host` the divisions the host
 /// computes ([`Kernel::host_divisions`]: passed as parameters, or read only by those that are),
 /// which call nothing on the device.
-pub(super) fn schedule(k: &Kernel, assignments: &[u32], host: &[VarId]) -> Schedule {
+pub(in crate::emit_cuda) fn schedule(k: &Kernel, assignments: &[u32], host: &[VarId]) -> Schedule {
     let once = |v: &VarId| assignments[v.0 as usize] == 1;
     // Vars whose value depends on a load (through any chain of statements, at any depth).
     let mut loaded = vec![false; k.vars.len()];
@@ -136,7 +123,6 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32], host: &[VarId]) -> Sched
         }
     });
     let early = if converts { Vec::new() } else { early_loads(k, &once, &loaded, &available, &rest) };
-    let early_when = early_when(k, &early);
     let mut accesses_before = Vec::with_capacity(k.body.len() + 1);
     let mut count = 0u32;
     for s in &k.body {
@@ -149,10 +135,10 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32], host: &[VarId]) -> Sched
     }
     accesses_before.push(count);
     if converts && late.contains(&true) {
-        Schedule { head, late, prologue, uniform, early, early_when, rest, accesses_before }
+        Schedule { head, late, prologue, uniform, early, rest, accesses_before }
     } else {
         let late = vec![false; k.vars.len()];
-        Schedule { head: Vec::new(), late, prologue, uniform, early, early_when, rest, accesses_before }
+        Schedule { head: Vec::new(), late, prologue, uniform, early, rest, accesses_before }
     }
 }
 
@@ -165,11 +151,8 @@ pub(super) fn schedule(k: &Kernel, assignments: &[u32], host: &[VarId]) -> Sched
 /// such loads wait behind the statistics' warp shuffles, which NVRTC does not move loads across;
 /// issued with the first load, their latency hides behind its own. Only in kernels without a
 /// 16-bit float tile load, and there only on one warp and where they are small beside the first
-/// load ([`early_when`]): measured on an H200
-/// (2026-11-27, session 22), narrow-row LayerNorm 16384x256 f32 on one warp 12.54 → 12.35 µs
-/// (65536x128 level); the one-row LayerNorm 4096x1024 f32 on 4 warps 0.0137 / 0.0135 → 0.0139 /
-/// 0.0146 ms; 16-bit LayerNorm rows 0.8-1.2 % slower at the launcher's tiles (up to 1.5 % faster
-/// at others, one call).
+/// load (the lowering's `early_when`); elsewhere they keep more registers live across the
+/// reductions than their latency is worth.
 fn early_loads(
     k: &Kernel,
     once: &dyn Fn(&VarId) -> bool,
@@ -242,26 +225,6 @@ fn early_loads(
         .into_iter()
         .filter(|&i| matches!(&k.body[i], Stmt::Assign { dst, .. } if needed[dst.0 as usize] && ready[dst.0 as usize]))
         .collect()
-}
-
-/// Where the early loads go with the first load (a preprocessor condition): on one warp, and where
-/// the tiles they load hold together at most half as many elements as the kernel's first loaded
-/// tile (LayerNorm's weight and bias rows beside its `[ROWS, BLOCK]` tile). Issued early, loads as
-/// large as that tile keep as many more registers live across the reductions (the one-row
-/// LayerNorm f32 `[1024]` on one warp spilled).
-fn early_when(k: &Kernel, early: &[usize]) -> String {
-    let len_of = |s: &Stmt| match s {
-        Stmt::Assign { dst, expr: Expr::Load { .. } } => k.ty(*dst).shape.len().map(|l| l.c_expr(&k.consts)),
-        _ => None,
-    };
-    let first = k.body.iter().find(|s| matches!(s, Stmt::Assign { expr: Expr::Load { .. }, .. }));
-    let early: Vec<String> = early.iter().filter_map(|&i| len_of(&k.body[i])).collect();
-    match first.and_then(len_of) {
-        Some(big) if !early.is_empty() => {
-            format!("FUSE_NUM_WARPS == 1 && 2 * ({}) <= ({big})", early.join(" + "))
-        }
-        _ => "0".into(),
-    }
 }
 
 /// A scalar statement that may move up to where its operands are: `dst` assigned once, and

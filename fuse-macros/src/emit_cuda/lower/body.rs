@@ -1,13 +1,14 @@
 //! Statements and element-wise expressions. A tile assignment is one `#pragma unroll` loop over
 //! the thread's EPT slots (all tiles of one operation share a length, hence a layout); a scalar
 //! assignment is one C statement executed redundantly by every thread.
-use super::affine::Fact;
 use super::ctype::{self, c_type, unsigned_of};
-use super::Ctx;
+use super::Emitter;
+use crate::emit_cuda::analysis::affine::Fact;
+use crate::emit_cuda::analysis::remat::BUDGET;
 use fuse_ir::{BinaryOp, DType, Expr, Specialization, Stmt, UnaryOp, VarId};
 
-impl Ctx<'_> {
-    pub(super) fn body(&mut self, stmts: &[Stmt]) {
+impl Emitter<'_> {
+    pub(in crate::emit_cuda) fn body(&mut self, stmts: &[Stmt]) {
         for s in stmts {
             self.stmt(s);
         }
@@ -17,7 +18,7 @@ impl Ctx<'_> {
         match s {
             Stmt::Assign { dst, expr } if self.needs_views(*dst, expr) => {
                 let vars: Vec<VarId> = expr.operands();
-                self.with_views(*dst, &vars, &|cx: &mut Self| cx.assign(*dst, expr));
+                self.with_views(*dst, &vars, &|emitter: &mut Self| emitter.assign(*dst, expr));
             }
             Stmt::Assign { dst, expr } => self.assign(*dst, expr),
             Stmt::Store { param, offset, value, mask } => {
@@ -25,7 +26,9 @@ impl Ctx<'_> {
                     return self.store_through_scratch((*param, *offset, *value, *mask), l);
                 }
                 let vars: Vec<VarId> = [*offset].into_iter().chain(*mask).collect();
-                self.with_views(*value, &vars, &|cx: &mut Self| cx.store(*param, *offset, *value, *mask));
+                self.with_views(*value, &vars, &|emitter: &mut Self| {
+                    emitter.store(*param, *offset, *value, *mask)
+                });
             }
             Stmt::If { cond, then_body, else_body } => {
                 let mut c = self.name(*cond).to_string();
@@ -101,10 +104,10 @@ impl Ctx<'_> {
     }
 
     /// Runs `f` with each index tile of `vars` whose layout is not `like`'s replaced by a view:
-    /// the tile recomputed at the lanes `like`'s layout holds ([`super::remat`]; the layout pass
+    /// the tile recomputed at the lanes `like`'s layout holds ([`crate::emit_cuda::analysis::remat`]; the layout pass
     /// left such tiles out of the meet of a tensor-core layout). Tiles already in that layout,
     /// scalars and other tiles are read as they are.
-    pub(super) fn with_views(&mut self, like: VarId, vars: &[VarId], f: &dyn Fn(&mut Self)) {
+    pub(in crate::emit_cuda) fn with_views(&mut self, like: VarId, vars: &[VarId], f: &dyn Fn(&mut Self)) {
         let Some(k) = self.tile(like) else { return f(self) };
         let mut views: Vec<(VarId, String, Option<usize>, Option<String>)> = Vec::new();
         for &v in vars {
@@ -115,8 +118,10 @@ impl Ctx<'_> {
             {
                 continue;
             }
-            let mut budget = super::remat::BUDGET;
-            let Some(e) = self.at_lanes_of(k, |cx| cx.value_at(v, "(fuse_f)", &mut budget)) else { continue };
+            let mut budget = BUDGET;
+            let Some(e) = self.at_lanes_of(k, |emitter| emitter.value_at(v, "(fuse_f)", &mut budget)) else {
+                continue;
+            };
             if views.is_empty() {
                 self.w.open("");
             }
@@ -153,7 +158,7 @@ impl Ctx<'_> {
         }
         match expr {
             Expr::Load { .. } if self.staged.contains_key(&dst) => {
-                // Issued ahead into the stage its `dot` reads (pipeline.rs).
+                // Issued ahead into the stage its `dot` reads (analysis/pipeline.rs, lower/pipeline.rs).
                 self.accesses += 1;
                 self.w.line(format!("// {}: in its stage, loaded ahead", self.name(dst)));
             }
@@ -362,7 +367,7 @@ impl Ctx<'_> {
         ctype::convert(&e, rd, to, &mut self.needs)
     }
 
-    pub(super) fn unary(&mut self, op: UnaryOp, d: DType, x: &str) -> String {
+    pub(in crate::emit_cuda) fn unary(&mut self, op: UnaryOp, d: DType, x: &str) -> String {
         let f = d == DType::F32;
         match op {
             UnaryOp::Neg if f => format!("(-{x})"),
@@ -397,7 +402,7 @@ impl Ctx<'_> {
         }
     }
 
-    pub(super) fn binary(&mut self, op: BinaryOp, d: DType, x: &str, y: &str) -> String {
+    pub(in crate::emit_cuda) fn binary(&mut self, op: BinaryOp, d: DType, x: &str, y: &str) -> String {
         let f = d == DType::F32;
         let sym = match op {
             BinaryOp::Add => "+",

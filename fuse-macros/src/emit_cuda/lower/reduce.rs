@@ -6,11 +6,11 @@
 //! passed before every thread finished reading reduction n, so writing the other half needs no
 //! second barrier.
 use super::ctype::{self, c_type, unsigned_of};
-use super::Ctx;
+use super::Emitter;
 use fuse_ir::{ArgOp, DType, ReduceOp, VarId};
 
-impl Ctx<'_> {
-    pub(super) fn reduce(&mut self, dst: VarId, op: ReduceOp, src: VarId) {
+impl Emitter<'_> {
+    pub(in crate::emit_cuda) fn reduce(&mut self, dst: VarId, op: ReduceOp, src: VarId) {
         let k = self.tile(src).expect("reductions take tiles");
         let (acc, op) = accumulate(self.dtype(src), op);
         if !self.reduce_types.contains(&acc) {
@@ -67,7 +67,7 @@ impl Ctx<'_> {
 
 /// The accumulator dtype and operation of reducing `d` with `op`: bool reduces as 0/1 ints (sum
 /// and max are "any", min is "all"), f16/bf16 in f32.
-pub(super) fn accumulate(d: DType, op: ReduceOp) -> (DType, ReduceOp) {
+pub(in crate::emit_cuda) fn accumulate(d: DType, op: ReduceOp) -> (DType, ReduceOp) {
     match (d.compute(), op) {
         (DType::Bool, ReduceOp::Min) => (DType::I32, ReduceOp::Min),
         (DType::Bool, _) => (DType::I32, ReduceOp::Max),
@@ -76,7 +76,7 @@ pub(super) fn accumulate(d: DType, op: ReduceOp) -> (DType, ReduceOp) {
 }
 
 /// The neutral value of `op` in dtype `d`.
-pub(super) fn identity(op: ReduceOp, d: DType) -> String {
+pub(in crate::emit_cuda) fn identity(op: ReduceOp, d: DType) -> String {
     match (op, d) {
         (ReduceOp::Sum, DType::F32) => "0.0f".into(),
         (ReduceOp::Sum, d) => ctype::int_lit(0, d),
@@ -92,7 +92,7 @@ pub(super) fn identity(op: ReduceOp, d: DType) -> String {
 }
 
 /// `a op b` in dtype `d` (ints wrap; float max/min ignore NaN, IEEE maxNum/minNum).
-pub(super) fn combine(op: ReduceOp, d: DType, a: &str, b: &str) -> String {
+pub(in crate::emit_cuda) fn combine(op: ReduceOp, d: DType, a: &str, b: &str) -> String {
     match (op, d) {
         (ReduceOp::Sum, DType::F32) => format!("{a} + {b}"),
         (ReduceOp::Sum, d) if d.is_signed_int() => {
@@ -114,7 +114,7 @@ pub(super) fn combine(op: ReduceOp, d: DType, a: &str, b: &str) -> String {
 /// is a strict total order on pairs with distinct indices, so any fold order finds the pair the
 /// serial search (first index on ties, the first NaN) finds, bit for bit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Fold {
+pub(in crate::emit_cuda) enum Fold {
     Plain { op: ReduceOp, acc: DType },
     Arg { op: ArgOp, val: DType },
 }
@@ -125,13 +125,13 @@ const NO_INDEX: &str = "0x7fffffff";
 
 impl Fold {
     /// `op` over lanes of dtype `d` (bool as [`accumulate`] says).
-    pub(super) fn plain(d: DType, op: ReduceOp) -> Fold {
+    pub(in crate::emit_cuda) fn plain(d: DType, op: ReduceOp) -> Fold {
         let (acc, op) = accumulate(d, op);
         Fold::Plain { op, acc }
     }
 
     /// The dtype of the values carried.
-    pub(super) fn value(self) -> DType {
+    pub(in crate::emit_cuda) fn value(self) -> DType {
         match self {
             Fold::Plain { acc, .. } => acc,
             Fold::Arg { val, .. } => val,
@@ -139,7 +139,7 @@ impl Fold {
     }
 
     /// Bytes one element takes in shared memory (a pair's index is an `int` after the values).
-    pub(super) fn bytes(self) -> usize {
+    pub(in crate::emit_cuda) fn bytes(self) -> usize {
         self.value().size_bytes() + if matches!(self, Fold::Arg { .. }) { 4 } else { 0 }
     }
 
@@ -173,22 +173,22 @@ impl Fold {
 
 /// Accumulators of a [`Fold`] in registers: `{name}v[k]` (values) and, for pairs, `{name}i[k]`
 /// (indices); in shared memory, `n` values from `fuse_xs` then, for pairs, `n` indices.
-pub(super) struct Acc {
+pub(in crate::emit_cuda) struct Acc {
     pub fold: Fold,
     pub name: &'static str,
 }
 
 impl Acc {
-    pub(super) fn v(&self, k: &str) -> String {
+    pub(in crate::emit_cuda) fn v(&self, k: &str) -> String {
         format!("{}v[{k}]", self.name)
     }
 
-    pub(super) fn i(&self, k: &str) -> String {
+    pub(in crate::emit_cuda) fn i(&self, k: &str) -> String {
         format!("{}i[{k}]", self.name)
     }
 
     /// The declarations of `n` accumulators.
-    pub(super) fn decl(&self, n: &str) -> Vec<String> {
+    pub(in crate::emit_cuda) fn decl(&self, n: &str) -> Vec<String> {
         let mut out = vec![format!("{} {}v[{n}];", c_type(self.fold.value()), self.name)];
         if matches!(self.fold, Fold::Arg { .. }) {
             out.push(format!("int {}i[{n}];", self.name));
@@ -197,7 +197,7 @@ impl Acc {
     }
 
     /// `k` set to the neutral element.
-    pub(super) fn init(&self, k: &str) -> String {
+    pub(in crate::emit_cuda) fn init(&self, k: &str) -> String {
         match self.fold {
             Fold::Plain { .. } => format!("{} = {};", self.v(k), self.fold.neutral()),
             Fold::Arg { .. } => {
@@ -207,7 +207,7 @@ impl Acc {
     }
 
     /// `(x, xi)` folded into `k` (a plain fold ignores `xi`).
-    pub(super) fn fold_in(&self, k: &str, x: &str, xi: &str) -> String {
+    pub(in crate::emit_cuda) fn fold_in(&self, k: &str, x: &str, xi: &str) -> String {
         let (v, i) = (self.v(k), self.i(k));
         match self.fold {
             Fold::Plain { op, acc } => format!("{v} = {};", combine(op, acc, &v, x)),
@@ -218,7 +218,7 @@ impl Acc {
     }
 
     /// `k` folded with lane `lane ^ s`'s `k` (every lane of the warp must run it).
-    pub(super) fn shfl(&self, k: &str, s: &str) -> String {
+    pub(in crate::emit_cuda) fn shfl(&self, k: &str, s: &str) -> String {
         let (v, i) = (self.v(k), self.i(k));
         let t = c_type(self.fold.value());
         match self.fold {
@@ -243,7 +243,7 @@ impl Acc {
     }
 
     /// `k` written to shared slot `slot` of `n`.
-    pub(super) fn to_shared(&self, k: &str, slot: &str, n: &str) -> String {
+    pub(in crate::emit_cuda) fn to_shared(&self, k: &str, slot: &str, n: &str) -> String {
         let (sv, si) = self.shared(slot, n);
         match self.fold {
             Fold::Plain { .. } => format!("{sv} = {};", self.v(k)),
@@ -252,7 +252,7 @@ impl Acc {
     }
 
     /// `k` set to shared slot `slot` of `n`.
-    pub(super) fn load_shared(&self, k: &str, slot: &str, n: &str) -> String {
+    pub(in crate::emit_cuda) fn load_shared(&self, k: &str, slot: &str, n: &str) -> String {
         let (sv, si) = self.shared(slot, n);
         match self.fold {
             Fold::Plain { .. } => format!("{} = {sv};", self.v(k)),
@@ -261,7 +261,7 @@ impl Acc {
     }
 
     /// Shared slot `slot` of `n` folded into `k`.
-    pub(super) fn fold_shared(&self, k: &str, slot: &str, n: &str) -> String {
+    pub(in crate::emit_cuda) fn fold_shared(&self, k: &str, slot: &str, n: &str) -> String {
         let (sv, si) = self.shared(slot, n);
         self.fold_in(k, &sv, &si)
     }
