@@ -12,7 +12,7 @@
 #                                runs cargo)
 #   memcheck | racecheck | synccheck [T[:FILTER]...]
 #                                compute-sanitizer's tool over the GPU test binaries (or those named,
-#                                e.g. `memcheck gpu_examples:rows_kernels gpu_dot`), one test thread
+#                                e.g. `memcheck rows:gpu dot:gpu`), one test thread
 #   bench NAME...                .gpu/bench-NAME --bench, its JSON rows in bench-NAME.json
 #   bench-all                    every .gpu/bench-*
 #   peers [NAME[:ARG,...]...]    each peer script (default all): triton_anchor, triton_dot,
