@@ -100,7 +100,7 @@ pub struct Shape {
     pub d: usize,
 }
 
-/// The kernel's dropout decisions `keep(bh, i, j)` and scale, for [`reference`] (`None`: no
+/// The kernel's dropout decisions `keep(bh, i, j)` and scale, for [`reference()`] (`None`: no
 /// dropout).
 pub type Keep<'a> = Option<(&'a dyn Fn(usize, usize, usize) -> bool, f64)>;
 
@@ -131,7 +131,7 @@ pub fn reference(
     (o, lse, o_abs)
 }
 
-/// Row `i` of head `bh` of [`reference`]: `o` and `o_abs` (each `d` long, zeroed) filled, the
+/// Row `i` of head `bh` of [`reference()`]: `o` and `o_abs` (each `d` long, zeroed) filled, the
 /// log-sum-exp returned. A bench checks sampled rows of a large launch with it.
 pub fn reference_row(
     (q, k, v): (&[f64], &[f64], &[f64]),
@@ -175,7 +175,7 @@ pub fn reference_row(
     mx + total.ln()
 }
 
-/// The largest error the kernel may make in `o`, per element, from `o_abs` of [`reference`] and
+/// The largest error the kernel may make in `o`, per element, from `o_abs` of [`reference()`] and
 /// the unit roundoff `u` of the element type: `p` is rounded to it before `p v` (FlashAttention's
 /// rule; each term off by `u` relative, dropout's scale included), `o` once more when stored,
 /// and f32 exp2, sums and products, far smaller, are covered by the `u` and the small absolute

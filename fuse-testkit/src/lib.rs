@@ -1,7 +1,7 @@
 //! What fuse's examples, tests and benches share (a dev-only crate, not published): picking a
 //! device, fresh random inputs with a printed seed, the float64 comparison that decides
 //! PASS/FAIL, the GB/s report; [`harness`] for the test targets that need a GPU or NVRTC;
-//! [`bench`] for the benches' timing and roofline; [`candle`] (feature `candle`) for fuse-candle.
+//! [`mod@bench`] for the benches' timing and roofline; `candle` (feature `candle`) for fuse-candle.
 
 pub mod bench;
 #[cfg(feature = "candle")]

@@ -13,7 +13,7 @@
 #                 working tree, e.g. `--into .gpu-before --commit HEAD~1`
 #   --pack        also pack DIR as DIR.tar.xz (~10x smaller): carry that instead of DIR
 #   CARGO_BUILD_ARGS  replace the default target selection `--workspace --all-targets`, e.g.
-#                 `-- -p fuse --test rows --bench anchors`
+#                 `-- -p fuse-gpu --test rows --bench anchors`
 # The device carries at most 64 MiB with the working tree: carry [".gpu"] or [".gpu.tar.xz"].
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
