@@ -56,7 +56,7 @@ fn fixed_reps() -> Option<usize> {
 }
 
 /// `FUSE_BENCH_SAMPLES=1`: print every per-call time of each timed case under three schedules
-/// (`common/samples.rs`) before its row is timed.
+/// (`fuse_testkit::bench::samples`) before its row is timed.
 fn samples_wanted() -> bool {
     static S: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *S.get_or_init(|| std::env::var("FUSE_BENCH_SAMPLES").is_ok_and(|v| v == "1"))

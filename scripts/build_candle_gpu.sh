@@ -36,7 +36,6 @@ WHEELS=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.88 
         nvidia-cuda-runtime==13.0.96 nvidia-cuda-nvrtc==13.0.88)
 
 say() { echo "== $*" >&2; }
-DEVICE_CMD='mkdir -p /tmp/cg && tar -xJf .gpu2/candle-gpu.tar.xz -C /tmp/cg && export LD_LIBRARY_PATH=/usr/local/cuda/lib64 && /tmp/cg/candle_layernorm && /tmp/cg/test-candle_gpu'
 
 # 0. fuse-runtime must build with cudarc's `dynamic-linking` (which candle's `cuda` feature turns on
 #    for the whole graph): cudarc's `is_culib_present` exists only with its dynamic loading.
@@ -136,4 +135,4 @@ say "smoke test on this machine (stub libcuda: no GPU)"
 LD_LIBRARY_PATH=$CUDA/lib "$BIN/candle_layernorm"
 LD_LIBRARY_PATH=$CUDA/lib "$BIN/test-candle_gpu"
 say "staged $STAGE/candle-gpu.tar.xz. On the device, from the repository root:"
-echo "$DEVICE_CMD"
+echo "bash scripts/device/run.sh candle"

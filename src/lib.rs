@@ -2,8 +2,9 @@
 //!
 //! Fused GPU kernels written in a Rust tile language (Triton's model), checked at compile time,
 //! compiled to CUDA C by the `#[fused_kernel]` macro, run through NVRTC on NVIDIA GPUs or by an
-//! interpreter on the CPU. The language reference is `docs/LANGUAGE.md`; ready-made kernels are
-//! in the `fuse-kernels` crate.
+//! interpreter on the CPU. The language reference is
+//! [docs/LANGUAGE.md](https://github.com/fuse-rs/fuse/blob/main/docs/LANGUAGE.md); ready-made
+//! kernels are in the `fuse-kernels` crate.
 #![warn(missing_docs)]
 pub use fuse_macros::fused_kernel;
 pub use fuse_runtime::*;

@@ -1,4 +1,4 @@
-//! Autotuned kernels (`#[fused_kernel(autotune(..))]`, README.md "Autotuning"): on the CPU (the
+//! Autotuned kernels (`#[fused_kernel(autotune(..))]`, docs/LANGUAGE.md "Autotuning"): on the CPU (the
 //! first candidate, no timing) and on a GPU (harness = false, fuse_testkit::harness:
 //! without a GPU those are reported as ignored, with the reason).
 //!

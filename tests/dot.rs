@@ -198,7 +198,7 @@ fn tf32_k_major_b_operands(d: &Device) {
 }
 
 /// The `matmul` example, f16 and bf16, plain and with bias + GELU: its half-precision result goes
-/// from the accumulator through shared memory to 16-byte row runs (`emit_cuda/coalesce.rs`);
+/// from the accumulator through shared memory to 16-byte row runs (`emit_cuda/lower/coalesce.rs`);
 /// ragged sizes mask rows and columns of those runs, aligned ones take the unchecked vector
 /// stores. On a GPU at four block configurations (one warpgroup, two, the bench's 128x256x64, and
 /// one warp on `mma.sync`'s grid), on the CPU at the last. Against float64 within the f32 sum's

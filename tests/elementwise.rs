@@ -163,7 +163,7 @@ fn add_gelu_and_add_silu_update_the_residual(d: &Device) {
     case::<bf16>(d, &mut rng, 1e-3, 8e-3);
 }
 
-/// `T::INFINITY` .. `T::EPSILON` of f32, f16 and bf16 as the kernel stores them (README's table):
+/// `T::INFINITY` .. `T::EPSILON` of f32, f16 and bf16 as the kernel stores them (the language reference's table):
 /// Rust's and the `half` crate's values, NaN a NaN; beside a GPU the GPU's bits (NaN's pattern
 /// too) equal to the CPU interpreter's.
 fn float_constants_are_each_types_values(d: &Device) {

@@ -17,7 +17,7 @@ fn specs() -> Vec<(&'static fuse::KernelSpec, Vec<u64>)> {
 /// The tensor-core examples whose names the `dot` kernels of tests/common/dot.rs already take:
 /// their snapshot names (`None`: bf16's source differs from f16's in its types alone), specs and
 /// consts. Their half-precision and int8 results go from the accumulator through the scratch
-/// (emit_cuda/coalesce.rs). (`matmul_int8` and `ffn_sublayer` compile in tests/quant_ffn.rs,
+/// (emit_cuda/lower/coalesce.rs). (`matmul_int8` and `ffn_sublayer` compile in tests/quant_ffn.rs,
 /// attention in tests/attention.rs, all without a GPU.)
 fn tensor_core_examples() -> Vec<(Option<&'static str>, &'static fuse::KernelSpec, Vec<u64>)> {
     vec![

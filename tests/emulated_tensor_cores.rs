@@ -450,7 +450,7 @@ fn f16_matmul_in_the_emulation() {
 }
 
 /// The example's f16 matmul, whose f16 result goes from the accumulator through the scratch to
-/// 16-byte row runs before its store (`emit_cuda/coalesce.rs`): ragged edges (the masked runs),
+/// 16-byte row runs before its store (`emit_cuda/lower/coalesce.rs`): ragged edges (the masked runs),
 /// one warp to eight, with and without bias + GELU, and a launch proven in bounds (the unchecked
 /// vector stores); within f16's rounding of the float64 result, poisoned output.
 fn f16_results_stored_through_the_scratch_in_the_emulation() {
@@ -558,7 +558,7 @@ fn check_int8_requant(
 
 /// The `matmul_int8` example on the mma.sync path (m16n8k32 s8 into i32): the accumulator kernel
 /// bit for bit, and the requantised i8 result, which goes from its MMA layout through the
-/// scratch as 2-byte pairs to 16-byte row runs (`emit_cuda/coalesce.rs`), by the float64 rule
+/// scratch as 2-byte pairs to 16-byte row runs (`emit_cuda/lower/coalesce.rs`), by the float64 rule
 /// (random scales with and without bias; ties exactly). One warp (2 stages), four (3) and eight
 /// (3, 4); ragged sizes with K under 16, a multiple of 16 (the 16-byte copies, masked) or not
 /// (the per-byte ones), and a size proven in bounds (the unchecked copies and stores).

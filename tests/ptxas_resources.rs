@@ -44,9 +44,9 @@ fn report(spec: &KernelSpec, consts: &[u64], warps: u32, stages: u32, taken: boo
 }
 
 /// The matmul's Hopper configurations, plain and with the bias + GELU epilogue, f16 and bf16;
-/// the int8 matmul's. Before the K loop's last wait was moved under the loop's own guard ptxas
-/// serialised every one of them; before the epilogue read an accumulator slot's column in closed
-/// form, the bias + GELU variant of 128x256x64 spilled 908 bytes.
+/// the int8 matmul's. The K loop's last wait sits under the loop's own guard, or ptxas serialises
+/// the wgmma instructions; the epilogue reads an accumulator slot's column in closed form, or the
+/// bias + GELU variant of 128x256x64 spills hundreds of bytes.
 fn matmul_k_loops_stay_in_flight() {
     for spec in [&matmul::matmul::f16::SPEC, &matmul::matmul::bf16::SPEC] {
         for c in matmul::CONFIGS.iter().filter(|c| c.bk == 64 && c.warps == 8) {
@@ -113,7 +113,7 @@ fn narrow_row_layernorm_fits_32_registers() {
 /// The narrow-row LayerNorm of f32 rows at the launcher's one-warp tiles (`[4, 256]`, `[8, 128]`,
 /// 32 lanes a thread) in at most 64 registers without spills, so 32 programs (a multiprocessor's
 /// most) fit. Before one-warp kernels asked for 32 blocks (`__launch_bounds__(32, 32)`,
-/// emit_cuda/mod.rs) ptxas took 71 at `[4, 256]`, and only 28 fitted.
+/// emit_cuda/lower/finish.rs) ptxas took 71 at `[4, 256]`, and only 28 fitted.
 fn narrow_f32_rows_on_one_warp_fit_64_registers() {
     for tile in [[4u64, 256], [8, 128]] {
         let r = report(&layernorm::layernorm_rows::f32::SPEC, &tile, 1, 1, false);
@@ -133,7 +133,7 @@ fn narrow_f32_rows_on_one_warp_fit_64_registers() {
 /// launch facts: every one proven; aligned and in bounds but masked (a row of 1000 columns: no
 /// divisibility, no all-true mask); none. The one-row LayerNorm f32 `[1024]` fits 64 with every
 /// fact proven (it spilled 116 bytes there while its weight loads came early; the early loads'
-/// size rule, emit_cuda/schedule.rs `early_when`, keeps them in place) and needs more masked.
+/// size rule, emit_cuda/lower/mod.rs `early_when`, keeps them in place) and needs more masked.
 fn one_warp_kernels_that_need_more_registers_do_not_spill() {
     // (kernel, consts, over the cap with every fact proven, masked, with none)
     let cases: [(&KernelSpec, &[u64], [bool; 3]); 3] = [

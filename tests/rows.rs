@@ -334,7 +334,7 @@ fn axis_1_reductions_in_warp_slabs_match_float64(d: &Device) {
 }
 
 /// One-warp variants that need more than the one-warp cap of 64 registers (`FUSE_LAUNCH_BOUNDS`,
-/// emit_cuda/mod.rs), which the runtime compiles again without the cap where it spills
+/// emit_cuda/lower/finish.rs), which the runtime compiles again without the cap where it spills
 /// (cuda/nvrtc.rs `compile_capped`; tests/ptxas_resources.rs checks with NVRTC alone which
 /// variants take more than 64 registers, without spills): bias+GELU+dropout f32 `[1024]` against
 /// float64 with the CPU's mask, and the one-row LayerNorm f32 `[1024]` against float64 and the

@@ -1,7 +1,7 @@
-//! Compile-time diagnostics (issue 4): every mistake in a kernel is a compile error at the user's
+//! Compile-time diagnostics: every mistake in a kernel is a compile error at the user's
 //! token, and the tricky valid forms compile. The `.stderr` files were written by the toolchain in
 //! `rust-toolchain.toml`; regenerate them with `TRYBUILD=overwrite cargo test --release --test ui`
-//! and read the diff (README.md, "Diagnostics").
+//! and read the diff (docs/LANGUAGE.md, "Diagnostics").
 
 #[test]
 fn ui() {

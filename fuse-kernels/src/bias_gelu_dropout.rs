@@ -28,7 +28,7 @@ pub fn bias_gelu_dropout<T: Float, const BLOCK: usize>(
 /// The same with `rand16`: one Philox4x32-10 call per eight elements (16 threshold bits each)
 /// instead of one per four (in f32, whose vectors hold four elements, one per four: four lanes
 /// take half of a call's half-words), so `p` acts rounded to a multiple of 2^-16 (exact for
-/// p = 0.1 to within 6e-6; see the README's `rand16`). The mask is still bit-identical on the GPU
+/// p = 0.1 to within 6e-6; see `rand16` in the language reference, docs/LANGUAGE.md). The mask is still bit-identical on the GPU
 /// and the CPU.
 #[fused_kernel]
 pub fn bias_gelu_dropout16<T: Float, const BLOCK: usize>(

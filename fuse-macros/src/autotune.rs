@@ -1,7 +1,7 @@
 //! `#[fused_kernel(autotune(configs = [..], key = [..], restore = [..]))]`: the attribute as
 //! written ([`parse_attr`]), checked against the kernel's signature ([`resolve`]), and the items
 //! it adds to the kernel's module ([`items`]): `Config`, `CONFIGS` and `launch_autotuned`, which
-//! hands the candidates to `fuse::autotune::run` (README.md, "Autotuning").
+//! hands the candidates to `fuse::autotune::run` (docs/LANGUAGE.md, "Autotuning").
 
 use crate::ast::{KernelFn, ParamTy};
 use crate::diag::{closest, Diags, Sp};

@@ -35,15 +35,17 @@ mod tests;
 ///
 /// The body is not compiled as Rust: it is a tile program in the Triton style (one *program* per
 /// grid point, values that are scalars or 1-D and 2-D tiles whose dims are powers of two). The language (every
-/// operation, the typing rules, masks and bounds) is documented in the workspace `README.md`,
-/// section "The language", and the diagnostics in its section "Diagnostics".
+/// operation, the typing rules, masks and bounds) is documented in the language reference,
+/// [docs/LANGUAGE.md](https://github.com/fuse-rs/fuse/blob/main/docs/LANGUAGE.md), and the
+/// diagnostics in its section "Diagnostics".
 ///
 /// # What it accepts
 ///
 /// `#[fused_kernel]` takes no arguments but an optional `autotune(configs = [(NAME = value, ..,
 /// num_warps = 4, num_stages = 3), ..], key = [param, ..], restore = [param, ..])`, which adds
-/// `Config`, `CONFIGS` and `launch_autotuned` to the module (README.md, "Autotuning"). It applies
-/// to a free `fn` with:
+/// `Config`, `CONFIGS` and `launch_autotuned` to the module
+/// ([LANGUAGE.md, "Autotuning"](https://github.com/fuse-rs/fuse/blob/main/docs/LANGUAGE.md#autotuning)).
+/// It applies to a free `fn` with:
 /// * **const generics** `const NAME: usize` (no lifetime parameters, defaults or `where`
 ///   clause), typically the block size. Each must be a power of two; that is checked where
 ///   `launch::<N>` is instantiated.

@@ -945,7 +945,7 @@ fn error_if_condition_tile() {
 
 #[test]
 fn documented_forms_of_the_language_reference_check() {
-    // README's reference names these as accepted: float `%`, `offs + ptr` and `ptr - offs`, a
+    // The language reference (docs/LANGUAGE.md) names these as accepted: float `%`, `offs + ptr` and `ptr - offs`, a
     // pointer variable advanced by `+=`, a `[N]` tile assigned into a `[M, N]` variable, `for _`,
     // method forms of `load`/`store`/`where_`, an integer literal to a math function, and an
     // expression statement.
@@ -968,7 +968,7 @@ fn documented_forms_of_the_language_reference_check() {
 
 #[test]
 fn documented_errors_of_the_language_reference() {
-    // README's reference names these as compile errors; each is one error at its token.
+    // The language reference names these as compile errors; each is one error at its token.
     one_error(&body("for i in 0..n { break; }"), "unsupported syntax: `break`", "break");
     one_error(&body("for i in 0..n { continue; }"), "unsupported syntax: `continue`", "continue");
     let errs = errors(&body("store(y, f32::PI);"));

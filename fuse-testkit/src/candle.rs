@@ -9,10 +9,7 @@ pub struct Rng(u64);
 impl Rng {
     /// Seeded from `FUSE_TEST_SEED` if set, else from the clock; prints the seed with `what`.
     pub fn fresh(what: &str) -> Rng {
-        let seed = std::env::var("FUSE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-            t.as_nanos() as u64 ^ (std::process::id() as u64) << 32
-        });
+        let seed = crate::fresh_seed("FUSE_TEST_SEED");
         eprintln!("{what}: seed {seed} (replay with FUSE_TEST_SEED={seed})");
         Rng(seed)
     }

@@ -21,15 +21,19 @@ pub fn pick_device() -> Device {
     device
 }
 
+/// The seed of a run: the environment variable `var` if it holds a number (a replay), else fresh
+/// from the clock and the process id, so that every run checks new inputs.
+pub fn fresh_seed(var: &str) -> u64 {
+    std::env::var(var).ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        t.as_nanos() as u64 ^ (u64::from(std::process::id()) << 32)
+    })
+}
+
 /// A generator seeded from the clock, so every run checks fresh inputs; the seed is printed so a
 /// failure can be replayed with `FUSE_EXAMPLE_SEED`.
 pub fn rng() -> StdRng {
-    let seed = std::env::var("FUSE_EXAMPLE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-    });
+    let seed = fresh_seed("FUSE_EXAMPLE_SEED");
     println!("inputs: random, seed {seed}");
     StdRng::seed_from_u64(seed)
 }

@@ -4,10 +4,11 @@
 # scripts/device/peers/. Usage: bash scripts/device/run.sh MODE [ARG...] [MODE [ARG...]] ...
 #
 #   examples [NAME...]           every .gpu/example-* (or those named): exit 0 and a PASS line
-#   gpu-tests [T[:FILTER]...]    every harness = false test binary (libtest-mimic: the GPU and NVRTC
-#                                tests) with --include-ignored, so that no GPU test passes by being
+#   gpu-tests [T[:FILTER]...]    the harness = false test binaries with GPU tests (libtest-mimic)
+#                                with --include-ignored, so that no GPU test passes by being
 #                                ignored (on a machine of one GPU, less the two-GPU test; not
-#                                candle_gpu, built here without candle's CUDA: see `candle`)
+#                                candle_gpu, built here without candle's CUDA: see `candle`; the
+#                                CPU-only emitted_cuda, ptxas_resources and emulated_* when named)
 #   cpu-tests [T[:FILTER]...]    the built-in-harness test binaries, run plainly (not `ui`: trybuild
 #                                runs cargo)
 #   memcheck | racecheck | synccheck [T[:FILTER]...]
@@ -16,7 +17,7 @@
 #   bench NAME...                .gpu/bench-NAME --bench, its JSON rows in bench-NAME.json
 #   bench-all                    every .gpu/bench-*
 #   peers [NAME[:ARG,...]...]    each peer script (default all): triton_anchor, triton_dot,
-#                                torch_peers, train_peers, peers_v2 (issue 14's rows; arguments are
+#                                torch_peers, train_peers, peers_v2 (the inference rows; arguments are
 #                                its pattern prefixes, e.g. peers_v2:softmax,ln) and peers_v2:short
 #                                (the short anchors by the 5-run rule); JSON in peer-NAME.json
 #   ab BEFORE_DIR AFTER_DIR      the anchor and matmul benches ($AB_BENCHES) of two stages in
@@ -40,6 +41,8 @@ DEV=scripts/device
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda/bin:$PATH
 export FUSE_CACHE_DIR=${FUSE_CACHE_DIR:-/tmp/fuse-cache} PYTHONUNBUFFERED=1
+# insta (emitted_cuda's snapshots) finds tests/snapshots from here, not the build machine's path.
+export INSTA_WORKSPACE_ROOT=$PWD
 STAGE=${STAGE:-.gpu} LIMIT=${LIMIT:-540} PY=${PYTHON:-python3}
 L=target/device/logs
 MODES=" examples gpu-tests cpu-tests memcheck racecheck synccheck bench bench-all peers ab join candle "
@@ -94,14 +97,17 @@ tests() {
             mapfile -t list < <(targets libtest | grep -vx ui)
         else
             # candle_gpu from this stage is built without candle's `cuda` feature (its tests
-            # can only be ignored): its GPU build is the `candle` mode's
-            mapfile -t list < <(targets custom | grep -vx candle_gpu)
+            # can only be ignored): its GPU build is the `candle` mode's. The targets that need no
+            # GPU (NVRTC compiles, ptxas reports, the host emulator, which also needs a C++
+            # compiler) are CPU tests that CI runs: name them to run them here.
+            mapfile -t list < <(targets custom |
+                grep -vxE 'candle_gpu|emitted_cuda|ptxas_resources|emulated_cuda|emulated_tensor_cores')
         fi
         [ ${#list[@]} -gt 0 ] || { verdict "$tag" 1 "no test binaries in $STAGE/targets.tsv (stage.sh writes it)"; return; }
     fi
     for spec in "${list[@]}"; do
         t=${spec%%:*} f=$([[ $spec == *:* ]] && echo "${spec#*:}")
-        name=$(fresh "$tag-$t${f:+-$f}")
+        name=$(fresh "$tag-$t${f:+-${f//\//_}}") # a filter's '/' (name/gpu) is no file name
         [ -x "$STAGE/test-$t" ] || { verdict "$name" 1 "no $STAGE/test-$t"; continue; }
         args=(--test-threads="$threads")
         if targets custom | grep -qx "$t"; then

@@ -311,12 +311,7 @@ pub struct Rng(u64);
 
 impl Rng {
     pub fn fresh(test: &str) -> Rng {
-        let seed = std::env::var("FUSE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(7)
-        });
+        let seed = fuse_testkit::fresh_seed("FUSE_TEST_SEED");
         println!("{test}: seed {seed} (replay with FUSE_TEST_SEED={seed})");
         Rng(seed | 1)
     }

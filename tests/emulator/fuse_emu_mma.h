@@ -1,4 +1,4 @@
-// Host emulations of the tensor-core helpers of the emitted CUDA (fuse-macros emit_cuda/mma.rs,
+// Host emulations of the tensor-core helpers of the emitted CUDA (fuse-macros emit_cuda/lower/mma.rs,
 // tf32.rs, pipeline.rs) and of the conversions its epilogues use (prelude.rs: f16, float -> int),
 // for tests/emulated_tensor_cores.rs: the harness removes their inline-PTX definitions from the
 // source and these stand in. `ldmatrix` and `mma.sync` are warp-collective (fuse_emu_warp: all 32

@@ -1,4 +1,4 @@
-//! Tests of the CPU interpreter: the seed kernels (docs/SEED_KERNELS.md) built by hand as the
+//! Tests of the CPU interpreter: the seed kernels (as in fuse-kernels) built by hand as the
 //! checker would lower them, run on random data against float64 references, plus targeted
 //! semantics tests.
 //!

@@ -88,7 +88,7 @@ pub(crate) fn compile_cubin(kernel: &str, source: &str, arch: &str) -> Result<Ve
     Ok(cubin)
 }
 
-/// The emitter's one-warp register cap (`FUSE_LAUNCH_BOUNDS`, emit_cuda/mod.rs) is on unless the
+/// The emitter's one-warp register cap (`FUSE_LAUNCH_BOUNDS`, emit_cuda/lower/finish.rs) is on unless the
 /// source defines this macro to 1.
 const NO_WARP_CAP: &str = "FUSE_NO_WARP_CAP";
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peers for the second set of benchmark rows: Triton kernels written here, torch eager and
+"""Peers for the inference rows (narrow-row softmax/LayerNorm, QK-norm + RoPE, cross-entropy, add + activation): Triton kernels written here, torch eager and
 torch.compile, timed on the device machine with the method of triton_anchor.py beside this file
 (triton.testing.do_bench, warmup=25, rep=100, median; for calls under 30 us the least of 5 such
 runs' medians, as benches/anchors.rs times fuse) and the same row keys
@@ -31,7 +31,7 @@ timed by the 5-run rule above, where triton_anchor.py times them by one run. Row
 dtype, impl: "triton", ms, gbs, runs_ms} go to $OUT/peers_small.json; scripts/device/join.py keeps,
 for each row, Triton's least time over triton_anchor.py's run and these five. Only Triton: the
 torch eager and torch.compile figures of these rows stay triton_anchor.py's single runs.
-`short samples`: every per-call time under the three schedules of benches/common/samples.rs
+`short samples`: every per-call time under the three schedules of fuse-testkit/src/bench/samples.rs
 (do_bench's, do_bench's with the host waiting every 100 calls, one warm-up call then 100 flushed
 calls), printed in the bench's `samples` format; `short placement`: where each tensor starts
 within a 2 MiB page (the bench's FUSE_BENCH_PTRS)."""
@@ -436,7 +436,7 @@ def run_add_act():
             except Exception:
                 fail(f"{name} {shape} {dname(dt)}")
 
-# ================= 6. the short anchors (`short`: formerly peers_small.py) =================
+# ================= 6. the short anchors (`short`) =================
 _flush = []
 
 

@@ -29,7 +29,7 @@ pub fn unsigned_of(d: DType) -> &'static str {
 pub fn f32_lit(x: f32) -> String {
     if x.is_nan() {
         // The NaN's own bits, sign included (`-f32::NAN`), rather than one fixed NaN. (A NaN's
-        // sign and payload are still outside the GPU/CPU bit-identity contract: README.)
+        // sign and payload are still outside the GPU/CPU bit-identity contract: docs/LANGUAGE.md.)
         match x.to_bits() {
             b if b < 0x8000_0000 => format!("__int_as_float(0x{b:08x})"),
             b => format!("__int_as_float((int)0x{b:08x}u)"),

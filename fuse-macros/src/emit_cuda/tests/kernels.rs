@@ -1,4 +1,5 @@
-//! Hand-built IR, shaped as the checker lowers the seed kernels of docs/SEED_KERNELS.md.
+//! Hand-built IR, shaped as the checker lowers the seed kernels (add_mul, softmax, LayerNorm,
+//! bias + GELU + dropout; their sources in fuse-kernels).
 use fuse_ir::*;
 
 pub fn blk() -> Len {

@@ -1,4 +1,4 @@
-//! Where a uniform slow-path call goes (emit_cuda/schedule.rs), when the host does not compute
+//! Where a uniform slow-path call goes (emit_cuda/analysis/schedule.rs and lower/mod.rs), when the host does not compute
 //! it (it reads a program id): for a kernel that loads a 16-bit float tile, at the head under `#if` (a thread holding at most 16 lanes) and in place under the
 //! complementary `#if`; for one that does not, in place and unconditionally. A division of
 //! parameters is a parameter the runtime computes. Where a read-only load
